@@ -1,0 +1,359 @@
+"""BERT (Devlin et al. 2019) for MLM + NSP pretraining, in reading order.
+
+Class and parameter names are those of the standard BERT checkpoint layout (and of HuggingFace
+`transformers`), so `state_dict`s load without a mapping table:
+embeddings -> self-attention -> attention output -> feed-forward -> layer -> encoder -> pooler ->
+MLM/NSP heads -> BertModel -> BertForPreTraining.
+
+Attention probabilities are only materialised when the caller asks for them (`output_attentions=True`);
+otherwise the fused `scaled_dot_product_attention` kernel runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertcore.config import BertConfig
+
+IGNORE_INDEX = -100  # label of positions that take no part in the MLM loss
+
+ACTIVATION_FUNCTIONS = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
+
+
+class BertEmbeddings(nn.Module):
+    """Token + segment + learned position embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        seq_len = input_ids.size(1)
+        position_ids = torch.arange(seq_len, device=input_ids.device)  # (T,), broadcast over the batch
+        embeddings = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(token_type_ids)
+            + self.position_embeddings(position_ids)
+        )  # (B, T, D)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class BertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention over the whole (unmasked) sequence."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch_size, seq_len, _ = x.shape
+        return x.view(batch_size, seq_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        head_mask: torch.Tensor | None,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch_size, seq_len, hidden_size = hidden_states.shape
+        query = self.split_heads(self.query(hidden_states))  # (B, nh, T, hs)
+        key = self.split_heads(self.key(hidden_states))
+        value = self.split_heads(self.value(hidden_states))
+        attention_probs = None
+        if output_attentions:
+            # The explicit path: the caller wants to see the probabilities.
+            scores = query @ key.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, nh, T, T)
+            if key_padding_mask is not None:
+                scores = scores.masked_fill(~key_padding_mask, torch.finfo(scores.dtype).min)
+            attention_probs = scores.softmax(dim=-1)
+            if head_mask is not None:
+                attention_probs = attention_probs * head_mask  # what an ablated head contributes: nothing
+            context = self.dropout(attention_probs) @ value  # (B, nh, T, hs)
+        else:
+            context = F.scaled_dot_product_attention(
+                query, key, value,
+                attn_mask=key_padding_mask,
+                dropout_p=self.dropout_prob if self.training else 0.0,
+            )  # (B, nh, T, hs)
+            if head_mask is not None:
+                context = context * head_mask  # scaling a head's probabilities scales its output alike
+        context = context.transpose(1, 2).reshape(batch_size, seq_len, hidden_size)  # (B, T, D)
+        return context, attention_probs
+
+
+class BertSelfOutput(nn.Module):
+    """Output projection of the attention, dropout, residual, post-LayerNorm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions):
+        context, attention_probs = self.self(hidden_states, key_padding_mask, head_mask, output_attentions)
+        return self.output(context, hidden_states), attention_probs
+
+
+class BertIntermediate(nn.Module):
+    """First half of the feed-forward block: widen to intermediate_size, then GELU."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.activation = ACTIVATION_FUNCTIONS[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states))
+
+
+class BertOutput(nn.Module):
+    """Second half of the feed-forward block: project back, dropout, residual, post-LayerNorm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions):
+        attention_output, attention_probs = self.attention(
+            hidden_states, key_padding_mask, head_mask, output_attentions
+        )
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        return layer_output, attention_probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states):
+        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for index, layer in enumerate(self.layer):
+            layer_head_mask = None if head_mask is None else head_mask[index].view(1, -1, 1, 1)  # (1, nh, 1, 1)
+            hidden_states, attention_probs = layer(hidden_states, key_padding_mask, layer_head_mask, output_attentions)
+            if output_hidden_states:
+                all_hidden_states.append(hidden_states)
+            if output_attentions:
+                all_attentions.append(attention_probs)
+        return (
+            hidden_states,
+            tuple(all_hidden_states) if output_hidden_states else None,
+            tuple(all_attentions) if output_attentions else None,
+        )
+
+
+class BertPooler(nn.Module):
+    """The sentence vector for NSP: a dense layer + tanh on the [CLS] position."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))  # (B, D)
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACTIVATION_FUNCTIONS[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.activation(self.dense(hidden_states)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """MLM head: transform, then a decoder tied to the word embeddings with its own output bias."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias  # one tensor under both standard names
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(hidden_states))  # (..., V)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)  # logits of (IsNext, NotNext)
+
+    def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor):
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+@dataclass
+class BertModelOutput:
+    last_hidden_state: torch.Tensor  # (B, T, D)
+    pooler_output: torch.Tensor  # (B, D)
+    hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D): embeddings, then each layer
+    attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
+
+
+@dataclass
+class BertPreTrainingOutput:
+    loss: torch.Tensor | None  # () mlm_loss + nsp_loss, for the labels given
+    mlm_loss: torch.Tensor | None  # () mean cross-entropy over labelled positions
+    nsp_loss: torch.Tensor | None  # () mean cross-entropy of IsNext / NotNext
+    prediction_logits: torch.Tensor  # (B, T, V) without labels; (N_labelled, V) with labels
+    seq_relationship_logits: torch.Tensor  # (B, 2): index 0 = IsNext, 1 = NotNext
+    hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D)
+    attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
+
+
+class BertModel(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertModelOutput:
+        seq_len = input_ids.size(1)
+        if seq_len > self.config.max_position_embeddings:
+            raise ValueError(
+                f"the input has {seq_len} positions; this model accepts at most "
+                f"{self.config.max_position_embeddings} — truncate it (tokenizer.encode(max_length=...))"
+            )
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        key_padding_mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            key_padding_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = may attend
+        if head_mask is not None:
+            head_mask = head_mask.to(device=input_ids.device, dtype=self.embeddings.word_embeddings.weight.dtype)
+        hidden_states = self.embeddings(input_ids, token_type_ids)
+        last_hidden_state, hidden_states, attentions = self.encoder(
+            hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states
+        )
+        return BertModelOutput(last_hidden_state, self.pooler(last_hidden_state), hidden_states, attentions)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
+        # False when loaded from a checkpoint that had no MLM/NSP heads: their outputs mean nothing.
+        self.has_pretraining_heads = True
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            if module.padding_idx is not None:
+                nn.init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(parameter.numel() for parameter in self.parameters())  # tied tensors count once
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertPreTrainingOutput:
+        outputs = self.bert(
+            input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states
+        )
+        sequence_output = outputs.last_hidden_state  # (B, T, D)
+        mlm_loss = nsp_loss = loss = None
+        if labels is not None:
+            # Only the labelled (masked) positions go through the vocabulary projection: ~15% of the work.
+            labelled = labels != IGNORE_INDEX  # (B, T)
+            prediction_logits = self.cls.predictions(sequence_output[labelled])  # (N, V)
+            mlm_loss = F.cross_entropy(prediction_logits.float(), labels[labelled])
+            loss = mlm_loss
+        else:
+            prediction_logits = self.cls.predictions(sequence_output)  # (B, T, V)
+        seq_relationship_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(seq_relationship_logits.float(), next_sentence_label.view(-1))
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return BertPreTrainingOutput(
+            loss=loss,
+            mlm_loss=mlm_loss,
+            nsp_loss=nsp_loss,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=seq_relationship_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
