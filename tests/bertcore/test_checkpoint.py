@@ -241,6 +241,7 @@ class Payload:
         return (os.system, ("echo pwned > /dev/null",))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_pickle_with_code_is_refused(good_folder):
     (good_folder / "model.safetensors").unlink()
     (good_folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": Payload()}))
