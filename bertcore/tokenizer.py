@@ -25,6 +25,7 @@ from tokenizers.models import WordPiece
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
+ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
 
 
 class TokenizerError(ValueError):
@@ -215,7 +216,14 @@ class BertTokenizer:
         """Token ids of many texts at once, no specials: the fast path for the data pipeline."""
         # encode_batch_fast (tokenizers >= 0.21) skips the offsets the pipeline does not need
         encode_batch = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        return [encoding.ids for encoding in encode_batch(list(texts), add_special_tokens=False)]
+        texts = list(texts)
+        ids: list[list[int]] = []
+        # Chunks, because one call holds the GIL throughout: a whole corpus at once froze the GUI thread
+        # for up to half a second when a run started from the app.
+        for start in range(0, len(texts), ENCODE_CHUNK_SIZE):
+            chunk = encode_batch(texts[start : start + ENCODE_CHUNK_SIZE], add_special_tokens=False)
+            ids.extend(encoding.ids for encoding in chunk)
+        return ids
 
     def encode(
         self, text_a: str, text_b: str | None = None, max_length: int = 512, pad_to: int | None = None
