@@ -1,0 +1,229 @@
+"""What the pretraining heads say: the top-k guesses at every masked position, and next-sentence prediction.
+
+One row per masked position; each of the k columns is a bar as long as the probability, green where the
+guess is the original token. `nspLabel` gives P(B follows A). A model without pretraining heads (an
+encoder-only checkpoint such as MiniLM) gets a sentence saying so instead of numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bertcore.masking import MaskDecision
+
+PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
+CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
+FIXED_COLUMNS = ("pos", "model saw", "answer")
+BAR_COLOUR = QColor("#8fb3e0")
+CORRECT_COLOUR = QColor("#7cc47c")
+
+
+def percent(probability: float) -> str:
+    """Readable at both ends: "87.3%", and "0.013%" for an untrained model's near-uniform guesses."""
+    value = 100 * probability
+    if value >= 0.1:
+        return f"{value:.1f}%"
+    return f"{value:.3f}%" if value >= 0.001 else "<0.001%"
+
+
+def _decision_word(prediction) -> str:
+    decision = MaskDecision(prediction.decision)
+    if decision is MaskDecision.RANDOM:
+        return f"{prediction.input_token} (random)"
+    if decision is MaskDecision.KEEP:
+        return f"{prediction.input_token} (kept)"
+    return prediction.input_token
+
+
+class PredictionsModel(QAbstractTableModel):
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.predictions: list = []
+        self.top_k = 0
+
+    def set_predictions(self, predictions: list) -> None:
+        self.beginResetModel()
+        self.predictions = list(predictions)
+        self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
+        return 0 if parent.isValid() else len(self.predictions)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(FIXED_COLUMNS) + self.top_k
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
+            return None
+        return FIXED_COLUMNS[section] if section < len(FIXED_COLUMNS) else f"#{section - len(FIXED_COLUMNS) + 1}"
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        prediction = self.predictions[index.row()]
+        column = index.column()
+        rank = column - len(FIXED_COLUMNS)
+        if rank >= len(prediction.top_tokens):
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            if column == 0:
+                return str(prediction.position)
+            if column == 1:
+                return _decision_word(prediction)
+            if column == 2:
+                return prediction.original_token
+            return f"{prediction.top_tokens[rank]}  {percent(float(prediction.top_probabilities[rank]))}"
+        if rank >= 0 and role == PROBABILITY_ROLE:
+            return float(prediction.top_probabilities[rank])
+        if rank >= 0 and role == CORRECT_ROLE:
+            return prediction.top_tokens[rank] == prediction.original_token
+        if role == Qt.ItemDataRole.ToolTipRole:
+            lines = [f"position {prediction.position}: the model saw {prediction.input_token!r}, "
+                     f"the original was {prediction.original_token!r}"]
+            lines += [f"{token!r}: {100 * float(probability):.2f}%"
+                      for token, probability in zip(prediction.top_tokens, prediction.top_probabilities, strict=True)]
+            return "\n".join(lines)
+        return None
+
+
+class BarDelegate(QStyledItemDelegate):
+    """Paints a probability bar with the token on the left and the percentage on the right of a top-k cell."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        probability = index.data(PROBABILITY_ROLE)
+        if probability is None:
+            super().paint(painter, option, index)
+            return
+        prediction = index.model().predictions[index.row()]
+        rank = index.column() - len(FIXED_COLUMNS)
+        token, value = prediction.top_tokens[rank], percent(probability)
+        painter.save()
+        rect = QRectF(option.rect).adjusted(2, 3, -2, -3)
+        colour = CORRECT_COLOUR if index.data(CORRECT_ROLE) else BAR_COLOUR
+        painter.fillRect(QRectF(rect.left(), rect.top(), rect.width() * max(0.0, min(1.0, probability)),
+                                rect.height()), colour)
+        text_rect = option.rect.adjusted(4, 0, -4, 0)
+        metrics = option.fontMetrics
+        value_width = metrics.horizontalAdvance(value)
+        painter.setPen(option.palette.color(QPalette.ColorRole.Text))
+        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), value)
+        token_rect = text_rect.adjusted(0, 0, -value_width - 6, 0)
+        painter.drawText(token_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                         metrics.elidedText(token, Qt.TextElideMode.ElideRight, max(0, token_rect.width())))
+        painter.restore()
+
+
+class PredictionsPanel(QWidget):
+    """The predictions table (`predictionsView`), the NSP line (`nspLabel`) and a note when there is nothing."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("predictionsPanel")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+        title = QLabel("<b>Next sentence prediction</b>")
+        self.nsp_label = QLabel("–")
+        self.nsp_label.setObjectName("nspLabel")
+        self.nsp_label.setAccessibleName("Next sentence probability")
+        self.nsp_label.setWordWrap(True)
+        self.nsp_bar = QProgressBar()
+        self.nsp_bar.setObjectName("nspBar")
+        self.nsp_bar.setAccessibleName("Next sentence probability bar")
+        self.nsp_bar.setRange(0, 1000)
+        self.nsp_bar.setTextVisible(False)
+        self.nsp_bar.setMaximumHeight(10)
+
+        mlm_title = QLabel("<b>Masked-token predictions</b> (top-k; green = the original token)")
+        self.note_label = QLabel()
+        self.note_label.setObjectName("predictionsNote")
+        self.note_label.setWordWrap(True)
+        self.note_label.setStyleSheet("color: #555;")
+
+        self.model = PredictionsModel(self)
+        self.view = QTableView()
+        self.view.setObjectName("predictionsView")
+        self.view.setAccessibleName("Masked-token predictions")
+        self.view.setModel(self.model)
+        self.view.setItemDelegate(BarDelegate(self.view))
+        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.view.verticalHeader().hide()
+        self.view.setWordWrap(False)
+        self.view.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        header = self.view.horizontalHeader()
+        header.setMinimumSectionSize(40)
+        header.setDefaultSectionSize(96)
+        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 10)
+
+        for widget in (title, self.nsp_label, self.nsp_bar, mlm_title, self.note_label):
+            layout.addWidget(widget)
+        layout.addWidget(self.view, 1)
+        self.show_inspection(None)
+
+    def write_csv(self, path) -> Path:
+        """One row per (masked position, rank): position, what the model saw, the answer, token, probability."""
+        from explorer._qt.token_table import write_rows_csv
+
+        if not self.model.predictions:
+            raise ValueError("there are no predictions to export; mask a token first")
+        rows = [["position", "model saw", "original token", "rank", "predicted token", "probability"]]
+        for prediction in self.model.predictions:
+            for rank, (token, probability) in enumerate(
+                    zip(prediction.top_tokens, prediction.top_probabilities, strict=True), start=1):
+                rows.append([str(prediction.position), prediction.input_token, prediction.original_token,
+                             str(rank), token, f"{float(probability):.6g}"])
+        return write_rows_csv(path, rows)
+
+    def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
+        if inspection is None:
+            self.model.set_predictions([])
+            self.nsp_label.setText("–")
+            self.nsp_bar.setValue(0)
+            self.note_label.setText("No inspection yet.")
+            return
+        if has_pair is None:
+            has_pair = 1 in inspection.encoding.sequence_ids
+        if not inspection.has_pretraining_heads:
+            self.model.set_predictions([])
+            self.nsp_bar.setValue(0)
+            self.nsp_bar.setEnabled(False)
+            self.nsp_label.setText("This model has no pretraining heads (no MLM or NSP layers were in its "
+                                   "checkpoint), so it cannot predict masked tokens or the next sentence.")
+            self.note_label.setText("No predictions: the model has no MLM head. Attention views still work.")
+            return
+        self.nsp_bar.setEnabled(True)
+        probability = inspection.is_next_probability
+        if probability is None:
+            self.nsp_label.setText("No NSP probability in this inspection.")
+            self.nsp_bar.setValue(0)
+        else:
+            prefix = "B follows A" if has_pair else "B follows A (no sentence B given: [CLS] A [SEP] only)"
+            self.nsp_label.setText(f"{prefix}: {100 * probability:.1f}%")
+            self.nsp_bar.setValue(round(1000 * probability))
+        self.model.set_predictions(inspection.predictions)
+        if inspection.predictions:
+            header = self.view.horizontalHeader()
+            for column in range(self.model.columnCount()):
+                # the words fit their text; the k bars share what is left of the width
+                mode = QHeaderView.ResizeMode.ResizeToContents if column < len(FIXED_COLUMNS) \
+                    else QHeaderView.ResizeMode.Stretch
+                header.setSectionResizeMode(column, mode)
+            self.note_label.setText(f"{len(inspection.predictions)} masked position(s).")
+        else:
+            self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")

