@@ -1,0 +1,431 @@
+"""The training tab driven through qtbot: real tiny runs of the bertcore engine on a corpus made here.
+
+Every wait is a qtbot wait on a signal or a condition with a timeout; no fixed sleeps.
+"""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from explorer._qt.training_panel import (
+    CONTINUE_LOADED,
+    EngineRun,
+    TrainingPanel,
+    TrainingSettings,
+    install_training_panel,
+)
+from explorer._qt.training_worker import ProbeWorker, TrainingWorker
+
+RUN_TIMEOUT_MS = 90_000
+WORDS = ("king queen lord lady sword crown horse field river tower night day speak hear love hate "
+         "fight sleep dream go come stay good bad old young fair dark bright cold").split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """40 small documents of short sentences: enough for pairs at 32 tokens, tiny to read and tokenize."""
+    rng = random.Random(0)
+    documents = []
+    for _ in range(40):
+        sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))).capitalize() + "."
+                     for _ in range(6)]
+        documents.append(" ".join(sentences))
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def tiny(corpus, out_dir, **changes) -> TrainingSettings:
+    values = dict(corpus=corpus, preset="tiny", steps=12, batch_size=4, seq_len=32, learning_rate=2e-3,
+                  device="cpu", seed=0, probe_every=4, eval_every=6, checkpoint_every=0, out_dir=str(out_dir))
+    values.update(changes)
+    return TrainingSettings(**values)
+
+
+class FakeWindow(QWidget):
+    """The slice of the main window's public API the panel uses, recording what the panel asks of it."""
+
+    pairChanged = Signal(str, str)
+    closing = Signal()
+
+    def __init__(self, model_and_tokenizer=(None, None)):
+        super().__init__()
+        self.tabs = QTabWidget()
+        QVBoxLayout(self).addWidget(self.tabs)
+        self.pair = ("the king speaks.", "the queen hears.")
+        self.shown = []
+        self.loaded = []
+        self._model_and_tokenizer = model_and_tokenizer
+
+    def current_pair(self):
+        return self.pair
+
+    def show_external_inspection(self, inspection, caption):
+        self.shown.append((inspection, caption))
+
+    def load_checkpoint(self, path):
+        self.loaded.append(str(path))
+
+    def set_model(self, model, tokenizer, label):
+        self._model_and_tokenizer = (model, tokenizer)
+
+    def model_and_tokenizer(self):
+        return self._model_and_tokenizer
+
+    def closeEvent(self, event):
+        self.closing.emit()
+        super().closeEvent(event)
+
+
+@pytest.fixture
+def panel(qtbot):
+    window = FakeWindow()
+    qtbot.addWidget(window)
+    panel = install_training_panel(window)
+    yield panel
+    panel.shutdown()
+
+
+def run_to_end(qtbot, panel, settings):
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        assert panel.start_run(settings), panel.status_label.text()
+    return ended.args[0]
+
+
+# ---------------------------------------------------------------- the worker on its own
+def counting(n, fail_at=None):
+    for step in range(1, n + 1):
+        if step == fail_at:
+            raise FloatingPointError(f"the loss became nan at step {step}")
+        yield {"step": step, "values": np.arange(3.0)}
+    return "done"
+
+
+def test_worker_signals_in_order_and_plain_values(qtbot):
+    worker = TrainingWorker(lambda: counting(5))
+    values = []
+    worker.yielded.connect(values.append)
+    with qtbot.waitSignals([worker.started, worker.returned, worker.finished], order="strict", timeout=10_000):
+        worker.start()
+    qtbot.waitUntil(lambda: len(values) == 5, timeout=5_000)
+    assert [v["step"] for v in values] == [1, 2, 3, 4, 5]
+    assert isinstance(values[0]["values"], np.ndarray)
+    assert worker.wait(5_000)
+
+
+def test_worker_reports_errors_and_stops_on_request(qtbot):
+    failing = TrainingWorker(lambda: counting(10, fail_at=3))
+    errors = []
+    failing.errored.connect(errors.append)
+    with qtbot.waitSignals([failing.errored, failing.finished], order="strict", timeout=10_000):
+        failing.start()
+    qtbot.waitUntil(lambda: len(errors) == 1, timeout=5_000)
+    assert "nan at step 3" in errors[0]["message"] and errors[0]["last_step"]["step"] == 2
+    endless = TrainingWorker(lambda: counting(10**9))
+    with qtbot.waitSignal(endless.yielded, timeout=10_000):
+        endless.start()
+    with qtbot.waitSignals([endless.stopped, endless.finished], order="strict", timeout=10_000):
+        endless.request_stop()
+    assert endless.wait(5_000) and failing.wait(5_000)
+
+
+def test_probe_worker_drops_stale_snapshots(qtbot):
+    seen = []
+    probe = ProbeWorker(lambda step, snapshot: (step, sum(range(200_000))), torch_threads=None)
+    probe.probed.connect(seen.append)
+    for step in range(20):
+        probe.submit(step, None)
+    assert probe.wait_idle(10.0)
+    qtbot.waitUntil(lambda: seen and seen[-1][0] == 19, timeout=5_000)
+    assert len(seen) + probe.dropped == 20
+    assert probe.shutdown()
+
+
+# ---------------------------------------------------------------- real runs from the panel
+def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, corpus, tmp_path):
+    window = panel.window_
+    assert window.tabs.tabText(0) == "Train"
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "finished"
+    steps, losses = panel.plots.series("loss")
+    assert steps.tolist() == list(range(1, 13))  # one point per step
+    assert np.isfinite(losses).all()
+    assert panel.plots.eval_point_count() == 2  # held-out at steps 6 and 12
+    assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
+    assert "step 12 / 12" in panel.progress.format()
+    assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
+    # The trained model goes to the inspector in one click.
+    panel.use_model_button.click()
+    assert window.loaded and window.loaded[-1].endswith(("final", "step-000012"))
+    # A second run into the same folder would mix two runs: the engine refuses, the panel says so.
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "failed"
+    assert panel.status_label.text().startswith("The run could not start")
+    assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
+
+
+def test_probe_attention_after_training_differs_from_before(qtbot, panel, corpus, tmp_path):
+    window = panel.window_
+    pinned = panel.pin_pair("the old king speaks to the young queen.", "she hears him.")
+    run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=16, probe_every=8, learning_rate=5e-3))
+    qtbot.waitUntil(lambda: panel.history.steps()[-1:] == [16], timeout=30_000)
+    assert panel.history.steps() == [0, 8, 16]
+    for pair in panel.probe_pairs():
+        before, after = panel.history.get(0, pair), panel.history.get(16, pair)
+        assert before.attentions.shape == after.attentions.shape
+        assert not np.allclose(before.attentions, after.attentions, atol=1e-4)
+    assert pinned in panel.probe_pairs()
+    assert window.shown, "the newest snapshot goes to the inspector"
+    # The slider walks the snapshots; the loss plot's marker follows.
+    assert panel.show_snapshot(1) == 0
+    assert panel.plots.markers[0].value() == 0 and panel.plots.markers[0].isVisible()
+    assert "step 0" in window.shown[-1][1]
+    panel.step_slider.setValue(panel.step_slider.maximum())
+    assert panel.plots.markers[0].value() == 16
+    shown = panel.history.get(16, panel.selected_pair())
+    assert np.array_equal(panel.snapshot_view.current_matrix(), shown.attentions[0, 0])
+    panel.to_inspector_check.setChecked(False)  # the user keeps the inspector on the live model
+    sent = len(window.shown)
+    panel.show_snapshot(8)
+    assert len(window.shown) == sent and "step 8" in panel.step_label.text()
+
+
+def test_stop_ends_the_run_within_one_step_and_keeps_a_checkpoint(qtbot, panel, corpus, tmp_path):
+    assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=0))
+    qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
+    done_when_asked = panel.worker.steps_done
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        panel.stop_button.click()
+    assert ended.args == ["stopped"]
+    assert panel.worker.steps_done <= done_when_asked + 1
+    last = panel.plots.last_step()
+    assert (tmp_path / "run" / "checkpoints" / f"step-{last:06d}" / "model.safetensors").is_file()
+    assert "Stopped after step" in panel.status_label.text()
+    assert panel.start_button.isEnabled()
+
+
+def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
+    assert panel.start_run(tiny(corpus, tmp_path / "run", steps=30, probe_every=0))
+    qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.worker.paused, timeout=RUN_TIMEOUT_MS):
+        panel.pause_button.click()
+    assert panel.resume_button.isEnabled() and not panel.pause_button.isEnabled()
+    held_at = panel.worker.steps_done
+    with qtbot.assertNotEmitted(panel.stepCompleted, wait=300):
+        pass
+    assert panel.worker.steps_done == held_at
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        panel.resume_button.click()
+    assert ended.args == ["finished"]
+    steps, _ = panel.plots.series("loss")
+    assert steps.tolist() == list(range(1, 31))  # one run, no gap, no repeat
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    logged = [json.loads(line)["step"] for line in lines if json.loads(line)["kind"] == "step"]
+    assert logged == list(range(1, 31))
+
+
+def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, corpus, tmp_path):
+    window = FakeWindow()
+    qtbot.addWidget(window)
+    panel = install_training_panel(window)
+    window.show()
+    assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=2))
+    qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
+    window.close()  # closing -> panel.shutdown(): stop, checkpoint, join
+    assert not panel.worker.is_running
+    assert panel.worker._thread.isFinished() and panel.probe_worker._thread.isFinished()
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert checkpoints and (checkpoints[-1] / "model.safetensors").is_file()
+
+
+def test_watching_a_metrics_file_another_process_appends_to(qtbot, panel, tmp_path):
+    run = tmp_path / "headless"
+    run.mkdir()
+    (run / "run_config.json").write_text(json.dumps({"training": {"steps": 40}}))
+    assert panel.watch_run_folder(run)
+    writer = (
+        "import json, sys, time\n"
+        "with open(sys.argv[1], 'a') as f:\n"
+        "    for s in range(1, 41):\n"
+        "        f.write(json.dumps({'kind': 'step', 'step': s, 'total_steps': 40, 'loss': 9 - s / 10,\n"
+        "                            'mlm_loss': 8 - s / 10, 'nsp_loss': 0.7, 'mlm_accuracy': s / 100,\n"
+        "                            'nsp_accuracy': 0.5, 'learning_rate': 1e-3, 'tokens_per_second': 5e3,\n"
+        "                            'elapsed_seconds': s / 10}) + '\\n')\n"
+        "        if s % 10 == 0:\n"
+        "            f.write(json.dumps({'kind': 'eval', 'step': s, 'loss': 9 - s / 10}) + '\\n')\n"
+        "            f.write(json.dumps({'kind': 'checkpoint', 'step': s, 'path': 'x'}) + '\\n')\n"
+        "        f.flush(); time.sleep(0.005)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", writer, str(run / "metrics.jsonl")])
+    try:
+        qtbot.waitUntil(lambda: panel.plots.point_count() >= 1, timeout=20_000)
+        qtbot.waitUntil(lambda: panel.plots.point_count() == 40, timeout=20_000)
+    finally:
+        process.wait(20)
+    assert panel.plots.eval_point_count() == 4
+    assert "step 40 / 40" in panel.progress.format()
+    panel.plots.flush()
+    assert panel.plots.redraw_count >= 1
+
+
+# ---------------------------------------------------------------- faults end in a message, the window usable
+def test_unreadable_corpus_is_a_clear_message(qtbot, panel, tmp_path):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\xe9 au lait. encore un caf\xe9.\n".encode("latin-1"))
+    assert run_to_end(qtbot, panel, tiny(str(bad), tmp_path / "run")) == "failed"
+    message = panel.status_label.text()
+    assert "corpus" in message.lower() and "latin1.txt" in message
+    assert panel.start_button.isEnabled()
+
+
+class ScriptedRun(EngineRun):
+    """An engine stand-in that fails the way the real one does, to check the panel's messages."""
+
+    def __init__(self, settings, error):
+        self.run_dir = tmp = __import__("pathlib").Path(settings.out_dir)
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.model_config = self.tokenizer = None
+        self.steps = self._steps(error)
+
+    def _steps(self, error):
+        for step in (1, 2):
+            yield {"kind": "step", "step": step, "loss": 5.0, "total_steps": 10}
+        raise error
+
+    def request_stop(self):
+        pass
+
+    def snapshot(self):
+        return {}
+
+
+@pytest.mark.parametrize("kind", ["nan", "oom"])
+def test_divergence_and_out_of_memory_end_in_a_message(qtbot, tmp_path, kind):
+    from bertcore.trainer import NonFiniteLossError, OutOfMemoryTrainingError
+
+    error = (NonFiniteLossError("the loss became nan at step 3; the last good checkpoint is none", 3, None)
+             if kind == "nan" else OutOfMemoryTrainingError("cuda:0 ran out of memory at step 3"))
+    panel = TrainingPanel(engine_factory=lambda settings, init: ScriptedRun(settings, error))
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        panel.start_run(TrainingSettings(out_dir=str(tmp_path / "run"), probe_every=0))
+    assert ended.args == ["failed"]
+    expected = "diverged" if kind == "nan" else "Out of memory"
+    assert expected in panel.status_label.text()
+    assert panel.plots.point_count() == 2 and panel.start_button.isEnabled()
+    assert panel.shutdown()
+
+
+def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
+    from bertcore.checkpoint import load_pretrained
+
+    first = FakeWindow()
+    qtbot.addWidget(first)
+    panel = install_training_panel(first)
+    run_to_end(qtbot, panel, tiny(corpus, tmp_path / "first", steps=4, probe_every=0))
+    panel.shutdown()
+    model, tokenizer = load_pretrained(tmp_path / "first" / "final")
+    weights_before = model.bert.embeddings.word_embeddings.weight.detach().clone()
+    window = FakeWindow(model_and_tokenizer=(model, tokenizer))
+    qtbot.addWidget(window)
+    panel = install_training_panel(window)
+    settings = tiny(corpus, tmp_path / "second", steps=3, probe_every=0, preset=CONTINUE_LOADED)
+    assert run_to_end(qtbot, panel, settings) == "finished"
+    assert (tmp_path / "second" / "init" / "config.json").is_file()
+    assert panel.plots.point_count() == 3
+    # The run trained its own copy: the inspector's model is untouched.
+    assert torch.equal(model.bert.embeddings.word_embeddings.weight, weights_before)
+    panel.shutdown()
+
+
+# ---------------------------------------------------------------- in the real main window
+def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_path):
+    from explorer._qt.main_window import MainWindow
+
+    window = MainWindow(settings, debounce_ms=30)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.inspectionShown, timeout=RUN_TIMEOUT_MS):
+        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    panel = install_training_panel(window)
+    assert window.tabs.tabText(window.tabs.indexOf(panel)) == "Train"
+    window.pairChanged.emit("the old king speaks.", "")  # what the window does once an edit settles
+    assert panel.probe_pairs()[0].text_a == "the old king speaks." and panel.probe_pairs()[0].text_b is None
+
+    run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, probe_every=4))
+    qtbot.waitUntil(lambda: panel.history.steps()[-1:] == [8], timeout=30_000)
+    qtbot.waitUntil(lambda: "training step 8" in window.caption_label.text(), timeout=10_000)
+    with qtbot.waitSignal(window.modelChanged, timeout=RUN_TIMEOUT_MS):
+        panel.use_model_button.click()
+    model, _ = window.model_and_tokenizer()
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 128  # the trained tiny preset
+
+    assert panel.start_run(tiny(corpus, tmp_path / "second", steps=100_000, probe_every=0))
+    qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
+    window.close()
+    assert not panel.worker.is_running and panel.worker._thread.isFinished()
+    assert sorted((tmp_path / "second" / "checkpoints").glob("step-*"))
+
+
+# ---------------------------------------------------------------- long runs stay cheap to draw
+def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot):
+    from explorer._qt.loss_plots import LossPlots, PeakPyramid
+
+    rng = np.random.default_rng(0)
+    x = np.arange(1, 10_001, dtype=float)
+    y = rng.normal(size=x.size)
+    y[7_777] = 50.0  # a spike must survive any zoom level
+    pyramid = PeakPyramid()
+    pyramid.update(y[:3_000])  # built in two goes, as during a run
+    pyramid.update(y)
+    for lo, hi, budget in ((0, 10_000, 300), (1_234, 9_876, 500), (7_000, 8_000, 100), (10, 60, 100)):
+        xs, ys = pyramid.view(x, y, lo, hi, budget)
+        block = 2 ** max(1, int(np.ceil(np.log2(2 * (hi - lo) / budget))))  # the block size the pyramid picks
+        assert len(xs) == len(ys) <= 2 * budget + block
+        assert ys.max() == y[lo:hi].max()  # every peak in range is drawn
+        assert ys.min() >= y[max(0, lo - block) : hi].min()  # nothing from outside the range is made up
+        assert x[lo] - block <= xs[0] <= x[lo] and x[hi - 1] - block <= xs[-1] <= x[hi - 1]
+        assert np.all(np.diff(xs) >= 0)
+    plots = LossPlots()
+    qtbot.addWidget(plots)
+    for step in range(1, 20_001):
+        plots.add_record({"kind": "step", "step": step, "total_steps": 20_000, "loss": 10.0 / step, "lr": 1e-3})
+    plots.flush()
+    drawn_x, _ = plots._smooth_items["loss"].getData()
+    assert plots.point_count() == 20_000 and len(drawn_x) < 5_000  # reduced to the pixels, not all points
+
+
+def test_stop_at_any_moment_during_set_up_or_a_pause(qtbot, panel, corpus, tmp_path):
+    assert panel.start_run(tiny(corpus, tmp_path / "early", steps=100_000))
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        panel.stop()  # while the corpus and the model are still being prepared
+    assert ended.args == ["stopped"] and panel.start_button.isEnabled()
+    assert panel.start_run(tiny(corpus, tmp_path / "paused", steps=100_000, probe_every=0))
+    qtbot.waitUntil(lambda: panel.steps_received >= 1, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.worker.paused, timeout=RUN_TIMEOUT_MS):
+        panel.pause()
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        panel.stop()
+    assert ended.args == ["stopped"]
+    last = panel.plots.last_step()
+    assert (tmp_path / "paused" / "checkpoints" / f"step-{last:06d}" / "model.safetensors").is_file()
+
+
+def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_path):
+    run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, checkpoint_every=4, probe_every=0))
+    watcher = TrainingPanel()
+    qtbot.addWidget(watcher)
+    pair = watcher.pin_pair("the old king speaks.", "the queen hears.")
+    assert watcher.watch_run_folder(tmp_path / "run")
+    assert "tiny preset" in watcher.status_label.text() and "8 steps of 4 × 32" in watcher.status_label.text()
+    qtbot.waitUntil(lambda: watcher.history.steps() == [4, 8], timeout=30_000)
+    assert watcher.plots.point_count() == 8
+    before, after = watcher.history.get(4, pair), watcher.history.get(8, pair)
+    assert not np.allclose(before.attentions, after.attentions)
+    assert watcher.checkpoint_combo.count() >= 2
+    assert watcher.shutdown()
