@@ -76,30 +76,33 @@ class BertSelfAttention(nn.Module):
         key_padding_mask: torch.Tensor | None,
         head_mask: torch.Tensor | None,
         output_attentions: bool,
+        query_states: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        batch_size, seq_len, hidden_size = hidden_states.shape
-        query = self.split_heads(self.query(hidden_states))  # (B, nh, T, hs)
+        # Queries may come from a subset of positions (B, M, D); keys and values always cover all T.
+        query_states = hidden_states if query_states is None else query_states
+        batch_size, query_len, hidden_size = query_states.shape
+        query = self.split_heads(self.query(query_states))  # (B, nh, M, hs)
         key = self.split_heads(self.key(hidden_states))
         value = self.split_heads(self.value(hidden_states))
         attention_probs = None
         if output_attentions:
             # The explicit path: the caller wants to see the probabilities.
-            scores = query @ key.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, nh, T, T)
+            scores = query @ key.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, nh, M, T)
             if key_padding_mask is not None:
                 scores = scores.masked_fill(~key_padding_mask, torch.finfo(scores.dtype).min)
             attention_probs = scores.softmax(dim=-1)
             if head_mask is not None:
                 attention_probs = attention_probs * head_mask  # what an ablated head contributes: nothing
-            context = self.dropout(attention_probs) @ value  # (B, nh, T, hs)
+            context = self.dropout(attention_probs) @ value  # (B, nh, M, hs)
         else:
             context = F.scaled_dot_product_attention(
                 query, key, value,
                 attn_mask=key_padding_mask,
                 dropout_p=self.dropout_prob if self.training else 0.0,
-            )  # (B, nh, T, hs)
+            )  # (B, nh, M, hs)
             if head_mask is not None:
                 context = context * head_mask  # scaling a head's probabilities scales its output alike
-        context = context.transpose(1, 2).reshape(batch_size, seq_len, hidden_size)  # (B, T, D)
+        context = context.transpose(1, 2).reshape(batch_size, query_len, hidden_size)  # (B, M, D)
         return context, attention_probs
 
 
@@ -122,9 +125,12 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions):
-        context, attention_probs = self.self(hidden_states, key_padding_mask, head_mask, output_attentions)
-        return self.output(context, hidden_states), attention_probs
+    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, query_states=None):
+        context, attention_probs = self.self(
+            hidden_states, key_padding_mask, head_mask, output_attentions, query_states
+        )
+        residual = hidden_states if query_states is None else query_states
+        return self.output(context, residual), attention_probs
 
 
 class BertIntermediate(nn.Module):
@@ -159,9 +165,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions):
+    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, query_states=None):
         attention_output, attention_probs = self.attention(
-            hidden_states, key_padding_mask, head_mask, output_attentions
+            hidden_states, key_padding_mask, head_mask, output_attentions, query_states
         )
         layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, attention_probs
@@ -172,12 +178,21 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states):
+    def forward(
+        self, hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states, query_positions=None
+    ):
         all_hidden_states = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for index, layer in enumerate(self.layer):
             layer_head_mask = None if head_mask is None else head_mask[index].view(1, -1, 1, 1)  # (1, nh, 1, 1)
-            hidden_states, attention_probs = layer(hidden_states, key_padding_mask, layer_head_mask, output_attentions)
+            query_states = None
+            if query_positions is not None and index == len(self.layer) - 1:
+                # The last layer only at the positions a head reads: its output is (B, M, D).
+                index_3d = query_positions.unsqueeze(-1).expand(-1, -1, hidden_states.size(-1))  # (B, M, D)
+                query_states = hidden_states.gather(1, index_3d)
+            hidden_states, attention_probs = layer(
+                hidden_states, key_padding_mask, layer_head_mask, output_attentions, query_states
+            )
             if output_hidden_states:
                 all_hidden_states.append(hidden_states)
             if output_attentions:
@@ -270,7 +285,10 @@ class BertModel(nn.Module):
         head_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        query_positions: torch.Tensor | None = None,
     ) -> BertModelOutput:
+        """query_positions (B, M), if given, limits the last layer's output to those positions; the
+        first of each row must be 0 ([CLS]) for the pooler. Used by pretraining, never for inspection."""
         seq_len = input_ids.size(1)
         if seq_len > self.config.max_position_embeddings:
             raise ValueError(
@@ -286,7 +304,7 @@ class BertModel(nn.Module):
             head_mask = head_mask.to(device=input_ids.device, dtype=self.embeddings.word_embeddings.weight.dtype)
         hidden_states = self.embeddings(input_ids, token_type_ids)
         last_hidden_state, hidden_states, attentions = self.encoder(
-            hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states
+            hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states, query_positions
         )
         return BertModelOutput(last_hidden_state, self.pooler(last_hidden_state), hidden_states, attentions)
 
@@ -331,19 +349,28 @@ class BertForPreTraining(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> BertPreTrainingOutput:
-        outputs = self.bert(
-            input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states
-        )
-        sequence_output = outputs.last_hidden_state  # (B, T, D)
         mlm_loss = nsp_loss = loss = None
-        if labels is not None:
-            # Only the labelled (masked) positions go through the vocabulary projection: ~15% of the work.
+        if labels is not None and not (output_hidden_states or output_attentions):
+            # With labels the heads read only [CLS] and the masked positions (~15%), so the last layer's
+            # queries, feed-forward and the vocabulary projection run there alone. Exact, not approximate.
             labelled = labels != IGNORE_INDEX  # (B, T)
-            prediction_logits = self.cls.predictions(sequence_output[labelled])  # (N, V)
+            query_positions, is_label = _positions_read_by_heads(labelled)  # (B, M), (B, M)
+            outputs = self.bert(input_ids, token_type_ids, attention_mask, head_mask, query_positions=query_positions)
+            # Rows ascend by position within each row, so this is the order of labels[labelled].
+            prediction_logits = self.cls.predictions(outputs.last_hidden_state[is_label])  # (N, V)
+        else:
+            outputs = self.bert(
+                input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states
+            )
+            sequence_output = outputs.last_hidden_state  # (B, T, D)
+            if labels is not None:
+                labelled = labels != IGNORE_INDEX  # (B, T)
+                prediction_logits = self.cls.predictions(sequence_output[labelled])  # (N, V)
+            else:
+                prediction_logits = self.cls.predictions(sequence_output)  # (B, T, V)
+        if labels is not None:
             mlm_loss = F.cross_entropy(prediction_logits.float(), labels[labelled])
             loss = mlm_loss
-        else:
-            prediction_logits = self.cls.predictions(sequence_output)  # (B, T, V)
         seq_relationship_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(seq_relationship_logits.float(), next_sentence_label.view(-1))
@@ -357,3 +384,20 @@ class BertForPreTraining(nn.Module):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
+
+
+def _positions_read_by_heads(labelled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, [CLS] then the labelled positions in ascending order, padded with 0.
+
+    Returns positions (B, M) and which of them are labelled (B, M), M = the most any row needs.
+    """
+    batch_size, seq_len = labelled.shape
+    needed = labelled.clone()
+    needed[:, 0] = True  # [CLS], read by the pooler and the NSP head
+    width = int(needed.sum(dim=1).max())
+    arange = torch.arange(seq_len, device=labelled.device).expand(batch_size, -1)  # (B, T)
+    positions = torch.where(needed, arange, seq_len).sort(dim=1).values[:, :width]  # (B, M), seq_len = filler
+    is_filler = positions == seq_len
+    positions = positions.masked_fill(is_filler, 0)
+    is_label = labelled.gather(1, positions) & ~is_filler
+    return positions, is_label

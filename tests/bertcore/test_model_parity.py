@@ -142,3 +142,25 @@ def test_too_long_input_is_a_clear_error():
     model = BertForPreTraining(config)
     with pytest.raises(ValueError, match="at most 11"):
         model(torch.ones(1, 12, dtype=torch.long))
+
+
+def test_loss_path_gradients_equal_the_full_computation():
+    """With labels only [CLS] and the labelled rows go through the last layer; the gradients must not change."""
+    config = CONFIGS[1]
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()  # eval: no dropout, so both paths are deterministic
+    input_ids, token_type_ids, attention_mask, labels, nsp_label = random_batch(
+        config, 3, 7, pair=True, padded=True, seed=2
+    )
+    sparse = model(input_ids, token_type_ids, attention_mask, labels=labels, next_sentence_label=nsp_label)
+    sparse.loss.backward()
+    sparse_grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    full = model(input_ids, token_type_ids, attention_mask)
+    labelled = labels != IGNORE_INDEX
+    loss = torch.nn.functional.cross_entropy(full.prediction_logits[labelled], labels[labelled])
+    loss = loss + torch.nn.functional.cross_entropy(full.seq_relationship_logits, nsp_label)
+    loss.backward()
+    torch.testing.assert_close(sparse.loss, loss, **TOLERANCE)
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(sparse_grads[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=name)
