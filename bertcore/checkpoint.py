@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
+import uuid
 from pathlib import Path
 
 import torch
@@ -70,7 +70,8 @@ def save_pretrained(model: BertForPreTraining, tokenizer: BertTokenizer, path: s
             "embeddings; they do not belong together"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder.parent))
+    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.partial")
+    staging.mkdir()  # not mkdtemp: its 0700 would make the saved folder private
     try:
         model.config.to_json_file(staging / "config.json")
         tensors = {
@@ -80,7 +81,7 @@ def save_pretrained(model: BertForPreTraining, tokenizer: BertTokenizer, path: s
         }
         save_file(tensors, staging / SAFETENSORS_NAME, metadata={"format": "pt"})
         tokenizer.save(staging)
-        _fsync_folder(staging)
+        _fsync_and_share(staging)
         _swap_into_place(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -174,8 +175,12 @@ def _swap_into_place(staging: Path, folder: Path) -> None:
     shutil.rmtree(retired, ignore_errors=True)
 
 
-def _fsync_folder(folder: Path) -> None:
+def _fsync_and_share(folder: Path) -> None:
+    """Flush every file to disk and give it the permissions of a plainly created file."""
+    umask = os.umask(0)
+    os.umask(umask)
     for file in folder.iterdir():
         with open(file, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(file, 0o666 & ~umask)
 

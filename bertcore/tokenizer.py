@@ -129,7 +129,11 @@ class BertTokenizer:
     def train(
         cls, texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True, min_frequency: int = 2
     ) -> BertTokenizer:
-        """Learn a WordPiece vocabulary from texts; the specials get ids 0..4 in SPECIAL_TOKENS order."""
+        """Learn a WordPiece vocabulary from texts; the specials get ids 0..4 in SPECIAL_TOKENS order.
+
+        Not bit-reproducible: the Rust trainer breaks frequency ties in hash order, so two trainings on the
+        same texts may differ in a few rare tokens. Save the result and reuse the file where ids must agree.
+        """
         if vocab_size <= len(SPECIAL_TOKENS):
             raise TokenizerError(
                 f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_TOKENS)} special tokens; "
@@ -154,7 +158,7 @@ class BertTokenizer:
         if len(token_ids) <= len(SPECIAL_TOKENS):
             raise TokenizerError("the training texts hold no words; pass a non-empty corpus")
         vocab = sorted(token_ids, key=token_ids.__getitem__)  # specials, alphabet, then merges in order
-        # the trainer lists the '##x' alphabet in hash order; sort it so retraining gives the same ids
+        # the trainer lists the "##x" alphabet in hash order; sorting it keeps those ids stable across retrains
         alphabet_end = len(SPECIAL_TOKENS)
         while alphabet_end < len(vocab) and len(vocab[alphabet_end].removeprefix("##")) == 1:
             alphabet_end += 1

@@ -247,3 +247,12 @@ def test_pickle_with_code_is_refused(good_folder):
     (good_folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weights": Payload()}))
     with pytest.raises(CheckpointError, match="never unpickled"):
         load_pretrained(good_folder)
+
+
+def test_saved_files_are_not_private(small_model, tokenizer, tmp_path):
+    folder = save_pretrained(small_model, tokenizer, tmp_path / "shared")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
+    for file in folder.iterdir():
+        assert file.stat().st_mode & 0o777 == 0o666 & ~umask, file.name
