@@ -117,14 +117,13 @@ class BarDelegate(QStyledItemDelegate):
         colour = CORRECT_COLOUR if index.data(CORRECT_ROLE) else BAR_COLOUR
         painter.fillRect(QRectF(rect.left(), rect.top(), rect.width() * max(0.0, min(1.0, probability)),
                                 rect.height()), colour)
-        text_rect = option.rect.adjusted(4, 0, -4, 0)
+        # Two lines, the token over its percentage, so narrow columns still show whole words.
+        text_rect = option.rect.adjusted(4, 2, -4, -2)
         metrics = option.fontMetrics
-        value_width = metrics.horizontalAdvance(value)
         painter.setPen(option.palette.color(QPalette.ColorRole.Text))
-        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), value)
-        token_rect = text_rect.adjusted(0, 0, -value_width - 6, 0)
-        painter.drawText(token_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
-                         metrics.elidedText(token, Qt.TextElideMode.ElideRight, max(0, token_rect.width())))
+        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop),
+                         metrics.elidedText(token, Qt.TextElideMode.ElideRight, max(0, text_rect.width())))
+        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom), value)
         painter.restore()
 
 
@@ -169,7 +168,7 @@ class PredictionsPanel(QWidget):
         header = self.view.horizontalHeader()
         header.setMinimumSectionSize(40)
         header.setDefaultSectionSize(96)
-        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 10)
+        self.view.verticalHeader().setDefaultSectionSize(2 * self.view.fontMetrics().height() + 8)
 
         for widget in (title, self.nsp_label, self.nsp_bar, mlm_title, self.note_label):
             layout.addWidget(widget)
