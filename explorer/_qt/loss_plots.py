@@ -29,6 +29,7 @@ from explorer.run_watch import normalize_record
 LOSS_CURVES = (("loss", "total", "#1f77b4"), ("mlm_loss", "MLM", "#ff7f0e"), ("nsp_loss", "NSP", "#2ca02c"))
 ACCURACY_CURVES = (("mlm_accuracy", "MLM", "#ff7f0e"), ("nsp_accuracy", "NSP", "#2ca02c"))
 LR_CURVES = (("learning_rate", "learning rate", "#9467bd"),)
+LEFT_AXIS_WIDTH = 72  # pixels, the label included
 SMOOTHED = {"loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"}
 
 
@@ -93,6 +94,21 @@ class PeakPyramid:
         ys[0::2], ys[1::2] = mins[first:last], maxs[first:last]
         tail = last * block  # the points after the last complete block, as they are
         return np.concatenate([xs, x[tail:hi]]), np.concatenate([ys, y[tail:hi]])
+
+
+class ScientificAxis(pg.AxisItem):
+    """Tick values in scientific notation ("2.0e-05"), for learning rates: an SI prefix read "(x1e-06)"
+    beside ticks of 20…100, true but a sum to do in one's head."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values, scale, spacing):
+        largest = max((abs(value) for value in values), default=0.0)
+        # Enough digits that neighbouring ticks differ: 1.00e-03, 1.05e-03, … for a narrow range.
+        digits = max(1, math.ceil(math.log10(largest / spacing))) if largest > 0 and spacing > 0 else 1
+        return ["0" if value == 0 else f"{value * scale:.{digits}e}" for value in values]
 
 
 class _Series:
@@ -180,6 +196,7 @@ class LossPlots(QWidget):
         self._summary = ""
         self._step_extent: int | None = None  # the step axis spans [0, this] while the user has not zoomed
         self._follow_steps = True
+        self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
         self.redraw_count = 0
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -187,11 +204,16 @@ class LossPlots(QWidget):
         self.graphics.setBackground("w")
         self.loss_plot = self._make_plot("loss", row=0)
         self.accuracy_plot = self._make_plot("accuracy", row=1)
-        self.lr_plot = self._make_plot("learning rate", row=2)
+        self.lr_plot = self._make_plot("learning rate", row=2, left_axis=ScientificAxis("left"))
         self.accuracy_plot.setXLink(self.loss_plot)
         self.lr_plot.setXLink(self.loss_plot)
         self.lr_plot.setLabel("bottom", "step")
         self.accuracy_plot.setYRange(0.0, 1.0)
+        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
+            # Plain step numbers: an SI prefix made an empty axis read "step (x0.001)".
+            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            # One width for the value axes, wide enough for "1.0e-04": the linked step axes line up.
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
         for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
             plot.getViewBox().sigRangeChangedManually.connect(self._user_moved_view)
 
@@ -253,8 +275,8 @@ class LossPlots(QWidget):
         self._redraw_timer.setInterval(max(1, round(1000.0 / max_fps)))
         self._redraw_timer.timeout.connect(self._redraw)
 
-    def _make_plot(self, title: str, row: int) -> pg.PlotItem:
-        plot = self.graphics.addPlot(row=row, col=0)
+    def _make_plot(self, title: str, row: int, left_axis: pg.AxisItem | None = None) -> pg.PlotItem:
+        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": left_axis} if left_axis else None)
         plot.setLabel("left", title)
         plot.addLegend(offset=(-10, 2), labelTextSize="8pt", colCount=3)
         plot.setClipToView(True)
@@ -272,6 +294,14 @@ class LossPlots(QWidget):
         elif self._follow_steps:
             self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
 
+    def show_planned_steps(self, total_steps: int | None) -> None:
+        """Before the first step: let the empty step axis span [0, total_steps] (a run about to start, or the
+        form's step count) rather than an arbitrary 0..1. No effect once steps have arrived, or after a zoom."""
+        if self._last_step != -math.inf or not self._follow_steps or not total_steps:
+            return
+        self._showing_planned_steps = True
+        self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
+
     @staticmethod
     def _make_curve(plot: pg.PlotItem, pen, name: str | None) -> pg.PlotDataItem:
         # _Series holds finite values only, already reduced to the view by its PeakPyramid (the "peak" method).
@@ -287,6 +317,7 @@ class LossPlots(QWidget):
                 store[key] = _Series(self._smoothing)
         self._last_step = -math.inf
         self._follow_steps = True
+        self._showing_planned_steps = False
         self.set_step_extent(None)
         self.summary_label.setText("no steps yet")
         self.set_marker(None)
@@ -315,6 +346,10 @@ class LossPlots(QWidget):
                     series.truncate_from(float(step))
             self._last_step = step
             total = record.get("total_steps")
+            if self._showing_planned_steps:
+                self._showing_planned_steps = False
+                if not isinstance(total, int) and self._follow_steps:
+                    self.set_step_extent(self._step_extent)  # the plan was a placeholder: follow the data again
             if isinstance(total, int) and total != self._step_extent and self._follow_steps:
                 self.set_step_extent(total)
             for key, series in self._series.items():

@@ -13,25 +13,22 @@
   closing the window stops the run, which saves a checkpoint, and joins the threads.
 
 `TrainingPanel` works on its own (window=None) for development; `install_training_panel(window)` adds it
-as the main window's "Train" tab and wires it to the window's public API.
+as the main window's "Train" tab and wires it to the window's public API. What it drives is plain Python
+in `explorer.training_run` (settings, the engine adapter, the prober, a run's pace and checkpoints); the
+snapshot heatmap is `probe_snapshot_view.SnapshotView`.
 """
 
 from __future__ import annotations
 
-import abc
-import math
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -59,6 +56,7 @@ from PySide6.QtWidgets import (
 )
 
 from explorer._qt.loss_plots import LossPlots
+from explorer._qt.probe_snapshot_view import SnapshotView
 from explorer._qt.training_worker import ProbeWorker, TrainingWorker
 from explorer.probe_history import ProbeHistory, ProbePair
 from explorer.run_watch import (
@@ -68,323 +66,38 @@ from explorer.run_watch import (
     normalize_record,
     read_run_config,
 )
+from explorer.training_run import (  # re-exported: the tab's public names, as before the split
+    CONTINUE_LOADED,
+    DEFAULT_PROBE,
+    PRESET_NAMES,
+    CheckpointProbeQueue,
+    EngineFactory,
+    EngineRun,
+    SnapshotProber,
+    StepPace,
+    TrainingSettings,
+    available_devices,
+    describe_failure,
+    describe_run_config,
+    format_duration,
+    make_engine_run,
+    planned_steps,
+    warm_up_engine,
+)
 
-PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
-CONTINUE_LOADED = "continue the loaded model"
-DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
+__all__ = [
+    "CONTINUE_LOADED", "DEFAULT_PROBE", "PRESET_NAMES", "EngineFactory", "EngineRun", "TrainingPanel",
+    "TrainingSettings", "available_devices", "default_runs_dir", "describe_failure", "install_training_panel",
+    "make_engine_run", "warm_up_engine",
+]
+
 STATUS_STYLES = {"info": "", "ok": "color: #1a7f37;", "error": "color: #c62828; font-weight: bold;"}
 
 
-@dataclass(frozen=True)
-class TrainingSettings:
-    """What the panel's form asks for; the defaults finish a visible run on a 2-core CPU in about a minute."""
-
-    corpus: str | None = None  # a .txt file or a folder of them; None = the default corpus
-    preset: str = "tiny"  # a bertcore preset name, or CONTINUE_LOADED to train the inspector's model further
-    steps: int = 300
-    batch_size: int = 16
-    seq_len: int = 64
-    learning_rate: float = 1e-3
-    device: str = "cpu"
-    seed: int = 0
-    probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
-    checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
-    eval_every: int = 50  # held-out loss every this many steps
-    out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
-
-    def __post_init__(self) -> None:
-        if self.preset not in (*PRESET_NAMES, CONTINUE_LOADED):
-            raise ValueError(f"preset {self.preset!r} is unknown; pick one of {', '.join(PRESET_NAMES)}")
-        for name in ("steps", "batch_size", "seq_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; it must be at least 1")
-        if self.seq_len < 8:
-            raise ValueError(f"sequence length is {self.seq_len}; use at least 8 tokens so a pair fits")
-        if not (0.0 < self.learning_rate < 1.0):
-            raise ValueError(f"learning rate is {self.learning_rate}; use a value such as 1e-3 or 1e-4")
-        for name in ("probe_every", "checkpoint_every", "eval_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; use 0 (off) or more")
-
-
 def default_runs_dir() -> Path:
+    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
     return Path(base or Path.home() / ".bert-explorer") / "runs"
-
-
-def available_devices() -> list[tuple[str, str]]:
-    """(device, label) pairs the user may pick: CPU always, CUDA/MPS only when torch sees them."""
-    import torch
-
-    devices = [("cpu", f"CPU ({os.cpu_count()} cores)")]
-    if torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            devices.insert(index, (f"cuda:{index}", f"CUDA {index}: {torch.cuda.get_device_name(index)}"))
-    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.insert(0, ("mps", "Apple MPS"))
-    return devices
-
-
-def describe_failure(info: dict, last_checkpoint: Path | None) -> str:
-    """A message a user understands for a failed run (`errored`'s description), saying what was kept."""
-    kind, message = info.get("type", ""), info.get("message", "")
-    lowered = message.lower()
-    last_step = info.get("last_step")
-    started = isinstance(last_step, dict) and last_step.get("step") is not None
-    kept = (f"The last good checkpoint is kept: {last_checkpoint}." if last_checkpoint
-            else "No checkpoint had been written yet.")
-    if kind == "CorpusError":
-        return f"The corpus cannot be used: {message}"
-    if kind == "NonFiniteLossError":  # the engine's message names the step, the checkpoint and the fix
-        return f"The run diverged: {message}"
-    if kind == "OutOfMemoryTrainingError":  # the engine's message suggests the smaller sizes
-        return f"Out of memory: {message}. {kept}"
-    if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
-        return f"Out of memory: {message}. Try a smaller batch size or sequence length, or the CPU. {kept}"
-    if kind == "FloatingPointError" or re.search(r"\b(nan|inf)\b|diverg", lowered):
-        return f"The run diverged: {message}. Try a lower learning rate. {kept}"
-    if not started:
-        return f"The run could not start: {message}"
-    return f"The run failed after step {last_step['step']} ({kind}): {message}. {kept}"
-
-
-# ---------------------------------------------------------------- the engine, seen through one adapter
-class EngineRun(abc.ABC):
-    """What the panel needs from a run; `make_engine_run` builds the bertcore one, tests may pass others.
-
-    Built in the worker thread. `steps` yields one plain statistics record per step (dict or dataclass
-    with at least `step`); `request_stop()` makes it end at the next step boundary after saving a
-    checkpoint; `snapshot()` returns a CPU copy of the weights (state dict) for probing, safe to call
-    between steps from the training thread; `model_config`/`tokenizer` let the probe build its model.
-    """
-
-    run_dir: Path
-    steps: Iterator
-    model_config: Any
-    tokenizer: Any
-
-    @abc.abstractmethod
-    def request_stop(self) -> None:
-        """End at the next step boundary (thread-safe)."""
-
-    @abc.abstractmethod
-    def snapshot(self) -> dict:
-        """A CPU copy of the current weights."""
-
-
-EngineFactory = Callable[[TrainingSettings, Any], EngineRun]
-
-
-def warm_up_engine() -> None:
-    """Pay the engine's one-time costs now, on this thread, not inside a run.
-
-    AdamW's first construction imports torch._dynamo (~1 s holding the GIL), and a module imported for the
-    first time in the training or probe thread holds the GIL while it executes: either would freeze the
-    window mid-run. Cheap after the first call.
-    """
-    import importlib
-
-    for name in ("bertcore.checkpoint", "bertcore.inspection", "bertcore.masking", "bertcore.model",
-                 "bertcore.tokenizer", "bertcore.data"):
-        importlib.import_module(name)
-    from bertcore.trainer import warm_up
-
-    warm_up()
-
-
-def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
-    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`)."""
-    return _BertcoreRun(settings, init)
-
-
-class _BertcoreRun(EngineRun):
-    """`bertcore.trainer.Trainer` with the panel's settings; yields `StepStats.to_dict()` records."""
-
-    def __init__(self, settings: TrainingSettings, init: Any):
-        from bertcore.resources import default_vocab_path
-        from bertcore.trainer import Trainer, TrainingConfig
-
-        self.run_dir = Path(settings.out_dir)
-        init_from = None
-        if init is not None:  # "continue the loaded model": the engine starts from a checkpoint folder
-            from bertcore.checkpoint import save_pretrained
-
-            model, tokenizer = init
-            init_from = str(save_pretrained(model, tokenizer, self.run_dir / "init"))
-        vocab = None
-        if settings.corpus is None and init_from is None:
-            try:  # the shipped vocabulary was trained on the default corpus: no need to train another
-                vocab = str(default_vocab_path()) if default_vocab_path().is_file() else None
-            except FileNotFoundError:
-                vocab = None
-        config = TrainingConfig(
-            corpus=settings.corpus or "",
-            out_dir=str(self.run_dir),
-            preset=settings.preset if settings.preset != CONTINUE_LOADED else "tiny",
-            vocab=vocab,
-            init_from=init_from,
-            steps=settings.steps,
-            batch_size=settings.batch_size,
-            seq_len=settings.seq_len,
-            lr=settings.learning_rate,
-            seed=settings.seed,
-            device=settings.device,
-            eval_every=settings.eval_every,
-            checkpoint_every=settings.checkpoint_every,
-        )
-        self.trainer = Trainer(config)
-        self.model_config = self.trainer.model.config
-        self.tokenizer = self.trainer.tokenizer
-        self.steps = self._records()
-
-    def _records(self) -> Iterator[dict]:
-        for stats in self.trainer.steps():
-            record = stats.to_dict()  # {"kind": "step", ...}: the same record metrics.jsonl holds
-            record["held_out"] = stats.eval.to_dict() if stats.eval is not None else None
-            record["checkpoint"] = stats.checkpoint
-            yield record
-
-    def request_stop(self) -> None:
-        self.trainer.request_stop()
-
-    def snapshot(self) -> dict:
-        return self.trainer.snapshot_state_dict()
-
-
-# ---------------------------------------------------------------- probing
-class _Prober:
-    """Runs in the probe thread: loads a weights snapshot into its own model and inspects every pair.
-
-    A job is (state dict, model config, tokenizer, pairs) from a running engine, or (checkpoint folder, pairs)
-    from a watched run folder.
-    """
-
-    def __init__(self):
-        self._model = None
-        self._config = None
-        self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
-
-    def __call__(self, step: int, job: tuple) -> tuple[int, dict]:
-        import torch
-
-        from bertcore.inspection import inspect_encoding
-        from bertcore.masking import mask_like_bert
-        from bertcore.model import BertForPreTraining
-
-        if len(job) == 2:  # a checkpoint of a watched run
-            from bertcore.checkpoint import load_pretrained
-
-            folder, pairs = job
-            model, tokenizer = load_pretrained(folder)
-            state, config = model.state_dict(), model.config
-        else:
-            state, config, tokenizer, pairs = job
-        if self._model is None or self._config != config:
-            with torch.device("meta"):  # no random init: the snapshot overwrites every weight
-                model = BertForPreTraining(config)
-            self._model = model.to_empty(device="cpu").eval()
-            self._config = config
-            self._encodings.clear()
-        self._model.load_state_dict(state)
-        results = {}
-        with torch.inference_mode():
-            for pair in pairs:
-                key = (id(tokenizer), pair)
-                if key not in self._encodings:
-                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
-                    # The same positions are masked at every snapshot, so predictions can be compared.
-                    masking = mask_like_bert(encoding, tokenizer, seed=0)
-                    self._encodings[key] = (encoding, masking)
-                encoding, masking = self._encodings[key]
-                results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)
-        return step, results
-
-
-# ---------------------------------------------------------------- a small attention view of one snapshot
-class _SnapshotView(QWidget):
-    """One head of the selected probe pair at the selected snapshot, plus its NSP / MLM read-out."""
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
-        self.graphics.setMinimumSize(300, 260)
-        self.plot = self.graphics.addPlot()
-        self.plot.invertY(True)
-        self.plot.setAspectLocked(True)
-        self.plot.hideButtons()
-        self.plot.setMenuEnabled(False)
-        self.plot.setMouseEnabled(x=False, y=False)
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.image.setLookupTable(pg.colormap.get("viridis").getLookupTable(nPts=256))
-        # Fixed levels on √probability: heads and steps stay comparable, and near-uniform rows stay visible.
-        self.image.setLevels((0.0, 1.0))
-        self.plot.addItem(self.image)
-        for side in ("left", "bottom"):
-            self.plot.hideAxis(side)  # until there is a snapshot to label
-        self.plot.setTitle("no probe snapshot yet", size="9pt")
-        self.layer_spin = QSpinBox()
-        self.layer_spin.setObjectName("probeLayerSpin")
-        self.layer_spin.setPrefix("layer ")
-        self.head_spin = QSpinBox()
-        self.head_spin.setObjectName("probeHeadSpin")
-        self.head_spin.setPrefix("head ")
-        self.readout = QLabel("no probe snapshot yet")
-        self.readout.setObjectName("probeReadout")
-        self.readout.setWordWrap(True)
-        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.controls = QWidget()
-        column = QVBoxLayout(self.controls)
-        column.setContentsMargins(0, 0, 0, 0)
-        row = QHBoxLayout()
-        row.addWidget(self.layer_spin)
-        row.addWidget(self.head_spin)
-        row.addStretch(1)
-        column.addLayout(row)
-        column.addWidget(self.readout)
-        column.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.graphics, 1)
-        self._inspection = None
-        self.layer_spin.valueChanged.connect(self._draw)
-        self.head_spin.valueChanged.connect(self._draw)
-
-    def show_inspection(self, inspection: Any, caption: str) -> None:
-        if self._inspection is None:
-            for side in ("left", "bottom"):
-                self.plot.showAxis(side)
-        self._inspection = inspection
-        self.layer_spin.setRange(0, inspection.num_layers - 1)
-        self.head_spin.setRange(0, inspection.num_heads - 1)
-        self._draw()
-        parts = [caption]
-        if inspection.is_next_probability is not None:
-            parts.append(f"P(B follows A) = {inspection.is_next_probability:.2f}")
-        for prediction in inspection.predictions[:3]:
-            guess = prediction.top_tokens[0] if prediction.top_tokens else "?"
-            probability = float(prediction.top_probabilities[0]) if len(prediction.top_probabilities) else 0.0
-            parts.append(f"{prediction.original_token} → {guess} ({probability:.2f})")
-        self.readout.setText("  ·  ".join(parts))
-
-    def _draw(self) -> None:
-        inspection = self._inspection
-        if inspection is None:
-            return
-        matrix = inspection.attentions[self.layer_spin.value(), self.head_spin.value()]  # (T, T) query × key
-        self.image.setImage(np.sqrt(matrix), autoLevels=False)
-        tokens = inspection.input_tokens
-        ticks = [(index + 0.5, token) for index, token in enumerate(tokens)]
-        self.plot.getAxis("left").setTicks([ticks[:: max(1, math.ceil(len(ticks) / 28))]])
-        self.plot.getAxis("bottom").setTicks([ticks[:: max(1, math.ceil(len(ticks) / 6))]])
-        self.plot.setTitle(f"layer {self.layer_spin.value()} head {self.head_spin.value()} "
-                           f"(colour: √attention)", size="9pt")
-
-    def current_matrix(self) -> np.ndarray | None:
-        """The attention probabilities drawn now (T, T), or None."""
-        if self._inspection is None:
-            return None
-        return self._inspection.attentions[self.layer_spin.value(), self.head_spin.value()]
 
 
 # ---------------------------------------------------------------- the panel
@@ -427,7 +140,7 @@ class TrainingPanel(QWidget):
         self._current_pair: ProbePair | None = None
         self._last_record: dict | None = None
         self._started_at = 0.0
-        self._pace: list[tuple[int, float]] = []  # recent (step, elapsed seconds), for the time left
+        self._pace = StepPace()  # for the time left
         self._last_checkpoint: Path | None = None  # the newest checkpoint the running engine reported
         self._tail: MetricsTail | None = None
         self._watch_total_steps: int | None = None
@@ -436,9 +149,7 @@ class TrainingPanel(QWidget):
         self.steps_received = 0
         self._form_extras: dict[str, int] = {}
         self._probe_every = TrainingSettings.probe_every
-        self._checkpoints_probed: set[str] = set()  # watched run: checkpoint folders already probed
-        self._checkpoint_queue: list[tuple[int, Path]] = []
-        self._checkpoint_in_flight = False
+        self._checkpoints = CheckpointProbeQueue()  # a watched run's checkpoints, probed one at a time
 
         warm_up_engine()  # at install time (app start), so that no run pays it
         self._build_form()
@@ -451,6 +162,8 @@ class TrainingPanel(QWidget):
         splitter.setSizes([330, 900])
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
+        self.steps_spin.valueChanged.connect(self._show_planned_steps)
+        self._show_planned_steps(self.steps_spin.value())
 
         self._watch_timer = QTimer(self)
         self._watch_timer.setInterval(poll_interval_ms)
@@ -640,7 +353,7 @@ class TrainingPanel(QWidget):
         self.step_label.setMinimumWidth(130)
         self.probe_list.setAccessibleName("Probe pairs")
         self.step_slider.setAccessibleName("Probe snapshot step")
-        self.snapshot_view = _SnapshotView()
+        self.snapshot_view = SnapshotView()
         self.snapshot_view.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
         column = QVBoxLayout()
@@ -708,6 +421,10 @@ class TrainingPanel(QWidget):
         self.out_edit.setText(settings.out_dir or "")
         # Not on the form (the engine's defaults suit the app), but kept for the next settings().
         self._form_extras = {"checkpoint_every": settings.checkpoint_every, "eval_every": settings.eval_every}
+
+    def _show_planned_steps(self, steps: int) -> None:
+        if not self.is_running and not self.is_watching:  # the empty plots span the run the form plans
+            self.plots.show_planned_steps(steps)
 
     def _set_probe_every(self, steps: int) -> None:
         self._probe_every = int(steps)  # read by the training thread: a plain int, replaced whole
@@ -843,11 +560,12 @@ class TrainingPanel(QWidget):
         self._run_dir = run_dir
         self._last_record = None
         self._last_checkpoint = None
-        self._pace = []
+        self._pace.clear()
         self.steps_received = 0
         self._ending_status = ""
         self.history.clear()
         self.plots.clear()
+        self.plots.show_planned_steps(settings.steps)
         self._refresh_probe_list()
         self._refresh_checkpoints()
         self._reset_slider()
@@ -997,13 +715,10 @@ class TrainingPanel(QWidget):
         elapsed = record.get("elapsed")
         if elapsed is None:
             elapsed = time.perf_counter() - self._started_at
-        pace = self._pace
-        pace.append((step, float(elapsed)))
-        if len(pace) > 50:
-            del pace[0]
-        if total > step and len(pace) >= 2 and pace[-1][0] > pace[0][0]:
-            seconds_per_step = (pace[-1][1] - pace[0][1]) / (pace[-1][0] - pace[0][0])
-            parts.append(f"{_duration(seconds_per_step * (total - step))} left")
+        self._pace.add(step, elapsed)
+        seconds_left = self._pace.seconds_left(step, total)
+        if seconds_left is not None:
+            parts.append(f"{format_duration(seconds_left)} left")
         self.progress.setFormat("  ·  ".join(parts))
 
     def _on_returned(self, _value: Any) -> None:
@@ -1181,34 +896,29 @@ class TrainingPanel(QWidget):
             return False
         self._stop_watching()
         self._run_dir = folder
-        self._pace = []
+        self._pace.clear()
         self._started_at = time.perf_counter()
         self._watch_total_steps = None
         try:
             config = read_run_config(folder)
         except ValueError:
             config = {}
-        training = config.get("training") if isinstance(config.get("training"), dict) else config
-        for key in ("steps", "total_steps", "max_steps", "num_steps"):
-            if isinstance(training.get(key), int):
-                self._watch_total_steps = training[key]
-                break
+        self._watch_total_steps = planned_steps(config)
         if not (folder / METRICS_FILE).exists() and not config:
             self._set_status(f"{folder} holds no {METRICS_FILE} yet; watching for it to appear.", "info")
         else:
             self._set_status(f"Watching {folder}", "info")
-        described = self._describe_run_config(config)
+        described = describe_run_config(config)
         if described:
             self._set_status(f"{self.status_label.text()} ({described})", "info")
         self.plots.clear()
+        self.plots.show_planned_steps(self._watch_total_steps)
         self.history.clear()
         self._reset_slider()
         self._refresh_probe_list()
         # Checkpoints are the watched run's weights: each one is probed once, oldest first, one at a time.
         self._start_probe_worker()
-        self._checkpoints_probed = set()
-        self._checkpoint_queue = []
-        self._checkpoint_in_flight = False
+        self._checkpoints = CheckpointProbeQueue()
         self._tail = MetricsTail(folder / METRICS_FILE)
         self._poll_watched_run()
         self._refresh_checkpoints()
@@ -1216,24 +926,10 @@ class TrainingPanel(QWidget):
         self._watch_timer.start()
         return True
 
-    @staticmethod
-    def _describe_run_config(config: dict) -> str:
-        training, model = config.get("training"), config.get("model")
-        if not isinstance(training, dict):
-            return ""
-        parts = [f"{training.get('preset', '?')} preset" if not training.get("init_from") else "further training"]
-        if isinstance(model, dict) and "num_hidden_layers" in model:
-            parts[0] += f" L{model['num_hidden_layers']}/H{model.get('hidden_size')}"
-        parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
-        parts.append(f"lr {training.get('lr')}")
-        if config.get("device"):
-            parts.append(str(config["device"]))
-        return ", ".join(parts)
-
     def _start_probe_worker(self) -> None:
         if self.probe_worker is not None:
             self.probe_worker.shutdown()
-        self.probe_worker = ProbeWorker(_Prober(), torch_threads=1, niceness=self._niceness)
+        self.probe_worker = ProbeWorker(SnapshotProber(), torch_threads=1, niceness=self._niceness)
         self.probe_worker.probed.connect(self._on_probed)
         self.probe_worker.failed.connect(self._on_probe_failed)
 
@@ -1241,24 +937,20 @@ class TrainingPanel(QWidget):
         """Queue the watched run's checkpoints not probed yet; submit the next when the probe thread is free."""
         if self._run_dir is None or self.probe_worker is None:
             return
-        for step, folder in list_checkpoints(self._run_dir):
-            if folder.name not in self._checkpoints_probed and step is not None:
-                self._checkpoints_probed.add(folder.name)
-                self._checkpoint_queue.append((step, folder))
+        self._checkpoints.add(list_checkpoints(self._run_dir))
         self._submit_next_checkpoint()
 
     def _submit_next_checkpoint(self) -> None:
         # One checkpoint in flight at a time (the probe worker keeps only the newest waiting job).
-        if self._checkpoint_in_flight or not self.is_watching or self.probe_worker is None:
+        if not self.is_watching or self.probe_worker is None or not self._probe_pairs:
             return
-        if self._checkpoint_queue and self._probe_pairs:
-            step, folder = self._checkpoint_queue.pop(0)
-            self._checkpoint_in_flight = True
+        checkpoint = self._checkpoints.take()
+        if checkpoint is not None:
+            step, folder = checkpoint
             self.probe_worker.submit(step, (str(folder), self._probe_pairs))
 
     def _checkpoint_probe_done(self) -> None:
-        if self._checkpoint_in_flight:
-            self._checkpoint_in_flight = False
+        if self._checkpoints.done():
             self._submit_next_checkpoint()
 
     def _stop_watching(self) -> None:
@@ -1271,6 +963,7 @@ class TrainingPanel(QWidget):
         update = self._tail.poll()
         if update.restarted:
             self.plots.clear()
+            self.plots.show_planned_steps(self._watch_total_steps)
         if not update.records:
             return
         self.plots.add_records(update.records)
@@ -1309,13 +1002,6 @@ class TrainingPanel(QWidget):
         if self.probe_worker is not None:
             joined = self.probe_worker.shutdown(timeout_ms) and joined
         return joined
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
 def install_training_panel(window: Any) -> TrainingPanel:

@@ -17,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 QT_FREE_MODULES = (
     "bertcore.config", "bertcore.tokenizer", "bertcore.masking", "bertcore.model", "bertcore.checkpoint",
     "bertcore.inspection", "bertcore.resources", "explorer", "explorer.state", "explorer.startup",
+    "explorer.training_run",
 )
 
 

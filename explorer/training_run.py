@@ -1,0 +1,334 @@
+"""The training run as the Train tab sees it, without Qt: its settings, the engine behind it, and the prober.
+
+- `TrainingSettings`: what the tab's form asks for, validated, with messages a user understands.
+- `EngineRun`: what the tab needs from a running engine; `make_engine_run` adapts `bertcore.trainer`.
+- `SnapshotProber`: run in the probe thread, it loads a weights snapshot (or a watched run's checkpoint)
+  into its own model and inspects the probe pairs.
+- Plain helpers for what the tab shows: the devices to pick from, a failure in words, a watched run's
+  configuration in words, a duration.
+
+Everything here runs headless (the engine and the prober in worker threads); `explorer._qt.training_panel`
+is the thin Qt view over it.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer.probe_history import ProbePair
+
+PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
+CONTINUE_LOADED = "continue the loaded model"
+DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """What the panel's form asks for; the defaults finish a visible run on a 2-core CPU in about a minute."""
+
+    corpus: str | None = None  # a .txt file or a folder of them; None = the default corpus
+    preset: str = "tiny"  # a bertcore preset name, or CONTINUE_LOADED to train the inspector's model further
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 64
+    learning_rate: float = 1e-3
+    device: str = "cpu"
+    seed: int = 0
+    probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
+    checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
+    eval_every: int = 50  # held-out loss every this many steps
+    out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
+
+    def __post_init__(self) -> None:
+        if self.preset not in (*PRESET_NAMES, CONTINUE_LOADED):
+            raise ValueError(f"preset {self.preset!r} is unknown; pick one of {', '.join(PRESET_NAMES)}")
+        for name in ("steps", "batch_size", "seq_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; it must be at least 1")
+        if self.seq_len < 8:
+            raise ValueError(f"sequence length is {self.seq_len}; use at least 8 tokens so a pair fits")
+        if not (0.0 < self.learning_rate < 1.0):
+            raise ValueError(f"learning rate is {self.learning_rate}; use a value such as 1e-3 or 1e-4")
+        for name in ("probe_every", "checkpoint_every", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; use 0 (off) or more")
+
+
+
+def available_devices() -> list[tuple[str, str]]:
+    """(device, label) pairs the user may pick: CPU always, CUDA/MPS only when torch sees them."""
+    import torch
+
+    devices = [("cpu", f"CPU ({os.cpu_count()} cores)")]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            devices.insert(index, (f"cuda:{index}", f"CUDA {index}: {torch.cuda.get_device_name(index)}"))
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.insert(0, ("mps", "Apple MPS"))
+    return devices
+
+
+def describe_failure(info: dict, last_checkpoint: Path | None) -> str:
+    """A message a user understands for a failed run (`errored`'s description), saying what was kept."""
+    kind, message = info.get("type", ""), info.get("message", "")
+    lowered = message.lower()
+    last_step = info.get("last_step")
+    started = isinstance(last_step, dict) and last_step.get("step") is not None
+    kept = (f"The last good checkpoint is kept: {last_checkpoint}." if last_checkpoint
+            else "No checkpoint had been written yet.")
+    if kind == "CorpusError":
+        return f"The corpus cannot be used: {message}"
+    if kind == "NonFiniteLossError":  # the engine's message names the step, the checkpoint and the fix
+        return f"The run diverged: {message}"
+    if kind == "OutOfMemoryTrainingError":  # the engine's message suggests the smaller sizes
+        return f"Out of memory: {message}. {kept}"
+    if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
+        return f"Out of memory: {message}. Try a smaller batch size or sequence length, or the CPU. {kept}"
+    if kind == "FloatingPointError" or re.search(r"\b(nan|inf)\b|diverg", lowered):
+        return f"The run diverged: {message}. Try a lower learning rate. {kept}"
+    if not started:
+        return f"The run could not start: {message}"
+    return f"The run failed after step {last_step['step']} ({kind}): {message}. {kept}"
+
+
+# ---------------------------------------------------------------- the engine, seen through one adapter
+class EngineRun(abc.ABC):
+    """What the panel needs from a run; `make_engine_run` builds the bertcore one, tests may pass others.
+
+    Built in the worker thread. `steps` yields one plain statistics record per step (dict or dataclass
+    with at least `step`); `request_stop()` makes it end at the next step boundary after saving a
+    checkpoint; `snapshot()` returns a CPU copy of the weights (state dict) for probing, safe to call
+    between steps from the training thread; `model_config`/`tokenizer` let the probe build its model.
+    """
+
+    run_dir: Path
+    steps: Iterator
+    model_config: Any
+    tokenizer: Any
+
+    @abc.abstractmethod
+    def request_stop(self) -> None:
+        """End at the next step boundary (thread-safe)."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> dict:
+        """A CPU copy of the current weights."""
+
+
+EngineFactory = Callable[[TrainingSettings, Any], EngineRun]
+
+
+def warm_up_engine() -> None:
+    """Pay the engine's one-time costs now, on this thread, not inside a run.
+
+    AdamW's first construction imports torch._dynamo (~1 s holding the GIL), and a module imported for the
+    first time in the training or probe thread holds the GIL while it executes: either would freeze the
+    window mid-run. Cheap after the first call.
+    """
+    import importlib
+
+    for name in ("bertcore.checkpoint", "bertcore.inspection", "bertcore.masking", "bertcore.model",
+                 "bertcore.tokenizer", "bertcore.data"):
+        importlib.import_module(name)
+    from bertcore.trainer import warm_up
+
+    warm_up()
+
+
+def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
+    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`)."""
+    return _BertcoreRun(settings, init)
+
+
+class _BertcoreRun(EngineRun):
+    """`bertcore.trainer.Trainer` with the panel's settings; yields `StepStats.to_dict()` records."""
+
+    def __init__(self, settings: TrainingSettings, init: Any):
+        from bertcore.resources import default_vocab_path
+        from bertcore.trainer import Trainer, TrainingConfig
+
+        self.run_dir = Path(settings.out_dir)
+        init_from = None
+        if init is not None:  # "continue the loaded model": the engine starts from a checkpoint folder
+            from bertcore.checkpoint import save_pretrained
+
+            model, tokenizer = init
+            init_from = str(save_pretrained(model, tokenizer, self.run_dir / "init"))
+        vocab = None
+        if settings.corpus is None and init_from is None:
+            try:  # the shipped vocabulary was trained on the default corpus: no need to train another
+                vocab = str(default_vocab_path()) if default_vocab_path().is_file() else None
+            except FileNotFoundError:
+                vocab = None
+        config = TrainingConfig(
+            corpus=settings.corpus or "",
+            out_dir=str(self.run_dir),
+            preset=settings.preset if settings.preset != CONTINUE_LOADED else "tiny",
+            vocab=vocab,
+            init_from=init_from,
+            steps=settings.steps,
+            batch_size=settings.batch_size,
+            seq_len=settings.seq_len,
+            lr=settings.learning_rate,
+            seed=settings.seed,
+            device=settings.device,
+            eval_every=settings.eval_every,
+            checkpoint_every=settings.checkpoint_every,
+        )
+        self.trainer = Trainer(config)
+        self.model_config = self.trainer.model.config
+        self.tokenizer = self.trainer.tokenizer
+        self.steps = self._records()
+
+    def _records(self) -> Iterator[dict]:
+        for stats in self.trainer.steps():
+            record = stats.to_dict()  # {"kind": "step", ...}: the same record metrics.jsonl holds
+            record["held_out"] = stats.eval.to_dict() if stats.eval is not None else None
+            record["checkpoint"] = stats.checkpoint
+            yield record
+
+    def request_stop(self) -> None:
+        self.trainer.request_stop()
+
+    def snapshot(self) -> dict:
+        return self.trainer.snapshot_state_dict()
+
+
+# ---------------------------------------------------------------- probing
+class SnapshotProber:
+    """Runs in the probe thread: loads a weights snapshot into its own model and inspects every pair.
+
+    A job is (state dict, model config, tokenizer, pairs) from a running engine, or (checkpoint folder, pairs)
+    from a watched run folder.
+    """
+
+    def __init__(self):
+        self._model = None
+        self._config = None
+        self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
+
+    def __call__(self, step: int, job: tuple) -> tuple[int, dict]:
+        import torch
+
+        from bertcore.inspection import inspect_encoding
+        from bertcore.masking import mask_like_bert
+        from bertcore.model import BertForPreTraining
+
+        if len(job) == 2:  # a checkpoint of a watched run
+            from bertcore.checkpoint import load_pretrained
+
+            folder, pairs = job
+            model, tokenizer = load_pretrained(folder)
+            state, config = model.state_dict(), model.config
+        else:
+            state, config, tokenizer, pairs = job
+        if self._model is None or self._config != config:
+            with torch.device("meta"):  # no random init: the snapshot overwrites every weight
+                model = BertForPreTraining(config)
+            self._model = model.to_empty(device="cpu").eval()
+            self._config = config
+            self._encodings.clear()
+        self._model.load_state_dict(state)
+        results = {}
+        with torch.inference_mode():
+            for pair in pairs:
+                key = (id(tokenizer), pair)
+                if key not in self._encodings:
+                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
+                    # The same positions are masked at every snapshot, so predictions can be compared.
+                    masking = mask_like_bert(encoding, tokenizer, seed=0)
+                    self._encodings[key] = (encoding, masking)
+                encoding, masking = self._encodings[key]
+                results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)
+        return step, results
+
+
+# ---------------------------------------------------------------- following a run: its pace, its checkpoints
+class StepPace:
+    """Recent (step, elapsed seconds) points of a run, for the time it has left at its recent pace."""
+
+    def __init__(self, window: int = 50):
+        self._points: deque[tuple[int, float]] = deque(maxlen=window)
+
+    def clear(self) -> None:
+        """Forget the pace (a pause is not part of it)."""
+        self._points.clear()
+
+    def add(self, step: int, elapsed: float) -> None:
+        self._points.append((step, float(elapsed)))
+
+    def seconds_left(self, step: int, total: int) -> float | None:
+        """Seconds until step `total` at the recent pace; None before there is a pace to go by."""
+        points = self._points
+        if total > step and len(points) >= 2 and points[-1][0] > points[0][0]:
+            seconds_per_step = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+            return seconds_per_step * (total - step)
+        return None
+
+
+class CheckpointProbeQueue:
+    """A watched run's checkpoints to probe: each one once, oldest first, one in flight at a time."""
+
+    def __init__(self):
+        self._seen: set[str] = set()  # checkpoint folder names already queued
+        self._waiting: list[tuple[int, Path]] = []
+        self.in_flight = False
+
+    def add(self, checkpoints: list[tuple[int | None, Path]]) -> None:
+        """Queue the checkpoints (`run_watch.list_checkpoints`, oldest first) not seen before."""
+        for step, folder in checkpoints:
+            if folder.name not in self._seen and step is not None:
+                self._seen.add(folder.name)
+                self._waiting.append((step, folder))
+
+    def take(self) -> tuple[int, Path] | None:
+        """The next checkpoint to probe, now in flight; None while one is in flight or none waits."""
+        if self.in_flight or not self._waiting:
+            return None
+        self.in_flight = True
+        return self._waiting.pop(0)
+
+    def done(self) -> bool:
+        """The checkpoint in flight was probed (or failed); False when none was in flight."""
+        was_in_flight, self.in_flight = self.in_flight, False
+        return was_in_flight
+
+
+# ---------------------------------------------------------------- a watched run and a duration, in words
+def planned_steps(config: dict) -> int | None:
+    """The total steps a watched run's `config.json` (as `run_watch.read_run_config` reads it) plans, if it says."""
+    training = config.get("training") if isinstance(config.get("training"), dict) else config
+    for key in ("steps", "total_steps", "max_steps", "num_steps"):
+        if isinstance(training.get(key), int):
+            return training[key]
+    return None
+
+
+def describe_run_config(config: dict) -> str:
+    """A watched run's configuration in one line ("tiny preset L2/H64, 300 steps of 16 × 64, lr 0.001, cpu")."""
+    training, model = config.get("training"), config.get("model")
+    if not isinstance(training, dict):
+        return ""
+    parts = [f"{training.get('preset', '?')} preset" if not training.get("init_from") else "further training"]
+    if isinstance(model, dict) and "num_hidden_layers" in model:
+        parts[0] += f" L{model['num_hidden_layers']}/H{model.get('hidden_size')}"
+    parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
+    parts.append(f"lr {training.get('lr')}")
+    if config.get("device"):
+        parts.append(str(config["device"]))
+    return ", ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """"1:02:03" or "2:03"."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
