@@ -8,6 +8,11 @@ killed thread), and only plain Python / numpy values cross a signal. Signals, in
 
 `finished` is always last. The GUI must not start new work from a `finished` slot (queue it with a
 zero-delay timer instead) and must `shutdown()` (stop + join) a worker before its window closes.
+
+The worker objects themselves stay in the GUI thread; only a small `_ThreadEntry` moves to the worker
+thread to run the loop there. Qt delivers a signal to a plain Python callable (a lambda, pytest-qt's
+`waitSignal`) in the thread the *sender* belongs to, so a worker moved to its thread would run such
+callables there: a QTimer stopped from that thread is left dangling and crashes the GUI thread later.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 
 def to_plain(value: Any) -> Any:
@@ -64,6 +69,32 @@ def describe_exception(error: BaseException) -> dict:
         "message": str(error) or type(error).__name__,
         "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__)),
     }
+
+
+class _ThreadEntry(QObject):
+    """The one object that lives in a worker thread: it runs `target` there when the thread starts."""
+
+    def __init__(self, target: Callable[[], None]):
+        super().__init__()
+        self._target = target
+
+    @Slot()
+    def run(self) -> None:
+        self._target()
+
+    @Slot()
+    def quit_thread(self) -> None:
+        QThread.currentThread().quit()
+
+
+def _start_thread(name: str, target: Callable[[], None]) -> tuple[QThread, _ThreadEntry]:
+    thread = QThread()
+    thread.setObjectName(name)
+    entry = _ThreadEntry(target)
+    entry.moveToThread(thread)
+    thread.started.connect(entry.run)
+    thread.start()
+    return thread, entry
 
 
 class TrainingWorker(QObject):
@@ -119,11 +150,7 @@ class TrainingWorker(QObject):
         """Start the worker in a new QThread (once)."""
         if self._thread is not None:
             raise RuntimeError("this worker was already started; make a new worker for a new run")
-        self._thread = QThread()
-        self._thread.setObjectName("trainingThread")
-        self.moveToThread(self._thread)
-        self._thread.started.connect(self._run)
-        self._thread.start()
+        self._thread, self._entry = _start_thread("trainingThread", self._run)
 
     def request_stop(self) -> None:
         """Ask the run to stop at the next step boundary (also ends a pause)."""
@@ -233,7 +260,6 @@ class TrainingWorker(QObject):
                 outcome[0].emit(outcome[1])
             self._done.set()
             self.finished.emit()
-            _retire_to_main_thread(self)
             self._thread.quit()
 
 
@@ -264,12 +290,9 @@ class ProbeWorker(QObject):
         self._closed = False
         self.probe_seconds: list[float] = []  # wall time of each probe, for the benchmark
         self.dropped = 0
-        self._thread = QThread()
-        self._thread.setObjectName("probeThread")
-        self.moveToThread(self._thread)
-        self._wake.connect(self._drain)
-        self._retire.connect(self._on_retire)
-        self._thread.start()
+        self._thread, self._entry = _start_thread("probeThread", self._drain)
+        self._wake.connect(self._entry.run)  # the entry lives in the probe thread: drains there
+        self._retire.connect(self._entry.quit_thread)  # queued behind a probe in progress
 
     def submit(self, step: int, snapshot: Any) -> None:
         """Probe `snapshot` (taken at `step`) as soon as the thread is free; thread-safe, never blocks."""
@@ -313,11 +336,6 @@ class ProbeWorker(QObject):
                 self.probe_seconds.append(time.perf_counter() - began)
                 self.probed.emit(result)
 
-    @Slot()
-    def _on_retire(self) -> None:
-        _retire_to_main_thread(self)
-        self._thread.quit()
-
     def wait_idle(self, timeout_s: float = 30.0) -> bool:
         """Block until nothing is pending or running (for tests and for the end of a run)."""
         return self._idle.wait(timeout_s)
@@ -332,10 +350,3 @@ class ProbeWorker(QObject):
             self._retire.emit()  # runs in the probe thread after the probe in progress, then quits it
         return self._thread.wait(timeout_ms)
 
-
-def _retire_to_main_thread(worker: QObject) -> None:
-    """Hand a finished worker back to the GUI thread (called from its own thread), so that deleting it later
-    from Python never touches an object that belongs to a thread that has ended."""
-    application = QCoreApplication.instance()
-    if application is not None:
-        worker.moveToThread(application.thread())

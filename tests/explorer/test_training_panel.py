@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -102,6 +103,7 @@ def run_to_end(qtbot, panel, settings):
 # ---------------------------------------------------------------- the worker on its own
 def counting(n, fail_at=None):
     for step in range(1, n + 1):
+        time.sleep(0.001)  # a step takes time; a generator that never pauses floods the GUI thread's queue
         if step == fail_at:
             raise FloatingPointError(f"the loss became nan at step {step}")
         yield {"step": step, "values": np.arange(3.0)}
@@ -143,7 +145,7 @@ def test_probe_worker_drops_stale_snapshots(qtbot):
     for step in range(20):
         probe.submit(step, None)
     assert probe.wait_idle(10.0)
-    qtbot.waitUntil(lambda: seen and seen[-1][0] == 19, timeout=5_000)
+    qtbot.waitUntil(lambda: bool(seen) and seen[-1][0] == 19, timeout=5_000)
     assert len(seen) + probe.dropped == 20
     assert probe.shutdown()
 
