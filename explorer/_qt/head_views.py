@@ -150,7 +150,28 @@ def _band(parent_view: pg.ViewBox) -> QGraphicsRectItem:
     return band
 
 
-class TokenHeatmap(QWidget):
+class HoverReadout:
+    """For a view with a `hover_label` and a `hovered(int)` signal: the one way a hover ends."""
+
+    IDLE_TEXT = " "
+    _hover_inside = False
+
+    def leaveEvent(self, event) -> None:
+        self._end_hover()
+        super().leaveEvent(event)
+
+    def _end_hover(self) -> None:
+        if self._hover_inside:
+            self._hover_inside = False
+            self.hover_label.setText(self.IDLE_TEXT)
+            self._clear_hover_marks()
+            self.hovered.emit(-1)
+
+    def _clear_hover_marks(self) -> None:
+        """What else a view shows while hovered (bands, crosshairs)."""
+
+
+class TokenHeatmap(HoverReadout, QWidget):
     """One (t, t) matrix, large: token labels on both axes (queries down, keys across), a colour bar,
     the hovered cell's "query → key: probability", and a highlighted row/column for a token."""
 
@@ -258,17 +279,9 @@ class TokenHeatmap(QWidget):
         return (f"{self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
                 f"{self.value_name} {value:.4f}")
 
-    def leaveEvent(self, event) -> None:
-        self._end_hover()
-        super().leaveEvent(event)
-
-    def _end_hover(self) -> None:
-        if self._hover_inside:
-            self._hover_inside = False
-            self.hover_label.setText(" ")
-            self._show_bands(-1, -1)
-            self.hovered.emit(-1)
-            self.cellHovered.emit(-1, -1)
+    def _clear_hover_marks(self) -> None:
+        self._show_bands(-1, -1)
+        self.cellHovered.emit(-1, -1)
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         row, column = self.cell_at(scene_pos)
@@ -282,13 +295,14 @@ class TokenHeatmap(QWidget):
         self.cellHovered.emit(int(self.positions[row]), int(self.positions[column]))
 
 
-class HeadGrid(QWidget):
+class HeadGrid(HoverReadout, QWidget):
     """Every head of one layer as a small heatmap with a shared colour scale, plus an on/off box per head.
 
     Left click selects a head (headClicked), right click or its box switches it off/on (headToggled).
     """
 
     HINT = "click a head: open it large · right-click or untick: switch it off"
+    IDLE_TEXT = HINT
     headClicked = Signal(int)
     headToggled = Signal(int, bool)  # head, enabled
     hovered = Signal(int)  # original position of the query row under the mouse, -1 when none
@@ -431,15 +445,6 @@ class HeadGrid(QWidget):
                 row_band.setRect(QRectF(0, index, length, 1))
                 column_band.setRect(QRectF(index, 0, 1, length))
 
-    def leaveEvent(self, event) -> None:
-        self._end_hover()
-        super().leaveEvent(event)
-
-    def _end_hover(self) -> None:
-        if self._hover_inside:
-            self._hover_inside = False
-            self.hover_label.setText(self.HINT)
-            self.hovered.emit(-1)
 
     def head_at(self, scene_pos: QPointF) -> int:
         for head, plot in enumerate(self.plots):

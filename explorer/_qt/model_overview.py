@@ -15,13 +15,13 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from explorer._qt.head_views import HIGHLIGHT_PEN, SELECTED_PEN, color_map
+from explorer._qt.head_views import HIGHLIGHT_PEN, SELECTED_PEN, HoverReadout, color_map
 from explorer.attention_math import bin_edges
 
 GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
 
 
-class ModelOverview(QWidget):
+class ModelOverview(HoverReadout, QWidget):
     headClicked = Signal(int, int)  # layer, head
     hovered = Signal(int)  # original position of the query row under the mouse, -1 when none
 
@@ -161,15 +161,6 @@ class ModelOverview(QWidget):
             ys += [layer * self.cell + offset] * 2
         self.token_lines.setData(np.array(xs, float), np.array(ys, float))
 
-    def leaveEvent(self, event) -> None:
-        self._end_hover()
-        super().leaveEvent(event)
-
-    def _end_hover(self) -> None:
-        if self._hover_inside:
-            self._hover_inside = False
-            self.hover_label.setText(" ")
-            self.hovered.emit(-1)
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != Qt.MouseButton.LeftButton:
