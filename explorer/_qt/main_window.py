@@ -377,13 +377,14 @@ class MainWindow(QMainWindow):
         self._settle_input()
 
     def _input_changed(self) -> None:
-        """The encoding or masking changed: refresh the table and the notes, and ask for an inspection."""
+        """The encoding or masking changed: ask for an inspection, then refresh the table and the notes
+        while the worker computes on the other core."""
+        self._request_inspection()
         notes = self.state.input_notes()
         self.warning_label.setText("\n".join(notes))
         self.warning_label.setVisible(bool(notes))
         self.token_table.set_input(self.state.encoding, self.state.masking)
         self._show_masking_summary()
-        self._request_inspection()
 
     def _request_inspection(self) -> None:
         request = self.state.inspect_request()
