@@ -350,10 +350,10 @@ class BertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
     ) -> BertPreTrainingOutput:
         mlm_loss = nsp_loss = loss = None
-        if labels is not None and not (output_hidden_states or output_attentions):
+        labelled = None if labels is None else labels != IGNORE_INDEX  # (B, T)
+        if labelled is not None and not (output_hidden_states or output_attentions):
             # With labels the heads read only [CLS] and the masked positions (~15%), so the last layer's
             # queries, feed-forward and the vocabulary projection run there alone. Exact, not approximate.
-            labelled = labels != IGNORE_INDEX  # (B, T)
             query_positions, is_label = _positions_read_by_heads(labelled)  # (B, M), (B, M)
             outputs = self.bert(input_ids, token_type_ids, attention_mask, head_mask, query_positions=query_positions)
             # Rows ascend by position within each row, so this is the order of labels[labelled].
@@ -363,12 +363,9 @@ class BertForPreTraining(nn.Module):
                 input_ids, token_type_ids, attention_mask, head_mask, output_attentions, output_hidden_states
             )
             sequence_output = outputs.last_hidden_state  # (B, T, D)
-            if labels is not None:
-                labelled = labels != IGNORE_INDEX  # (B, T)
-                prediction_logits = self.cls.predictions(sequence_output[labelled])  # (N, V)
-            else:
-                prediction_logits = self.cls.predictions(sequence_output)  # (B, T, V)
-        if labels is not None:
+            rows = sequence_output if labelled is None else sequence_output[labelled]  # (B, T, D) or (N, D)
+            prediction_logits = self.cls.predictions(rows)  # (B, T, V) or (N, V)
+        if labelled is not None:
             mlm_loss = F.cross_entropy(prediction_logits.float(), labels[labelled])
             loss = mlm_loss
         seq_relationship_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
