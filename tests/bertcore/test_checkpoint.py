@@ -36,10 +36,16 @@ def small_model(tokenizer):
     return model
 
 
-def batch(tokenizer):
+def assert_same_pretraining_logits(ours, reference, tokenizer):
+    """Both MLM and NSP logits of our model and a transformers model agree on one sentence pair."""
     encoding = tokenizer.encode("the cat sat on a mat", "the dog ran far away")
-    return (torch.tensor([encoding.input_ids]), torch.tensor([encoding.segment_ids]),
-            torch.tensor([encoding.attention_mask]))
+    input_ids, segments, mask = (torch.tensor([values]) for values in
+                                 (encoding.input_ids, encoding.segment_ids, encoding.attention_mask))
+    with torch.no_grad():
+        want = reference(input_ids, attention_mask=mask, token_type_ids=segments)
+        got = ours(input_ids, segments, mask)
+    torch.testing.assert_close(got.prediction_logits, want.prediction_logits, **TOLERANCE)
+    torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
 
 
 def test_minilm_loads_and_matches_transformers():
@@ -78,12 +84,7 @@ def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path):
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == [
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
     reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
-    input_ids, segments, mask = batch(tokenizer)
-    with torch.no_grad():
-        want = reference(input_ids, attention_mask=mask, token_type_ids=segments)
-        got = small_model(input_ids, segments, mask)
-    torch.testing.assert_close(got.prediction_logits, want.prediction_logits, **TOLERANCE)
-    torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
+    assert_same_pretraining_logits(small_model, reference, tokenizer)
 
 
 @pytest.mark.parametrize("safe_serialization", [True, False])
@@ -102,12 +103,7 @@ def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_
     tokenizer.save(folder)
     model, loaded_tokenizer = load_pretrained(folder)
     assert model.has_pretraining_heads and loaded_tokenizer.vocab == tokenizer.vocab
-    input_ids, segments, mask = batch(tokenizer)
-    with torch.no_grad():
-        want = reference(input_ids, attention_mask=mask, token_type_ids=segments)
-        got = model(input_ids, segments, mask)
-    torch.testing.assert_close(got.prediction_logits, want.prediction_logits, **TOLERANCE)
-    torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
+    assert_same_pretraining_logits(model, reference, tokenizer)
 
 
 def test_bare_keys_and_tf_layernorm_names(small_model, tokenizer, tmp_path):
