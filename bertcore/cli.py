@@ -164,7 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, CorpusError, CheckpointError, TokenizerError, TrainingError) as error:
             print(f"bert-train: error: {error}", file=sys.stderr)
             return 2
-        return _run(trainer, args, TrainingError)
+        code = _run(trainer, args, TrainingError)
+        if distributed and code == 0:
+            import torch.distributed as dist
+
+            # Rank 0 writes the final folder after the others are done; tearing gloo down on one rank while
+            # another still runs aborted rank 0 ("terminate called without an active exception") under load.
+            dist.barrier()
+        return code
     finally:
         if distributed:
             import torch.distributed as dist
