@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from explorer._qt.gui_gc import collect_garbage_in_gui_thread
+
 
 def to_plain(value: Any) -> Any:
     """A copy of `value` made only of Python scalars/containers and numpy arrays (safe to send to the GUI)."""
@@ -87,13 +89,14 @@ class _ThreadEntry(QObject):
         QThread.currentThread().quit()
 
 
-def _start_thread(name: str, target: Callable[[], None]) -> tuple[QThread, _ThreadEntry]:
+def _make_thread(name: str, target: Callable[[], None]) -> tuple[QThread, _ThreadEntry]:
+    """A QThread that will run `target` when started; not started yet, so the caller can keep it first."""
+    collect_garbage_in_gui_thread()
     thread = QThread()
     thread.setObjectName(name)
     entry = _ThreadEntry(target)
     entry.moveToThread(thread)
     thread.started.connect(entry.run)
-    thread.start()
     return thread, entry
 
 
@@ -150,7 +153,9 @@ class TrainingWorker(QObject):
         """Start the worker in a new QThread (once)."""
         if self._thread is not None:
             raise RuntimeError("this worker was already started; make a new worker for a new run")
-        self._thread, self._entry = _start_thread("trainingThread", self._run)
+        # kept before the thread starts: a run that fails at once ends (and reads `_thread`) before start() returns
+        self._thread, self._entry = _make_thread("trainingThread", self._run)
+        self._thread.start()
 
     def request_stop(self) -> None:
         """Ask the run to stop at the next step boundary (also ends a pause)."""
@@ -260,7 +265,7 @@ class TrainingWorker(QObject):
                 outcome[0].emit(outcome[1])
             self._done.set()
             self.finished.emit()
-            self._thread.quit()
+            QThread.currentThread().quit()
 
 
 class ProbeWorker(QObject):
@@ -290,9 +295,10 @@ class ProbeWorker(QObject):
         self._closed = False
         self.probe_seconds: list[float] = []  # wall time of each probe, for the benchmark
         self.dropped = 0
-        self._thread, self._entry = _start_thread("probeThread", self._drain)
+        self._thread, self._entry = _make_thread("probeThread", self._drain)
         self._wake.connect(self._entry.run)  # the entry lives in the probe thread: drains there
         self._retire.connect(self._entry.quit_thread)  # queued behind a probe in progress
+        self._thread.start()
 
     def submit(self, step: int, snapshot: Any) -> None:
         """Probe `snapshot` (taken at `step`) as soon as the thread is free; thread-safe, never blocks."""

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QThread, Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 from explorer._qt.training_panel import (
@@ -136,6 +136,24 @@ def test_worker_reports_errors_and_stops_on_request(qtbot):
     with qtbot.waitSignals([endless.stopped, endless.finished], order="strict", timeout=10_000):
         endless.request_stop()
     assert endless.wait(5_000) and failing.wait(5_000)
+
+
+def test_a_run_that_ends_before_start_returns_is_reported_cleanly(qtbot, monkeypatch):
+    """A run failing at once can end before `start()` returns (CI saw it under load); hold start() to make sure."""
+    started_thread = QThread.start
+
+    def start_and_wait_for_the_end(thread, *args):
+        started_thread(thread, *args)
+        assert thread.wait(10_000)
+
+    monkeypatch.setattr(QThread, "start", start_and_wait_for_the_end)
+    worker = TrainingWorker(lambda: counting(10, fail_at=1))
+    errors = []
+    worker.errored.connect(errors.append)
+    worker.start()
+    monkeypatch.undo()
+    qtbot.waitUntil(lambda: len(errors) == 1, timeout=5_000)  # queued from the ended thread; no AttributeError
+    assert "nan at step 1" in errors[0]["message"] and not worker.is_running
 
 
 def test_probe_worker_drops_stale_snapshots(qtbot):
