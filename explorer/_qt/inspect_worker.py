@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from PySide6.QtCore import QThread, Signal
 
+from explorer._qt.gui_gc import collect_garbage_in_gui_thread
 from explorer.state import InspectRequest, run_inspection
 
 SINGLE_THREAD_FLOPS = 2e9  # mini at 30 tokens is ~0.25 GFLOP, base at 30 ~5, mini at 512 ~4, base at 512 ~100
@@ -48,6 +49,7 @@ class InspectWorker(QThread):
 
     def __init__(self, compute: Callable[[InspectRequest], Any] = run_inspection, parent=None):
         super().__init__(parent)
+        collect_garbage_in_gui_thread()
         self.setObjectName("inspectWorker")
         self._compute = compute
         self._condition = threading.Condition()
@@ -129,6 +131,7 @@ class LoadWorker(QThread):
 
     def __init__(self, job_id: int, load: Callable[[], Any], parent=None):
         super().__init__(parent)
+        collect_garbage_in_gui_thread()
         self.setObjectName("loadWorker")
         self.job_id = job_id
         self._load = load
