@@ -15,7 +15,8 @@
 `TrainingPanel` works on its own (window=None) for development; `install_training_panel(window)` adds it
 as the main window's "Train" tab and wires it to the window's public API. What it drives is plain Python
 in `explorer.training_run` (settings, the engine adapter, the prober, a run's pace and checkpoints); the
-snapshot heatmap is `probe_snapshot_view.SnapshotView`.
+form is `training_form.TrainingForm`, the curves `loss_plots.LossPlots`, the snapshot heatmap
+`probe_snapshot_view.SnapshotView`.
 """
 
 from __future__ import annotations
@@ -29,27 +30,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QButtonGroup,
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QRadioButton,
     QSizePolicy,
     QSlider,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -57,6 +52,7 @@ from PySide6.QtWidgets import (
 
 from explorer._qt.loss_plots import LossPlots
 from explorer._qt.probe_snapshot_view import SnapshotView
+from explorer._qt.training_form import TrainingForm, default_runs_dir
 from explorer._qt.training_worker import ProbeWorker, TrainingWorker
 from explorer.probe_history import ProbeHistory, ProbePair
 from explorer.run_watch import (
@@ -92,12 +88,6 @@ __all__ = [
 ]
 
 STATUS_STYLES = {"info": "", "ok": "color: #1a7f37;", "error": "color: #c62828; font-weight: bold;"}
-
-
-def default_runs_dir() -> Path:
-    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
-    return Path(base or Path.home() / ".bert-explorer") / "runs"
 
 
 # ---------------------------------------------------------------- the panel
@@ -147,7 +137,6 @@ class TrainingPanel(QWidget):
         self._ending_status = ""
         self._closing = False  # set by shutdown(): the window is going, nothing more is sent to it
         self.steps_received = 0
-        self._form_extras: dict[str, int] = {}
         self._probe_every = TrainingSettings.probe_every
         self._checkpoints = CheckpointProbeQueue()  # a watched run's checkpoints, probed one at a time
 
@@ -162,8 +151,8 @@ class TrainingPanel(QWidget):
         splitter.setSizes([330, 900])
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
-        self.steps_spin.valueChanged.connect(self._show_planned_steps)
-        self._show_planned_steps(self.steps_spin.value())
+        self.form.stepsChanged.connect(self._show_planned_steps)
+        self._show_planned_steps(self.form.planned_steps())
 
         self._watch_timer = QTimer(self)
         self._watch_timer.setInterval(poll_interval_ms)
@@ -184,69 +173,10 @@ class TrainingPanel(QWidget):
         self._left = QWidget()
         left = QVBoxLayout(self._left)
 
-        corpus_box = QGroupBox("Corpus")
-        self.default_corpus_radio = QRadioButton("Default corpus (tiny Shakespeare)")
-        self.default_corpus_radio.setObjectName("defaultCorpusRadio")
-        self.custom_corpus_radio = QRadioButton("File or folder:")
-        self.custom_corpus_radio.setObjectName("customCorpusRadio")
-        self.default_corpus_radio.setChecked(True)
-        group = QButtonGroup(self)
-        group.addButton(self.default_corpus_radio)
-        group.addButton(self.custom_corpus_radio)
-        self.corpus_edit = QLineEdit()
-        self.corpus_edit.setObjectName("corpusEdit")
-        self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
-        self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
-        browse_file = QPushButton("File…")
-        browse_file.clicked.connect(self._browse_corpus_file)
-        browse_folder = QPushButton("Folder…")
-        browse_folder.clicked.connect(self._browse_corpus_folder)
-        corpus_layout = QGridLayout(corpus_box)
-        corpus_layout.addWidget(self.default_corpus_radio, 0, 0, 1, 3)
-        corpus_layout.addWidget(self.custom_corpus_radio, 1, 0, 1, 3)
-        corpus_layout.addWidget(self.corpus_edit, 2, 0)
-        corpus_layout.addWidget(browse_file, 2, 1)
-        corpus_layout.addWidget(browse_folder, 2, 2)
-        left.addWidget(corpus_box)
-
-        run_box = QGroupBox("Run")
-        form = QFormLayout(run_box)
-        self.model_combo = QComboBox()
-        self.model_combo.setObjectName("presetCombo")
-        for name in PRESET_NAMES:
-            self.model_combo.addItem(f"new {name} model", name)
-        self.model_combo.addItem(CONTINUE_LOADED.capitalize(), CONTINUE_LOADED)
-        form.addRow("Model", self.model_combo)
-        self.steps_spin = self._spin("stepsSpin", 1, 10_000_000, 300)
-        form.addRow("Steps", self.steps_spin)
-        self.batch_spin = self._spin("batchSizeSpin", 1, 4096, 16)
-        form.addRow("Batch size", self.batch_spin)
-        self.seq_len_spin = self._spin("seqLenSpin", 8, 512, 64)
-        form.addRow("Sequence length", self.seq_len_spin)
-        self.lr_spin = QDoubleSpinBox()
-        self.lr_spin.setObjectName("learningRateSpin")
-        self.lr_spin.setDecimals(6)
-        self.lr_spin.setRange(1e-6, 0.5)
-        self.lr_spin.setSingleStep(1e-4)
-        self.lr_spin.setValue(1e-3)
-        form.addRow("Learning rate", self.lr_spin)
-        self.device_combo = QComboBox()
-        self.device_combo.setObjectName("deviceCombo")
-        for device, label in available_devices():
-            self.device_combo.addItem(label, device)
-        form.addRow("Device", self.device_combo)
-        self.seed_spin = self._spin("seedSpin", 0, 2**31 - 1, 0)
-        form.addRow("Seed", self.seed_spin)
-        self.probe_every_spin = self._spin("probeEverySpin", 0, 1_000_000, 25)
-        self.probe_every_spin.setToolTip("re-inspect the probe pairs every N steps (0 = off); "
-                                         "can be changed while a run goes")
-        self.probe_every_spin.valueChanged.connect(self._set_probe_every)
-        form.addRow("Probe every", self.probe_every_spin)
-        self.out_edit = QLineEdit()
-        self.out_edit.setObjectName("runFolderEdit")
-        self.out_edit.setPlaceholderText(f"new folder under {default_runs_dir()}")
-        form.addRow("Run folder", self.out_edit)
-        left.addWidget(run_box)
+        self.form = TrainingForm()
+        self.form.probeEveryChanged.connect(self._set_probe_every)
+        self.form.deviceChanged.connect(self._show_device)
+        left.addWidget(self.form)
 
         buttons = QGridLayout()
         self.start_button = QPushButton("Start")
@@ -298,29 +228,14 @@ class TrainingPanel(QWidget):
         model_layout.addWidget(self.use_model_button)
         left.addWidget(model_box)
         left.addStretch(1)
-        self.device_combo.currentIndexChanged.connect(self._show_device)
-        for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
-                             (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
-                             (self.seq_len_spin, "Sequence length"), (self.lr_spin, "Learning rate"),
-                             (self.device_combo, "Device"), (self.seed_spin, "Seed"),
-                             (self.probe_every_spin, "Probe every N steps"), (self.out_edit, "Run folder"),
-                             (self.start_button, "Start training"), (self.pause_button, "Pause training"),
+        for widget, name in ((self.start_button, "Start training"), (self.pause_button, "Pause training"),
                              (self.resume_button, "Resume training"), (self.stop_button, "Stop training"),
                              (self.open_run_button, "Open a run folder to watch"),
                              (self.progress, "Training progress"), (self.status_label, "Training status"),
                              (self.checkpoint_combo, "Checkpoint"),
                              (self.use_model_button, "Use this model in the inspector")):
             widget.setAccessibleName(name)
-        self._show_device()
-
-    @staticmethod
-    def _spin(name: str, low: int, high: int, value: int) -> QSpinBox:
-        spin = QSpinBox()
-        spin.setObjectName(name)
-        spin.setRange(low, high)
-        spin.setValue(value)
-        spin.setGroupSeparatorShown(True)
-        return spin
+        self._show_device(self.form.device_label())
 
     def _build_right(self) -> None:
         self.plots = LossPlots()
@@ -380,48 +295,6 @@ class TrainingPanel(QWidget):
         self._right.setStretchFactor(1, 2)
 
     # ---- form ----
-    def settings(self) -> TrainingSettings:
-        """The form as a validated TrainingSettings (ValueError with the problem)."""
-        corpus = None
-        if self.custom_corpus_radio.isChecked():
-            corpus = self.corpus_edit.text().strip()
-            if not corpus:
-                raise ValueError("no corpus file or folder is given; type a path, browse, or pick the default")
-        return TrainingSettings(
-            corpus=corpus,
-            preset=self.model_combo.currentData(),
-            steps=self.steps_spin.value(),
-            batch_size=self.batch_spin.value(),
-            seq_len=self.seq_len_spin.value(),
-            learning_rate=self.lr_spin.value(),
-            device=self.device_combo.currentData(),
-            seed=self.seed_spin.value(),
-            probe_every=self.probe_every_spin.value(),
-            out_dir=self.out_edit.text().strip() or None,
-            **self._form_extras,
-        )
-
-    def set_settings(self, settings: TrainingSettings) -> None:
-        """Fill the form (the run folder too)."""
-        self.custom_corpus_radio.setChecked(settings.corpus is not None)
-        self.default_corpus_radio.setChecked(settings.corpus is None)
-        self.corpus_edit.setText(settings.corpus or "")
-        self.model_combo.setCurrentIndex(max(0, self.model_combo.findData(settings.preset)))
-        self.steps_spin.setValue(settings.steps)
-        self.batch_spin.setValue(settings.batch_size)
-        self.seq_len_spin.setValue(settings.seq_len)
-        self.lr_spin.setValue(settings.learning_rate)
-        index = self.device_combo.findData(settings.device)
-        if index < 0:
-            raise ValueError(f"device {settings.device!r} is not available here; pick one of "
-                             f"{[self.device_combo.itemData(i) for i in range(self.device_combo.count())]}")
-        self.device_combo.setCurrentIndex(index)
-        self.seed_spin.setValue(settings.seed)
-        self.probe_every_spin.setValue(settings.probe_every)
-        self.out_edit.setText(settings.out_dir or "")
-        # Not on the form (the engine's defaults suit the app), but kept for the next settings().
-        self._form_extras = {"checkpoint_every": settings.checkpoint_every, "eval_every": settings.eval_every}
-
     def _show_planned_steps(self, steps: int) -> None:
         if not self.is_running and not self.is_watching:  # the empty plots span the run the form plans
             self.plots.show_planned_steps(steps)
@@ -429,20 +302,8 @@ class TrainingPanel(QWidget):
     def _set_probe_every(self, steps: int) -> None:
         self._probe_every = int(steps)  # read by the training thread: a plain int, replaced whole
 
-    def _show_device(self) -> None:
-        self.device_label.setText(f"Trains on: {self.device_combo.currentText()}")
-
-    def _browse_corpus_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Corpus file", "", "Text files (*.txt);;All files (*)")
-        if path:
-            self.corpus_edit.setText(path)
-            self.custom_corpus_radio.setChecked(True)
-
-    def _browse_corpus_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Folder of .txt files")
-        if path:
-            self.corpus_edit.setText(path)
-            self.custom_corpus_radio.setChecked(True)
+    def _show_device(self, label: str) -> None:
+        self.device_label.setText(f"Trains on: {label}")
 
     def _browse_run_folder(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Run folder (written by bert-train --out)")
@@ -461,10 +322,7 @@ class TrainingPanel(QWidget):
         self.resume_button.setEnabled(paused and not self.worker.stop_requested)
         self.stop_button.setEnabled(running and not self.worker.stop_requested)
         self.open_run_button.setEnabled(not running)
-        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_spin,
-                       self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
-                       self.default_corpus_radio, self.custom_corpus_radio):
-            widget.setEnabled(not running)
+        self.form.set_editable(not running)
         self.use_model_button.setEnabled(self.checkpoint_combo.count() > 0)
 
     @property
@@ -538,7 +396,7 @@ class TrainingPanel(QWidget):
             return False
         self._stop_watching()
         try:
-            settings = settings or self.settings()
+            settings = settings or self.form.settings()
             init = self._initial_model(settings)
             run_dir = Path(settings.out_dir) if settings.out_dir else (
                 default_runs_dir() / datetime.now().strftime("run-%Y%m%d-%H%M%S"))
@@ -546,11 +404,11 @@ class TrainingPanel(QWidget):
         except (ValueError, OSError) as error:
             self._set_status(f"Cannot start: {error}", "error")
             return False
-        if settings != self._form_settings_or_none():
+        if settings != self.form.settings_or_none():
             # Started with explicit settings (a test, a script): show them; the run folder field keeps what
             # the user typed, so the next Start does not write into this run's folder.
             try:
-                self.set_settings(replace(settings, out_dir=self.out_edit.text().strip() or None))
+                self.form.set_settings(replace(settings, out_dir=self.form.typed_run_folder()))
             except ValueError:
                 pass  # e.g. a device this machine lacks: the engine says so in its own message
         self._probe_every = settings.probe_every
@@ -573,8 +431,7 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("preparing the corpus and the model…")
         self._set_status(f"Starting in {run_dir}", "info")
-        device_index = max(0, self.device_combo.findData(settings.device))
-        self.device_label.setText(f"Trains on: {self.device_combo.itemText(device_index)}")
+        self._show_device(self.form.device_label(settings.device))
 
         # The previous run's threads are ending (or ended): join them before their Python wrappers go, since a
         # QThread destroyed while its thread still runs aborts the process.
@@ -601,12 +458,6 @@ class TrainingPanel(QWidget):
         self._update_buttons()
         self.runStarted.emit(str(run_dir))
         return True
-
-    def _form_settings_or_none(self) -> TrainingSettings | None:
-        try:
-            return self.settings()
-        except ValueError:
-            return None
 
     def _initial_model(self, settings: TrainingSettings) -> Any:
         """For "continue the loaded model": the inspector's (model, tokenizer).

@@ -1,0 +1,214 @@
+"""The Train tab's form: corpus and run settings in, a validated `TrainingSettings` out.
+
+A view over `explorer.training_run.TrainingSettings` and nothing more: it starts nothing and knows no
+worker. The panel reads `settings()` when Start is pressed, fills it back with `set_settings()` when a run
+was started with explicit settings, and locks it with `set_editable(False)` while a run goes ("probe every"
+stays live: it may change mid-run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QStandardPaths, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.training_run import CONTINUE_LOADED, PRESET_NAMES, TrainingSettings, available_devices
+
+
+def default_runs_dir() -> Path:
+    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(base or Path.home() / ".bert-explorer") / "runs"
+
+
+def _spin(name: str, low: int, high: int, value: int) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setObjectName(name)
+    spin.setRange(low, high)
+    spin.setValue(value)
+    spin.setGroupSeparatorShown(True)
+    return spin
+
+
+class TrainingForm(QWidget):
+    stepsChanged = Signal(int)  # the planned number of steps
+    probeEveryChanged = Signal(int)
+    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 threads)"
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("trainingForm")
+        # Not on the form (the engine's defaults suit the app) but kept from set_settings() for settings().
+        self._extras: dict[str, int] = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self._build_corpus_box())
+        layout.addWidget(self._build_run_box())
+        self.steps_spin.valueChanged.connect(self.stepsChanged)
+        self.probe_every_spin.valueChanged.connect(self.probeEveryChanged)
+        self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
+        for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
+                             (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
+                             (self.seq_len_spin, "Sequence length"), (self.lr_spin, "Learning rate"),
+                             (self.device_combo, "Device"), (self.seed_spin, "Seed"),
+                             (self.probe_every_spin, "Probe every N steps"), (self.out_edit, "Run folder")):
+            widget.setAccessibleName(name)
+
+    def _build_corpus_box(self) -> QGroupBox:
+        box = QGroupBox("Corpus")
+        self.default_corpus_radio = QRadioButton("Default corpus (tiny Shakespeare)")
+        self.default_corpus_radio.setObjectName("defaultCorpusRadio")
+        self.custom_corpus_radio = QRadioButton("File or folder:")
+        self.custom_corpus_radio.setObjectName("customCorpusRadio")
+        self.default_corpus_radio.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(self.default_corpus_radio)
+        group.addButton(self.custom_corpus_radio)
+        self.corpus_edit = QLineEdit()
+        self.corpus_edit.setObjectName("corpusEdit")
+        self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
+        self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
+        browse_file = QPushButton("File…")
+        browse_file.clicked.connect(self._browse_corpus_file)
+        browse_folder = QPushButton("Folder…")
+        browse_folder.clicked.connect(self._browse_corpus_folder)
+        grid = QGridLayout(box)
+        grid.addWidget(self.default_corpus_radio, 0, 0, 1, 3)
+        grid.addWidget(self.custom_corpus_radio, 1, 0, 1, 3)
+        grid.addWidget(self.corpus_edit, 2, 0)
+        grid.addWidget(browse_file, 2, 1)
+        grid.addWidget(browse_folder, 2, 2)
+        return box
+
+    def _build_run_box(self) -> QGroupBox:
+        box = QGroupBox("Run")
+        form = QFormLayout(box)
+        self.model_combo = QComboBox()
+        self.model_combo.setObjectName("presetCombo")
+        for name in PRESET_NAMES:
+            self.model_combo.addItem(f"new {name} model", name)
+        self.model_combo.addItem(CONTINUE_LOADED.capitalize(), CONTINUE_LOADED)
+        form.addRow("Model", self.model_combo)
+        self.steps_spin = _spin("stepsSpin", 1, 10_000_000, 300)
+        form.addRow("Steps", self.steps_spin)
+        self.batch_spin = _spin("batchSizeSpin", 1, 4096, 16)
+        form.addRow("Batch size", self.batch_spin)
+        self.seq_len_spin = _spin("seqLenSpin", 8, 512, 64)
+        form.addRow("Sequence length", self.seq_len_spin)
+        self.lr_spin = QDoubleSpinBox()
+        self.lr_spin.setObjectName("learningRateSpin")
+        self.lr_spin.setDecimals(6)
+        self.lr_spin.setRange(1e-6, 0.5)
+        self.lr_spin.setSingleStep(1e-4)
+        self.lr_spin.setValue(1e-3)
+        form.addRow("Learning rate", self.lr_spin)
+        self.device_combo = QComboBox()
+        self.device_combo.setObjectName("deviceCombo")
+        for device, label in available_devices():
+            self.device_combo.addItem(label, device)
+        form.addRow("Device", self.device_combo)
+        self.seed_spin = _spin("seedSpin", 0, 2**31 - 1, 0)
+        form.addRow("Seed", self.seed_spin)
+        self.probe_every_spin = _spin("probeEverySpin", 0, 1_000_000, 25)
+        self.probe_every_spin.setToolTip("re-inspect the probe pairs every N steps (0 = off); "
+                                         "can be changed while a run goes")
+        form.addRow("Probe every", self.probe_every_spin)
+        self.out_edit = QLineEdit()
+        self.out_edit.setObjectName("runFolderEdit")
+        self.out_edit.setPlaceholderText(f"new folder under {default_runs_dir()}")
+        form.addRow("Run folder", self.out_edit)
+        return box
+
+    # ---- values ----
+    def settings(self) -> TrainingSettings:
+        """The form as a validated TrainingSettings (ValueError with the problem)."""
+        corpus = None
+        if self.custom_corpus_radio.isChecked():
+            corpus = self.corpus_edit.text().strip()
+            if not corpus:
+                raise ValueError("no corpus file or folder is given; type a path, browse, or pick the default")
+        return TrainingSettings(
+            corpus=corpus,
+            preset=self.model_combo.currentData(),
+            steps=self.steps_spin.value(),
+            batch_size=self.batch_spin.value(),
+            seq_len=self.seq_len_spin.value(),
+            learning_rate=self.lr_spin.value(),
+            device=self.device_combo.currentData(),
+            seed=self.seed_spin.value(),
+            probe_every=self.probe_every_spin.value(),
+            out_dir=self.typed_run_folder(),
+            **self._extras,
+        )
+
+    def settings_or_none(self) -> TrainingSettings | None:
+        try:
+            return self.settings()
+        except ValueError:
+            return None
+
+    def set_settings(self, settings: TrainingSettings) -> None:
+        """Fill the form (the run folder too); ValueError for a device this machine lacks."""
+        index = self.device_combo.findData(settings.device)
+        if index < 0:
+            raise ValueError(f"device {settings.device!r} is not available here; pick one of "
+                             f"{[self.device_combo.itemData(i) for i in range(self.device_combo.count())]}")
+        self.custom_corpus_radio.setChecked(settings.corpus is not None)
+        self.default_corpus_radio.setChecked(settings.corpus is None)
+        self.corpus_edit.setText(settings.corpus or "")
+        self.model_combo.setCurrentIndex(max(0, self.model_combo.findData(settings.preset)))
+        self.steps_spin.setValue(settings.steps)
+        self.batch_spin.setValue(settings.batch_size)
+        self.seq_len_spin.setValue(settings.seq_len)
+        self.lr_spin.setValue(settings.learning_rate)
+        self.device_combo.setCurrentIndex(index)
+        self.seed_spin.setValue(settings.seed)
+        self.probe_every_spin.setValue(settings.probe_every)
+        self.out_edit.setText(settings.out_dir or "")
+        self._extras = {"checkpoint_every": settings.checkpoint_every, "eval_every": settings.eval_every}
+
+    def typed_run_folder(self) -> str | None:
+        return self.out_edit.text().strip() or None
+
+    def planned_steps(self) -> int:
+        return self.steps_spin.value()
+
+    def device_label(self, device: str | None = None) -> str:
+        """The label of `device` (default: the chosen one), e.g. "CPU (2 threads)"."""
+        index = self.device_combo.currentIndex() if device is None else self.device_combo.findData(device)
+        return self.device_combo.itemText(max(0, index))
+
+    def set_editable(self, editable: bool) -> None:
+        """Lock everything a running run depends on; "probe every" stays live."""
+        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_spin,
+                       self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
+                       self.default_corpus_radio, self.custom_corpus_radio):
+            widget.setEnabled(editable)
+
+    # ---- browsing ----
+    def _browse_corpus_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Corpus file", "", "Text files (*.txt);;All files (*)")
+        if path:
+            self.corpus_edit.setText(path)
+            self.custom_corpus_radio.setChecked(True)
+
+    def _browse_corpus_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Folder of .txt files")
+        if path:
+            self.corpus_edit.setText(path)
+            self.custom_corpus_radio.setChecked(True)

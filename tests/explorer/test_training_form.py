@@ -1,0 +1,75 @@
+"""The Train tab's form: what it shows is what a run gets, and what it refuses it says why."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from explorer._qt.training_form import TrainingForm
+from explorer._qt.training_panel import TrainingPanel
+from explorer.training_run import CONTINUE_LOADED, TrainingSettings
+
+
+@pytest.fixture
+def form(qtbot) -> TrainingForm:
+    form = TrainingForm()
+    qtbot.addWidget(form)
+    form.show()
+    return form
+
+
+def test_defaults_are_the_settings_defaults(form):
+    assert form.settings() == TrainingSettings()
+
+
+def test_settings_round_trip_including_the_fields_not_on_the_form(form, tmp_path):
+    chosen = TrainingSettings(corpus=str(tmp_path / "book.txt"), preset=CONTINUE_LOADED, steps=1234,
+                              batch_size=7, seq_len=96, learning_rate=3e-4, seed=42, probe_every=0,
+                              checkpoint_every=17, eval_every=5, out_dir=str(tmp_path / "run"))
+    form.set_settings(chosen)
+    assert form.settings() == chosen
+    assert form.custom_corpus_radio.isChecked() and form.planned_steps() == 1234
+
+
+def test_a_chosen_file_corpus_without_a_path_is_refused_with_the_reason(form, qtbot):
+    form.custom_corpus_radio.click()
+    with pytest.raises(ValueError, match="no corpus file or folder is given"):
+        form.settings()
+    assert form.settings_or_none() is None
+    qtbot.keyClicks(form.corpus_edit, "  ")
+    assert form.settings_or_none() is None  # blanks are no path
+
+
+def test_typing_a_path_picks_the_file_corpus(form, qtbot, tmp_path):
+    qtbot.keyClicks(form.corpus_edit, "corpus.txt")
+    assert form.settings().corpus == "corpus.txt"
+
+
+def test_a_device_this_machine_lacks_is_refused_and_the_form_is_unchanged(form):
+    with pytest.raises(ValueError, match="'cuda:7' is not available here"):
+        form.set_settings(TrainingSettings(device="cuda:7", steps=99))
+    assert form.settings() == TrainingSettings()
+
+
+def test_locked_while_running_but_probe_every_stays_live(form, qtbot):
+    steps, probe_every = [], []
+    form.stepsChanged.connect(steps.append)
+    form.probeEveryChanged.connect(probe_every.append)
+    form.set_editable(False)
+    assert not form.steps_spin.isEnabled() and not form.corpus_edit.isEnabled()
+    assert not form.device_combo.isEnabled() and form.probe_every_spin.isEnabled()
+    form.probe_every_spin.setValue(5)
+    form.set_editable(True)
+    form.steps_spin.setValue(50)
+    assert (steps, probe_every) == ([50], [5])
+    assert "CPU" in form.device_label("cpu")
+
+
+def test_start_with_a_refused_form_says_why_and_starts_nothing(qtbot):
+    panel = TrainingPanel(torch_threads=1)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.form.custom_corpus_radio.setChecked(True)
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    assert "Cannot start: no corpus file or folder is given" in panel.status_label.text()
+    assert panel.worker is None and panel.start_button.isEnabled() and panel.form.steps_spin.isEnabled()
