@@ -16,6 +16,7 @@ grid, and the step axis spans the run's total steps from the start instead of gr
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -111,11 +112,16 @@ class ScientificAxis(pg.AxisItem):
         return ["0" if value == 0 else f"{value * scale:.{digits}e}" for value in values]
 
 
+_NOTHING = object()
+_EDITS = itertools.count()  # every change of any series takes the next number: "unchanged since drawn" is cheap
+
+
 class _Series:
     """x/y values in amortised-doubling numpy buffers, plus a debiased EMA of y (TensorBoard's smoothing),
-    each with a PeakPyramid for drawing long runs."""
+    each with a PeakPyramid for drawing long runs. `version` changes whenever the values do."""
 
     def __init__(self, smoothing: float):
+        self.version = next(_EDITS)
         self._x = np.empty(1024, dtype=np.float64)
         self._y = np.empty(1024, dtype=np.float64)
         self._ema = np.empty(1024, dtype=np.float64)
@@ -137,6 +143,7 @@ class _Series:
         self._y[self.size] = y
         self._ema[self.size] = self._next_ema(y)
         self.size += 1
+        self.version = next(_EDITS)
 
     def _next_ema(self, y: float) -> float:
         self._ema_raw = self._smoothing * self._ema_raw + (1.0 - self._smoothing) * y
@@ -149,6 +156,7 @@ class _Series:
         for index in range(self.size):
             self._ema[index] = self._next_ema(float(self._y[index]))
         self.smooth_pyramid.reset()
+        self.version = next(_EDITS)
 
     def truncate_from(self, x: float) -> None:
         """Drop every point at or after `x`."""
@@ -198,6 +206,7 @@ class LossPlots(QWidget):
         self._follow_steps = True
         self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
         self.redraw_count = 0
+        self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _set_data)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("lossGraphics")
@@ -381,22 +390,39 @@ class LossPlots(QWidget):
 
     def _redraw(self) -> None:
         self.redraw_count += 1
-        x_min, x_max, budget = self._visible_steps()
+        view = self._visible_steps()
         for key, series in self._series.items():
             raw = self._raw_items[key]
             if key in self._smooth_items:
-                smooth = self._smooth_items[key]
-                smooth.setData(*series.display(x_min, x_max, budget, smoothed=self._smoothing_on))
+                self._show_curve(self._smooth_items[key], series, view, smoothed=self._smoothing_on)
                 if self._smoothing_on:
-                    raw.setData(*series.display(x_min, x_max, budget, smoothed=False))
-                else:
+                    self._show_curve(raw, series, view, smoothed=False)
+                elif self._update_needed(raw, None):
                     raw.setData([], [])
             else:
-                raw.setData(*series.display(x_min, x_max, budget, smoothed=False))
+                self._show_curve(raw, series, view, smoothed=False)
         for key, series in self._eval_series.items():
-            self._eval_items[key].setData(series.x, series.y)
+            item = self._eval_items[key]
+            if self._update_needed(item, series.version):
+                item.setData(series.x, series.y)
         if self._last_step > -math.inf:
             self.summary_label.setText(self._summary)
+
+    def _update_needed(self, item: pg.PlotDataItem, shown: object) -> bool:
+        """False when `item` already shows `shown` (what its data depends on); else remember it, True.
+
+        Held-out dots change every few hundred steps but rebuilt their scatter points on every redraw: with
+        the curves of unchanged series, half of the redraw time and a third of the paint while training.
+        """
+        if self._drawn.get(id(item), _NOTHING) == shown:
+            return False
+        self._drawn[id(item)] = shown
+        return True
+
+    def _show_curve(self, item: pg.PlotDataItem, series: _Series, view: tuple, smoothed: bool) -> None:
+        if self._update_needed(item, (series.version, view, smoothed)):
+            x_min, x_max, budget = view
+            item.setData(*series.display(x_min, x_max, budget, smoothed=smoothed))
 
     # ---- smoothing ----
     def set_smoothing_enabled(self, enabled: bool) -> None:

@@ -393,6 +393,46 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
 
 
 # ---------------------------------------------------------------- long runs stay cheap to draw
+def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
+    from explorer._qt.loss_plots import LossPlots
+
+    plots = LossPlots()
+    qtbot.addWidget(plots)
+    for step in range(1, 11):
+        plots.add_record({"kind": "step", "step": step, "total_steps": 100, "loss": 5.0 - step / 10, "lr": 1e-3})
+    plots.add_record({"kind": "eval", "step": 10, "loss": 4.5})
+    plots.flush()
+    items = {("raw", key): item for key, item in plots._raw_items.items()}
+    items |= {("smooth", key): item for key, item in plots._smooth_items.items()}
+    items |= {("eval", key): item for key, item in plots._eval_items.items()}
+    calls = []
+
+    def counted(name, set_data):
+        def set_data_and_count(*args, **kwargs):
+            calls.append(name)
+            return set_data(*args, **kwargs)
+
+        return set_data_and_count
+
+    for name, item in items.items():
+        item.setData = counted(name, item.setData)
+
+    def redraw_after(*records):
+        calls.clear()
+        plots.add_records(records)
+        plots.flush()
+        return sorted(calls)
+
+    assert redraw_after({"kind": "step", "step": 11, "loss": 3.9}) == [("raw", "loss"), ("smooth", "loss")]
+    assert redraw_after({"kind": "eval", "step": 11, "loss": 4.0}) == [("eval", "loss")]
+    assert redraw_after() == []
+    calls.clear()
+    plots.set_smoothing_enabled(False)  # the smoothed curves show the raw values, the light raw ones go
+    assert len(calls) == 2 * len(plots._smooth_items)
+    hidden_x, _ = plots._raw_items["loss"].getData()
+    assert plots._smooth_items["loss"].getData()[1][-1] == 3.9 and (hidden_x is None or len(hidden_x) == 0)
+
+
 def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot):
     from explorer._qt.loss_plots import LossPlots, PeakPyramid
 
