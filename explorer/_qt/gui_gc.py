@@ -29,7 +29,6 @@ class _GuiThreadCollector(QObject):
     def __init__(self, app: QCoreApplication):
         super().__init__(app)
         self.setObjectName("guiThreadCollector")
-        self.collections = [0, 0, 0]
         self._ticks = 0
         self._timer = QTimer(self)
         self._timer.setInterval(COLLECT_INTERVAL_MS)
@@ -41,13 +40,10 @@ class _GuiThreadCollector(QObject):
         gc.freeze()
         self._timer.start()
 
-    def collect_due(self) -> int:
-        """Collect the oldest generation whose turn it is on this tick; returns it."""
+    def collect_due(self) -> None:
+        """Collect the oldest generation whose turn it is on this tick."""
         self._ticks += 1
-        generation = max(g for g, every in enumerate(TICKS_PER_GENERATION) if self._ticks % every == 0)
-        gc.collect(generation)
-        self.collections[generation] += 1
-        return generation
+        gc.collect(max(g for g, every in enumerate(TICKS_PER_GENERATION) if self._ticks % every == 0))
 
     def restore(self) -> None:
         self._timer.stop()

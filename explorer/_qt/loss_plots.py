@@ -206,7 +206,7 @@ class LossPlots(QWidget):
         self._follow_steps = True
         self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
         self.redraw_count = 0
-        self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _set_data)
+        self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _update_needed)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("lossGraphics")

@@ -48,7 +48,7 @@ def _spin(name: str, low: int, high: int, value: int) -> QSpinBox:
 class TrainingForm(QWidget):
     stepsChanged = Signal(int)  # the planned number of steps
     probeEveryChanged = Signal(int)
-    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 threads)"
+    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 cores)"
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -189,7 +189,7 @@ class TrainingForm(QWidget):
         return self.steps_spin.value()
 
     def device_label(self, device: str | None = None) -> str:
-        """The label of `device` (default: the chosen one), e.g. "CPU (2 threads)"."""
+        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
         index = self.device_combo.currentIndex() if device is None else self.device_combo.findData(device)
         return self.device_combo.itemText(max(0, index))
 
