@@ -16,7 +16,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtWidgets import QApplication
 
 from explorer import attention_math
-from explorer._qt.attention_panel import AttentionPanel, demo_inspection
+from explorer._qt.attention_panel import AttentionPanel
+from explorer.demo_inspection import demo_inspection
 
 
 def median_ms(function, repeats: int) -> float:

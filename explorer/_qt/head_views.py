@@ -1,7 +1,8 @@
 """Heatmaps of attention heads: a labelled single-matrix view (head detail, rollout) and the head grid.
 
-The views render what they are given (matrices, token labels, the original positions of the rows);
-the AttentionPanel decides what that is. Items are created once and updated with setImage.
+The views render what they are given (a layer's `attention_math.LayerView`, or one matrix with its token
+labels and the original positions of its rows); the AttentionPanel decides what that is. Items are created
+once and updated with setImage.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from explorer.attention_math import LayerView
 
 COLOR_MAP_NAME = "viridis"
 HIGHLIGHT_BRUSH = QColor(255, 255, 255, 70)
@@ -320,7 +323,7 @@ class HeadGrid(HoverReadout, QWidget):
         self.enabled = np.ones(0, bool)
         self.positions = np.zeros(0, np.intp)
         self.matrices = np.zeros((0, 0, 0), np.float32)
-        self.tokens: list[str] = []
+        self.tokens: tuple[str, ...] = ()
         self.selected_head = -1
         self.layer = 0
         self._hover_inside = False
@@ -393,19 +396,19 @@ class HeadGrid(HoverReadout, QWidget):
         self.enabled = np.ones(num_heads, bool)
         self.selected_head = -1
 
-    def set_heads(self, matrices: np.ndarray, tokens: list[str], positions: np.ndarray,
-                  levels: tuple[float, float], enabled: np.ndarray, layer: int) -> None:
-        """matrices (H, t, t) of one layer, rows/columns at original `positions`; enabled (H,) bool."""
+    def show_layer(self, view: LayerView) -> None:
+        """Every head of `view.layer`: its matrices (H, t, t), rows/columns at the original `view.positions`."""
+        matrices = view.matrices
         if matrices.shape[0] != self.num_heads:
             self._build(matrices.shape[0])
-        self.matrices, self.tokens = matrices, tokens
-        self.positions = np.asarray(positions, np.intp)
-        self.layer = layer
+        self.matrices, self.tokens = matrices, view.tokens
+        self.positions = view.positions
+        self.layer = view.layer
         length = max(1, matrices.shape[-1])
         for head, image in enumerate(self.images):
-            image.setImage(matrices[head], autoLevels=False, levels=levels)
+            image.setImage(matrices[head], autoLevels=False, levels=view.levels)
             self.plots[head].vb.setRange(xRange=(0, length), yRange=(0, length), padding=0)
-        self.set_enabled(enabled)
+        self.set_enabled(view.heads_on)
 
     def set_enabled(self, enabled: np.ndarray) -> None:
         enabled = np.asarray(enabled, bool)

@@ -9,7 +9,8 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QSlider, QWidget
 
 from explorer import attention_math
-from explorer._qt.attention_panel import AttentionPanel, demo_inspection
+from explorer._qt.attention_panel import AttentionPanel
+from explorer.demo_inspection import demo_inspection
 from explorer.export_data import read_matrix_csv
 
 
@@ -305,3 +306,34 @@ def test_overview_hover_names_layer_head_and_tokens(panel, qtbot):
     with qtbot.waitSignal(panel.tokenHovered) as blocker:
         overview._end_hover()
     assert blocker.args == [-1]
+
+
+def test_the_panel_asks_attention_math_once_per_layer_options_and_head_mask(panel, qtbot, monkeypatch, tmp_path):
+    asked = []
+    layer_view = attention_math.layer_view
+
+    def counted(inspection, layer, options=None, head_mask=None):
+        asked.append(layer)
+        return layer_view(inspection, layer, options, head_mask)
+
+    monkeypatch.setattr(attention_math, "layer_view", counted)
+    inspection = demo_inspection(10, 3, 2)
+    panel.set_inspection(inspection)
+    assert asked == [0]
+    panel.select_head(0, 1)  # everything the views draw for this layer is already there
+    panel.highlight_token(3)
+    for tab in (1, 2, 0):
+        panel.tabs.setCurrentIndex(tab)
+    panel.export_head_csv(tmp_path / "head.csv")
+    panel.export_npz(tmp_path / "all.npz")
+    assert asked == [0]
+    panel.set_layer(2)
+    panel.set_options(hide_special=True)
+    with qtbot.waitSignal(panel.headMaskChanged):
+        panel.set_head_enabled(2, 0, False)
+    assert asked == [0, 2, 2, 2]
+    view = panel.layer_view()
+    np.testing.assert_array_equal(panel.head_grid.images[1].image, view.matrices[1])
+    assert not view.heads_on[0] and panel.head_grid.images[0].opacity() < 0.5
+    panel.set_inspection(inspection)  # a new inspection (even the same object shown again) is asked afresh
+    assert asked == [0, 2, 2, 2, 2]
