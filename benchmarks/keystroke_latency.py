@@ -60,7 +60,7 @@ def wait_for(app: QApplication, window: MainWindow, request_id: int, timeout_s: 
     done = []
 
     def check(_inspection) -> None:
-        if window.state.latest_request_id == request_id:
+        if window.inspect_tab.state.latest_request_id == request_id:
             done.append(True)
             loop.quit()
 
@@ -80,34 +80,35 @@ def measure(app: QApplication, preset: str, num_tokens: int, repeats: int, tab: 
     window.resize(1500, 950)
     window.show()
     window.set_model(loaded.model, loaded.tokenizer, f"{preset} (untrained)")
+    inspect_tab, form = window.inspect_tab, window.inspect_tab.input_form
     text_a, text_b = pair_of_length(loaded.tokenizer, num_tokens)
-    window.sentence_b_edit.setText(text_b)
-    window.sentence_a_edit.setText(text_a)
-    window.flush_input()
-    window.mask_like_bert()
-    window.attention_panel.tabs.setCurrentIndex(tab)
-    wait_for(app, window, window.state.latest_request_id)
-    length = len(window.state.encoding)
+    form.sentence_b_edit.setText(text_b)
+    form.sentence_a_edit.setText(text_a)
+    inspect_tab.flush_input()
+    inspect_tab.mask_like_bert()
+    inspect_tab.attention_panel.tabs.setCurrentIndex(tab)
+    wait_for(app, window, inspect_tab.state.latest_request_id)
+    length = len(inspect_tab.state.encoding)
 
     to_shown, to_painted, model_ms, model_cpu_ms, views_ms, threads = [], [], [], [], [], []
     for trial in range(repeats + 2):  # two warm-up edits
-        time.sleep(window.debounce_ms / 1000 + 0.02)  # a pause, as between two deliberate key presses
+        time.sleep(form.debounce_ms / 1000 + 0.02)  # a pause, as between two deliberate key presses
         app.processEvents()
         edited = text_a + ("s" if trial % 2 == 0 else "")  # a key press: add or remove one letter
         started = time.perf_counter()
-        window.sentence_a_edit.setText(edited)
-        wait_for(app, window, window.state.latest_request_id)
+        form.sentence_a_edit.setText(edited)
+        wait_for(app, window, inspect_tab.state.latest_request_id)
         shown = time.perf_counter()
         app.processEvents()  # the paint the update scheduled
         painted = time.perf_counter()
         if trial >= 2:
             to_shown.append((shown - started) * 1e3)
             to_painted.append((painted - started) * 1e3)
-            model_ms.append(window.inspect_worker.last_compute_ms)
-            model_cpu_ms.append(window.inspect_worker.last_compute_cpu_ms)
-            threads.append(window.inspect_worker.last_threads)
-            views_ms.append(window.last_render_ms)
-    panel_ms = dict(window.attention_panel.timings_ms)
+            model_ms.append(inspect_tab.inspect_worker.last_compute_ms)
+            model_cpu_ms.append(inspect_tab.inspect_worker.last_compute_cpu_ms)
+            threads.append(inspect_tab.inspect_worker.last_threads)
+            views_ms.append(inspect_tab.last_render_ms)
+    panel_ms = dict(inspect_tab.attention_panel.timings_ms)
     window.close()
     window.deleteLater()
     app.processEvents()

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bertcore.masking import Masking, mask_exactly, mask_like_bert
+from bertcore.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
 from bertcore.tokenizer import BertTokenizer, Encoding
 
 DEFAULT_TOP_K = 5
@@ -203,6 +203,17 @@ class ExplorerState:
     def clear_masks(self) -> None:
         self.masking_mode, self.manual_positions, self.masking = MaskingMode.NONE, (), None
         return None
+
+    def masking_summary(self) -> str:
+        """The masking in one line: how it was chosen and what became of the tokens it picked."""
+        if self.masking is None:
+            return "No masking: click a token to mask it, or press “Mask like BERT”."
+        decisions = [MaskDecision(decision) for decision in self.masking.decisions]
+        counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
+        candidates = sum(1 for special in self.encoding.special_tokens_mask if not special)
+        how = f"BERT recipe, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
+        return (f"Masking ({how}): {sum(counts.values())} of {candidates} tokens — {counts[MaskDecision.MASK]} → "
+                f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
 
     def _remask(self) -> Masking | None:
         self.masking = self._masking_for(self.encoding) if self.encoding is not None else None

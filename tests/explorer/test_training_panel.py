@@ -379,7 +379,7 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
 
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, probe_every=4))
     qtbot.waitUntil(lambda: panel.history.steps()[-1:] == [8], timeout=30_000)
-    qtbot.waitUntil(lambda: "training step 8" in window.caption_label.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "training step 8" in window.inspect_tab.caption_label.text(), timeout=10_000)
     with qtbot.waitSignal(window.modelChanged, timeout=RUN_TIMEOUT_MS):
         panel.use_model_button.click()
     model, _ = window.model_and_tokenizer()

@@ -11,11 +11,12 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
 
 from bertcore.masking import MaskDecision, mask_like_bert
-from explorer._qt.inspect_worker import InspectWorker
-from explorer._qt.main_window import LAST_CHECKPOINT_KEY, MainWindow
+from explorer._qt.main_window import MainWindow
+from explorer._qt.model_loader import LAST_CHECKPOINT_KEY
 from explorer._qt.token_table import ROWS, decision_text
+from explorer._qt.workers import InspectionThreads, LatestJobWorker, estimated_flops
 from explorer.state import InspectRequest
-from tests.explorer.conftest import TINY_HEADS, make_tiny_model
+from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
 SENTENCE_A = "the king is dead long live the king"
 SENTENCE_B = "his son shall wear the crown"
@@ -40,7 +41,7 @@ def find(window, cls, name):
 
 
 def shown_inspection(window):
-    return window.state.inspection
+    return window.inspect_tab.state.inspection
 
 
 def type_pair(qtbot, window, text_a: str, text_b: str | None) -> None:
@@ -53,7 +54,8 @@ def type_pair(qtbot, window, text_a: str, text_b: str | None) -> None:
             qtbot.keyClicks(edit, text)
         else:
             edit.setText(text)  # QTest aborts on keys it has no code for (anything outside ASCII)
-    expected = window.state.tokenizer.encode(text_a, text_b, max_length=window.state.max_length).tokens
+    state = window.inspect_tab.state
+    expected = state.tokenizer.encode(text_a, text_b, max_length=state.max_length).tokens
 
     def settled() -> bool:
         inspection = shown_inspection(window)
@@ -103,19 +105,19 @@ def test_current_pair_and_pair_changed(qtbot, window):
                           check_params_cb=lambda a, b: (a, b) == ("to be", "")):
         find(window, QLineEdit, "sentenceBEdit").clear()
         find(window, QLineEdit, "sentenceAEdit").setText("to be")
-        window.flush_input()
+        window.inspect_tab.flush_input()
     assert window.current_pair() == ("to be", None)
     model, tokenizer = window.model_and_tokenizer()
-    assert model is window.state.model and tokenizer is window.state.tokenizer
+    assert model is window.inspect_tab.state.model and tokenizer is window.inspect_tab.state.tokenizer
 
 
 # -- input table -------------------------------------------------------------------------------------------------
 
 def test_a_burst_of_keys_is_settled_once_it_stops(qtbot, window):
-    before = window.state.latest_request_id
+    before = window.inspect_tab.state.latest_request_id
     qtbot.keyClicks(find(window, QLineEdit, "sentenceAEdit"), " and all his men")
     qtbot.waitUntil(lambda: "men" in shown_inspection(window).encoding.tokens, timeout=WAIT_MS)
-    assert window.state.latest_request_id - before <= 3  # the first key at once, then one settle per pause
+    assert window.inspect_tab.state.latest_request_id - before <= 3  # the first key at once, then one settle per pause
 
 
 def test_typing_a_pair_fills_the_table_with_the_tokenizers_rows(qtbot, window, tokenizer):
@@ -155,7 +157,7 @@ def test_padding_shows_pad_tokens_and_attention_mask(qtbot, window):
 
 def test_mask_like_bert_shows_decisions_and_predictions(qtbot, window, tokenizer):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
-    window.seed_spin.setValue(4)
+    window.inspect_tab.input_form.seed_spin.setValue(4)
     inspection = wait_for_new_inspection(
         qtbot, window, lambda: qtbot.mouseClick(find(window, QPushButton, "maskButton"), Qt.LeftButton))
     expected = mask_like_bert(tokenizer.encode(SENTENCE_A, SENTENCE_B, max_length=64), tokenizer, seed=4)
@@ -172,11 +174,11 @@ def test_mask_like_bert_shows_decisions_and_predictions(qtbot, window, tokenizer
 
 def test_reroll_moves_to_the_next_seed(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
-    wait_for_new_inspection(qtbot, window, window.mask_like_bert)
-    seed = window.seed_spin.value()
+    wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
+    seed = window.inspect_tab.input_form.seed_spin.value()
     inspection = wait_for_new_inspection(
         qtbot, window, lambda: qtbot.mouseClick(find(window, QPushButton, "rerollButton"), Qt.LeftButton))
-    assert window.seed_spin.value() == seed + 1 == inspection.masking.seed
+    assert window.inspect_tab.input_form.seed_spin.value() == seed + 1 == inspection.masking.seed
 
 
 def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
@@ -189,9 +191,9 @@ def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
     assert find(window, QTableView, "predictionsView").model().rowCount() == 1
 
     wait_for_new_inspection(qtbot, window, lambda: click_cell(qtbot, window, 3, 4))
-    assert window.state.masking.positions == [2, 4]
+    assert window.inspect_tab.state.masking.positions == [2, 4]
     click_cell(qtbot, window, 0, 0)  # [CLS]: never masked; a message, nothing changes
-    assert window.state.masking.positions == [2, 4]
+    assert window.inspect_tab.state.masking.positions == [2, 4]
     assert "[CLS]" in window.statusBar().currentMessage()
 
     inspection = wait_for_new_inspection(
@@ -208,14 +210,14 @@ def test_keyboard_masks_the_current_column_and_ctrl_m_masks_like_bert(qtbot, win
     inspection = wait_for_new_inspection(qtbot, window, lambda: qtbot.keyClick(table, Qt.Key_Space))
     assert inspection.masking.positions == [3]
     inspection = wait_for_new_inspection(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_M, Qt.ControlModifier))
-    assert inspection.masking.seed == window.seed_spin.value()
+    assert inspection.masking.seed == window.inspect_tab.input_form.seed_spin.value()
 
 
 def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     model = make_tiny_model(tokenizer, seed=2)
     model.has_pretraining_heads = False
     wait_for_new_inspection(qtbot, window, lambda: window.set_model(model, tokenizer, "headless"))
-    inspection = wait_for_new_inspection(qtbot, window, lambda: window.toggle_mask(1))
+    inspection = wait_for_new_inspection(qtbot, window, lambda: window.inspect_tab.toggle_mask(1))
     assert inspection.predictions == []
     assert "no pretraining heads" in find(window, QLabel, "nspLabel").text()
     assert "%" not in find(window, QLabel, "nspLabel").text()
@@ -226,11 +228,11 @@ def test_token_table_and_predictions_export_to_csv(qtbot, window, tmp_path):
     import csv
 
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
-    inspection = wait_for_new_inspection(qtbot, window, window.mask_like_bert)
-    window.token_table.write_csv(tmp_path / "tokens.csv")
+    inspection = wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
+    window.inspect_tab.token_table.write_csv(tmp_path / "tokens.csv")
     rows = list(csv.reader((tmp_path / "tokens.csv").open(encoding="utf-8")))
     assert rows[1] == ["token", *inspection.encoding.tokens] and [row[0] for row in rows[1:]] == list(ROWS)
-    window.predictions.write_csv(tmp_path / "predictions.csv")
+    window.inspect_tab.predictions.write_csv(tmp_path / "predictions.csv")
     rows = list(csv.reader((tmp_path / "predictions.csv").open(encoding="utf-8")))
     first = inspection.predictions[0]
     assert len(rows) == 1 + sum(len(p.top_tokens) for p in inspection.predictions)
@@ -244,9 +246,9 @@ def test_layer_slider_shows_that_layers_heads(qtbot, window):
     inspection = shown_inspection(window)
     slider = find(window, QSlider, "layerSlider")
     grid = window.findChild(object, "headGrid")
-    for layer in (1, 0):
+    for layer in (TINY_LAYERS - 1, 0, 1):
         slider.setValue(layer)
-        assert window.attention_panel.current_layer() == layer
+        assert window.inspect_tab.attention_panel.current_layer() == layer
         for head in range(TINY_HEADS):
             np.testing.assert_allclose(grid.images[head].image, inspection.attentions[layer, head])
 
@@ -266,10 +268,10 @@ def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
 
 def test_switching_heads_off_changes_the_predictions(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
-    before = wait_for_new_inspection(qtbot, window, window.mask_like_bert)
+    before = wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
     grid = window.findChild(object, "headGrid")
     after = wait_for_new_inspection(qtbot, window, lambda: grid.checkboxes[0].setChecked(False))
-    assert after.head_mask[0, 0] == 0 and window.state.head_mask[0, 0] == 0
+    assert after.head_mask[0, 0] == 0 and window.inspect_tab.state.head_mask[0, 0] == 0
     assert before.predictions and [p.position for p in after.predictions] == [p.position for p in before.predictions]
     changed = any(not np.allclose(b.top_probabilities, a.top_probabilities)
                   for b, a in zip(before.predictions, after.predictions, strict=True))
@@ -279,10 +281,10 @@ def test_switching_heads_off_changes_the_predictions(qtbot, window):
 
 def test_hovering_a_token_in_the_attention_views_highlights_its_column(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, None)
-    window.attention_panel.tokenHovered.emit(3)
-    assert window.token_table.table_model.highlighted == 3
-    window.attention_panel.tokenHovered.emit(-1)
-    assert window.token_table.table_model.highlighted == -1
+    window.inspect_tab.attention_panel.tokenHovered.emit(3)
+    assert window.inspect_tab.token_table.table_model.highlighted == 3
+    window.inspect_tab.attention_panel.tokenHovered.emit(-1)
+    assert window.inspect_tab.token_table.table_model.highlighted == -1
 
 
 # -- bad input: a message, and the previous state stays -----------------------------------------------------------
@@ -303,10 +305,10 @@ def test_text_past_the_maximum_length_shows_the_truncation(qtbot, window):
     long_text = "the king " * 40
     find(window, QLineEdit, "sentenceAEdit").setText(long_text)
     find(window, QLineEdit, "sentenceBEdit").setText("long live the king " * 10)
-    window.flush_input()
+    window.inspect_tab.flush_input()
     warning = find(window, QLabel, "warningLabel")
     qtbot.waitUntil(warning.isVisible, timeout=WAIT_MS)
-    assert window.state.encoding.truncation.message in warning.text()
+    assert window.inspect_tab.state.encoding.truncation.message in warning.text()
     qtbot.waitUntil(lambda: len(shown_inspection(window).encoding) == 64, timeout=WAIT_MS)
     assert len(table_rows(window)[0]) == 64
 
@@ -319,14 +321,14 @@ def test_characters_the_vocabulary_lacks_are_flagged(qtbot, window):
 
 
 def test_a_folder_that_is_not_a_checkpoint_keeps_the_old_model(qtbot, window, tmp_path):
-    old_model, old_label = window.state.model, find(window, QLabel, "modelLabel").text()
+    old_model, old_label = window.inspect_tab.state.model, find(window, QLabel, "modelLabel").text()
     not_a_checkpoint = tmp_path / "holiday-photos"
     not_a_checkpoint.mkdir()
     with qtbot.waitSignal(window.modelLoadFailed, timeout=WAIT_MS):
         window.load_checkpoint(str(not_a_checkpoint))
     error = find(window, QLabel, "errorLabel")
     assert error.isVisible() and "holiday-photos" in error.text() and "config" in error.text()
-    assert window.state.model is old_model and find(window, QLabel, "modelLabel").text() == old_label
+    assert window.inspect_tab.state.model is old_model and find(window, QLabel, "modelLabel").text() == old_label
     assert isinstance(window.error_box, QMessageBox) and window.error_box.isVisible()
     assert window.settings.value(LAST_CHECKPOINT_KEY) is None
 
@@ -335,11 +337,11 @@ def test_a_corrupt_safetensors_file_keeps_the_old_model(qtbot, window, tiny_chec
     corrupt = tmp_path / "corrupt-bert"
     shutil.copytree(tiny_checkpoint, corrupt)
     (corrupt / "model.safetensors").write_bytes(b"\x00garbage" * 10)
-    old_model, old_inspection = window.state.model, shown_inspection(window)
+    old_model, old_inspection = window.inspect_tab.state.model, shown_inspection(window)
     with qtbot.waitSignal(window.modelLoadFailed, timeout=WAIT_MS):
         window.load_checkpoint(str(corrupt))
     assert "model.safetensors" in find(window, QLabel, "errorLabel").text()
-    assert window.state.model is old_model and shown_inspection(window) is old_inspection
+    assert window.inspect_tab.state.model is old_model and shown_inspection(window) is old_inspection
 
 
 # -- models ------------------------------------------------------------------------------------------------------
@@ -359,7 +361,7 @@ def test_start_up_opens_the_last_checkpoint(qtbot, settings, tiny_checkpoint):
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.start_up()
-    assert window.state.model_info.path == str(tiny_checkpoint)
+    assert window.inspect_tab.state.model_info.path == str(tiny_checkpoint)
     assert not window.findChild(QLabel, "infoLabel").isVisibleTo(window)  # nothing was skipped
 
 
@@ -369,7 +371,7 @@ def test_start_up_with_a_bad_path_says_why_and_falls_back(qtbot, settings, tmp_p
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.start_up(str(tmp_path / "missing"))
-    assert window.state.model_info.path == str(tiny_checkpoint)
+    assert window.inspect_tab.state.model_info.path == str(tiny_checkpoint)
     error = find(window, QLabel, "errorLabel").text()
     assert "missing" in error and "does not exist" in error and "tiny-bert" in error
 
@@ -378,7 +380,7 @@ def test_new_untrained_preset_from_the_menu(qtbot, window):
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.preset_actions["tiny"].trigger()
     assert find(window, QLabel, "modelLabel").text().startswith("tiny (untrained)")
-    assert window.state.model.config.hidden_size == 128
+    assert window.inspect_tab.state.model.config.hidden_size == 128
 
 
 def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
@@ -388,7 +390,7 @@ def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
     window.save_checkpoint(str(target))
     qtbot.waitUntil(lambda: not window.is_loading() and (target / "config.json").exists(), timeout=WAIT_MS)
     model, _ = load_pretrained(target)
-    assert model.config == window.state.model.config
+    assert model.config == window.inspect_tab.state.model.config
 
 
 def test_minilm_without_heads_shows_the_note(qtbot, window):
@@ -413,9 +415,34 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
     assert caption.isVisible() and "training step 1200" in caption.text()
     assert table_rows(window)[0] == snapshot.encoding.tokens
     grid = window.findChild(object, "headGrid")
-    np.testing.assert_allclose(grid.images[0].image, snapshot.attentions[window.attention_panel.current_layer(), 0])
+    layer = window.inspect_tab.attention_panel.current_layer()
+    np.testing.assert_allclose(grid.images[0].image, snapshot.attentions[layer, 0])
     type_pair(qtbot, window, "back to live", None)
     assert not caption.isVisible()
+
+
+def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, settings, tiny_model, tokenizer,
+                                                                   monkeypatch):
+    from explorer._qt import inspect_tab
+    from explorer.state import run_inspection
+
+    def inspect_unless_queen(request):
+        if "queen" in request.encoding.tokens:
+            raise ValueError("this model cannot read 'queen'")
+        return run_inspection(request)
+
+    monkeypatch.setattr(inspect_tab, "run_inspection", inspect_unless_queen)
+    window = MainWindow(settings, debounce_ms=30)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    shown = shown_inspection(window)
+    find(window, QLineEdit, "sentenceAEdit").setText("the queen")
+    window.inspect_tab.flush_input()
+    error = find(window, QLabel, "errorLabel")
+    qtbot.waitUntil(lambda: not error.isHidden(), timeout=WAIT_MS)
+    assert error.text() == "The model could not inspect this input: this model cannot read 'queen'"
+    assert shown_inspection(window) is shown
 
 
 def test_worker_serves_only_the_newest_request(qtbot, tiny_model, tokenizer):
@@ -427,27 +454,25 @@ def test_worker_serves_only_the_newest_request(qtbot, tiny_model, tokenizer):
             release.wait(5)
         return f"inspection {request.request_id}"
 
-    worker = InspectWorker(compute)
+    worker = LatestJobWorker(compute, drop_superseded=True)
     encoding = tokenizer.encode("to be", None)
     requests = [InspectRequest(i, tiny_model, tokenizer, encoding, None, None) for i in (1, 2, 3)]
     emitted = []
-    worker.inspected.connect(lambda request_id, result: emitted.append((request_id, result)))
-    worker.submit(requests[0])
+    worker.done.connect(lambda request_id, result: emitted.append((request_id, result)))
+    worker.submit(1, requests[0])
     qtbot.waitUntil(lambda: computed == [1], timeout=WAIT_MS)
-    worker.submit(requests[1])
-    worker.submit(requests[2])  # replaces 2 before it ever starts
-    with qtbot.waitSignal(worker.inspected, timeout=WAIT_MS):
+    worker.submit(2, requests[1])
+    worker.submit(3, requests[2])  # replaces 2 before it ever starts
+    with qtbot.waitSignal(worker.done, timeout=WAIT_MS):
         release.set()
     assert computed == [1, 3] and emitted == [(3, "inspection 3")]
-    assert worker.stop() and not worker.isRunning()
+    assert worker.shutdown() and not worker.is_running
 
 
 def test_small_inspections_run_on_one_thread(tiny_model, tokenizer):
-    from explorer._qt.inspect_worker import estimated_flops
-
     request = InspectRequest(1, tiny_model, tokenizer, tokenizer.encode("to be", None), None, None)
     assert estimated_flops(request) < 1e7
-    assert InspectWorker().threads_for(request) == 1
+    assert InspectionThreads(max_threads=4)(request) == 1
 
 
 def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
@@ -469,7 +494,7 @@ def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
 
 
 def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
-    assert window.inspect_worker.isRunning()
+    assert window.inspect_tab.inspect_worker.is_running
     with qtbot.waitSignal(window.closing, timeout=WAIT_MS):
         window.close()
-    assert not window.inspect_worker.isRunning()
+    assert not window.inspect_tab.inspect_worker.is_running

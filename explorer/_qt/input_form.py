@@ -1,0 +1,141 @@
+"""The Inspect tab's input form: sentence A and B, the masking controls, padding, and the masking summary.
+
+It holds no state of its own beyond what the fields show: it says when the text was edited (`edited`, on
+every keystroke) and when an edit has settled (`settled`: the first key after a pause at once, a burst once
+it stops, so a fast typist is not made to wait and a burst costs one encoding), and what the user asked of
+the masking. The Inspect tab decides what that means.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QSignalBlocker, QTimer, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+
+DEFAULT_DEBOUNCE_MS = 120
+DEFAULT_SENTENCE_A = "the king is dead, long live the king"
+DEFAULT_SENTENCE_B = "his son shall take the crown tomorrow"
+
+
+class InputForm(QWidget):
+    edited = Signal()  # the text of A or B changed (every keystroke)
+    settled = Signal()  # an edit has settled: encode `current_pair()` now
+    maskRequested = Signal(int)  # "Mask like BERT" with this seed
+    rerollRequested = Signal()
+    clearRequested = Signal()
+    seedChanged = Signal(int)  # the user changed the seed
+    padChanged = Signal(int)  # pad to this many positions (0: no padding)
+
+    def __init__(self, debounce_ms: int = DEFAULT_DEBOUNCE_MS, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("inputForm")
+        self.debounce_ms = debounce_ms
+        self._last_settled = float("-inf")
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.timeout.connect(self.flush)
+
+        self.sentence_a_edit = _line_edit("sentenceAEdit", "Sentence A", "Type a sentence (required)")
+        self.sentence_b_edit = _line_edit("sentenceBEdit", "Sentence B", "Optional second sentence: does B follow A?")
+        self.sentence_a_edit.setText(DEFAULT_SENTENCE_A)
+        self.sentence_b_edit.setText(DEFAULT_SENTENCE_B)
+        form = QFormLayout()
+        form.addRow("Sentence &A:", self.sentence_a_edit)
+        form.addRow("Sentence &B:", self.sentence_b_edit)
+
+        self.mask_button = _button("Mask like BERT", "maskButton", "Mask like BERT", "Ctrl+M",
+                                   "Pick 15% of the tokens; 80% become [MASK], 10% a random token, 10% stay (Ctrl+M)")
+        self.seed_spin = QSpinBox()
+        self.seed_spin.setObjectName("seedSpin")
+        self.seed_spin.setAccessibleName("Masking seed")
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setPrefix("seed ")
+        self.reroll_button = _button("Re-roll", "rerollButton", "Re-roll the masking", "Ctrl+R",
+                                     "Next seed: another draw of BERT's masking (Ctrl+R)")
+        self.clear_masks_button = _button("Clear masks", "clearMasksButton", "Clear masks")
+        self.pad_spin = QSpinBox()
+        self.pad_spin.setObjectName("padSpin")
+        self.pad_spin.setAccessibleName("Pad to length")
+        self.pad_spin.setRange(0, 512)
+        self.pad_spin.setSpecialValueText("no padding")
+        self.pad_spin.setPrefix("pad to ")
+        self.pad_spin.setToolTip("Pad the input with [PAD] to this many positions (attention mask 0 there)")
+        self.masking_label = QLabel()
+        self.masking_label.setObjectName("maskingLabel")
+        self.masking_label.setAccessibleName("Masking summary")
+        controls = QHBoxLayout()
+        for widget in (self.mask_button, self.seed_spin, self.reroll_button, self.clear_masks_button, self.pad_spin):
+            controls.addWidget(widget)
+        controls.addWidget(self.masking_label, 1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(form)
+        layout.addLayout(controls)
+
+        self.sentence_a_edit.textChanged.connect(self._on_text_changed)
+        self.sentence_b_edit.textChanged.connect(self._on_text_changed)
+        self.mask_button.clicked.connect(lambda: self.maskRequested.emit(self.seed_spin.value()))
+        self.reroll_button.clicked.connect(self.rerollRequested)
+        self.clear_masks_button.clicked.connect(self.clearRequested)
+        self.seed_spin.valueChanged.connect(self.seedChanged)
+        self.pad_spin.valueChanged.connect(self.padChanged)
+
+    def current_pair(self) -> tuple[str, str | None]:
+        """What the fields hold now; B is None when its field is blank."""
+        text_b = self.sentence_b_edit.text()
+        return self.sentence_a_edit.text(), text_b if text_b.strip() else None
+
+    def seed(self) -> int:
+        return self.seed_spin.value()
+
+    def show_seed(self, seed: int) -> None:
+        """Show the seed in use without reporting it as the user's change."""
+        with QSignalBlocker(self.seed_spin):
+            self.seed_spin.setValue(seed)
+
+    def set_max_positions(self, positions: int) -> None:
+        self.pad_spin.setMaximum(positions)
+
+    def show_masking_summary(self, text: str) -> None:
+        self.masking_label.setText(text)
+
+    def flush(self) -> None:
+        """Settle pending edits now (the timer does it; tests and the benchmark call it instead of waiting)."""
+        self._debounce.stop()
+        self._last_settled = time.monotonic()
+        self.settled.emit()
+
+    def stop(self) -> None:
+        """Drop a pending settle (the window is closing)."""
+        self._debounce.stop()
+
+    def _on_text_changed(self) -> None:
+        self.edited.emit()
+        quiet_for = time.monotonic() - self._last_settled
+        if not self._debounce.isActive() and quiet_for * 1000 >= self.debounce_ms:
+            self.flush()  # the first key after a pause: no waiting
+        else:
+            self._debounce.start(self.debounce_ms)  # a burst: settle once it stops
+
+
+def _line_edit(name: str, accessible: str, placeholder: str) -> QLineEdit:
+    edit = QLineEdit()
+    edit.setObjectName(name)
+    edit.setAccessibleName(accessible)
+    edit.setPlaceholderText(placeholder)
+    edit.setClearButtonEnabled(True)
+    return edit
+
+
+def _button(text: str, name: str, accessible: str, shortcut: str | None = None, tip: str | None = None) -> QPushButton:
+    button = QPushButton(text)
+    button.setObjectName(name)
+    button.setAccessibleName(accessible)
+    if shortcut is not None:
+        button.setShortcut(QKeySequence(shortcut))
+    if tip is not None:
+        button.setToolTip(tip)
+    return button
