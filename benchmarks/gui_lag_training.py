@@ -91,22 +91,24 @@ def measure_long_plots(panel, steps: int) -> None:
     """The plots holding `steps` points while 100 steps a second keep arriving for 5 s."""
     rng = np.random.default_rng(0)
 
-    def record(step: int) -> dict:
-        return {"kind": "step", "step": step, "total_steps": steps + 1000,
-                "loss": 9 * np.exp(-step / 2e4) + rng.random(), "mlm_loss": 8 * np.exp(-step / 2e4),
-                "nsp_loss": 0.69 - 0.1 * rng.random(),
-                "mlm_accuracy": rng.random() * 0.5, "nsp_accuracy": 0.5 + 0.1 * rng.random(),
-                "learning_rate": 1e-3 * min(1.0, step / 1000)}
+    from bertcore.trainer import StepStats
+
+    def record(step: int) -> StepStats:
+        return StepStats(step=step, total_steps=steps + 1000, loss=9 * np.exp(-step / 2e4) + rng.random(),
+                         mlm_loss=8 * np.exp(-step / 2e4), nsp_loss=0.69 - 0.1 * rng.random(),
+                         mlm_accuracy=rng.random() * 0.5, nsp_accuracy=0.5 + 0.1 * rng.random(),
+                         learning_rate=1e-3 * min(1.0, step / 1000), grad_norm=1.0, tokens=1000,
+                         tokens_per_second=1e4, elapsed_seconds=step / 100)
 
     began = time.perf_counter()
     panel.plots.clear()
-    panel.plots.add_records(record(step) for step in range(1, steps + 1))
+    panel.plots.add_all(record(step) for step in range(1, steps + 1))
     panel.plots.flush()
     filled = time.perf_counter() - began
     next_step = [steps + 1]
 
     def arrive() -> None:
-        panel.plots.add_record(record(next_step[0]))
+        panel.plots.add(record(next_step[0]))
         next_step[0] += 1
 
     feeder = QTimer()
@@ -141,7 +143,8 @@ def main() -> int:
 
     _app = QApplication.instance() or QApplication([])  # kept referenced for the whole run
     from bertcore.trainer import warm_up
-    from explorer._qt.training_panel import TrainingPanel, TrainingSettings, install_training_panel
+    from explorer._qt.training_panel import TrainingPanel
+    from explorer.training_run import TrainingSettings
 
     warm_seconds = warm_up()  # the app does this before its window shows
     if args.window:
@@ -151,11 +154,9 @@ def main() -> int:
 
         window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat))
         window.new_untrained_model("tiny")
-        window.sentence_a_edit.setText("the king is dead. long live the king.")
-        window.sentence_b_edit.setText("my lord, the queen is come.")
-        panel = install_training_panel(window)
-        panel._niceness = args.niceness
-        panel._torch_threads = args.torch_threads or panel._torch_threads
+        window.inspect_tab.input_form.sentence_a_edit.setText("the king is dead. long live the king.")
+        window.inspect_tab.input_form.sentence_b_edit.setText("my lord, the queen is come.")
+        panel = window.add_tab(TrainingPanel(torch_threads=args.torch_threads, niceness=args.niceness), "Train")
         window.tabs.setCurrentWidget(panel)
         shown = window
     else:
@@ -206,7 +207,7 @@ def main() -> int:
     training = probe.lateness[first_step_tick[0] or 0 :]
 
     deadline = time.perf_counter() + 10  # let the last probe land, then draw the end state
-    while args.probe_every and panel.history.steps()[-1:] != [args.steps] and time.perf_counter() < deadline:
+    while args.probe_every and panel.probes.history.steps()[-1:] != [args.steps] and time.perf_counter() < deadline:
         run_event_loop(0.05)
     if args.screenshots is not None:
         panel.plots.flush()
@@ -220,10 +221,10 @@ def main() -> int:
     steps_done = panel.plots.point_count()
     print(f"run ended: {panel.status_label.text()}")
     print(f"{steps_done} steps in {train_seconds:.1f} s of training ({run_seconds:.1f} s with set-up), "
-          f"{steps_done / train_seconds:.1f} steps/s; last step {panel._last_record.get('tokens_per_second', 0):,.0f}"
-          f" tokens/s, loss {panel._last_record.get('loss', float('nan')):.3f}")
-    if panel.probe_worker is not None and panel.probe_worker.probe_seconds:
-        probe_ms = np.asarray(panel.probe_worker.probe_seconds) * 1000.0
+          f"{steps_done / train_seconds:.1f} steps/s; last step {panel._last_stats.tokens_per_second:,.0f}"
+          f" tokens/s, loss {panel._last_stats.loss:.3f}")
+    if panel.probe_worker is not None and panel.probe_worker.compute_seconds:
+        probe_ms = np.asarray(panel.probe_worker.compute_seconds) * 1000.0
         print(f"probes: {probe_ms.size} snapshots in the probe thread, median {np.median(probe_ms):.1f} ms, "
               f"max {probe_ms.max():.1f} ms; dropped as stale: {panel.probe_worker.dropped}")
     redraws = panel.plots.redraw_count - redraws_before

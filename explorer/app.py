@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationDisplayName("bert-explorer")
     window = MainWindow(device=args.device)
     if not args.no_training_tab:
-        from explorer._qt.training_panel import install_training_panel
+        from explorer._qt.training_panel import TrainingPanel
 
-        install_training_panel(window)
+        window.add_tab(TrainingPanel(), "Train")
     window.show()
     window.start_up(args.path)
     _close_on_signals(window)

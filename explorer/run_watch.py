@@ -1,6 +1,6 @@
 """Watch a training run folder: tail its growing `metrics.jsonl`, list its checkpoints.
 
-Qt-free, so the same code serves the panel's poll timer and a test. The writer (`bert-train` here or on
+Qt-free, so the same code serves the run watcher's poll timer and a test. The writer (`bert-train` here or on
 another machine, or the app's own worker) appends one JSON object per line; a reader can see a file
 mid-write, so only complete lines (ending in a newline) are parsed and the partial tail is kept until
 the rest arrives. A file that shrinks or is replaced (a new run in the same folder, log rotation) is read
@@ -10,10 +10,15 @@ again from the start and the caller is told, so it can clear what it drew.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bertcore.trainer import EvalStats, StepStats
 
 METRICS_FILE = "metrics.jsonl"
 RUN_CONFIG_FILE = "run_config.json"
@@ -207,3 +212,38 @@ def normalize_record(record: dict) -> dict:
                 break
     normalized["eval"] = evaluation
     return normalized
+
+
+_STEP_FIELDS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm",
+                "tokens_per_second")
+_EVAL_FIELDS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
+
+
+def stats_from_record(record: dict) -> StepStats | EvalStats | None:
+    """A metrics-file record as the trainer's own `StepStats` / `EvalStats`, the one shape the app's plots and
+    progress read; None for what is not a statistics record (checkpoint and error markers, no step).
+
+    Any spelling `normalize_record` knows is accepted (files written by other programs); a statistic the
+    record lacks becomes NaN (plots skip it), a missing total of steps 0 (unknown).
+    """
+    from bertcore.trainer import EvalStats, StepStats  # the app has torch loaded already; a reader need not
+
+    if record.get("kind") not in (None, "step", "eval"):
+        return None
+    record = normalize_record(record)
+    step = record.get("step")
+    if not isinstance(step, (int, float)) or isinstance(step, bool):
+        return None
+
+    def number(key: str) -> float:
+        value = record.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+    if record["eval"]:
+        examples = record.get("num_examples")
+        return EvalStats(step=int(step), **{key: number(key) for key in _EVAL_FIELDS},
+                         num_examples=examples if isinstance(examples, int) else 0)
+    total, tokens = record.get("total_steps"), record.get("tokens")
+    return StepStats(step=int(step), total_steps=total if isinstance(total, int) else 0,
+                     **{key: number(key) for key in _STEP_FIELDS},
+                     tokens=tokens if isinstance(tokens, int) else 0, elapsed_seconds=number("elapsed"))

@@ -1,9 +1,12 @@
 """The training run as the Train tab sees it, without Qt: its settings, the engine behind it, and the prober.
 
 - `TrainingSettings`: what the tab's form asks for, validated, with messages a user understands.
-- `EngineRun`: what the tab needs from a running engine; `make_engine_run` adapts `bertcore.trainer`.
-- `SnapshotProber`: run in the probe thread, it loads a weights snapshot (or a watched run's checkpoint)
-  into its own model and inspects the probe pairs.
+- `EngineRun`: what the tab needs from a running engine; `make_engine_run` adapts `bertcore.trainer`,
+  whose `StepStats` (plain numbers, with the step's `EvalStats` and checkpoint) reach the GUI as they are.
+- `RunDriver`: one run as its training thread drives it (builds the engine, hands weight snapshots to the
+  prober every N steps, passes a stop request on).
+- `SnapshotProber`: run in the probe thread, it loads a weights snapshot (`WeightsJob`) or a watched run's
+  checkpoint (`CheckpointJob`) into its own model and inspects the probe pairs.
 - Plain helpers for what the tab shows: the devices to pick from, a failure in words, a watched run's
   configuration in words, a duration.
 
@@ -14,14 +17,17 @@ is the thin Qt view over it.
 from __future__ import annotations
 
 import abc
+import errno
 import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer.failure import Failure
 from explorer.probe_history import ProbePair
 
 PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
@@ -75,37 +81,46 @@ def available_devices() -> list[tuple[str, str]]:
     return devices
 
 
-def describe_failure(info: dict, last_checkpoint: Path | None) -> str:
-    """A message a user understands for a failed run (`errored`'s description), saying what was kept."""
-    kind, message = info.get("type", ""), info.get("message", "")
+def describe_failure(failure: Failure, last_step: Any, last_checkpoint: Path | None) -> str:
+    """A message a user understands for a failed run, saying what was kept.
+
+    `last_step` is the last statistics record the run yielded (None: it failed before its first step).
+    """
+    kind, message = failure.kind, failure.message
     lowered = message.lower()
-    last_step = info.get("last_step")
-    started = isinstance(last_step, dict) and last_step.get("step") is not None
     kept = (f"The last good checkpoint is kept: {last_checkpoint}." if last_checkpoint
             else "No checkpoint had been written yet.")
-    if kind == "CorpusError":
+    if failure.is_a("CorpusError"):
         return f"The corpus cannot be used: {message}"
-    if kind == "NonFiniteLossError":  # the engine's message names the step, the checkpoint and the fix
+    if failure.is_a("NonFiniteLossError"):  # the engine's message names the step, the checkpoint and the fix
         return f"The run diverged: {message}"
-    if kind == "OutOfMemoryTrainingError":  # the engine's message suggests the smaller sizes
+    if failure.is_a("OutOfMemoryTrainingError"):  # the engine's message suggests the smaller sizes
         return f"Out of memory: {message}. {kept}"
     if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
         return f"Out of memory: {message}. Try a smaller batch size or sequence length, or the CPU. {kept}"
+    if failure.errno == errno.ENOSPC or "no space left" in lowered:
+        return (f"The disk is full: {message}. Free some space (or pick a run folder on another disk) and "
+                f"start again. {kept}")
+    if last_step is not None and failure.is_a("OSError"):  # a checkpoint or metrics write failed
+        return f"The run could not write to its folder: {message}. {kept}"
+    if failure.is_a("TrainingError"):  # the engine stopped the run; its message says why and what to change
+        return f"The run stopped: {message}" + ("" if "checkpoint" in lowered else f". {kept}")
     if kind == "FloatingPointError" or re.search(r"\b(nan|inf)\b|diverg", lowered):
         return f"The run diverged: {message}. Try a lower learning rate. {kept}"
-    if not started:
+    if last_step is None:
         return f"The run could not start: {message}"
-    return f"The run failed after step {last_step['step']} ({kind}): {message}. {kept}"
+    return f"The run failed after step {last_step.step} ({kind}): {message}. {kept}"
 
 
 # ---------------------------------------------------------------- the engine, seen through one adapter
 class EngineRun(abc.ABC):
     """What the panel needs from a run; `make_engine_run` builds the bertcore one, tests may pass others.
 
-    Built in the worker thread. `steps` yields one plain statistics record per step (dict or dataclass
-    with at least `step`); `request_stop()` makes it end at the next step boundary after saving a
-    checkpoint; `snapshot()` returns a CPU copy of the weights (state dict) for probing, safe to call
-    between steps from the training thread; `model_config`/`tokenizer` let the probe build its model.
+    Built in the worker thread. `steps` yields one `bertcore.trainer.StepStats` per step (plain numbers; its
+    `eval` holds the step's held-out `EvalStats`, its `checkpoint` the folder written after it);
+    `request_stop()` makes it end at the next step boundary after saving a checkpoint; `snapshot()` returns
+    a CPU copy of the weights (state dict) for probing, safe to call between steps from the training thread;
+    `model_config`/`tokenizer` let the probe build its model.
     """
 
     run_dir: Path
@@ -148,7 +163,7 @@ def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
 
 
 class _BertcoreRun(EngineRun):
-    """`bertcore.trainer.Trainer` with the panel's settings; yields `StepStats.to_dict()` records."""
+    """`bertcore.trainer.Trainer` with the panel's settings; yields its `StepStats` as they are."""
 
     def __init__(self, settings: TrainingSettings, init: Any):
         from bertcore.resources import default_vocab_path
@@ -185,14 +200,7 @@ class _BertcoreRun(EngineRun):
         self.trainer = Trainer(config)
         self.model_config = self.trainer.model.config
         self.tokenizer = self.trainer.tokenizer
-        self.steps = self._records()
-
-    def _records(self) -> Iterator[dict]:
-        for stats in self.trainer.steps():
-            record = stats.to_dict()  # {"kind": "step", ...}: the same record metrics.jsonl holds
-            record["held_out"] = stats.eval.to_dict() if stats.eval is not None else None
-            record["checkpoint"] = stats.checkpoint
-            yield record
+        self.steps = self.trainer.steps()
 
     def request_stop(self) -> None:
         self.trainer.request_stop()
@@ -201,34 +209,100 @@ class _BertcoreRun(EngineRun):
         return self.trainer.snapshot_state_dict()
 
 
-# ---------------------------------------------------------------- probing
-class SnapshotProber:
-    """Runs in the probe thread: loads a weights snapshot into its own model and inspects every pair.
+# ---------------------------------------------------------------- the training thread's side of a run
+class RunDriver:
+    """One run as its training thread drives it: builds the engine (`make_steps`), hands a weights snapshot
+    to the prober every `probe_every` steps and at the end (`after_step`), and passes a stop request on to
+    the engine, which then ends at its next step boundary with a checkpoint (`request_stop`, any thread).
 
-    A job is (state dict, model config, tokenizer, pairs) from a running engine, or (checkpoint folder, pairs)
-    from a watched run folder.
+    submit_probe(step, job) must be thread-safe (a `LatestJobWorker.submit`); probe_pairs() returns the pairs
+    to probe now (a tuple the GUI thread replaces whole).
     """
+
+    def __init__(self, settings: TrainingSettings, init: Any, engine_factory: EngineFactory,
+                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]]):
+        self.settings = settings
+        self.probe_every = settings.probe_every  # the form's field stays live: the GUI thread replaces it whole
+        self._init = init
+        self._engine_factory = engine_factory
+        self._submit_probe = submit_probe
+        self._probe_pairs = probe_pairs
+        self._lock = threading.Lock()
+        self._run: EngineRun | None = None
+        self._stop_requested = False
+
+    def make_steps(self) -> Iterator:  # training thread
+        run = self._engine_factory(self.settings, self._init)
+        with self._lock:
+            self._run = run
+            stop = self._stop_requested
+        if stop:  # asked while the engine was being built
+            run.request_stop()
+        if self.probe_every:
+            self._probe(run, 0)  # "before": the weights the run starts from
+        return run.steps
+
+    def after_step(self, stats: Any) -> None:  # training thread
+        every, run = self.probe_every, self._run
+        if every and run is not None and (stats.step % every == 0 or stats.step == self.settings.steps):
+            self._probe(run, stats.step)
+
+    def request_stop(self) -> None:  # any thread
+        with self._lock:
+            self._stop_requested = True
+            run = self._run
+        if run is not None:
+            run.request_stop()
+
+    def _probe(self, run: EngineRun, step: int) -> None:
+        pairs = self._probe_pairs()
+        if pairs:
+            self._submit_probe(step, WeightsJob(run.snapshot(), run.model_config, run.tokenizer, pairs))
+
+
+# ---------------------------------------------------------------- probing
+@dataclass(frozen=True)
+class WeightsJob:
+    """Probe a running engine's weights (a CPU snapshot of its state dict)."""
+
+    state: dict
+    config: Any  # bertcore.config.BertConfig
+    tokenizer: Any
+    pairs: tuple[ProbePair, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    """Probe a watched run's checkpoint folder."""
+
+    folder: str
+    pairs: tuple[ProbePair, ...]
+
+
+class SnapshotProber:
+    """Runs in the probe thread: loads a job's weights into its own model and inspects every probe pair;
+    returns {pair: Inspection}."""
 
     def __init__(self):
         self._model = None
         self._config = None
         self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
 
-    def __call__(self, step: int, job: tuple) -> tuple[int, dict]:
+    def __call__(self, job: WeightsJob | CheckpointJob) -> dict[ProbePair, Any]:
         import torch
 
         from bertcore.inspection import inspect_encoding
         from bertcore.masking import mask_like_bert
         from bertcore.model import BertForPreTraining
 
-        if len(job) == 2:  # a checkpoint of a watched run
+        if isinstance(job, CheckpointJob):
             from bertcore.checkpoint import load_pretrained
 
-            folder, pairs = job
-            model, tokenizer = load_pretrained(folder)
+            model, tokenizer = load_pretrained(job.folder)
             state, config = model.state_dict(), model.config
         else:
-            state, config, tokenizer, pairs = job
+            state, config, tokenizer = job.state, job.config, job.tokenizer
+        pairs = job.pairs
         if self._model is None or self._config != config:
             with torch.device("meta"):  # no random init: the snapshot overwrites every weight
                 model = BertForPreTraining(config)
@@ -247,7 +321,7 @@ class SnapshotProber:
                     self._encodings[key] = (encoding, masking)
                 encoding, masking = self._encodings[key]
                 results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)
-        return step, results
+        return results
 
 
 # ---------------------------------------------------------------- following a run: its pace, its checkpoints

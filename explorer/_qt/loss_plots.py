@@ -1,6 +1,7 @@
 """Live training curves: loss (total / MLM / NSP), accuracy (MLM / NSP), learning rate, held-out points.
 
-Thin over plain records (dicts from the worker or from `metrics.jsonl`, see `run_watch.normalize_record`).
+Thin over the trainer's own records: `bertcore.trainer.StepStats` (with its step's `EvalStats`) and
+`EvalStats`, as a run yields them or as `run_watch.stats_from_record` reads them from a metrics file.
 Plot items are created once and fed with `setData`; new points land in growing numpy buffers and a
 single-shot timer redraws at most `max_fps` times a second however fast steps arrive. Long runs stay
 smooth: curves are drawn only over the steps in view (clip to view), reduced with the "peak" method (a min
@@ -24,7 +25,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from explorer.run_watch import normalize_record
+from bertcore.trainer import EvalStats, StepStats
 
 # (statistic, legend name, colour) for each plot's training curves.
 LOSS_CURVES = (("loss", "total", "#1f77b4"), ("mlm_loss", "MLM", "#ff7f0e"), ("nsp_loss", "NSP", "#2ca02c"))
@@ -332,46 +333,44 @@ class LossPlots(QWidget):
         self.set_marker(None)
         self._redraw()
 
-    def add_records(self, records) -> None:
-        """Append step and held-out records (dicts, any spelling `normalize_record` knows)."""
-        for record in records:
-            self.add_record(record)
+    def add_all(self, records) -> None:
+        """Append `StepStats` and `EvalStats`, in order."""
+        for stats in records:
+            self.add(stats)
 
-    def add_record(self, record: dict) -> None:
-        if record.get("kind") not in (None, "step", "eval"):
-            return  # checkpoint / error markers of metrics.jsonl
-        record = normalize_record(record)
-        step = record.get("step")
-        if step is None:
-            return
-        if record["eval"]:
+    def add(self, stats: StepStats | EvalStats) -> None:
+        """A training step (and its held-out evaluation, if it ran one), or a held-out evaluation alone."""
+        if isinstance(stats, EvalStats):
             for key, series in self._eval_series.items():
-                if key in record:
-                    series.append(float(step), float(record[key]))
+                series.append(float(stats.step), float(getattr(stats, key)))
+            self._schedule()
+            return
+        step = stats.step
+        if step <= self._last_step:
+            # A resumed run replays the steps after its last checkpoint: the new values replace them.
+            for series in self._series.values():
+                series.truncate_from(float(step))
+        self._last_step = step
+        total = stats.total_steps or None  # 0: a metrics file that does not say
+        if self._showing_planned_steps:
+            self._showing_planned_steps = False
+            if total is None and self._follow_steps:
+                self.set_step_extent(self._step_extent)  # the plan was a placeholder: follow the data again
+        if total is not None and total != self._step_extent and self._follow_steps:
+            self.set_step_extent(total)
+        for key, series in self._series.items():
+            series.append(float(step), float(getattr(stats, key)))
+        self._summarise(stats)
+        if stats.eval is not None:
+            self.add(stats.eval)
         else:
-            if step <= self._last_step:
-                # A resumed run replays the steps after its last checkpoint: the new values replace them.
-                for series in self._series.values():
-                    series.truncate_from(float(step))
-            self._last_step = step
-            total = record.get("total_steps")
-            if self._showing_planned_steps:
-                self._showing_planned_steps = False
-                if not isinstance(total, int) and self._follow_steps:
-                    self.set_step_extent(self._step_extent)  # the plan was a placeholder: follow the data again
-            if isinstance(total, int) and total != self._step_extent and self._follow_steps:
-                self.set_step_extent(total)
-            for key, series in self._series.items():
-                if key in record:
-                    series.append(float(step), float(record[key]))
-            self._summarise(record)
-        self._schedule()
+            self._schedule()
 
-    def _summarise(self, record: dict) -> None:
-        parts = ["dots = held-out", f"step {int(record['step']):,}"]
+    def _summarise(self, stats: StepStats) -> None:
+        parts = ["dots = held-out", f"step {stats.step:,}"]
         for key, label in (("loss", "loss"), ("mlm_accuracy", "MLM acc"), ("nsp_accuracy", "NSP acc")):
-            value = record.get(key)
-            if value is not None:
+            value = getattr(stats, key)
+            if math.isfinite(value):
                 parts.append(f"{label} {value:.3f}")
         self._summary = "  ·  ".join(parts)
 

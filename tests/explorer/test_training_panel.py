@@ -3,26 +3,26 @@
 Every wait is a qtbot wait on a signal or a condition with a timeout; no fixed sleeps.
 """
 
+import errno
 import json
+import math
 import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QThread, Signal
-from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import QThread
 
-from explorer._qt.training_panel import (
-    CONTINUE_LOADED,
-    EngineRun,
-    TrainingPanel,
-    TrainingSettings,
-    install_training_panel,
-)
-from explorer._qt.training_worker import ProbeWorker, TrainingWorker
+from bertcore.trainer import EvalStats, NonFiniteLossError, OutOfMemoryTrainingError, StepStats, TrainingError
+from explorer._qt.training_panel import TrainingPanel
+from explorer._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer.startup import LoadedModel
+from explorer.state import describe_model
+from explorer.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
 
 RUN_TIMEOUT_MS = 90_000
 WORDS = ("king queen lord lady sword crown horse field river tower night day speak hear love hate "
@@ -50,48 +50,39 @@ def tiny(corpus, out_dir, **changes) -> TrainingSettings:
     return TrainingSettings(**values)
 
 
-class FakeWindow(QWidget):
-    """The slice of the main window's public API the panel uses, recording what the panel asks of it."""
+class Inspector:
+    """Stands in for the Inspect tab: tells the tab its pair, records what the tab asks of it (its signals)."""
 
-    pairChanged = Signal(str, str)
-    closing = Signal()
-
-    def __init__(self, model_and_tokenizer=(None, None)):
-        super().__init__()
-        self.tabs = QTabWidget()
-        QVBoxLayout(self).addWidget(self.tabs)
-        self.pair = ("the king speaks.", "the queen hears.")
-        self.shown = []
-        self.loaded = []
-        self._model_and_tokenizer = model_and_tokenizer
-
-    def current_pair(self):
-        return self.pair
-
-    def show_external_inspection(self, inspection, caption):
-        self.shown.append((inspection, caption))
-
-    def load_checkpoint(self, path):
-        self.loaded.append(str(path))
-
-    def set_model(self, model, tokenizer, label):
-        self._model_and_tokenizer = (model, tokenizer)
-
-    def model_and_tokenizer(self):
-        return self._model_and_tokenizer
-
-    def closeEvent(self, event):
-        self.closing.emit()
-        super().closeEvent(event)
+    def __init__(self, panel, pair=("the king speaks.", "the queen hears.")):
+        self.shown, self.loaded = [], []
+        panel.showInspection.connect(lambda inspection, caption: self.shown.append((inspection, caption)))
+        panel.openCheckpoint.connect(self.loaded.append)
+        panel.on_pair_changed(*pair)
 
 
 @pytest.fixture
 def panel(qtbot):
-    window = FakeWindow()
-    qtbot.addWidget(window)
-    panel = install_training_panel(window)
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
     yield panel
     panel.shutdown()
+
+
+@pytest.fixture
+def inspector(panel):
+    return Inspector(panel)
+
+
+def stats(step, total=0, **values) -> StepStats:
+    """A step record; the statistics not given are NaN, as in a metrics file that lacks them."""
+    fields = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm",
+              "tokens_per_second", "elapsed_seconds")
+    return StepStats(step=step, total_steps=total, tokens=0, **{name: values.get(name, math.nan) for name in fields})
+
+
+def held_out(step, **values) -> EvalStats:
+    fields = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
+    return EvalStats(step=step, num_examples=0, **{name: values.get(name, math.nan) for name in fields})
 
 
 def run_to_end(qtbot, panel, settings):
@@ -111,7 +102,7 @@ def counting(n, fail_at=None):
 
 
 def test_worker_signals_in_order_and_plain_values(qtbot):
-    worker = TrainingWorker(lambda: counting(5))
+    worker = GeneratorWorker(lambda: counting(5))
     values = []
     worker.yielded.connect(values.append)
     with qtbot.waitSignals([worker.started, worker.returned, worker.finished], order="strict", timeout=10_000):
@@ -123,14 +114,15 @@ def test_worker_signals_in_order_and_plain_values(qtbot):
 
 
 def test_worker_reports_errors_and_stops_on_request(qtbot):
-    failing = TrainingWorker(lambda: counting(10, fail_at=3))
+    failing = GeneratorWorker(lambda: counting(10, fail_at=3))
     errors = []
-    failing.errored.connect(errors.append)
+    failing.errored.connect(lambda failure, last: errors.append((failure, last)))
     with qtbot.waitSignals([failing.errored, failing.finished], order="strict", timeout=10_000):
         failing.start()
     qtbot.waitUntil(lambda: len(errors) == 1, timeout=5_000)
-    assert "nan at step 3" in errors[0]["message"] and errors[0]["last_step"]["step"] == 2
-    endless = TrainingWorker(lambda: counting(10**9))
+    failure, last = errors[0]
+    assert "nan at step 3" in failure.message and failure.is_a("ArithmeticError") and last["step"] == 2
+    endless = GeneratorWorker(lambda: counting(10**9))
     with qtbot.waitSignal(endless.yielded, timeout=10_000):
         endless.start()
     with qtbot.waitSignals([endless.stopped, endless.finished], order="strict", timeout=10_000):
@@ -147,31 +139,29 @@ def test_a_run_that_ends_before_start_returns_is_reported_cleanly(qtbot, monkeyp
         assert thread.wait(10_000)
 
     monkeypatch.setattr(QThread, "start", start_and_wait_for_the_end)
-    worker = TrainingWorker(lambda: counting(10, fail_at=1))
+    worker = GeneratorWorker(lambda: counting(10, fail_at=1))
     errors = []
-    worker.errored.connect(errors.append)
+    worker.errored.connect(lambda failure, last: errors.append(failure))
     worker.start()
     monkeypatch.undo()
     qtbot.waitUntil(lambda: len(errors) == 1, timeout=5_000)  # queued from the ended thread; no AttributeError
-    assert "nan at step 1" in errors[0]["message"] and not worker.is_running
+    assert "nan at step 1" in errors[0].message and not worker.is_running
 
 
 def test_probe_worker_drops_stale_snapshots(qtbot):
     seen = []
-    probe = ProbeWorker(lambda step, snapshot: (step, sum(range(200_000))), torch_threads=None)
-    probe.probed.connect(seen.append)
+    probe = LatestJobWorker(lambda job: sum(range(200_000)))
+    probe.done.connect(lambda step, result: seen.append(step))
     for step in range(20):
         probe.submit(step, None)
     assert probe.wait_idle(10.0)
-    qtbot.waitUntil(lambda: bool(seen) and seen[-1][0] == 19, timeout=5_000)
+    qtbot.waitUntil(lambda: bool(seen) and seen[-1] == 19, timeout=5_000)
     assert len(seen) + probe.dropped == 20
     assert probe.shutdown()
 
 
 # ---------------------------------------------------------------- real runs from the panel
-def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, corpus, tmp_path):
-    window = panel.window_
-    assert window.tabs.tabText(0) == "Train"
+def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, inspector, corpus, tmp_path):
     assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "finished"
     steps, losses = panel.plots.series("loss")
     assert steps.tolist() == list(range(1, 13))  # one point per step
@@ -182,38 +172,38 @@ def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, corp
     assert "step 12 / 12" in panel.progress.format()
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
     # The trained model goes to the inspector in one click.
-    panel.use_model_button.click()
-    assert window.loaded and window.loaded[-1].endswith(("final", "step-000012"))
+    panel.checkpoints.use_button.click()
+    assert inspector.loaded and inspector.loaded[-1].endswith(("final", "step-000012"))
     # A second run into the same folder would mix two runs: the engine refuses, the panel says so.
     assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "failed"
     assert panel.status_label.text().startswith("The run could not start")
     assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
 
 
-def test_probe_attention_after_training_differs_from_before(qtbot, panel, corpus, tmp_path):
-    window = panel.window_
-    pinned = panel.pin_pair("the old king speaks to the young queen.", "she hears him.")
+def test_probe_attention_after_training_differs_from_before(qtbot, panel, inspector, corpus, tmp_path):
+    probes = panel.probes
+    pinned = probes.pin_pair("the old king speaks to the young queen.", "she hears him.")
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=16, probe_every=8, learning_rate=5e-3))
-    qtbot.waitUntil(lambda: panel.history.steps()[-1:] == [16], timeout=30_000)
-    assert panel.history.steps() == [0, 8, 16]
-    for pair in panel.probe_pairs():
-        before, after = panel.history.get(0, pair), panel.history.get(16, pair)
+    qtbot.waitUntil(lambda: probes.history.steps()[-1:] == [16], timeout=30_000)
+    assert probes.history.steps() == [0, 8, 16]
+    for pair in probes.pairs:
+        before, after = probes.history.get(0, pair), probes.history.get(16, pair)
         assert before.attentions.shape == after.attentions.shape
         assert not np.allclose(before.attentions, after.attentions, atol=1e-4)
-    assert pinned in panel.probe_pairs()
-    assert window.shown, "the newest snapshot goes to the inspector"
+    assert pinned in probes.pairs
+    assert inspector.shown, "the newest snapshot goes to the inspector"
     # The slider walks the snapshots; the loss plot's marker follows.
-    assert panel.show_snapshot(1) == 0
+    assert probes.show_snapshot(1) == 0
     assert panel.plots.markers[0].value() == 0 and panel.plots.markers[0].isVisible()
-    assert "step 0" in window.shown[-1][1]
-    panel.step_slider.setValue(panel.step_slider.maximum())
+    assert "step 0" in inspector.shown[-1][1]
+    probes.step_slider.setValue(probes.step_slider.maximum())
     assert panel.plots.markers[0].value() == 16
-    shown = panel.history.get(16, panel.selected_pair())
-    assert np.array_equal(panel.snapshot_view.current_matrix(), shown.attentions[0, 0])
-    panel.to_inspector_check.setChecked(False)  # the user keeps the inspector on the live model
-    sent = len(window.shown)
-    panel.show_snapshot(8)
-    assert len(window.shown) == sent and "step 8" in panel.step_label.text()
+    shown = probes.history.get(16, probes.selected_pair())
+    assert np.array_equal(probes.snapshot_view.current_matrix(), shown.attentions[0, 0])
+    probes.to_inspector_check.setChecked(False)  # the user keeps the inspector on the live model
+    sent = len(inspector.shown)
+    probes.show_snapshot(8)
+    assert len(inspector.shown) == sent and "step 8" in probes.step_label.text()
 
 
 def test_stop_ends_the_run_within_one_step_and_keeps_a_checkpoint(qtbot, panel, corpus, tmp_path):
@@ -250,10 +240,13 @@ def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
     assert logged == list(range(1, 31))
 
 
-def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, corpus, tmp_path):
-    window = FakeWindow()
+def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, settings, corpus, tmp_path):
+    from explorer._qt.main_window import MainWindow
+
+    window = MainWindow(settings)
     qtbot.addWidget(window)
-    panel = install_training_panel(window)
+    panel = window.add_tab(TrainingPanel(), "Train")
+    assert window.tabs.tabText(window.tabs.indexOf(panel)) == "Train"
     window.show()
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=2))
     qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
@@ -308,14 +301,14 @@ class ScriptedRun(EngineRun):
     """An engine stand-in that fails the way the real one does, to check the panel's messages."""
 
     def __init__(self, settings, error):
-        self.run_dir = tmp = __import__("pathlib").Path(settings.out_dir)
-        tmp.mkdir(parents=True, exist_ok=True)
+        self.run_dir = Path(settings.out_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.model_config = self.tokenizer = None
         self.steps = self._steps(error)
 
     def _steps(self, error):
         for step in (1, 2):
-            yield {"kind": "step", "step": step, "loss": 5.0, "total_steps": 10}
+            yield stats(step, total=10, loss=5.0)
         raise error
 
     def request_stop(self):
@@ -325,36 +318,54 @@ class ScriptedRun(EngineRun):
         return {}
 
 
-@pytest.mark.parametrize("kind", ["nan", "oom"])
-def test_divergence_and_out_of_memory_end_in_a_message(qtbot, tmp_path, kind):
-    from bertcore.trainer import NonFiniteLossError, OutOfMemoryTrainingError
+class LossExplodedError(TrainingError):
+    """A kind of TrainingError the app has never heard of (the engine may add more)."""
 
-    error = (NonFiniteLossError("the loss became nan at step 3; the last good checkpoint is none", 3, None)
-             if kind == "nan" else OutOfMemoryTrainingError("cuda:0 ran out of memory at step 3"))
+
+FAULTS = {  # the error a step raises, and what the status must say
+    "nan": (NonFiniteLossError("the loss became nan at step 3; the last good checkpoint is none", 3, None),
+            "diverged"),
+    "oom": (OutOfMemoryTrainingError("cuda:0 ran out of memory at step 3"), "Out of memory"),
+    "disk full": (OSError(errno.ENOSPC, "No space left on device", "run/checkpoints/.step-000003.tmp"),
+                  "The disk is full"),
+    "write error": (PermissionError(errno.EACCES, "Permission denied", "run/metrics.jsonl"),
+                    "could not write to its folder"),
+    "training error": (LossExplodedError("the smoothed loss is 40x its starting value at step 3; lower the "
+                                         "learning rate (now 30) and resume from the last checkpoint"),
+                       "The run stopped: the smoothed loss is 40x its starting value at step 3"),
+}
+
+
+@pytest.mark.parametrize("kind", list(FAULTS))
+def test_a_run_that_fails_ends_in_a_message_with_its_curves_and_the_form_unlocked(qtbot, tmp_path, kind):
+    error, expected = FAULTS[kind]
     panel = TrainingPanel(engine_factory=lambda settings, init: ScriptedRun(settings, error))
     qtbot.addWidget(panel)
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
         panel.start_run(TrainingSettings(out_dir=str(tmp_path / "run"), probe_every=0))
     assert ended.args == ["failed"]
-    expected = "diverged" if kind == "nan" else "Out of memory"
-    assert expected in panel.status_label.text()
-    assert panel.plots.point_count() == 2 and panel.start_button.isEnabled()
+    message = panel.status_label.text()
+    assert expected in message and "Traceback" not in message and "failed after step" not in message
+    assert panel.plots.point_count() == 2  # the curves stay
+    assert panel.start_button.isEnabled() and panel.form.steps_spin.isEnabled()  # the form unlocks
+    assert not panel.stop_button.isEnabled() and not panel.is_running
     assert panel.shutdown()
 
 
 def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
     from bertcore.checkpoint import load_pretrained
 
-    first = FakeWindow()
-    qtbot.addWidget(first)
-    panel = install_training_panel(first)
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    with pytest.raises(ValueError, match="no model loaded"):
+        panel._initial_model(tiny(corpus, tmp_path / "none", preset=CONTINUE_LOADED))
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "first", steps=4, probe_every=0))
     panel.shutdown()
     model, tokenizer = load_pretrained(tmp_path / "first" / "final")
     weights_before = model.bert.embeddings.word_embeddings.weight.detach().clone()
-    window = FakeWindow(model_and_tokenizer=(model, tokenizer))
-    qtbot.addWidget(window)
-    panel = install_training_panel(window)
+    panel = TrainingPanel()
+    qtbot.addWidget(panel)
+    panel.on_model_changed(LoadedModel(model, tokenizer, describe_model(model, "first")))
     settings = tiny(corpus, tmp_path / "second", steps=3, probe_every=0, preset=CONTINUE_LOADED)
     assert run_to_end(qtbot, panel, settings) == "finished"
     assert (tmp_path / "second" / "init" / "config.json").is_file()
@@ -372,18 +383,22 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=RUN_TIMEOUT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
-    panel = install_training_panel(window)
+    panel = window.add_tab(TrainingPanel(), "Train")
     assert window.tabs.tabText(window.tabs.indexOf(panel)) == "Train"
+    assert panel.probes.pairs[0].text_a == window.current_pair()[0]  # told the pair and the model when added
+    continue_loaded = tiny(corpus, tmp_path / "unused", preset=CONTINUE_LOADED)
+    assert panel._initial_model(continue_loaded) == (tiny_model, tokenizer)
     window.pairChanged.emit("the old king speaks.", "")  # what the window does once an edit settles
-    assert panel.probe_pairs()[0].text_a == "the old king speaks." and panel.probe_pairs()[0].text_b is None
+    assert panel.probes.pairs[0].text_a == "the old king speaks." and panel.probes.pairs[0].text_b is None
 
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, probe_every=4))
-    qtbot.waitUntil(lambda: panel.history.steps()[-1:] == [8], timeout=30_000)
+    qtbot.waitUntil(lambda: panel.probes.history.steps()[-1:] == [8], timeout=30_000)
     qtbot.waitUntil(lambda: "training step 8" in window.inspect_tab.caption_label.text(), timeout=10_000)
     with qtbot.waitSignal(window.modelChanged, timeout=RUN_TIMEOUT_MS):
-        panel.use_model_button.click()
+        panel.checkpoints.use_button.click()
     model, _ = window.model_and_tokenizer()
     assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 128  # the trained tiny preset
+    assert panel._initial_model(continue_loaded)[0] is model  # told the new model
 
     assert panel.start_run(tiny(corpus, tmp_path / "second", steps=100_000, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
@@ -399,8 +414,8 @@ def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
     plots = LossPlots()
     qtbot.addWidget(plots)
     for step in range(1, 11):
-        plots.add_record({"kind": "step", "step": step, "total_steps": 100, "loss": 5.0 - step / 10, "lr": 1e-3})
-    plots.add_record({"kind": "eval", "step": 10, "loss": 4.5})
+        plots.add(stats(step, total=100, loss=5.0 - step / 10, learning_rate=1e-3))
+    plots.add(held_out(10, loss=4.5))
     plots.flush()
     items = {("raw", key): item for key, item in plots._raw_items.items()}
     items |= {("smooth", key): item for key, item in plots._smooth_items.items()}
@@ -419,12 +434,12 @@ def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
 
     def redraw_after(*records):
         calls.clear()
-        plots.add_records(records)
+        plots.add_all(records)
         plots.flush()
         return sorted(calls)
 
-    assert redraw_after({"kind": "step", "step": 11, "loss": 3.9}) == [("raw", "loss"), ("smooth", "loss")]
-    assert redraw_after({"kind": "eval", "step": 11, "loss": 4.0}) == [("eval", "loss")]
+    assert redraw_after(stats(11, loss=3.9)) == [("raw", "loss"), ("smooth", "loss")]
+    assert redraw_after(held_out(11, loss=4.0)) == [("eval", "loss")]
     assert redraw_after() == []
     calls.clear()
     plots.set_smoothing_enabled(False)  # the smoothed curves show the raw values, the light raw ones go
@@ -454,7 +469,7 @@ def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot)
     plots = LossPlots()
     qtbot.addWidget(plots)
     for step in range(1, 20_001):
-        plots.add_record({"kind": "step", "step": step, "total_steps": 20_000, "loss": 10.0 / step, "lr": 1e-3})
+        plots.add(stats(step, total=20_000, loss=10.0 / step, learning_rate=1e-3))
     plots.flush()
     drawn_x, _ = plots._smooth_items["loss"].getData()
     assert plots.point_count() == 20_000 and len(drawn_x) < 5_000  # reduced to the pixels, not all points
@@ -480,12 +495,12 @@ def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, checkpoint_every=4, probe_every=0))
     watcher = TrainingPanel()
     qtbot.addWidget(watcher)
-    pair = watcher.pin_pair("the old king speaks.", "the queen hears.")
+    pair = watcher.probes.pin_pair("the old king speaks.", "the queen hears.")
     assert watcher.watch_run_folder(tmp_path / "run")
     assert "tiny preset" in watcher.status_label.text() and "8 steps of 4 × 32" in watcher.status_label.text()
-    qtbot.waitUntil(lambda: watcher.history.steps() == [4, 8], timeout=30_000)
+    qtbot.waitUntil(lambda: watcher.probes.history.steps() == [4, 8], timeout=30_000)
     assert watcher.plots.point_count() == 8
-    before, after = watcher.history.get(4, pair), watcher.history.get(8, pair)
+    before, after = watcher.probes.history.get(4, pair), watcher.probes.history.get(8, pair)
     assert not np.allclose(before.attentions, after.attentions)
-    assert watcher.checkpoint_combo.count() >= 2
+    assert watcher.checkpoints.combo.count() >= 2
     assert watcher.shutdown()

@@ -1,0 +1,109 @@
+"""Follow a run folder written elsewhere (`bert-train --out`, here or on another machine) as it grows.
+
+A poll timer tails the folder's `metrics.jsonl` (`run_watch.MetricsTail`: complete lines only, restarts
+noticed) and hands its statistics on as the trainer's own `StepStats` / `EvalStats` (`stats_from_record`,
+the one place where foreign spellings are read). Checkpoints are the watched run's weights: each one is
+offered for probing once, oldest first, one at a time (`probeCheckpoint`, then `checkpoint_probed()`).
+It draws nothing: the Train tab shows what it reports.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from explorer.run_watch import METRICS_FILE, MetricsTail, list_checkpoints, read_run_config, stats_from_record
+from explorer.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
+
+
+class RunWatcher(QObject):
+    started = Signal(str, object)  # folder, the total steps its run config plans (None: it does not say)
+    restarted = Signal()  # the metrics file was replaced or truncated: what was drawn belongs to another run
+    statsArrived = Signal(object)  # list of StepStats / EvalStats, in file order
+    checkpointsChanged = Signal()  # the run wrote a checkpoint
+    probeCheckpoint = Signal(int, str)  # step, folder: probe it next, then call checkpoint_probed()
+    status = Signal(str, str)  # text, kind ("info" | "error")
+
+    def __init__(self, poll_interval_ms: int = 250, parent: QObject | None = None):
+        super().__init__(parent)
+        self.run_dir: Path | None = None
+        self.total_steps: int | None = None
+        self._tail: MetricsTail | None = None
+        self._checkpoints = CheckpointProbeQueue()
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_interval_ms)
+        self._timer.timeout.connect(self.poll)
+
+    @property
+    def is_watching(self) -> bool:
+        return self._tail is not None
+
+    def watch(self, path: str | os.PathLike) -> bool:
+        """Start following `path`; False, with a status message, when it is not a folder."""
+        folder = Path(path)
+        if not folder.is_dir():
+            self.status.emit(f"{folder} is not a folder; pick the folder given to bert-train --out", "error")
+            return False
+        self.stop()
+        try:
+            config = read_run_config(folder)
+        except ValueError:
+            config = {}
+        self.run_dir, self.total_steps = folder, planned_steps(config)
+        if not (folder / METRICS_FILE).exists() and not config:
+            text = f"{folder} holds no {METRICS_FILE} yet; watching for it to appear."
+        else:
+            text = f"Watching {folder}"
+        described = describe_run_config(config)
+        self.status.emit(f"{text} ({described})" if described else text, "info")
+        self.started.emit(str(folder), self.total_steps)
+        self._checkpoints = CheckpointProbeQueue()
+        self._tail = MetricsTail(folder / METRICS_FILE)
+        self.poll()
+        self.checkpointsChanged.emit()
+        self._offer_new_checkpoints()  # those written before the folder was opened
+        self._timer.start()
+        return True
+
+    def stop(self) -> None:
+        self._timer.stop()
+        self._tail = None
+
+    def poll(self) -> None:
+        """Read what the run appended since the last poll (the timer calls this)."""
+        if self._tail is None:
+            return
+        update = self._tail.poll()
+        if update.restarted:
+            self.restarted.emit()
+        if not update.records:
+            return
+        stats = [converted for converted in map(stats_from_record, update.records) if converted is not None]
+        if stats:
+            self.statsArrived.emit(stats)
+        kinds = [record.get("kind") for record in update.records]
+        if "checkpoint" in kinds:
+            self.checkpointsChanged.emit()
+            self._offer_new_checkpoints()
+        for record in update.records:
+            if record.get("kind") == "error":
+                self.status.emit(f"The run failed at step {record.get('step')}: {record.get('message')}", "error")
+
+    def checkpoint_probed(self) -> None:
+        """The checkpoint offered last was probed (or its probe failed): offer the next one."""
+        if self._checkpoints.done():
+            self._offer_next()
+
+    def _offer_new_checkpoints(self) -> None:
+        if self.run_dir is not None:
+            self._checkpoints.add(list_checkpoints(self.run_dir))
+            self._offer_next()
+
+    def _offer_next(self) -> None:
+        # One checkpoint in flight at a time (a probe worker keeps only the newest waiting job).
+        checkpoint = self._checkpoints.take() if self.is_watching else None
+        if checkpoint is not None:
+            step, folder = checkpoint
+            self.probeCheckpoint.emit(step, str(folder))

@@ -1,0 +1,113 @@
+"""The Train tab's plain logic, headless: a failure in words, and the run as its training thread drives it."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from explorer.failure import describe_exception
+from explorer.probe_history import ProbePair
+from explorer.training_run import EngineRun, RunDriver, TrainingSettings, WeightsJob, describe_failure
+
+LAST_STEP = SimpleNamespace(step=41)  # what a StepStats offers describe_failure
+
+
+def raised(error: BaseException):
+    try:
+        raise error
+    except BaseException as caught:
+        return describe_exception(caught)
+
+
+def test_a_failure_crosses_as_plain_values_and_reads_as_one_line():
+    failure = raised(FileNotFoundError(errno.ENOENT, "No such file", "corpus.txt"))
+    assert failure.kind == "FileNotFoundError" and failure.is_a("OSError") and failure.errno == errno.ENOENT
+    assert failure.text == failure.message  # an error the user caused: its message alone
+    bug = raised(KeyError("step"))
+    assert bug.text == "'step'"
+    bug = raised(AttributeError("'NoneType' object has no attribute 'config'"))
+    assert bug.text.startswith("AttributeError: 'NoneType'") and "test_training_run.py:" in bug.text
+    assert "Traceback" in bug.traceback and "Traceback" not in bug.text
+    assert raised(RuntimeError()).message == "RuntimeError"
+
+
+@pytest.mark.parametrize(("error", "last_step", "says"), [
+    (OSError(errno.ENOSPC, "No space left on device"), LAST_STEP, "The disk is full"),
+    (OSError(errno.ENOSPC, "No space left on device"), None, "The disk is full"),
+    (PermissionError(errno.EACCES, "Permission denied", "metrics.jsonl"), LAST_STEP, "could not write to its folder"),
+    (PermissionError(errno.EACCES, "Permission denied", "runs"), None, "The run could not start"),
+    (RuntimeError("the process group went away"), LAST_STEP, "failed after step 41 (RuntimeError)"),
+    (ValueError("device 'cuda:3' was asked for"), None, "The run could not start"),
+])
+def test_describe_failure_says_what_happened_and_what_was_kept(error, last_step, says):
+    message = describe_failure(raised(error), last_step, Path("run/checkpoints/step-000040"))
+    assert says in message
+    if last_step is not None:
+        assert "step-000040" in message
+
+
+def test_a_training_error_the_app_does_not_know_is_the_engines_message():
+    from bertcore.trainer import TrainingError
+
+    class RunawayLossError(TrainingError):
+        pass
+
+    failure = raised(RunawayLossError("the loss is 12x its start at step 300; lower the learning rate"))
+    message = describe_failure(failure, LAST_STEP, None)
+    assert message.startswith("The run stopped: the loss is 12x its start at step 300")
+    assert "No checkpoint had been written yet" in message
+
+
+class CountingRun(EngineRun):
+    def __init__(self, steps: int):
+        self.run_dir = Path(".")
+        self.model_config, self.tokenizer = "config", "tokenizer"
+        self.stops = 0
+        self.steps = iter(SimpleNamespace(step=step) for step in range(1, steps + 1))
+
+    def request_stop(self):
+        self.stops += 1
+
+    def snapshot(self):
+        return {"weights": 1}
+
+
+class Engines:
+    """An engine factory that keeps what it built."""
+
+    def __init__(self):
+        self.built = []
+
+    def __call__(self, settings, init):
+        self.built.append(CountingRun(settings.steps))
+        return self.built[-1]
+
+
+def test_the_run_driver_probes_every_n_steps_and_at_the_end_and_passes_a_stop_on():
+    settings = TrainingSettings(steps=10, probe_every=4)
+    engines, probes, pairs = Engines(), [], (ProbePair("to be", "or not"),)
+    driver = RunDriver(settings, None, engines, lambda step, job: probes.append((step, job)), lambda: pairs)
+    for stats in driver.make_steps():
+        driver.after_step(stats)
+    assert [step for step, _ in probes] == [0, 4, 8, 10]  # before the first step, every 4, the last
+    assert isinstance(probes[0][1], WeightsJob) and probes[0][1].pairs == pairs
+    driver.probe_every = 0  # the form's field changed mid-run
+    driver.after_step(SimpleNamespace(step=10))
+    assert len(probes) == 4
+    driver.request_stop()
+    assert engines.built[0].stops == 1
+
+
+def test_a_stop_asked_before_the_engine_exists_reaches_it_and_no_pairs_means_no_probe():
+    probes, engines = [], Engines()
+    driver = RunDriver(TrainingSettings(steps=3, probe_every=1), None, engines, lambda step, job: probes.append(step),
+                       lambda: ())
+    driver.request_stop()  # while the corpus is still being read
+    steps = driver.make_steps()
+    assert engines.built[0].stops == 1
+    for stats in steps:
+        driver.after_step(stats)
+    assert probes == []
