@@ -1,6 +1,6 @@
 """Shared fixtures for the explorer tests: a tiny model, the default vocabulary, isolated QSettings.
 
-Sizes are small and distinct (hidden 32, 2 layers, 2 heads, FFN 48) so that every test runs in well under
+Sizes are small and distinct (hidden 32, 3 layers, 2 heads, FFN 48) so that every test runs in well under
 a second on two CPU cores and a swapped axis fails loudly.
 """
 
@@ -18,7 +18,7 @@ from bertcore.tokenizer import BertTokenizer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-TINY_LAYERS, TINY_HEADS = 2, 2
+TINY_LAYERS, TINY_HEADS = 3, 2
 
 
 @pytest.fixture(autouse=True)
