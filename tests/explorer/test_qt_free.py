@@ -38,7 +38,7 @@ def test_no_module_outside_the_qt_layer_imports_qt():
         import importlib, sys
         for name in {modules!r}:
             importlib.import_module(name)
-            leaked = sorted(m for m in sys.modules if m.split('.')[0] in {QT_PACKAGES!r})
+            leaked = sorted({{m.split('.')[0] for m in sys.modules}} & set({QT_PACKAGES!r}))
             if leaked:
                 print(name, 'imports', ' '.join(leaked))
                 break
