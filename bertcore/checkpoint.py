@@ -3,94 +3,121 @@
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
 plain `BertModel` without pretraining heads) and writes what `transformers.BertForPreTraining` loads.
+
+A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
+or sizes its weights do not have (checked before anything is allocated), a vocabulary that is not UTF-8 or
+does not fit vocab_size, weights that are missing, misshapen, NaN/inf, not tensors, or of no BERT architecture.
+Saving writes the whole folder beside the target and swaps it in (bertcore.atomic): never half a checkpoint.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
+import re
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from bertcore.atomic import staged_folder
 from bertcore.config import BertConfig
+from bertcore.errors import CheckpointError
 from bertcore.model import BertForPreTraining
+from bertcore.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, VOCAB_FILE
 from bertcore.tokenizer import BertTokenizer, TokenizerError
 
-SAFETENSORS_NAME = "model.safetensors"
-PYTORCH_NAME = "pytorch_model.bin"
+SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.run_folder named every file
+PYTORCH_NAME = PYTORCH_FILE
 HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
 # Keys that are either buffers rebuilt at load time or tensors tied to another parameter.
 DERIVED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder that is missing, incomplete, corrupt or does not fit its config."""
+# The heads of the BERT architectures (transformers' names). A checkpoint of one of them loads into a model of
+# another: its head is left out (a fine-tuned classifier's encoder can be inspected; a pretrained checkpoint
+# starts a fine-tuning). Any other tensor outside the model's own names is an error naming it.
+KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.")
+# A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
+# NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
+# embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
+# that is another model's, whose ids would index the wrong embeddings: an error naming both numbers.
+VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
+_LAYER_INDEX = re.compile(r"bert\.encoder\.layer\.(\d+)\.")
 
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertForPreTraining, BertTokenizer]:
     """The model (in eval mode) and tokenizer of a standard BERT folder.
 
     A checkpoint without MLM/NSP heads loads with `model.has_pretraining_heads = False`: its heads
-    are freshly initialised and their outputs are not to be shown as predictions.
+    are freshly initialised and their outputs are not to be shown as predictions. Every way the folder can be
+    wrong is a CheckpointError naming the file, field or tensor; the sizes config.json claims are checked
+    against the weights before anything is allocated.
     """
     folder = Path(path)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder} is not a folder; a BERT checkpoint is a folder with config.json, "
-                              f"{SAFETENSORS_NAME} (or {PYTORCH_NAME}) and vocab.txt")
+        raise CheckpointError(f"{folder} is not a folder; a BERT checkpoint is a folder with {CONFIG_FILE}, "
+                              f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE}")
     try:
-        config = BertConfig.from_json_file(folder / "config.json")
+        config = BertConfig.from_json_file(folder / CONFIG_FILE)
     except (FileNotFoundError, ValueError, TypeError) as error:
         raise CheckpointError(f"cannot read the config of {folder}: {error}") from None
     try:
-        tokenizer = BertTokenizer.from_vocab_file(folder / "vocab.txt")
+        tokenizer = BertTokenizer.from_vocab_file(folder / VOCAB_FILE)
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
-    if tokenizer.vocab_size > config.vocab_size:
-        raise CheckpointError(
-            f"{folder / 'vocab.txt'} has {tokenizer.vocab_size} tokens but config.json says vocab_size "
-            f"{config.vocab_size}; the vocabulary does not belong to these weights"
-        )
+    if reason := _vocabulary_mismatch(tokenizer.vocab_size, config.vocab_size):
+        raise CheckpointError(f"{folder / VOCAB_FILE} has {tokenizer.vocab_size} tokens but {CONFIG_FILE} says "
+                              f"vocab_size {config.vocab_size}: {reason}. The vocabulary does not belong to these "
+                              "weights; use the vocab.txt that came with them")
     state_dict = _standard_names(_read_weights(folder))
+    _check_sizes(config, state_dict, folder)  # before anything is allocated
+    with torch.device("meta"):  # names and shapes only: no memory, no random init
+        skeleton = BertForPreTraining(config)
+    has_heads = _check_weights(skeleton, state_dict, folder)
     model = BertForPreTraining(config)
-    model.has_pretraining_heads = _load_into(model, state_dict, folder)
+    _copy_weights(model, state_dict)
+    model.has_pretraining_heads = has_heads
     return model.to(device).eval(), tokenizer
 
 
 def save_pretrained(model: BertForPreTraining, tokenizer: BertTokenizer, path: str | Path) -> Path:
     """Write the folder in the standard layout; a crash midway leaves any previous folder intact."""
     folder = Path(path)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model only {model.config.vocab_size} "
-            "embeddings; they do not belong together"
-        )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.partial")
-    staging.mkdir()  # not mkdtemp: its 0700 would make the saved folder private
-    try:
-        model.config.to_json_file(staging / "config.json")
-        tensors = {
-            name: tensor.detach().to("cpu", torch.float32).contiguous()
-            for name, tensor in model.state_dict().items()
-            if name not in DERIVED_KEYS and (model.has_pretraining_heads or not name.startswith(HEAD_PREFIXES))
-        }
-        save_file(tensors, staging / SAFETENSORS_NAME, metadata={"format": "pt"})
-        tokenizer.save(staging)
-        _fsync_and_share(staging)
-        _swap_into_place(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    if reason := _vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size):
+        raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
+                              f"{model.config.vocab_size}: {reason}. They do not belong together")
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder} exists and is not a folder; choose another place to save")
+    with staged_folder(folder) as staging:
+        write_pretrained_files(model, tokenizer, staging)
     return folder
 
 
+def write_pretrained_files(model: BertForPreTraining, tokenizer: BertTokenizer, folder: Path) -> None:
+    """config.json, model.safetensors, vocab.txt and tokenizer_config.json into an existing (staging) folder.
+
+    Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder."""
+    model.config.to_json_file(folder / CONFIG_FILE)
+    tensors = {
+        name: tensor.detach().to("cpu", torch.float32).contiguous()
+        for name, tensor in model.state_dict().items()
+        if name not in DERIVED_KEYS and (model.has_pretraining_heads or not name.startswith(HEAD_PREFIXES))
+    }
+    save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
+    tokenizer.save(folder)
+
+
+def _vocabulary_mismatch(num_tokens: int, vocab_size: int) -> str | None:
+    """Why a vocabulary of `num_tokens` cannot go with `vocab_size` embeddings, or None when it can."""
+    if num_tokens > vocab_size:
+        return "some tokens would have no embedding"
+    if num_tokens < vocab_size and not any(vocab_size == -(-num_tokens // m) * m for m in VOCAB_PADDING_MULTIPLES):
+        return ("a vocabulary may be shorter only by the padding that rounds its size up to a multiple of a power "
+                f"of two from {VOCAB_PADDING_MULTIPLES[0]} to {VOCAB_PADDING_MULTIPLES[-1]}")
+    return None
+
+
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    safetensors_path, pytorch_path = folder / SAFETENSORS_NAME, folder / PYTORCH_NAME
+    safetensors_path, pytorch_path = folder / SAFETENSORS_FILE, folder / PYTORCH_FILE
     if safetensors_path.is_file():
         try:
             return load_file(safetensors_path)
@@ -106,8 +133,16 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
             ) from None
         if not isinstance(state_dict, dict):
             raise CheckpointError(f"{pytorch_path} holds a {type(state_dict).__name__}, not a state dict")
+        for name, value in state_dict.items():
+            if not isinstance(name, str):
+                raise CheckpointError(f"{pytorch_path} holds the key {name!r} ({type(name).__name__}); a state dict "
+                                      "maps parameter names (str) to tensors")
+            if not isinstance(value, torch.Tensor):
+                hint = "; is it a training checkpoint? Save its model's state_dict()" if isinstance(value, dict) else ""
+                raise CheckpointError(f"{pytorch_path} holds {name!r} = a {type(value).__name__}, not a tensor: a "
+                                      f"state dict maps parameter names to tensors{hint}")
         return state_dict
-    raise CheckpointError(f"{folder} has no weights: expected {SAFETENSORS_NAME} or {PYTORCH_NAME}")
+    raise CheckpointError(f"{folder} has no weights: expected {SAFETENSORS_FILE} or {PYTORCH_FILE}")
 
 
 def _standard_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -127,60 +162,83 @@ def _standard_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tens
             if name not in DERIVED_KEYS and not name.endswith(BUFFER_SUFFIXES)}
 
 
-def _load_into(model: BertForPreTraining, state_dict: dict[str, torch.Tensor], folder: Path) -> bool:
-    """Copy the tensors in; return whether the checkpoint carried the pretraining heads."""
-    expected = {name: tensor for name, tensor in model.state_dict().items() if name not in DERIVED_KEYS}
-    head_names = {name for name in expected if name.startswith(HEAD_PREFIXES)}
-    found_heads = head_names & state_dict.keys()
-    has_heads = bool(found_heads)
+def _check_sizes(config: BertConfig, state_dict: dict[str, torch.Tensor], folder: Path) -> None:
+    """The sizes config.json claims against the shapes of the weights, before a model of those sizes is built
+    (a config saying num_hidden_layers 1000000 or hidden_size 10**9 must not allocate anything)."""
+
+    def rows_and_columns(name: str) -> tuple[int, ...]:
+        tensor = state_dict.get(name)
+        return tuple(tensor.shape) if isinstance(tensor, torch.Tensor) and tensor.dim() == 2 else ()
+
+    claims = []  # (field, what the weights say, the tensor that says it)
+    word = "bert.embeddings.word_embeddings.weight"
+    if shape := rows_and_columns(word):
+        claims += [("vocab_size", shape[0], word), ("hidden_size", shape[1], word)]
+    for field, name in (("max_position_embeddings", "bert.embeddings.position_embeddings.weight"),
+                        ("type_vocab_size", "bert.embeddings.token_type_embeddings.weight"),
+                        ("intermediate_size", "bert.encoder.layer.0.intermediate.dense.weight")):
+        if shape := rows_and_columns(name):
+            claims.append((field, shape[0], name))
+    for field, found, source in claims:
+        if getattr(config, field) != found:
+            raise CheckpointError(f"{folder}: config.json says {field} {getattr(config, field)} but the weights "
+                                  f"say {found} ({source}); the config does not belong to these weights")
+    layers = {int(match.group(1)) for name in state_dict if (match := _LAYER_INDEX.match(name))}
+    if config.num_hidden_layers > len(layers):  # more layers in the weights: named below as unexpected tensors
+        raise CheckpointError(f"{folder}: config.json says num_hidden_layers {config.num_hidden_layers} but the "
+                              f"weights hold {len(layers)} encoder layer(s); the config does not belong to these "
+                              "weights")
+
+
+def _check_weights(skeleton: BertForPreTraining, state_dict: dict[str, torch.Tensor], folder: Path) -> bool:
+    """Every tensor the architecture expects is there with its shape, finite, and nothing unknown is; returns
+    whether the checkpoint carried the pretraining heads. `skeleton` may live on the meta device."""
+    expected = {name: tensor for name, tensor in skeleton.state_dict().items() if name not in DERIVED_KEYS}
+    head_names = {name for name in expected if not name.startswith("bert.")}
+    has_heads = bool(head_names & state_dict.keys())
     required = set(expected) if has_heads else set(expected) - head_names
-    pooler_names = {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
     if not has_heads:
-        required -= pooler_names  # a headless encoder may come without its pooler too
+        required -= {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}  # a headless encoder may lack its pooler
     missing = sorted(required - state_dict.keys())
     if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise CheckpointError(
-            f"{folder} lacks {len(missing)} tensor(s) that its config.json implies: {shown}; "
+            f"{folder} lacks {len(missing)} tensor(s) that its config.json implies: {_some(missing)}; "
             "the weights and the config do not match"
         )
-    unexpected = sorted(name for name in state_dict.keys() - expected.keys() if name.startswith("bert."))
-    if unexpected:
+    unexpected = sorted(state_dict.keys() - expected.keys())
+    in_encoder = [name for name in unexpected if name.startswith("bert.")]
+    if in_encoder:
         raise CheckpointError(
-            f"{folder} has tensor(s) its config.json does not account for: {', '.join(unexpected[:5])}; "
+            f"{folder} has tensor(s) its config.json does not account for: {_some(in_encoder)}; "
             "check num_hidden_layers and the other sizes in config.json"
         )
+    unknown = [name for name in unexpected if not name.startswith(KNOWN_HEAD_PREFIXES)]
+    if unknown:
+        raise CheckpointError(
+            f"{folder} has tensor(s) that belong to no BERT architecture: {_some(unknown)}; is it a BERT "
+            "checkpoint (model_type 'bert', parameters named as transformers names them)?"
+        )
     for name in expected.keys() & state_dict.keys():
-        got, want = tuple(state_dict[name].shape), tuple(expected[name].shape)
+        tensor = state_dict[name]
+        got, want = tuple(tensor.shape), tuple(expected[name].shape)
         if got != want:
             raise CheckpointError(f"{folder}: tensor {name} has shape {got} but the config implies {want}")
-        if not state_dict[name].is_floating_point():
-            raise CheckpointError(f"{folder}: tensor {name} has dtype {state_dict[name].dtype}, not floating point")
-    with torch.no_grad():
-        for name in expected.keys() & state_dict.keys():
-            expected[name].copy_(state_dict[name].to(torch.float32))
+        if not tensor.is_floating_point():
+            raise CheckpointError(f"{folder}: tensor {name} has dtype {tensor.dtype}, not floating point")
+        bad = int((~torch.isfinite(tensor)).sum())
+        if bad:
+            raise CheckpointError(f"{folder}: tensor {name} holds {bad} NaN/inf value(s); the weights are damaged "
+                                  "(saved from a run that diverged?); load an earlier checkpoint")
     return has_heads
 
 
-def _swap_into_place(staging: Path, folder: Path) -> None:
-    if not folder.exists():
-        os.replace(staging, folder)
-        return
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder} exists and is not a folder; choose another place to save")
-    retired = folder.with_name(f".{folder.name}.old")
-    shutil.rmtree(retired, ignore_errors=True)
-    os.replace(folder, retired)
-    os.replace(staging, folder)
-    shutil.rmtree(retired, ignore_errors=True)
+def _copy_weights(model: BertForPreTraining, state_dict: dict[str, torch.Tensor]) -> None:
+    """Copy the (checked) tensors into the model; parameters the checkpoint lacks keep their fresh init."""
+    with torch.no_grad():
+        for name, parameter in model.state_dict().items():
+            if name not in DERIVED_KEYS and name in state_dict:
+                parameter.copy_(state_dict[name].to(torch.float32))
 
 
-def _fsync_and_share(folder: Path) -> None:
-    """Flush every file to disk and give it the permissions of a plainly created file."""
-    umask = os.umask(0)
-    os.umask(umask)
-    for file in folder.iterdir():
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(file, 0o666 & ~umask)
-
+def _some(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

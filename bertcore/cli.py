@@ -6,21 +6,25 @@
     torchrun --nproc_per_node=2 -m bertcore.cli --device cpu ...  # DistributedDataParallel (gloo on CPU)
 
 The run folder layout (run_config.json, metrics.jsonl, checkpoints/, final/, summary.json) is described in
-bertcore/trainer.py. Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second
-Ctrl-C aborts at once. Exit status: 0 done or stopped, 1 training failed (NaN loss, out of memory),
-2 bad arguments or input (corpus, vocabulary, checkpoint).
+bertcore/run_folder.py; one process trains in a folder at a time (a second is refused, naming the first's pid).
+Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second Ctrl-C aborts at once.
+Exit status: 0 done or stopped, 1 training failed (NaN or diverging loss, out of memory, a checkpoint that
+could not be written), 2 bad arguments or input (corpus, vocabulary, checkpoint, a run folder in use).
+
+`bert-train --help` answers without importing torch: this module imports it only once a run starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
+
+from bertcore.run_folder import RUN_CONFIG_FILE, RunFolder
 
 # Command-line option -> TrainingConfig field. Options left out keep the default (or, with --resume, the
 # value recorded in the run's run_config.json).
@@ -32,7 +36,7 @@ OPTION_FIELDS = {
     "heldout_fraction": "heldout_fraction", "length_buckets": "length_buckets", "eval_every": "eval_every",
     "eval_batches": "eval_batches",
     "checkpoint_every": "checkpoint_every", "keep_checkpoints": "keep_checkpoints", "compile": "compile",
-    "num_threads": "num_threads",
+    "num_threads": "num_threads", "divergence_factor": "divergence_factor",
 }
 
 
@@ -70,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     optim.add_argument("--weight-decay", type=float, help="AdamW weight decay (default 0.01)")
     optim.add_argument("--max-grad-norm", type=float, help="gradient clipping norm, 0 = off (default 1.0)")
     optim.add_argument("--seed", type=int, help="seed of init, data, masks and dropout (default 0)")
+    optim.add_argument("--divergence-factor", type=float,
+                       help="stop when the smoothed loss stays this many times above its best value for 10 steps "
+                            "(a learning rate far too high); 0 = never (default 4)")
     run = parser.add_argument_group("run")
     run.add_argument("--out", help="run folder (default runs/bert-<date>-<time>)")
     run.add_argument("--resume", nargs="?", const=True,
@@ -88,14 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(args: argparse.Namespace):
     """The TrainingConfig: defaults (or the resumed run's recorded values) with the given options on top."""
-    from bertcore.trainer import TrainingConfig
+    from bertcore.config import TrainingConfig
 
     given = {field: getattr(args, option) for option, field in OPTION_FIELDS.items()
              if getattr(args, option) is not None}
     if args.resume:
-        run_dir = _resumed_run_dir(args)
-        recorded = json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))["training"]
-        base = TrainingConfig.from_dict({**recorded, "out_dir": str(run_dir)})
+        run = RunFolder(_resumed_run_dir(args))
+        recorded = run.read_run_config().get("training")
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{run.run_config_path} holds no \"training\" settings; it was not written by bert-train")
+        base = TrainingConfig.from_dict({**recorded, "out_dir": str(run.path)})
     else:
         base = TrainingConfig(out_dir=time.strftime("runs/bert-%Y%m%d-%H%M%S"))
     return base.replace(**given)
@@ -117,15 +126,32 @@ def make_model_config(args: argparse.Namespace, config):
 
 
 def _resumed_run_dir(args: argparse.Namespace) -> Path:
+    """The run folder --resume continues: --out, or the run folder --resume names, or the one holding the
+    checkpoint it names (<run>/checkpoints/step-N; the trainer refuses one that resolves outside it)."""
     if args.resume is True:
         if args.out is None:
             raise ValueError("--resume without a folder needs --out RUN_FOLDER (the run to continue)")
         run_dir = Path(args.out)
+    elif args.out:
+        run_dir = Path(args.out)
     else:
-        run_dir = Path(args.out) if args.out else Path(args.resume).resolve().parent.parent  # <run>/checkpoints/step-N
-    if not (run_dir / "run_config.json").is_file():
-        raise ValueError(f"{run_dir} holds no run_config.json, so it is not a bert-train run folder to resume")
+        named = Path(args.resume).absolute()
+        run_dir = named if RunFolder(named).run_config_path.is_file() else named.parent.parent
+    if not RunFolder(run_dir).run_config_path.is_file():
+        raise ValueError(f"{run_dir} holds no {RUN_CONFIG_FILE}, so it is not a bert-train run folder to resume")
     return run_dir
+
+
+def _resume_argument(args: argparse.Namespace) -> bool | str:
+    """What Trainer(resume=...) gets: False, True (the latest checkpoint) or the checkpoint folder named."""
+    if not args.resume:
+        return False
+    if args.resume is True:
+        return True
+    named = Path(args.resume)
+    if RunFolder(named).run_config_path.is_file() and (args.out is None or Path(args.out).resolve() == named.resolve()):
+        return True  # --resume RUN_FOLDER continues from its latest checkpoint
+    return args.resume  # a checkpoint folder; the trainer refuses one outside the run folder
 
 
 def _init_distributed(device_name: str | None) -> bool:
@@ -151,20 +177,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     distributed = False
     try:
-        from bertcore.checkpoint import CheckpointError
         from bertcore.data import CorpusError
+        from bertcore.errors import CheckpointError, TrainingError
         from bertcore.tokenizer import TokenizerError
-        from bertcore.trainer import Trainer, TrainingError
+        from bertcore.trainer import Trainer
 
         try:
             config = make_config(args)
             distributed = _init_distributed(config.device)
-            trainer = Trainer(config, model_config=make_model_config(args, config), resume=args.resume or False,
-                              command=["bert-train", *(sys.argv[1:] if argv is None else argv)])
+            command = ["bert-train", *(sys.argv[1:] if argv is None else argv)]
+            trainer = Trainer(config, model_config=make_model_config(args, config), resume=_resume_argument(args),
+                              command=command)
         except (ValueError, CorpusError, CheckpointError, TokenizerError, TrainingError) as error:
             print(f"bert-train: error: {error}", file=sys.stderr)
             return 2
-        code = _run(trainer, args, TrainingError)
+        with trainer:
+            code = _run(trainer, args, TrainingError)
         if distributed and code == 0:
             import torch.distributed as dist
 
@@ -210,6 +238,8 @@ def _run(trainer, args: argparse.Namespace, training_error: type[Exception]) -> 
             progress.set_postfix(loss=_fmt(stats.loss), mlm_acc=_fmt(stats.mlm_accuracy),
                                  nsp_acc=_fmt(stats.nsp_accuracy), tok_s=f"{stats.tokens_per_second:.0f}",
                                  refresh=False)
+            if stats.warning is not None and show:
+                progress.write(f"bert-train: warning: {stats.warning}", file=sys.stderr)
             if stats.eval is not None and show:
                 line = (f"step {stats.step}: held-out loss {_fmt(stats.eval.loss)}, MLM accuracy "
                         f"{stats.eval.mlm_accuracy:.4f}, NSP accuracy {stats.eval.nsp_accuracy:.4f}; train loss "
@@ -225,7 +255,7 @@ def _run(trainer, args: argparse.Namespace, training_error: type[Exception]) -> 
             signal.signal(sig, handler)
     if show:
         evaluation = trainer.last_eval
-        final = trainer.out_dir / ("final" if trainer.step >= config.steps else "checkpoints")
+        final = trainer.run_folder.final_dir if trainer.step >= config.steps else trainer.run_folder.checkpoints_dir
         print(f"bert-train: {'finished' if trainer.step >= config.steps else 'stopped'} at step {trainer.step}; "
               + (f"held-out MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy {evaluation.nsp_accuracy:.4f}; "
                  if evaluation else "") + f"weights in {final}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The model configuration: the standard BERT `config.json` fields, validated, plus named presets.
+"""The configurations, frozen and validated: the model (`BertConfig`, the standard BERT `config.json` fields, plus
+named presets) and a training run (`TrainingConfig`). Torch-free: a GUI or a CLI can build and check them cheaply.
 
 The presets follow the BERT miniatures of Turc et al. 2019 ("Well-Read Students Learn Better"):
 tiny L2/H128, mini L4/H256, small L4/H512, medium L8/H512, base L12/H768 (heads = H/64, FFN = 4H).
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bertcore.atomic import write_json_atomic
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
 
@@ -32,11 +36,16 @@ class BertConfig:
     pad_token_id: int = 0  # id of [PAD]; its embedding is never trained
 
     def __post_init__(self) -> None:
+        # Types first: a config.json may say `"hidden_size": 12.5`, `true` or `"x"` where a number belongs.
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            _check_int(name, getattr(self, name), minimum=1)
+        _check_int("pad_token_id", self.pad_token_id, minimum=0)
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range"):
+            _check_number(name, getattr(self, name))
+        if not isinstance(self.hidden_act, str):
+            raise ValueError(f"hidden_act must be a string naming the activation (one of {', '.join(ACTIVATIONS)}), "
+                             f"got {self.hidden_act!r} ({type(self.hidden_act).__name__})")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
@@ -51,6 +60,8 @@ class BertConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if not self.initializer_range >= 0:
+            raise ValueError(f"initializer_range must be >= 0 (BERT uses 0.02), got {self.initializer_range!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
 
@@ -78,7 +89,7 @@ class BertConfig:
         return cls(**{key: value for key, value in values.items() if key in known})
 
     def to_json_file(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> BertConfig:
@@ -92,6 +103,17 @@ class BertConfig:
         if not isinstance(values, dict):
             raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
         return cls.from_dict(values)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
+
+
+def _check_number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number (float), got {value!r} ({type(value).__name__})")
 
 
 def _divisors_hint(hidden_size: int) -> str:
@@ -121,3 +143,94 @@ def preset(name: str, **overrides: Any) -> BertConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return PRESETS[name].replace(**overrides)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    corpus: str = ""  # a .txt file or a folder of them; "" = the built-in Tiny Shakespeare
+    out_dir: str = "runs/bert"  # run folder: run_config.json, metrics.jsonl, checkpoints/, final/
+    preset: str = "mini"  # model size (bertcore.config.PRESETS); ignored when init_from is set
+    vocab: str | None = None  # reuse this vocab.txt; None = train a WordPiece vocabulary on the corpus
+    vocab_size: int = 8000  # size of the vocabulary trained when vocab is None
+    init_from: str | None = None  # a checkpoint folder to train further (its weights, config and vocabulary)
+    steps: int = 1000  # optimisation steps in total
+    batch_size: int = 32  # sequences per step per process
+    seq_len: int = 128  # longest sequence, [CLS]/[SEP] included; batches are padded only to their longest
+    lr: float = 5e-4  # peak learning rate, reached after warm-up
+    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
+    weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # global gradient-norm clipping; 0 = off
+    seed: int = 0  # model init, held-out split, batches, masks and dropout all derive from it
+    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
+    precision: str = "auto"  # "auto" (bf16 autocast on CUDA when supported, else fp32), "fp32", "bf16"
+    mlm_probability: float = 0.15  # fraction of tokens picked for the MLM loss
+    short_seq_prob: float = 0.1  # fraction of examples with a shorter random target length (as the paper)
+    length_buckets: int = 8  # batches cut from a length-sorted pool of this many (less padding); 1 = off
+    heldout_fraction: float = 0.02  # documents kept out of training for the held-out metrics
+    eval_every: int = 100  # held-out evaluation every N steps (and at the end); 0 = only at the end
+    eval_batches: int = 4  # held-out batches per evaluation (a fixed set)
+    checkpoint_every: int = 500  # checkpoint every N steps (and at the end / on stop); 0 = only those
+    keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
+    compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
+    num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
+    # Stop a run whose loss explodes without becoming NaN (see bertcore.divergence): when the smoothed loss stays
+    # this many times above its best value so far for divergence_patience steps in a row. 0 = never stop.
+    divergence_factor: float = 4.0
+    divergence_patience: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "steps", "batch_size", "seq_len", "eval_batches", "keep_checkpoints",
+                     "length_buckets"):
+            _check_int(name, getattr(self, name), minimum=1)
+        for name in ("eval_every", "checkpoint_every"):  # 0 = only at the end
+            _check_int(name, getattr(self, name), minimum=0)
+        if self.seq_len < 8:
+            raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r} (BERT-mini likes about 5e-4)")
+        if not self.weight_decay >= 0 or not self.max_grad_norm >= 0:
+            raise ValueError("weight_decay and max_grad_norm must be >= 0")
+        if not (0 < self.mlm_probability < 1):
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+        if not (0 <= self.short_seq_prob <= 1):
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
+        if not (0 <= self.heldout_fraction < 1):
+            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction!r}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision {self.precision!r} is not one of auto, fp32, bf16")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        _check_number("divergence_factor", self.divergence_factor)
+        if not (self.divergence_factor == 0 or self.divergence_factor > 1):
+            raise ValueError(f"divergence_factor must be 0 (off) or a number above 1 (e.g. 4), got "
+                             f"{self.divergence_factor!r}; a factor of 1 or less would stop a healthy run")
+        _check_int("divergence_patience", self.divergence_patience, minimum=1)
+        object.__setattr__(self, "adam_betas", tuple(float(b) for b in self.adam_betas))
+
+    @property
+    def resolved_warmup_steps(self) -> int:
+        return self.steps // 10 if self.warmup_steps is None else self.warmup_steps
+
+    def learning_rate(self, step: int) -> float:
+        """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
+        warmup = self.resolved_warmup_steps
+        if step <= warmup:
+            return self.lr * step / max(1, warmup)
+        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warmup))
+
+    def replace(self, **changes: Any) -> TrainingConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["adam_betas"] = list(self.adam_betas)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})

@@ -23,6 +23,9 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
 from tokenizers.models import WordPiece
 
+from bertcore.atomic import write_json_atomic, write_text_atomic
+from bertcore.run_folder import TOKENIZER_CONFIG_FILE, VOCAB_FILE
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
 ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
@@ -102,13 +105,22 @@ class BertTokenizer:
         """
         path = Path(path)
         if path.is_dir():
-            path = path / "vocab.txt"
+            path = path / VOCAB_FILE
         if not path.is_file():
             raise TokenizerError(
                 f"the vocabulary file {path} does not exist; pass the vocab.txt of a BERT checkpoint "
                 "or make one with BertTokenizer.train(...).save(folder)"
             )
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise TokenizerError(
+                f"the vocabulary file {path} is not UTF-8 text: byte {error.start} (line {line}) is "
+                f"{data[error.start:error.start + 1]!r}; a vocab.txt is UTF-8, so convert the file (or use the "
+                "vocabulary that came with the model)"
+            ) from None
         vocab = text.split("\n")
         if vocab and vocab[-1] == "":
             vocab.pop()  # the final newline
@@ -116,7 +128,7 @@ class BertTokenizer:
         if not any(token.strip() for token in vocab):
             raise TokenizerError(f"the vocabulary file {path} is empty; it needs one token per line")
         if lowercase is None:
-            lowercase = _read_do_lower_case(path.parent / "tokenizer_config.json")
+            lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
         if lowercase is None:
             lowercase = not any(
                 any(ch.isupper() for ch in token)
@@ -167,11 +179,10 @@ class BertTokenizer:
         return cls(vocab, lowercase=lowercase, source="the trained vocabulary")
 
     def save(self, folder: str | Path) -> Path:
-        """Write folder/vocab.txt and folder/tokenizer_config.json (loadable by transformers too)."""
+        """Write folder/vocab.txt and folder/tokenizer_config.json (loadable by transformers too), each atomically."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        vocab_path = folder / "vocab.txt"
-        vocab_path.write_text("".join(token + "\n" for token in self.vocab), encoding="utf-8")
+        vocab_path = write_text_atomic(folder / VOCAB_FILE, "".join(token + "\n" for token in self.vocab))
         config = {
             "do_lower_case": self.lowercase,
             "strip_accents": None,
@@ -183,7 +194,7 @@ class BertTokenizer:
             "cls_token": "[CLS]",
             "mask_token": "[MASK]",
         }
-        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(folder / TOKENIZER_CONFIG_FILE, config)
         return vocab_path
 
     # ---- lookup -------------------------------------------------------------------------------------------
@@ -214,7 +225,7 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece tokens of one text, no [CLS]/[SEP]."""
-        return self._tokenizer.encode(text, add_special_tokens=False).tokens
+        return self._encode_piece(text, "the text").tokens
 
     def encode_ids(self, texts: list[str]) -> list[list[int]]:
         """Token ids of many texts at once, no specials: the fast path for the data pipeline."""
@@ -225,7 +236,13 @@ class BertTokenizer:
         # Chunks, because one call holds the GIL throughout: a whole corpus at once froze the GUI thread
         # for up to half a second when a run started from the app.
         for start in range(0, len(texts), ENCODE_CHUNK_SIZE):
-            chunk = encode_batch(texts[start : start + ENCODE_CHUNK_SIZE], add_special_tokens=False)
+            batch = texts[start : start + ENCODE_CHUNK_SIZE]
+            try:
+                chunk = encode_batch(batch, add_special_tokens=False)
+            except TypeError:
+                for index, text in enumerate(batch, start):
+                    _check_text(text, f"text {index}")
+                raise
             ids.extend(encoding.ids for encoding in chunk)
         return ids
 
@@ -249,12 +266,12 @@ class BertTokenizer:
                 f"({num_specials} special tokens and one token per sentence)"
             )
 
-        piece_a = self._tokenizer.encode(text_a, add_special_tokens=False)
+        piece_a = self._encode_piece(text_a, "sentence A")
         if not piece_a.ids:
             raise TokenizerError(_no_tokens_message("A", text_a))
         piece_b = None
         if is_pair:
-            piece_b = self._tokenizer.encode(text_b, add_special_tokens=False)
+            piece_b = self._encode_piece(text_b, "sentence B")
             if not piece_b.ids:
                 raise TokenizerError(_no_tokens_message("B", text_b))
 
@@ -322,6 +339,29 @@ class BertTokenizer:
             truncation=truncation,
             unknown_words=unknown_words,
         )
+
+
+    def _encode_piece(self, text: str, name: str):
+        """The Rust encoding of one text without specials; a TokenizerError for text that is not valid Unicode."""
+        try:
+            return self._tokenizer.encode(text, add_special_tokens=False)
+        except TypeError:
+            _check_text(text, name)
+            raise
+
+
+def _check_text(text: object, name: str) -> None:
+    """TokenizerError for text the Rust tokenizer cannot take (it raises a bare TypeError): a non-string, or a
+    string with a lone surrogate (half of a UTF-16 pair, e.g. from bytes decoded with errors='surrogateescape')."""
+    if not isinstance(text, str):
+        raise TokenizerError(f"{name} must be text (str), not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise TokenizerError(
+            f"{name} holds a lone surrogate, U+{ord(text[error.start]):04X} at character {error.start}, which is "
+            "not a character and cannot be tokenized; remove it (decode the source with errors='replace')"
+        ) from None
 
 
 def _build_rust_tokenizer(token_ids: dict[str, int], lowercase: bool) -> Tokenizer:

@@ -20,34 +20,27 @@ From any other thread, while the loop runs:
     trainer.snapshot_state_dict() / trainer.snapshot_model()   CPU copies of the current weights, for probing
 A consumer may also simply stop iterating (or `close()` the generator): nothing more is trained and nothing is
 written (call `save_checkpoint()` to keep the progress); calling `steps()` again continues from that step.
-Only one `steps()` loop may run at a time.
+Only one `steps()` loop may run at a time. `trainer.close()` (or leaving `with Trainer(...) as trainer:`)
+releases the run folder for good.
 
-Run folder (shared by the CLI and the app; the app tails metrics.jsonl):
-    <out>/run_config.json         {"training": TrainingConfig fields, "model": BertConfig fields, "world_size",
-                                   "torch_version", "command" (CLI only), "created"}
-    <out>/vocab.txt, tokenizer_config.json   the vocabulary in use
-    <out>/metrics.jsonl           one JSON object per line, flushed per line:
-                                  {"kind": "step", "step", "total_steps", "loss", "mlm_loss", "nsp_loss",
-                                   "mlm_accuracy", "nsp_accuracy", "learning_rate", "grad_norm", "tokens",
-                                   "tokens_per_second", "elapsed_seconds"}
-                                  {"kind": "eval", "step", "loss", "mlm_loss", "nsp_loss", "mlm_accuracy",
-                                   "nsp_accuracy", "num_examples"}
-                                  {"kind": "checkpoint", "step", "path"}
-                                  {"kind": "error", "step", "message"}
-                                  Per step: its "step" record, then its "eval" record (if any), then its
-                                  "checkpoint" record (if any). On resume, records after the resumed step are
-                                  dropped before appending, so the file always holds one curve.
-    <out>/checkpoints/step-000500/   config.json, model.safetensors, vocab.txt, tokenizer_config.json
-                                  (loadable by bertcore.checkpoint.load_pretrained and by transformers) +
-                                  trainer_state.pt (optimizer state, step, elapsed; torch.load(weights_only=True))
-    <out>/checkpoints/latest      text file naming the newest complete checkpoint folder ("step-000500");
-                                  a checkpoint is written to a hidden temporary folder, renamed into place,
-                                  and only then is `latest` replaced (os.replace), so a crash mid-write never
-                                  leaves a half checkpoint as the latest.
-    <out>/final/                  the final weights in the standard layout (no optimizer state), written when
-                                  the run reaches `steps` (a stopped run keeps its weights in checkpoints/)
-    <out>/summary.json            last step, last held-out metrics, training seconds, last checkpoint, device,
-                                  world size, per-rank weight checksums (equal under DDP); written at the end
+The run folder (`config.out_dir`; layout, names and operations in bertcore.run_folder): run_config.json,
+vocab.txt, metrics.jsonl (one JSON record per line: "step" = StepStats.to_dict(), "eval" = EvalStats.to_dict(),
+{"kind": "checkpoint", "step", "path", "smoothed_loss", "sane"}, {"kind": "warning" | "error", "step",
+"message"}; per step: its "step" record, then "warning", "eval", "checkpoint" if any), checkpoints/step-NNNNNN/
+(the standard BERT folder + trainer_state.pt) with checkpoints/latest, final/ and summary.json at the end.
+
+One trainer at a time per run folder: the Trainer takes the folder's lock (bertcore.run_lock.RunLock) when
+it is created, so a second process (or a second Trainer in this one) on the same folder is refused at once
+with RunFolderBusyError naming the holder's pid. It lets go when a `steps()` loop ends (finished, stopped,
+failed or left), takes the lock back for a later loop or save (refusing if another run changed the folder
+meanwhile), and releases it for good on `close()` (or `with Trainer(...) as trainer:`, or garbage collection).
+
+Faults end the loop with a TrainingError whose message says what to change, recorded in metrics.jsonl:
+NonFiniteLossError (NaN/inf loss), DivergenceError (a loss exploding without NaN, see bertcore.divergence;
+StepStats.warning says so first), OutOfMemoryTrainingError, CheckpointWriteError (disk full: nothing
+half-written, the previous checkpoint still the latest). After a NaN or a divergence the error names the newest
+checkpoint known to be sane (`Trainer.last_good_checkpoint`: written while the loss was sane, and its weights
+still gave a sane loss at the next step; never pruned).
 
 Resuming restores weights, optimizer moments, step (hence learning-rate schedule and data position: the batch
 of step s is a pure function of (seed, rank, s), see bertcore.data) and dropout randomness (re-seeded per
@@ -62,10 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -77,116 +68,29 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from bertcore.config import TrainingConfig
 from bertcore.data import Batch, CorpusError, PretrainingData, read_corpus, step_rng
+from bertcore.divergence import DivergenceMonitor
+from bertcore.errors import (
+    CheckpointWriteError,
+    DivergenceError,
+    NonFiniteLossError,
+    OutOfMemoryTrainingError,
+    RunFolderBusyError,
+    RunFolderError,
+    RunFolderWriteError,
+    TrainingError,
+)
+from bertcore.run_folder import (  # re-exported: their home before bertcore.run_folder
+    CHECKPOINTS_DIR,
+    LATEST_POINTER,
+    TRAINER_STATE_FILE,
+    MetricsLog,
+    RunFolder,
+    find_checkpoint,
+)
 
-TRAINER_STATE_FILE = "trainer_state.pt"
 TRAINER_STATE_VERSION = 1
-CHECKPOINTS_DIR = "checkpoints"
-LATEST_POINTER = "latest"
-
-
-class TrainingError(RuntimeError):
-    """A training run that cannot go on; the message says why and what to change."""
-
-
-class NonFiniteLossError(TrainingError):
-    """The loss (or gradient norm) became NaN or infinite; no update was applied for that step."""
-
-    def __init__(self, message: str, step: int, last_checkpoint: Path | None):
-        super().__init__(message)
-        self.step = step
-        self.last_checkpoint = last_checkpoint
-
-
-class OutOfMemoryTrainingError(TrainingError):
-    """The device ran out of memory; use a smaller batch or sequence length."""
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    corpus: str = ""  # a .txt file or a folder of them; "" = the built-in Tiny Shakespeare
-    out_dir: str = "runs/bert"  # run folder: run_config.json, metrics.jsonl, checkpoints/, final/
-    preset: str = "mini"  # model size (bertcore.config.PRESETS); ignored when init_from is set
-    vocab: str | None = None  # reuse this vocab.txt; None = train a WordPiece vocabulary on the corpus
-    vocab_size: int = 8000  # size of the vocabulary trained when vocab is None
-    init_from: str | None = None  # a checkpoint folder to train further (its weights, config and vocabulary)
-    steps: int = 1000  # optimisation steps in total
-    batch_size: int = 32  # sequences per step per process
-    seq_len: int = 128  # longest sequence, [CLS]/[SEP] included; batches are padded only to their longest
-    lr: float = 5e-4  # peak learning rate, reached after warm-up
-    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
-    weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-6
-    max_grad_norm: float = 1.0  # global gradient-norm clipping; 0 = off
-    seed: int = 0  # model init, held-out split, batches, masks and dropout all derive from it
-    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
-    precision: str = "auto"  # "auto" (bf16 autocast on CUDA when supported, else fp32), "fp32", "bf16"
-    mlm_probability: float = 0.15  # fraction of tokens picked for the MLM loss
-    short_seq_prob: float = 0.1  # fraction of examples with a shorter random target length (as the paper)
-    length_buckets: int = 8  # batches cut from a length-sorted pool of this many (less padding); 1 = off
-    heldout_fraction: float = 0.02  # documents kept out of training for the held-out metrics
-    eval_every: int = 100  # held-out evaluation every N steps (and at the end); 0 = only at the end
-    eval_batches: int = 4  # held-out batches per evaluation (a fixed set)
-    checkpoint_every: int = 500  # checkpoint every N steps (and at the end / on stop); 0 = only those
-    keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
-    compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
-    num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
-
-    def __post_init__(self) -> None:
-        positive = ("vocab_size", "steps", "batch_size", "seq_len", "eval_batches", "keep_checkpoints",
-                    "length_buckets")
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("eval_every", "checkpoint_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0 (0 = only at the end), got {value!r}")
-        if self.seq_len < 8:
-            raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive number, got {self.lr!r} (BERT-mini likes about 5e-4)")
-        if not self.weight_decay >= 0 or not self.max_grad_norm >= 0:
-            raise ValueError("weight_decay and max_grad_norm must be >= 0")
-        if not (0 < self.mlm_probability < 1):
-            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
-        if not (0 <= self.short_seq_prob <= 1):
-            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
-        if not (0 <= self.heldout_fraction < 1):
-            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision {self.precision!r} is not one of auto, fp32, bf16")
-        if self.num_threads is not None and self.num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
-        object.__setattr__(self, "adam_betas", tuple(float(b) for b in self.adam_betas))
-
-    @property
-    def resolved_warmup_steps(self) -> int:
-        return self.steps // 10 if self.warmup_steps is None else self.warmup_steps
-
-    def learning_rate(self, step: int) -> float:
-        """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
-        warmup = self.resolved_warmup_steps
-        if step <= warmup:
-            return self.lr * step / max(1, warmup)
-        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warmup))
-
-    def replace(self, **changes: Any) -> TrainingConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        values = dataclasses.asdict(self)
-        values["adam_betas"] = list(self.adam_betas)
-        return values
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
-        known = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in values.items() if key in known})
 
 
 @dataclass(frozen=True)
@@ -223,10 +127,13 @@ class StepStats:
     elapsed_seconds: float  # training time of the whole run so far (paused time excluded; resumed runs add up)
     eval: EvalStats | None = None  # set on steps that ran a held-out evaluation
     checkpoint: str | None = None  # folder of a checkpoint written right after this step
+    # Set on the first step of a stretch where the smoothed loss is far above its best (see bertcore.divergence):
+    # the run stops with a DivergenceError if it stays there. metrics.jsonl holds it as a "warning" record.
+    warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         values = {"kind": "step", **dataclasses.asdict(self)}
-        del values["eval"], values["checkpoint"]
+        del values["eval"], values["checkpoint"], values["warning"]
         return values
 
 
@@ -283,24 +190,6 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return device
 
 
-def find_checkpoint(path: str | Path) -> Path:
-    """The checkpoint folder to resume from: a step-* folder itself, or a run folder's `latest` (falling back
-    to its newest complete step-* folder when the pointer is missing or names a broken folder)."""
-    path = Path(path)
-    if (path / TRAINER_STATE_FILE).is_file():
-        return path
-    root = path / CHECKPOINTS_DIR if (path / CHECKPOINTS_DIR).is_dir() else path
-    pointer = root / LATEST_POINTER
-    if pointer.is_file():
-        candidate = root / pointer.read_text(encoding="utf-8").strip()
-        if (candidate / TRAINER_STATE_FILE).is_file() and (candidate / "config.json").is_file():
-            return candidate
-    complete = sorted(p for p in root.glob("step-*") if (p / TRAINER_STATE_FILE).is_file())
-    if not complete:
-        raise TrainingError(f"there is no checkpoint to resume in {path}; start a new run without --resume")
-    return complete[-1]
-
-
 def _distributed() -> tuple[int, int, int]:
     """(rank, world_size, local_rank); (0, 1, 0) unless torch.distributed is initialised."""
     if dist.is_available() and dist.is_initialized():
@@ -313,68 +202,41 @@ def _is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, oom_type) or "out of memory" in str(error).lower()
 
 
-def _write_json_atomic(path: Path, values: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for file in folder.iterdir():
-        if file.is_file():
-            with open(file, "rb") as handle:
-                os.fsync(handle.fileno())
-
-
-class MetricsLog:
-    """Append-only metrics.jsonl writer: one JSON object per line, flushed per line."""
-
-    def __init__(self, path: Path, truncate_after_step: int | None = None):
-        self.path = path
-        if truncate_after_step is not None and path.exists():  # a resumed run rewrites history after its step
-            kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and _record_step(line) <= truncate_after_step]
-            temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-            os.replace(temporary, path)
-        self._file = open(path, "a", encoding="utf-8", buffering=1)
-        self._lock = threading.Lock()  # save_checkpoint() may log from another thread
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record) + "\n"
-        with self._lock:
-            if not self._file.closed:
-                self._file.write(line)
-                self._file.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            self._file.close()
-
-
-def _record_step(line: str) -> int:
+def _read_trainer_state(path: Path) -> dict[str, Any]:
+    """A checkpoint's trainer_state.pt, checked; RunFolderError naming the file when it is damaged."""
+    advice = "resume from an earlier checkpoint (--resume <run>/checkpoints/step-…) or start a new run"
     try:
-        return int(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError):
-        return 1 << 62  # a torn last line from a crash: drop it
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, garbage or code: torch raises many types, all meaning "damaged"
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        raise RunFolderError(f"{path} cannot be read ({type(error).__name__}: {first_line}); the trainer state "
+                             f"is damaged: {advice}") from None
+    if not isinstance(state, dict):
+        raise RunFolderError(f"{path} holds a {type(state).__name__}, not a trainer state; {advice}")
+    if state.get("version") != TRAINER_STATE_VERSION:
+        raise RunFolderError(f"{path} has an unknown format (version {state.get('version')!r}); it cannot be "
+                             f"resumed: {advice}")
+    expected = {"step": int, "optimizer": dict, "elapsed_seconds": (int, float)}
+    wrong = [key for key, kind in expected.items() if not isinstance(state.get(key), kind)
+             or isinstance(state.get(key), bool)]
+    if wrong:
+        raise RunFolderError(f"{path} lacks a valid {', '.join(wrong)}; the trainer state is damaged: {advice}")
+    return state
 
 
 class Trainer:
     """MLM + NSP pretraining of a `BertForPreTraining` on a corpus; see the module docstring for the protocol.
 
     Construction does the setup work (reads and tokenizes the corpus, maybe trains a vocabulary, builds or
-    loads the model, writes run_config.json): create it in the worker thread. `resume=True` continues the
-    run in `config.out_dir` from its latest checkpoint; a path continues from that checkpoint folder.
+    loads the model, writes run_config.json): create it in the worker thread. It takes the run folder's lock
+    (RunFolderBusyError when another run holds it). `resume=True` continues the run in `config.out_dir` from
+    its latest checkpoint; a path continues from that checkpoint folder, which must belong to that run.
     `model_config` replaces the preset (its vocab_size is set to the vocabulary's size).
     """
 
     def __init__(self, config: TrainingConfig, *, model_config=None, resume: bool | str | Path = False,
                  command: list[str] | None = None):
-        from bertcore.checkpoint import load_pretrained
-        from bertcore.config import preset
-        from bertcore.model import BertForPreTraining
         from bertcore.resources import default_corpus_path
-        from bertcore.tokenizer import BertTokenizer
 
         self.config = config
         self.rank, self.world_size, local_rank = _distributed()
@@ -382,23 +244,40 @@ class Trainer:
         self.device = resolve_device(config.device, local_rank)
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
-        self.out_dir = Path(config.out_dir)
-        self.checkpoint_dir = self.out_dir / CHECKPOINTS_DIR
-        if not resume and any(self.checkpoint_dir.glob("step-*")):
-            raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
-                             "choose another output folder (--out)")
+        self.run_folder = RunFolder(config.out_dir)
+        self.out_dir = self.run_folder.path
+        self.checkpoint_dir = self.run_folder.checkpoints_dir
+        self._lock = threading.RLock()  # guards the weights/optimizer against the loop and other threads
+        self._metrics: MetricsLog | None = None
+        self._closed = False
+        self._run_lock = None
+        self._folder_when_released: tuple | None = None
         corpus_path = Path(config.corpus) if config.corpus else default_corpus_path()
         corpus = read_corpus(corpus_path)
+        # From here on this process writes into the folder: hold its lock (rank 0 writes for every rank).
+        self._run_lock = self.run_folder.lock() if self.is_main else None
+        try:
+            self._set_up(corpus, model_config, resume, command)
+        except BaseException:
+            self.close()
+            raise
 
+    def _set_up(self, corpus, model_config, resume: bool | str | Path, command: list[str] | None) -> None:
+        from bertcore.checkpoint import load_pretrained
+        from bertcore.config import preset
+        from bertcore.model import BertForPreTraining
+        from bertcore.tokenizer import BertTokenizer
+
+        config = self.config
+        if not resume and self.run_folder.checkpoint_folders():
+            raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
+                             "choose another output folder (--out)")
         state: dict[str, Any] | None = None
         self.resumed_from: Path | None = None
         if resume:
-            self.resumed_from = find_checkpoint(self.out_dir if resume is True else resume)
+            self.resumed_from = self.run_folder.checkpoint_to_resume(None if resume is True else resume)
             model, tokenizer = load_pretrained(self.resumed_from)
-            state = torch.load(self.resumed_from / TRAINER_STATE_FILE, map_location="cpu", weights_only=True)
-            if state.get("version") != TRAINER_STATE_VERSION:
-                raise TrainingError(f"{self.resumed_from / TRAINER_STATE_FILE} has an unknown format "
-                                    f"(version {state.get('version')!r}); it cannot be resumed")
+            state = _read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
         elif config.init_from:
             model, tokenizer = load_pretrained(config.init_from)
         else:
@@ -433,10 +312,26 @@ class Trainer:
         self._elapsed_before = 0.0
         self._session_started: float | None = None
         self._paused_seconds = 0.0
+        # The smoothed loss and whether the run still looks sane; checkpoints keep it, a resume restores it.
+        self._divergence = DivergenceMonitor(config.divergence_factor, config.divergence_patience)
+        self.last_checkpoint: Path | None = self.resumed_from  # the newest checkpoint written (or resumed)
+        # The newest checkpoint known to be sane: written while the run was not rising, and whose weights gave a
+        # sane loss at the next step (or the loop ended without a fault). Never pruned.
+        self.last_good_checkpoint: Path | None = self.resumed_from
+        self._unconfirmed_checkpoint: Path | None = None  # written while sane; its loss comes with the next step
         if state is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
+            path = self.resumed_from / TRAINER_STATE_FILE
+            try:
+                self.optimizer.load_state_dict(state["optimizer"])
+            except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as error:
+                raise RunFolderError(f"{path}: its optimizer state does not fit this model ({error}); the checkpoint "
+                                     "is damaged. Resume from an earlier checkpoint, or start a new run") from None
             self.step = int(state["step"])
             self._elapsed_before = float(state["elapsed_seconds"])
+            if "divergence" in state:  # absent in checkpoints written before the divergence check
+                self._divergence.load_state_dict(state["divergence"])
+            if not state.get("sane", True):
+                self.last_good_checkpoint = None
         self._train_model: nn.Module = self.model  # what the step runs: maybe DDP-wrapped and/or compiled
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -449,14 +344,11 @@ class Trainer:
             config.precision == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         self.autocast_dtype = torch.bfloat16 if use_bf16 else None
 
-        self._lock = threading.RLock()  # guards the weights/optimizer against the loop and other threads
         self._stop = threading.Event()
         self._unpaused = threading.Event()
         self._unpaused.set()
         self._checkpoint_requested = threading.Event()
-        self.last_checkpoint: Path | None = self.resumed_from
         self.last_eval: EvalStats | None = None
-        self._metrics: MetricsLog | None = None
         if self.is_main:
             self._prepare_run_folder(command)
         if self.world_size > 1:
@@ -467,33 +359,81 @@ class Trainer:
     def _train_vocabulary(self, corpus):
         from bertcore.tokenizer import BertTokenizer
 
-        vocab_dir = self.out_dir
         if self.is_main:
             sentences = (sentence for document in corpus.documents for sentence in document)
-            BertTokenizer.train(sentences, vocab_size=self.config.vocab_size).save(vocab_dir)
+            self.run_folder.write_vocabulary(BertTokenizer.train(sentences, vocab_size=self.config.vocab_size))
         if self.world_size > 1:
             dist.barrier()  # the other ranks read rank 0's vocabulary: one vocabulary for all
-        return BertTokenizer.from_vocab_file(vocab_dir / "vocab.txt")
+        return BertTokenizer.from_vocab_file(self.run_folder.vocab_path)
 
     def _prepare_run_folder(self, command: list[str] | None) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.checkpoint_dir.mkdir(exist_ok=True)
-        for stale in self.checkpoint_dir.glob(".*tmp-*"):  # half-written checkpoints of a crashed run
-            shutil.rmtree(stale, ignore_errors=True)
-        if not (self.out_dir / "vocab.txt").exists():
-            self.tokenizer.save(self.out_dir)
-        run_config_path = self.out_dir / "run_config.json"
-        if self.resumed_from is None or not run_config_path.exists():
-            _write_json_atomic(run_config_path, {
+        folder = self.run_folder
+        folder.create()  # also clears what a crashed writer left behind
+        if not folder.vocab_path.exists():
+            folder.write_vocabulary(self.tokenizer)
+        if self.resumed_from is None or not folder.run_config_path.exists():
+            folder.write_run_config({
                 "training": self.config.to_dict(), "model": self.model.config.to_dict(),
                 "num_parameters": self.model.num_parameters(), "world_size": self.world_size,
                 "device": str(self.device), "torch_version": torch.__version__,
                 "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
-        metrics_path = self.out_dir / "metrics.jsonl"
-        if self.resumed_from is None and metrics_path.exists():
-            metrics_path.unlink()  # a fresh run in an old folder starts a fresh curve
-        self._metrics = MetricsLog(metrics_path, truncate_after_step=self.step if self.resumed_from else None)
+        # A fresh run in an old folder starts a fresh curve; a resumed one drops the records after its step.
+        self._metrics = folder.open_metrics(self.step if self.resumed_from else None, fresh=self.resumed_from is None)
+
+    # ---- the run folder's lock ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the run folder (its lock) and close the metrics file, for good: a closed trainer neither
+        trains nor saves. Idempotent; also done on leaving `with Trainer(...) as trainer:`."""
+        self._closed = True
+        with self._lock:
+            if self._metrics is not None:
+                self._metrics.close()
+                self._metrics = None
+            if self._run_lock is not None:
+                self._run_lock.release()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _take_run_folder(self) -> bool:
+        """Hold the run folder's lock for a loop or a save; True when this call took it (and must give it back).
+
+        Refuses when another run holds the folder, or changed it while this trainer did not hold it (its latest
+        checkpoint or metrics differ): continuing then would write over that run's progress."""
+        if self._closed:
+            raise TrainingError(f"this Trainer on {self.out_dir} was closed; create a new one (resume=True) to go on")
+        if self._run_lock is None or self._run_lock.held:
+            return False
+        self._run_lock.acquire()
+        if self._folder_stamp() != self._folder_when_released:
+            self._run_lock.release()
+            raise RunFolderError(
+                f"{self.out_dir} was changed by another run since this trainer last trained in it (its latest "
+                "checkpoint or metrics differ); create a new Trainer with resume=True to continue from there")
+        return True
+
+    def _give_back_run_folder(self) -> None:
+        if self._run_lock is not None and self._run_lock.held:
+            self._folder_when_released = self._folder_stamp()
+            self._run_lock.release()
+
+    def _folder_stamp(self) -> tuple:
+        """What another run would change: the `latest` pointer and the metrics file's identity and size."""
+        try:
+            pointer = self.run_folder.latest_pointer_path.read_bytes()
+        except OSError:
+            pointer = None
+        try:
+            stat = self.run_folder.metrics_path.stat()
+            metrics = (stat.st_ino, stat.st_size)
+        except OSError:
+            metrics = None
+        return pointer, metrics
 
     # ---- thread-safe controls -----------------------------------------------------------------------------
 
@@ -538,40 +478,45 @@ class Trainer:
 
     def save_checkpoint(self) -> Path | None:
         """Write `checkpoints/step-NNNNNN/` atomically and point `latest` at it; returns the folder
-        (None on ranks other than 0, which write nothing). Thread-safe."""
+        (None on ranks other than 0, which write nothing). Thread-safe. CheckpointWriteError when the disk is
+        full (or any write fails): nothing half-written stays and the previous checkpoint is still the latest."""
         if not self.is_main:
             return None
-        from bertcore.checkpoint import save_pretrained
-
         with self._lock:
             if not self._parameters_finite():
                 raise NonFiniteLossError(
-                    f"the weights hold NaN/inf at step {self.step}; no checkpoint was written. The last good "
-                    f"checkpoint is {self.last_checkpoint}; lower the learning rate (now {self.config.lr:g})",
-                    self.step, self.last_checkpoint)
-            name = f"step-{self.step:06d}"
-            final = self.checkpoint_dir / name
-            temporary = self.checkpoint_dir / f".tmp-{name}-{os.getpid()}"
-            shutil.rmtree(temporary, ignore_errors=True)
-            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            save_pretrained(self.model, self.tokenizer, temporary)
-            torch.save(self._trainer_state(), temporary / TRAINER_STATE_FILE)
-            _fsync_tree(temporary)
-            if final.exists():  # saving the same step twice: swap the old one out of the way first
-                old = self.checkpoint_dir / f".tmp-old-{name}-{os.getpid()}"
-                os.replace(final, old)
-                os.replace(temporary, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(temporary, final)
-            pointer = self.checkpoint_dir / f".{LATEST_POINTER}.tmp-{os.getpid()}"
-            pointer.write_text(name + "\n", encoding="utf-8")
-            os.replace(pointer, self.checkpoint_dir / LATEST_POINTER)
-            self.last_checkpoint = final
-            self._prune_checkpoints(keep=final)
-        if self._metrics is not None:
-            self._metrics.write({"kind": "checkpoint", "step": self.step, "path": str(final)})
-        return final
+                    f"the weights hold NaN/inf at step {self.step}; no checkpoint was written. "
+                    + self._restart_advice(), self.step, self.last_good_checkpoint)
+            sane = not self._divergence.rising
+            took = self._take_run_folder()
+            try:
+                # The newest sane checkpoint is never pruned: after a divergence it is the one to go back to.
+                folder = self.run_folder.write_checkpoint(
+                    self.step, self._write_checkpoint_files, keep=self.config.keep_checkpoints,
+                    protect=[self.last_good_checkpoint])
+                if self._metrics is not None:
+                    self._metrics.write({"kind": "checkpoint", "step": self.step, "path": str(folder),
+                                         "smoothed_loss": self._divergence.smoothed, "sane": sane})
+            finally:
+                if took:
+                    self._give_back_run_folder()
+            self.last_checkpoint = folder
+            self._unconfirmed_checkpoint = folder if sane else None
+        return folder
+
+    def _confirm_checkpoint(self) -> None:
+        """The unconfirmed checkpoint proved sane: it is the last good one now, and the one before may go."""
+        with self._lock:
+            folder, self._unconfirmed_checkpoint = self._unconfirmed_checkpoint, None
+            if folder is not None and folder.is_dir():
+                self.last_good_checkpoint = folder
+                self.run_folder.prune_checkpoints(self.config.keep_checkpoints, protect=[folder])
+
+    def _write_checkpoint_files(self, folder: Path) -> None:
+        from bertcore.checkpoint import write_pretrained_files
+
+        write_pretrained_files(self.model, self.tokenizer, folder)
+        torch.save(self._trainer_state(), folder / TRAINER_STATE_FILE)
 
     def _trainer_state(self) -> dict[str, Any]:
         return {
@@ -581,13 +526,9 @@ class Trainer:
             "elapsed_seconds": self._elapsed(),
             "training_config": self.config.to_dict(),
             "world_size": self.world_size,
+            "divergence": self._divergence.state_dict(),  # the smoothed loss at this checkpoint, and its best
+            "sane": not self._divergence.rising,
         }
-
-    def _prune_checkpoints(self, keep: Path) -> None:
-        folders = sorted(p for p in self.checkpoint_dir.glob("step-*") if p.is_dir())
-        for folder in folders[: max(0, len(folders) - self.config.keep_checkpoints)]:
-            if folder != keep:
-                shutil.rmtree(folder, ignore_errors=True)
 
     def _parameters_finite(self) -> bool:
         norms = torch._foreach_norm([p.detach() for p in self.model.parameters()])
@@ -597,11 +538,24 @@ class Trainer:
         """Write `<out>/final/`: the weights and vocabulary only, in the standard layout."""
         if not self.is_main:
             return None
-        from bertcore.checkpoint import save_pretrained
+        from bertcore.checkpoint import write_pretrained_files
 
         with self._lock:
-            save_pretrained(self.model, self.tokenizer, self.out_dir / "final")
-        return self.out_dir / "final"
+            took = self._take_run_folder()
+            try:
+                return self.run_folder.write_final(
+                    lambda folder: write_pretrained_files(self.model, self.tokenizer, folder))
+            finally:
+                if took:
+                    self._give_back_run_folder()
+
+    def _restart_advice(self) -> str:
+        """Where to go back to after a NaN or a divergence, and what to change."""
+        checkpoint, lr = self.last_good_checkpoint, self.config.lr
+        where = (f"The last checkpoint written while the loss was sane is {checkpoint}; " if checkpoint
+                 else "No checkpoint of this run is known to be sane; ")
+        return (where + f"lower the learning rate (now {lr:g}) — e.g. to {lr / 10:g} — or lengthen the warm-up and "
+                + ("resume from it" if checkpoint else "start again"))
 
     # ---- evaluation ---------------------------------------------------------------------------------------
 
@@ -663,11 +617,15 @@ class Trainer:
         """Train until `config.steps` (or a stop request), yielding a `StepStats` after every step.
 
         Evaluates every `eval_every` steps and at the end, checkpoints every `checkpoint_every` steps, on
-        request, on stop and at the end, then writes final/ and summary.json. Raises `NonFiniteLossError`
-        (no update applied, last good checkpoint kept) or `OutOfMemoryTrainingError`.
+        request, on stop and at the end, then writes final/ and summary.json. Raises a `TrainingError`
+        (recorded in metrics.jsonl): `NonFiniteLossError` or `DivergenceError` (no update applied, the last sane
+        checkpoint kept), `OutOfMemoryTrainingError`, `CheckpointWriteError`; `RunFolderBusyError` when another
+        run took the folder since an earlier loop ended. The run folder's lock is let go when the loop ends.
         """
-        if self.is_main and self._metrics is None:  # iterating again after an earlier loop was left
-            self._metrics = MetricsLog(self.out_dir / "metrics.jsonl")
+        with self._lock:
+            self._take_run_folder()
+            if self.is_main and self._metrics is None:  # iterating again after an earlier loop was left
+                self._metrics = self.run_folder.open_metrics()
         self._session_started = time.perf_counter()
         self._paused_seconds = 0.0
         config = self.config
@@ -682,6 +640,8 @@ class Trainer:
                     evaluation = self.evaluate()
                 if self._metrics is not None:
                     self._metrics.write(stats.to_dict())
+                    if stats.warning is not None:
+                        self._metrics.write({"kind": "warning", "step": stats.step, "message": stats.warning})
                     if evaluation is not None:
                         self._metrics.write(evaluation.to_dict())
                 checkpoint = None
@@ -691,6 +651,7 @@ class Trainer:
                     checkpoint = self.save_checkpoint()
                 yield dataclasses.replace(stats, eval=evaluation, checkpoint=str(checkpoint) if checkpoint else None)
             else:
+                self._confirm_checkpoint()  # the run ended without a fault
                 self.save_final()
                 self._write_summary()
                 return
@@ -700,20 +661,24 @@ class Trainer:
                 evaluation = self.evaluate()
                 if evaluation is not None and self._metrics is not None:
                     self._metrics.write(evaluation.to_dict())
-            already_saved = self.last_checkpoint is not None and self.last_checkpoint.name == f"step-{self.step:06d}"
+            already_saved = self.last_checkpoint == self.run_folder.checkpoint_path(self.step)
             if self.step > 0 and not already_saved:
                 self.save_checkpoint()
+            self._confirm_checkpoint()  # stopped without a fault
             self._write_summary()
         except TrainingError as error:
             if self._metrics is not None:
-                self._metrics.write({"kind": "error", "step": getattr(error, "step", self.step),
-                                     "message": str(error)})
+                with contextlib.suppress(RunFolderWriteError):  # a full disk may refuse this record too
+                    self._metrics.write({"kind": "error", "step": getattr(error, "step", self.step),
+                                         "message": str(error)})
             raise
         finally:
             self._elapsed_before, self._session_started = self._elapsed(), None
-            if self._metrics is not None:
-                self._metrics.close()
-                self._metrics = None
+            with self._lock:
+                if self._metrics is not None:
+                    self._metrics.close()
+                    self._metrics = None
+                self._give_back_run_folder()
 
     def _wait_while_paused(self) -> None:
         paused_at = time.perf_counter()
@@ -763,11 +728,8 @@ class Trainer:
                 what = "loss" if not math.isfinite(loss) else "gradient norm"
                 raise NonFiniteLossError(
                     f"the {what} became {loss if what == 'loss' else grad_norm_value} at step {step}; training "
-                    f"stopped before applying that update. "
-                    + (f"The last good checkpoint is {self.last_checkpoint}; " if self.last_checkpoint else
-                       "No checkpoint was written yet; ")
-                    + f"lower the learning rate (now {config.lr:g}) or lengthen the warm-up and "
-                    + ("resume from it" if self.last_checkpoint else "start again"), step, self.last_checkpoint)
+                    "stopped before applying that update. " + self._restart_advice(), step, self.last_good_checkpoint)
+            warning = self._watch_divergence(step, loss)
             with self._lock:
                 self.optimizer.step()
                 self.step = step
@@ -787,15 +749,39 @@ class Trainer:
             step=step, total_steps=config.steps, loss=loss, mlm_loss=mlm_loss / masked,
             nsp_loss=nsp_loss / examples, mlm_accuracy=mlm_correct / masked, nsp_accuracy=nsp_correct / examples,
             learning_rate=learning_rate, grad_norm=grad_norm_value, tokens=int(tokens),
-            tokens_per_second=tokens / seconds, elapsed_seconds=self._elapsed(),
+            tokens_per_second=tokens / seconds, elapsed_seconds=self._elapsed(), warning=warning,
         )
+
+    def _watch_divergence(self, step: int, loss: float) -> str | None:
+        """Feed the loss to the divergence monitor: DivergenceError (before the update is applied) when the run
+        has diverged; a warning text on the first step the smoothed loss is far above its best."""
+        monitor, config = self._divergence, self.config
+        monitor.update(step, loss)
+        if self._unconfirmed_checkpoint is not None:  # this loss is the one of the weights it holds
+            if monitor.confirms(loss):
+                self._confirm_checkpoint()
+            else:
+                self._unconfirmed_checkpoint = None
+        if monitor.diverged:
+            self.optimizer.zero_grad(set_to_none=True)
+            raise DivergenceError(
+                f"the loss diverged: {monitor.describe(step)}, above {config.divergence_factor:g}× its best for "
+                f"{monitor.steps_above} steps — it explodes without becoming NaN. Training stopped before applying "
+                f"that update. {self._restart_advice()}. (To turn this check off: divergence_factor=0, "
+                "bert-train --divergence-factor 0.)",
+                step, monitor.smoothed, monitor.best, monitor.best_step, self.last_good_checkpoint)
+        if monitor.started_rising:
+            return (f"the loss is rising far: {monitor.describe(step)}; the run stops if it stays above "
+                    f"{config.divergence_factor:g}× its best for {config.divergence_patience} steps. Is the learning "
+                    f"rate ({config.lr:g}) too high?")
+        return None
 
     def _write_summary(self) -> None:
         checksums = self._replica_checksums()
         if not self.is_main:
             return
         evaluation = self.last_eval
-        _write_json_atomic(self.out_dir / "summary.json", {
+        self.run_folder.write_summary({
             "step": self.step, "total_steps": self.config.steps, "elapsed_seconds": self._elapsed(),
             "eval": evaluation.to_dict() if evaluation else None,
             "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
@@ -815,7 +801,8 @@ class Trainer:
 
 
 __all__ = [
-    "CorpusError", "EvalStats", "NonFiniteLossError", "OutOfMemoryTrainingError", "StepStats", "Trainer",
-    "TrainingConfig", "TrainingError", "find_checkpoint", "make_optimizer", "resolve_device", "warm_up",
-    "weight_decay_groups",
+    "CHECKPOINTS_DIR", "LATEST_POINTER", "TRAINER_STATE_FILE", "CheckpointWriteError", "CorpusError",
+    "DivergenceError", "EvalStats", "MetricsLog", "NonFiniteLossError", "OutOfMemoryTrainingError",
+    "RunFolderBusyError", "RunFolderError", "RunFolderWriteError", "StepStats", "Trainer", "TrainingConfig",
+    "TrainingError", "find_checkpoint", "make_optimizer", "resolve_device", "warm_up", "weight_decay_groups",
 ]

@@ -4,4 +4,4 @@
 pyqtgraph lives in `explorer._qt` and `explorer.app`.
 """
 
-__version__ = "0.1.0"
+from bertcore import __version__  # noqa: F401  (one version for the project: bertcore's)

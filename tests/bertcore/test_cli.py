@@ -84,6 +84,73 @@ def test_divergence_exits_1_naming_the_step(corpus_path, tmp_path, capsys):
     assert "at step" in capsys.readouterr().err
 
 
+HOLD_A_RUN = """
+import sys
+from bertcore.config import TrainingConfig
+from bertcore.trainer import Trainer
+trainer = Trainer(TrainingConfig(corpus=sys.argv[1], out_dir=sys.argv[2], vocab_size=70, preset="tiny", steps=2,
+                                 seq_len=32, batch_size=4))
+print("training", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_second_run_on_the_same_folder_is_refused_at_once(corpus_path, tmp_path, capsys):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, "-c", HOLD_A_RUN, str(corpus_path), str(out)], cwd=REPO, env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "training"
+        code = main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "2", "--out", str(out),
+                     "--no-progress", *TINY])
+        assert code == 2
+        assert f"{out} is in use by another training run: process {first.pid} holds" in capsys.readouterr().err
+    finally:
+        first.kill()
+        first.wait()
+    assert main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "2", "--out", str(out),
+                 "--no-progress", *TINY]) == 0  # the lock of the killed process died with it
+
+
+def test_a_full_disk_exits_1_keeping_the_previous_checkpoint(corpus_path, tmp_path, capsys, monkeypatch):
+    import bertcore.checkpoint
+
+    real_save_file, calls = bertcore.checkpoint.save_file, []
+
+    def save_file_until_the_disk_is_full(tensors, path, metadata=None):
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        real_save_file(tensors, path, metadata=metadata)
+
+    monkeypatch.setattr(bertcore.checkpoint, "save_file", save_file_until_the_disk_is_full)
+    out = tmp_path / "run"
+    code = main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "4", "--checkpoint-every", "2",
+                 "--out", str(out), "--no-progress", *TINY])
+    assert code == 1
+    assert "could not write the checkpoint of step 4" in capsys.readouterr().err
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-000002"
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["latest", "step-000002"]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["kind"] == "error" and "No space left on device" in records[-1]["message"]
+
+
+def test_resume_refuses_a_checkpoint_of_another_run(corpus_path, tmp_path, capsys):
+    for name in ("run", "other"):
+        assert main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "2", "--out",
+                     str(tmp_path / name), "--no-progress", *TINY]) == 0
+    capsys.readouterr()
+    foreign = tmp_path / "other" / "checkpoints" / "step-000002"
+    assert main(["--out", str(tmp_path / "run"), "--resume", str(foreign), "--steps", "3", "--no-progress"]) == 2
+    assert "not a checkpoint of the run folder" in capsys.readouterr().err
+    (tmp_path / "run" / "checkpoints" / "step-000009").symlink_to(foreign, target_is_directory=True)
+    assert main(["--resume", str(tmp_path / "run" / "checkpoints" / "step-000009"), "--steps", "3",
+                 "--no-progress"]) == 2
+    assert "not a checkpoint of the run folder" in capsys.readouterr().err
+    assert main(["--resume", str(tmp_path / "run"), "--steps", "3", "--no-progress"]) == 0  # a run folder: latest
+
+
 def test_two_process_torchrun_on_cpu_with_gloo(corpus_path, tmp_path):
     out = tmp_path / "ddp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",

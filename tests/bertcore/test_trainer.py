@@ -19,6 +19,13 @@ import torch
 from bertcore.checkpoint import load_pretrained
 from bertcore.config import preset
 from bertcore.data import CorpusError
+from bertcore.errors import (
+    CheckpointWriteError,
+    DivergenceError,
+    RunFolderBusyError,
+    RunFolderError,
+    TrainingError,
+)
 from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer
 from bertcore.trainer import (
     NonFiniteLossError,
@@ -92,6 +99,7 @@ def test_loss_decreases_on_a_tiny_overfit_run(memorable_corpus_path, tmp_path):
     assert stats[-1].mlm_accuracy > stats[0].mlm_accuracy
     assert stats[39].eval is not None and stats[-1].eval is not None and stats[40].eval is None
     assert all(isinstance(getattr(s, f), float) for s in stats for f in ("loss", "learning_rate", "grad_norm"))
+    assert all(s.warning is None for s in stats)  # a healthy run never trips the divergence check
 
 
 def test_run_folder_format(corpus_path, tmp_path):
@@ -242,7 +250,12 @@ def test_a_kill_during_checkpoint_writing_leaves_the_previous_checkpoint_loadabl
     assert sorted(p.name for p in checkpoints.iterdir()) == ["latest", "step-000004", "step-000006"]
 
 
-def test_a_failed_checkpoint_write_keeps_latest_on_the_previous_one(corpus_path, tmp_path, monkeypatch):
+def read_records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_full_disk_while_checkpointing_is_a_clear_error_and_keeps_the_previous_checkpoint(corpus_path, tmp_path,
+                                                                                             monkeypatch):
     trainer = Trainer(make_config(corpus_path, tmp_path / "run", steps=4, checkpoint_every=2), model_config=TINY_MODEL)
     steps = trainer.steps()
     assert next(steps).step == 1 and next(steps).checkpoint is not None
@@ -252,10 +265,16 @@ def test_a_failed_checkpoint_write_keeps_latest_on_the_previous_one(corpus_path,
 
     monkeypatch.setattr(torch, "save", disk_full)
     next(steps)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(CheckpointWriteError, match=r"checkpoint of step 4 to .*step-000004: No space left on device "
+                                                   r"\(ENOSPC\).*step-000002 is still the latest"):
         next(steps)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["latest", "step-000002"]  # nothing half-written
     assert find_checkpoint(tmp_path / "run").name == "step-000002"
     load_pretrained(find_checkpoint(tmp_path / "run"))
+    error = read_records(tmp_path / "run")[-1]
+    assert error["kind"] == "error" and error["step"] == 4 and "No space left" in error["message"]
+    assert issubclass(CheckpointWriteError, TrainingError)
 
 
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(corpus_path, tmp_path):
@@ -274,6 +293,45 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(corpu
     assert all(torch.isfinite(p).all() for p in model.parameters())
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["kind"] == "error" and records[-1]["step"] == 4
+
+
+def test_a_loss_that_explodes_without_nan_stops_naming_a_sane_checkpoint(corpus_path, tmp_path):
+    """lr 30 (warm-up over 300 steps): the loss climbs from 4 to tens of nats, finite throughout."""
+    run = tmp_path / "run"
+    config = make_config(corpus_path, run, steps=2000, lr=30.0, warmup_steps=300, checkpoint_every=2,
+                         keep_checkpoints=1)
+    trainer = Trainer(config, model_config=TINY_MODEL)
+    seen = []
+    with pytest.raises(DivergenceError, match=r"the loss diverged: the smoothed loss is [\d.]+ at step \d+, [\d.]+× "
+                                              r"its best of [\d.]+ \(step \d+\).*lower the learning rate \(now 30\)"
+                       ) as caught:
+        seen.extend(trainer.steps())
+    error = caught.value
+    assert all(math.isfinite(s.loss) for s in seen)
+    warned = [s.step for s in seen if s.warning]
+    assert warned and "rising far" in seen[warned[0] - 1].warning
+    assert error.step == len(seen) + 1 == warned[-1] + config.divergence_patience - 1
+    assert error.smoothed_loss > 4 * max(error.best_loss, 1.0) and f"at step {error.step}," in str(error)
+    # the checkpoint it names was written before the trouble, survived pruning (keep_checkpoints=1) and is sane
+    good = error.last_checkpoint
+    assert good is not None and good.is_dir() and str(good) in str(error) and trainer.last_good_checkpoint == good
+    good_step = int(good.name.split("-")[1])
+    assert good_step < warned[0] and seen[good_step].loss < 4 * max(error.best_loss, 1.0)  # the loss it gave next
+    assert find_checkpoint(run) != good  # newer checkpoints were written while the loss exploded
+    records = read_records(run)
+    assert [r["step"] for r in records if r["kind"] == "warning"] == warned
+    assert records[-1]["kind"] == "error" and records[-1]["step"] == error.step
+    saved = {r["step"]: r for r in records if r["kind"] == "checkpoint"}
+    assert saved[good_step]["sane"] and saved[good_step]["smoothed_loss"] < 4 * max(error.best_loss, 1.0)
+    assert not saved[max(saved)]["sane"]
+    model, _ = load_pretrained(good)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_the_divergence_check_can_be_turned_off(corpus_path, tmp_path):
+    config = make_config(corpus_path, tmp_path / "run", steps=30, lr=30.0, warmup_steps=0, divergence_factor=0)
+    stats = list(Trainer(config, model_config=TINY_MODEL).steps())  # diverging, but nobody asked to stop it
+    assert len(stats) == 30 and all(s.warning is None for s in stats) and stats[-1].loss > 10
 
 
 def test_a_huge_learning_rate_diverges_into_a_clear_error(corpus_path, tmp_path):
@@ -304,11 +362,63 @@ def test_request_checkpoint_writes_at_the_next_step(corpus_path, tmp_path):
     assert trainer.save_checkpoint().name == "step-000003"
 
 
+def test_one_trainer_per_run_folder_until_it_is_closed(corpus_path, tmp_path):
+    config = make_config(corpus_path, tmp_path / "run", steps=4, checkpoint_every=2)
+    first = Trainer(config, model_config=TINY_MODEL)
+    with pytest.raises(RunFolderBusyError, match=rf"in use by another Trainer in this process \(pid {os.getpid()}\)"):
+        Trainer(config, model_config=TINY_MODEL)
+    steps = first.steps()
+    next(steps), next(steps)
+    with pytest.raises(RunFolderBusyError):  # held while the loop runs
+        Trainer(config, resume=True)
+    steps.close()  # the loop ends: the folder is free for another trainer (e.g. `bert-train --resume`)
+    with Trainer(config, resume=True) as second:
+        assert second.step == 2
+        with pytest.raises(RunFolderBusyError):
+            first.save_checkpoint()  # the first takes it back for any write, and is refused now
+        assert [s.step for s in second.steps()] == [3, 4]
+    with pytest.raises(RunFolderError, match="changed by another run"):
+        next(first.steps())  # it would write over the second's progress
+    first.close()
+    with pytest.raises(TrainingError, match="was closed"):
+        next(first.steps())
+    assert not (tmp_path / "run" / "run.lock").exists()
+
+
 def test_a_new_run_refuses_a_folder_that_holds_another_run(corpus_path, tmp_path):
     config = make_config(corpus_path, tmp_path / "run", steps=2)
     list(Trainer(config, model_config=TINY_MODEL).steps())
     with pytest.raises(ValueError, match=r"already holds a run.*--resume"):
         Trainer(config, model_config=TINY_MODEL)
+
+
+def test_resuming_a_checkpoint_outside_the_run_is_refused(corpus_path, tmp_path):
+    other = make_config(corpus_path, tmp_path / "other", steps=2)
+    list(Trainer(other, model_config=TINY_MODEL).steps())
+    config = make_config(corpus_path, tmp_path / "run", steps=4)
+    list(Trainer(config.replace(steps=2), model_config=TINY_MODEL).steps())
+    with pytest.raises(RunFolderError, match=r"cannot resume from .*other.*not a checkpoint of the run folder"):
+        Trainer(config, resume=tmp_path / "other" / "checkpoints" / "step-000002")
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("../../other/checkpoints/step-000002\n")
+    with pytest.raises(RunFolderError, match="leads outside"):
+        Trainer(config, resume=True)
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda path: path.write_bytes(path.read_bytes()[:100]), "cannot be read"),
+    (lambda path: path.write_bytes(b"not a checkpoint at all"), "cannot be read"),
+    (lambda path: torch.save({"version": 1, "step": 2}, path), "lacks a valid optimizer, elapsed_seconds"),
+    (lambda path: torch.save([1, 2], path), "holds a list"),
+    (lambda path: torch.save({**torch.load(path, weights_only=True), "optimizer": {"state": {}, "param_groups": []}},
+                             path), "optimizer state does not fit"),
+])
+def test_a_damaged_trainer_state_is_a_clear_error(corpus_path, tmp_path, damage, message):
+    config = make_config(corpus_path, tmp_path / "run", steps=4)
+    list(Trainer(config.replace(steps=2), model_config=TINY_MODEL).steps())
+    damage(tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.pt")
+    with pytest.raises(RunFolderError, match=rf"trainer_state\.pt.*{message}"):
+        Trainer(config, resume=True)
+    assert not (tmp_path / "run" / "run.lock").exists()  # the failed trainer let go of the folder
 
 
 def test_corpus_problems_surface_from_the_trainer(tmp_path):

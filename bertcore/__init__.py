@@ -1,0 +1,63 @@
+"""bertcore: BERT from scratch in PyTorch, matching HuggingFace transformers to 1e-5, with its tokenizer, BERT's
+masking, inspection of everything a forward pass computes, and a resumable pretraining loop. Qt-free.
+
+    import bertcore
+
+    model, tokenizer = bertcore.load_pretrained("path/to/bert-folder")   # config.json + safetensors + vocab.txt
+    encoding = tokenizer.encode("The cat sat on the mat.", "It purred.")
+    inspection = bertcore.inspect_encoding(model, tokenizer, encoding,
+                                           masking=bertcore.mask_like_bert(encoding, tokenizer, seed=0))
+
+    with bertcore.Trainer(bertcore.TrainingConfig(preset="mini", steps=2000, out_dir="runs/demo")) as trainer:
+        for stats in trainer.steps():
+            print(stats.step, stats.loss)
+
+The names below are imported on first use (PEP 562), so `import bertcore` and its torch-free modules
+(`bertcore.config`, `bertcore.run_folder`, `bertcore.errors`, `bertcore.atomic`) do not import torch: a GUI
+or `bert-train --help` starts fast. Submodules are reachable as attributes too (`bertcore.trainer`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from typing import Any
+
+__version__ = "0.1.0"  # the one place the project's version is written (pyproject.toml and the app read it)
+
+# Public name -> the module that defines it. Adding a name to the package is one line here.
+_EXPORTS = {
+    "BertConfig": "bertcore.config",
+    "TrainingConfig": "bertcore.config",
+    "preset": "bertcore.config",
+    "BertModel": "bertcore.model",
+    "BertForPreTraining": "bertcore.model",
+    "BertTokenizer": "bertcore.tokenizer",
+    "mask_like_bert": "bertcore.masking",
+    "load_pretrained": "bertcore.checkpoint",
+    "save_pretrained": "bertcore.checkpoint",
+    "inspect": "bertcore.inspection",
+    "inspect_encoding": "bertcore.inspection",
+    "Trainer": "bertcore.trainer",
+    "CheckpointError": "bertcore.errors",
+    "TrainingError": "bertcore.errors",
+    "TokenizerError": "bertcore.tokenizer",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(module_name), name)
+        globals()[name] = value  # found once; later lookups do not come here
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # a submodule, e.g. bertcore.trainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    submodules = [module.name for module in pkgutil.iter_modules(__path__)]
+    return sorted({*__all__, *submodules})

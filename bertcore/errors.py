@@ -1,0 +1,91 @@
+"""The exceptions a caller of bertcore may want to catch, in one module that imports nothing heavy.
+
+Catching them never imports torch (the app's GUI thread names them in its handlers); the modules that raise
+them re-export them under their old homes (`bertcore.trainer.TrainingError`, `bertcore.checkpoint.
+CheckpointError`). Every message names the thing, the value and the fix, so a consumer can show it as it is.
+
+    ValueError
+      CheckpointError              a checkpoint folder that is missing, corrupt or does not fit its config
+    RuntimeError
+      TrainingError                a training run that cannot go on
+        NonFiniteLossError         the loss or gradient norm became NaN/inf (no update applied)
+        DivergenceError            the smoothed loss stayed far above its best value (finite, but exploding)
+        OutOfMemoryTrainingError   the device ran out of memory
+        RunFolderError             the run folder cannot be used as asked (pointer leading outside it, corrupt
+                                   trainer state, changed by another run)
+          RunFolderBusyError       another process (or another open Trainer) is training in it
+          RunFolderWriteError      a file of it could not be written (disk full, read-only, permissions)
+            CheckpointWriteError   a checkpoint could not be written; the previous one is still the latest
+
+(TokenizerError lives in `bertcore.tokenizer`, CorpusError in `bertcore.data`; both are ValueErrors.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that is missing, incomplete, corrupt or does not fit its config."""
+
+
+class TrainingError(RuntimeError):
+    """A training run that cannot go on; the message says why and what to change."""
+
+
+class NonFiniteLossError(TrainingError):
+    """The loss (or gradient norm) became NaN or infinite; no update was applied for that step.
+
+    `last_checkpoint` is the newest checkpoint written while the loss was still sane (or None)."""
+
+    def __init__(self, message: str, step: int, last_checkpoint: Path | None):
+        super().__init__(message)
+        self.step = step
+        self.last_checkpoint = last_checkpoint
+
+
+class DivergenceError(TrainingError):
+    """The smoothed loss stayed `divergence_factor` times above its best value for `divergence_patience` steps.
+
+    The loss is still finite but exploding (a learning rate far too high); no update was applied for `step`.
+    `last_checkpoint` is the newest checkpoint written while the loss was still sane (or None)."""
+
+    def __init__(self, message: str, step: int, smoothed_loss: float, best_loss: float, best_step: int,
+                 last_checkpoint: Path | None):
+        super().__init__(message)
+        self.step = step
+        self.smoothed_loss = smoothed_loss
+        self.best_loss = best_loss
+        self.best_step = best_step
+        self.last_checkpoint = last_checkpoint
+
+
+class OutOfMemoryTrainingError(TrainingError):
+    """The device ran out of memory; use a smaller batch or sequence length."""
+
+
+class RunFolderError(TrainingError):
+    """A run folder that cannot be used as asked."""
+
+
+class RunFolderBusyError(RunFolderError):
+    """Another process, or another open Trainer in this one, holds the run folder's lock."""
+
+    def __init__(self, message: str, folder: Path, pid: int | None):
+        super().__init__(message)
+        self.folder = folder
+        self.pid = pid  # the holder's process id as its lock file says (None when unreadable)
+
+
+class RunFolderWriteError(RunFolderError):
+    """A file of the run folder could not be written; `errno` says why (e.g. errno.ENOSPC: disk full)."""
+
+    def __init__(self, message: str, path: Path, errno: int | None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class CheckpointWriteError(RunFolderWriteError):
+    """A checkpoint (or the final weights) could not be written. Nothing half-written is left behind and the
+    previous checkpoint is still the latest and intact; free space (or fix permissions) and resume."""
