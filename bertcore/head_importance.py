@@ -33,6 +33,8 @@ from bertcore.tokenizer import Encoding
 
 NextSentenceChoice = Literal["predicted", "is_next", "not_next", "none"]
 NEXT_SENTENCE_LABELS = {"is_next": 0, "not_next": 1}  # the paper's / HF convention: 0 = IsNext
+Objective = Literal["mlm+nsp", "mlm", "nsp"]
+OBJECTIVE_LABELS = {"mlm+nsp": {"labels", "next_sentence_label"}, "mlm": {"labels"}, "nsp": {"next_sentence_label"}}
 
 
 def head_importance(
@@ -166,12 +168,20 @@ def input_head_importance(
     return np.abs(_gate_gradient(model, inputs, gate, loss_of))
 
 
-def pretraining_sample(data: PretrainingData, num_pairs: int, *, batch_size: int = 32) -> list[dict[str, Any]]:
+def pretraining_sample(
+    data: PretrainingData, num_pairs: int, *, batch_size: int = 32, objective: Objective = "mlm+nsp"
+) -> list[dict[str, Any]]:
     """num_pairs held-out sentence pairs of `data` as labelled batches (dicts of forward arguments).
 
     The held-out pairs and their masks are fixed by the data's seed (`PretrainingData.heldout_batches`), so
     the same call gives the same sample; held-out text is what Michel et al. measure importance on.
+    objective picks the labels kept, hence the loss that importance differentiates: "mlm+nsp" (the
+    pretraining loss), "mlm" or "nsp". They rank heads differently: on the shipped default model, whose NSP
+    head overfit, the NSP term's gradients are the larger and rank heads that the MLM barely needs on top,
+    while masking heads in order of MLM importance keeps MLM accuracy far above a random order.
     """
+    if objective not in OBJECTIVE_LABELS:
+        raise ValueError(f"objective is {objective!r}; use one of {', '.join(OBJECTIVE_LABELS)}")
     if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
         raise ValueError(f"num_pairs is {num_pairs!r}; ask for at least 1 pair (the app uses 256)")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -183,7 +193,8 @@ def pretraining_sample(data: PretrainingData, num_pairs: int, *, batch_size: int
     batches = [batch.model_inputs() for batch in data.heldout_batches(num_batches, batch_size)]
     remainder = num_pairs - (num_batches - 1) * batch_size
     batches[-1] = {name: tensor[:remainder] for name, tensor in batches[-1].items()}
-    return batches
+    dropped = {"labels", "next_sentence_label"} - OBJECTIVE_LABELS[objective]
+    return [{name: tensor for name, tensor in batch.items() if name not in dropped} for batch in batches]
 
 
 # ---- internals -----------------------------------------------------------------------------------------------

@@ -291,7 +291,7 @@ def default_model():
 def heldout_batches(default_model):
     _, tokenizer = default_model
     data = PretrainingData(read_corpus(default_corpus_path()), tokenizer, seq_len=64, seed=0)
-    return pretraining_sample(data, 96, batch_size=24)
+    return pretraining_sample(data, 96, batch_size=24, objective="mlm")
 
 
 def test_sample_has_exactly_the_pairs_asked_for(default_model):
@@ -304,6 +304,12 @@ def test_sample_has_exactly_the_pairs_asked_for(default_model):
     assert all(torch.equal(a["labels"], b["labels"]) for a, b in zip(sample, again, strict=True))
     with pytest.raises(ValueError, match="at least 1 pair"):
         pretraining_sample(data, 0)
+    mlm, nsp = pretraining_sample(data, 3, batch_size=4, objective="mlm")[0], (
+        pretraining_sample(data, 3, batch_size=4, objective="nsp")[0])
+    assert "next_sentence_label" not in mlm and torch.equal(mlm["labels"], sample[0]["labels"][:3])
+    assert "labels" not in nsp and torch.equal(nsp["next_sentence_label"], sample[0]["next_sentence_label"][:3])
+    with pytest.raises(ValueError, match="use one of mlm\\+nsp, mlm, nsp"):
+        pretraining_sample(data, 3, objective="both")
 
 
 def test_least_important_heads_cost_less_loss_than_the_most_important(default_model, heldout_batches):
@@ -312,9 +318,7 @@ def test_least_important_heads_cost_less_loss_than_the_most_important(default_mo
     with the largest |gradient| there *lowers* the held-out loss, so |∂L/∂ξ| of MLM + NSP ranks heads by the
     size of a first-order effect that, for NSP, is not even a cost. The MLM loss is what the heads carry."""
     model, _ = default_model
-    mlm_batches = [{key: value for key, value in batch.items() if key != "next_sentence_label"}
-                   for batch in heldout_batches]
-    measured_on, evaluated_on = mlm_batches[:2], mlm_batches[2:]
+    measured_on, evaluated_on = heldout_batches[:2], heldout_batches[2:]
     importance = head_importance(model, measured_on)
     order = np.argsort(importance, axis=None, kind="stable")  # least important first
 
