@@ -9,7 +9,7 @@
 - Nearest neighbours of a token's input embedding by cosine (as in Mikolov et al. 2013's analogies).
 - A 2-D projection of per-layer hidden states of a sample of sentences (Ethayarajh 2019, "How Contextual are
   Contextualized Word Representations?", and Reif et al. 2019 project BERT's token vectors this way): PCA by
-  numpy SVD with a deterministic sign, and per-point metadata to colour and hover.
+  SVD with a deterministic sign, and per-point metadata to colour and hover.
 
     sample = sample_hidden_states(model, tokenizer, sentences, max_points=2000)  # one batched pass
     projection = project_hidden_states(sample, layer=2)                           # (N, 2) points
@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertcore._analysis import eval_mode, is_int_at_least
 from bertcore.data import Corpus
 from bertcore.head_roles import is_punctuation
 from bertcore.tokenizer import BertTokenizer, Encoding
@@ -58,7 +59,7 @@ def position_similarity(model: nn.Module, num_positions: int | None = None) -> n
     positions = _embedding_weight(model, "position_embeddings")  # (max_positions, D)
     if num_positions is None:
         num_positions = len(positions)
-    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or not 1 <= num_positions:
+    if not is_int_at_least(num_positions, 1):
         raise ValueError(f"num_positions is {num_positions!r}; ask for at least 1 position")
     if num_positions > len(positions):
         raise ValueError(f"num_positions is {num_positions} but the model has {len(positions)} position "
@@ -124,7 +125,7 @@ def nearest_neighbours(
 ) -> Neighbours:
     """The k nearest tokens to `token` (a vocabulary token or its id) by cosine of the input (word) embeddings,
     itself excluded, and [PAD]/[UNK]/[CLS]/[SEP]/[MASK] too unless exclude_specials is False."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if not is_int_at_least(k, 1):
         raise ValueError(f"k is {k!r}; ask for at least 1 neighbour")
     words = _embedding_weight(model, "word_embeddings")  # (V, D)
     if isinstance(token, str):
@@ -190,7 +191,7 @@ class Projection:
 
 def sample_sentences(corpus: Corpus, num_sentences: int, *, seed: int = 0) -> list[str]:
     """num_sentences sentences drawn without replacement from a corpus, seeded (all if it has fewer)."""
-    if isinstance(num_sentences, bool) or not isinstance(num_sentences, int) or num_sentences < 1:
+    if not is_int_at_least(num_sentences, 1):
         raise ValueError(f"num_sentences is {num_sentences!r}; ask for at least 1")
     sentences = [sentence for document in corpus.documents for sentence in document]
     return random.Random(f"sentences-{seed}").sample(sentences, min(num_sentences, len(sentences)))
@@ -211,9 +212,9 @@ def sample_hidden_states(
     max_points tokens are collected (the last sentence may be cut short). Sentences run through the encoder in
     batches padded to their longest (the fused attention path, no attention maps, eval mode, no gradients).
     include_special=False leaves out [CLS]/[SEP], whose vectors often dominate a projection."""
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or not 2 <= max_points <= MAX_SAMPLE_POINTS:
+    if not is_int_at_least(max_points, 2) or max_points > MAX_SAMPLE_POINTS:
         raise ValueError(f"max_points is {max_points!r}; a projection needs 2 to {MAX_SAMPLE_POINTS} points")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int_at_least(batch_size, 1):
         raise ValueError(f"batch_size is {batch_size!r}; it must be a positive integer (e.g. 64)")
     if labels is not None and len(labels) != len(sentences):
         raise ValueError(f"{len(labels)} labels for {len(sentences)} sentences; give one label per sentence")
@@ -259,42 +260,45 @@ def sample_hidden_states(
 def project_hidden_states(sample: HiddenStateSample, layer: int) -> Projection:
     """One layer of a sample projected to 2-D by PCA (`pca_2d`); layer 0 = embeddings output."""
     num_rows = sample.hidden_states.shape[0]
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < num_rows:
+    if not is_int_at_least(layer, 0) or layer >= num_rows:
         raise ValueError(f"layer is {layer!r}; this sample has layers 0 (embeddings) to {num_rows - 1}")
     points, ratio = pca_2d(sample.hidden_states[layer])
     return Projection(points=points, explained_variance_ratio=ratio, layer=layer, sample=sample)
 
 
 def pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Principal component analysis to 2-D with numpy's SVD: (N, D) -> points (N, 2) float32 and the explained
-    variance ratio of the two axes (2,) float64. Deterministic: each axis is flipped so that its largest
-    loading is positive (scikit-learn's `svd_flip` convention, on the loadings).
+    """Principal component analysis to 2-D by SVD: (N, D) -> points (N, 2) float32 and the explained variance
+    ratio of the two axes (2,) float64. Deterministic: each axis is flipped so that its largest loading is
+    positive (scikit-learn's `svd_flip` convention, on the loadings).
 
     With more points than dimensions the SVD runs on the (D, D) scatter matrix XᵀX of the centred data, whose
-    singular vectors are the principal axes and singular values the squared ones of X: the same axes as an SVD
-    of X for a fraction of the work (2,000 × 768: 20 ms instead of ~1 s on a busy 2-core machine).
+    singular vectors are the principal axes and singular values the squared ones of X: the same axes for a
+    fraction of the work. The linear algebra is torch's, in float64, not numpy's: numpy's OpenBLAS keeps its
+    own thread pool, which on this busy 2-core machine made a 256 × 256 SVD take 300 ms instead of 20, while
+    torch follows the calling thread's `torch.set_num_threads` as the app's workers set it.
     """
     vectors = np.asarray(vectors, dtype=np.float64)
     if vectors.ndim != 2 or len(vectors) < 2:
         raise ValueError(f"PCA needs an (N, D) array with N >= 2, got shape {vectors.shape}")
     if not np.all(np.isfinite(vectors)):
         raise ValueError("the vectors hold NaN or infinite values; a projection of them means nothing")
-    centred = vectors - vectors.mean(axis=0)
+    centred = torch.from_numpy(vectors)
+    centred = centred - centred.mean(dim=0)
     if len(centred) > centred.shape[1]:
-        _, variances, components = np.linalg.svd(centred.T @ centred)  # (D,), (D, D); variances = s² of X
+        _, variances, components = torch.linalg.svd(centred.T @ centred)  # (D,), (D, D); variances = s² of X
     else:
-        _, singular_values, components = np.linalg.svd(centred, full_matrices=False)  # components (N, D)
+        _, singular_values, components = torch.linalg.svd(centred, full_matrices=False)  # components (N, D)
         variances = singular_values**2
     components = components[:2]
-    largest = np.abs(components).argmax(axis=1)
-    components = components * np.sign(components[np.arange(len(components)), largest])[:, None]
-    points = np.zeros((len(vectors), 2))
+    largest = components.abs().argmax(dim=1)
+    components = components * components[torch.arange(len(components)), largest].sign()[:, None]
+    points = torch.zeros(len(vectors), 2, dtype=torch.float64)
     points[:, : len(components)] = centred @ components.T
     total = float((centred**2).sum())
     ratio = np.zeros(2)
     if total > 0:
-        ratio[: len(components)] = np.clip(variances[:2] / total, 0.0, 1.0)
-    return points.astype(np.float32), ratio
+        ratio[: len(components)] = np.clip(variances[:2].numpy() / total, 0.0, 1.0)
+    return points.numpy().astype(np.float32), ratio
 
 
 def _token_kind(encoding: Encoding, position: int) -> str:
@@ -315,24 +319,19 @@ def _batched_hidden_states(
     # Similar lengths share a batch, so little of each is padding; results go back in the sentences' order.
     order = sorted(range(len(encodings)), key=lambda i: len(encodings[i]))
     per_sentence: list[np.ndarray | None] = [None] * len(encodings)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                group = order[start : start + batch_size]
-                longest = max(len(encodings[i]) for i in group)
-                columns = {"input_ids": [], "token_type_ids": [], "attention_mask": []}
-                for i in group:
-                    padding = longest - len(encodings[i])
-                    columns["input_ids"].append(encodings[i].input_ids + [tokenizer.pad_token_id] * padding)
-                    columns["token_type_ids"].append(encodings[i].segment_ids + [0] * padding)
-                    columns["attention_mask"].append(encodings[i].attention_mask + [0] * padding)
-                inputs = {name: torch.tensor(rows, device=device) for name, rows in columns.items()}  # (B, T)
-                output = encoder(**inputs, output_hidden_states=True)
-                stacked = torch.stack(output.hidden_states, dim=1).float().cpu().numpy()  # (B, L + 1, T, D)
-                for row, i in enumerate(group):
-                    per_sentence[i] = stacked[row][:, chosen[i]]  # (L + 1, n_i, D)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            group = order[start : start + batch_size]
+            longest = max(len(encodings[i]) for i in group)
+            columns = {"input_ids": [], "token_type_ids": [], "attention_mask": []}
+            for i in group:
+                padding = longest - len(encodings[i])
+                columns["input_ids"].append(encodings[i].input_ids + [tokenizer.pad_token_id] * padding)
+                columns["token_type_ids"].append(encodings[i].segment_ids + [0] * padding)
+                columns["attention_mask"].append(encodings[i].attention_mask + [0] * padding)
+            inputs = {name: torch.tensor(rows, device=device) for name, rows in columns.items()}  # (B, T)
+            output = encoder(**inputs, output_hidden_states=True)
+            stacked = torch.stack(output.hidden_states, dim=1).float().cpu().numpy()  # (B, L + 1, T, D)
+            for row, i in enumerate(group):
+                per_sentence[i] = stacked[row][:, chosen[i]]  # (L + 1, n_i, D)
     return np.ascontiguousarray(np.concatenate(per_sentence, axis=1))

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertcore._analysis import eval_mode, is_int_at_least
 from bertcore.data import PretrainingData
 from bertcore.masking import Masking
 from bertcore.progress import Progress, run_to_end
@@ -182,9 +183,9 @@ def pretraining_sample(
     """
     if objective not in OBJECTIVE_LABELS:
         raise ValueError(f"objective is {objective!r}; use one of {', '.join(OBJECTIVE_LABELS)}")
-    if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
+    if not is_int_at_least(num_pairs, 1):
         raise ValueError(f"num_pairs is {num_pairs!r}; ask for at least 1 pair (the app uses 256)")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int_at_least(batch_size, 1):
         raise ValueError(f"batch_size is {batch_size!r}; it must be a positive integer (e.g. 32)")
     if data.heldout is None:
         raise ValueError("this data has no held-out split (heldout_fraction=0); build PretrainingData with "
@@ -250,17 +251,12 @@ def _gate_gradient(
     parameter = next(model.parameters())
     device, dtype = parameter.device, parameter.dtype
     inputs = {name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()}
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode(False), torch.enable_grad():
-            gate = torch.tensor(gate_values, dtype=dtype, device=device, requires_grad=True)  # (L, H)
-            loss = loss_of(model(**inputs, head_mask=gate))
-            if not torch.isfinite(loss):
-                raise ValueError(f"the loss is {loss.item()}; the model or its labels are broken")
-            (gradient,) = torch.autograd.grad(loss, gate, allow_unused=True)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode(False), torch.enable_grad():
+        gate = torch.tensor(gate_values, dtype=dtype, device=device, requires_grad=True)  # (L, H)
+        loss = loss_of(model(**inputs, head_mask=gate))
+        if not torch.isfinite(loss):
+            raise ValueError(f"the loss is {loss.item()}; the model or its labels are broken")
+        (gradient,) = torch.autograd.grad(loss, gate, allow_unused=True)
     if gradient is None:
         raise ValueError(f"the loss of {type(model).__name__} does not depend on head_mask; its forward must "
                          "scale each head's attention by head_mask")

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertcore._analysis import eval_mode
 from bertcore.model import IGNORE_INDEX
 from bertcore.progress import Progress, run_to_end
 
@@ -197,24 +198,19 @@ def pretraining_metric(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -
                              f"{(num_layers, num_heads)}")
         device = next(model.parameters()).device
         sums = np.zeros(6)  # mlm loss·n, mlm correct, n masked, nsp loss·b, nsp correct, b
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.inference_mode():
-                gate = torch.from_numpy(head_mask).to(device)
-                for batch in batches:
-                    batch = {name: value.to(device) for name, value in batch.items()}
-                    output = model(**batch, head_mask=gate)
-                    labels = batch["labels"][batch["labels"] != IGNORE_INDEX]  # (N,) rows of prediction_logits
-                    nsp_labels = batch["next_sentence_label"].view(-1)  # (B,)
-                    sums += [
-                        F.cross_entropy(output.prediction_logits.float(), labels, reduction="sum").item(),
-                        (output.prediction_logits.argmax(-1) == labels).sum().item(), labels.numel(),
-                        F.cross_entropy(output.seq_relationship_logits.float(), nsp_labels, reduction="sum").item(),
-                        (output.seq_relationship_logits.argmax(-1) == nsp_labels).sum().item(), nsp_labels.numel(),
-                    ]
-        finally:
-            model.train(was_training)
+        with eval_mode(model), torch.inference_mode():
+            gate = torch.from_numpy(head_mask).to(device)
+            for batch in batches:
+                batch = {name: value.to(device) for name, value in batch.items()}
+                output = model(**batch, head_mask=gate)
+                labels = batch["labels"][batch["labels"] != IGNORE_INDEX]  # (N,) rows of prediction_logits
+                nsp_labels = batch["next_sentence_label"].view(-1)  # (B,)
+                sums += [
+                    F.cross_entropy(output.prediction_logits.float(), labels, reduction="sum").item(),
+                    (output.prediction_logits.argmax(-1) == labels).sum().item(), labels.numel(),
+                    F.cross_entropy(output.seq_relationship_logits.float(), nsp_labels, reduction="sum").item(),
+                    (output.seq_relationship_logits.argmax(-1) == nsp_labels).sum().item(), nsp_labels.numel(),
+                ]
         mlm_loss, mlm_correct, num_masked, nsp_loss, nsp_correct, num_pairs = sums
         num_masked = max(num_masked, 1.0)
         return {"mlm_accuracy": mlm_correct / num_masked, "nsp_accuracy": nsp_correct / num_pairs,

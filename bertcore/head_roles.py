@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertcore._analysis import eval_mode, is_int_at_least
 from bertcore.data import PretrainingData, collate_pairs, step_rng
 from bertcore.inspection import Inspection
 from bertcore.progress import Progress, run_to_end
@@ -178,15 +179,10 @@ def iter_corpus_head_roles(
         kinds = _KeyKinds(is_cls=ids == tokenizer.cls_token_id, is_sep=ids == tokenizer.sep_token_id,
                           is_punctuation=punctuation_ids[np.clip(ids, 0, len(punctuation_ids) - 1)],
                           is_real=attention_mask.cpu().numpy() == 1)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.inference_mode():
-                output = encoder(input_ids=input_ids.to(device), token_type_ids=token_type_ids.to(device),
-                                 attention_mask=attention_mask.to(device), output_attentions=True)
-                sums.add(output.attentions, kinds)
-        finally:
-            model.train(was_training)
+        with eval_mode(model), torch.inference_mode():
+            output = encoder(input_ids=input_ids.to(device), token_type_ids=token_type_ids.to(device),
+                             attention_mask=attention_mask.to(device), output_attentions=True)
+            sums.add(output.attentions, kinds)
         yield Progress(done=index + 1, total=total, result=sums.roles(*thresholds))
 
 
@@ -195,9 +191,9 @@ def role_sample(data: PretrainingData, num_pairs: int, *, batch_size: int = 32, 
 
     Seeded and fixed like `pretraining_sample`, but without masking: roles are about the text as written.
     """
-    if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
+    if not is_int_at_least(num_pairs, 1):
         raise ValueError(f"num_pairs is {num_pairs!r}; ask for at least 1 pair (the app uses 256)")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int_at_least(batch_size, 1):
         raise ValueError(f"batch_size is {batch_size!r}; it must be a positive integer (e.g. 32)")
     sampler = data.heldout if data.heldout is not None else data.train
     tokenizer = data.tokenizer

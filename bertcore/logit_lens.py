@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertcore._analysis import eval_mode, is_int_at_least
 from bertcore.inspection import Inspection
 from bertcore.masking import Masking
 from bertcore.tokenizer import BertTokenizer, Encoding
@@ -90,18 +91,13 @@ def encoding_logit_lens(
     def row(values: list[int]) -> torch.Tensor:
         return torch.tensor([values], dtype=torch.long, device=device)  # (1, T)
 
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            outputs = model.bert(
-                row(masking.masked_ids), row(encoding.segment_ids), row(encoding.attention_mask),
-                head_mask=None if head_mask is None else torch.as_tensor(np.asarray(head_mask, np.float32)),
-                output_hidden_states=True,
-            )
-            hidden_states = torch.cat(outputs.hidden_states).float()  # (L + 1, T, D)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():
+        outputs = model.bert(
+            row(masking.masked_ids), row(encoding.segment_ids), row(encoding.attention_mask),
+            head_mask=None if head_mask is None else torch.as_tensor(np.asarray(head_mask, np.float32)),
+            output_hidden_states=True,
+        )
+        hidden_states = torch.cat(outputs.hidden_states).float()  # (L + 1, T, D)
     return _read_layers(model, tokenizer, hidden_states, masking, top_k)
 
 
@@ -111,7 +107,7 @@ def _read_layers(
     if not getattr(model, "has_pretraining_heads", False):
         raise ValueError("this model has no MLM head (a plain encoder checkpoint); the logit lens reads the "
                          "MLM head at every layer, so it needs a checkpoint with pretraining heads")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+    if not is_int_at_least(top_k, 1):
         raise ValueError(f"top_k is {top_k!r}; ask for at least 1 token per layer")
     num_rows, seq_len, _ = hidden_states.shape
     if masking is not None and len(masking.decisions) != seq_len:
