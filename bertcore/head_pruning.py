@@ -173,7 +173,9 @@ def iter_pruning_curve(
         ))
 
 
-def pretraining_metric(model: nn.Module, batches: Iterable[Mapping[str, Any]]) -> Callable[[np.ndarray], dict]:
+def pretraining_metric(
+    model: nn.Module, batches: Iterable[Mapping[str, Any]]
+) -> Callable[[np.ndarray], dict[str, float]]:
     """A ready `evaluate` for `BertForPreTraining`: head_mask -> {"mlm_accuracy", "nsp_accuracy", "loss"}.
 
     Over the given labelled batches (dicts of forward arguments with labels and next_sentence_label, e.g.

@@ -187,7 +187,8 @@ def iter_corpus_head_roles(
 
 
 def role_sample(data: PretrainingData, num_pairs: int, *, batch_size: int = 32, seed: int = 0) -> list[dict]:
-    """num_pairs held-out sentence pairs, unmasked, as batches of input_ids, token_type_ids, attention_mask.
+    """num_pairs held-out sentence pairs (training pairs if the data has no held-out split), unmasked, as
+    batches of input_ids, token_type_ids, attention_mask (B, T), padded to each batch's longest.
 
     Seeded and fixed like `pretraining_sample`, but without masking: roles are about the text as written.
     """
