@@ -28,7 +28,7 @@ from torch import nn
 
 from bertcore._analysis import eval_mode, is_int_at_least
 from bertcore.data import Corpus
-from bertcore.head_roles import is_punctuation
+from bertcore.roles import is_punctuation
 from bertcore.tokenizer import BertTokenizer, Encoding
 
 TOKEN_KINDS = ("special", "word", "subword", "punctuation")

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bertcore.config import BertConfig
-from bertcore.head_pruning import iter_pruning_curve, pretraining_metric, pruning_curve
 from bertcore.model import IGNORE_INDEX, BertForPreTraining
+from bertcore.pruning import iter_pruning_curve, pretraining_metric, pruning_curve
 
 IMPORTANCE = np.arange(16, dtype=np.float64)[::-1].reshape(4, 4) % 7 + np.arange(16).reshape(4, 4) * 0.01
 

@@ -1,7 +1,7 @@
 """The pruning curve: switch heads off in order of increasing importance and watch a held-out metric.
 
 Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?", section 4.2 and figure 3: heads are
-masked 10% of all heads at a time, least important first (importance from `bertcore.head_importance`), and
+masked 10% of all heads at a time, least important first (importance from `bertcore.importance`), and
 the metric is measured after each step; the same with a random order is the baseline. A good importance
 keeps the metric up far longer than the random order does.
 

@@ -12,7 +12,7 @@ from torch import nn
 from bertcore.checkpoint import load_pretrained
 from bertcore.config import BertConfig
 from bertcore.data import PretrainingData, read_corpus
-from bertcore.head_importance import (
+from bertcore.importance import (
     head_importance,
     input_head_importance,
     iter_head_importance,

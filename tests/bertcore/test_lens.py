@@ -7,7 +7,7 @@ import torch
 from bertcore.checkpoint import load_pretrained
 from bertcore.config import BertConfig
 from bertcore.inspection import inspect_encoding
-from bertcore.logit_lens import encoding_logit_lens, logit_lens
+from bertcore.lens import encoding_logit_lens, logit_lens
 from bertcore.masking import mask_exactly, mask_like_bert
 from bertcore.model import BertForPreTraining
 from bertcore.resources import default_checkpoint_dir
@@ -85,7 +85,7 @@ def test_settled_layer_is_where_the_right_word_comes_to_stay():
 
 
 def empty_lens_like(ranks):
-    from bertcore.logit_lens import LogitLens
+    from bertcore.lens import LogitLens
 
     rows, columns = ranks.shape
     return LogitLens(positions=np.arange(columns), original_ids=np.zeros(columns, np.int64),

@@ -9,7 +9,10 @@ import torch
 from bertcore.checkpoint import load_pretrained
 from bertcore.config import BertConfig
 from bertcore.data import PretrainingData, read_corpus
-from bertcore.head_roles import (
+from bertcore.inspection import inspect_encoding
+from bertcore.model import BertForPreTraining
+from bertcore.resources import default_checkpoint_dir, default_corpus_path
+from bertcore.roles import (
     BROAD,
     CATEGORIES,
     CONTENT,
@@ -20,9 +23,6 @@ from bertcore.head_roles import (
     iter_corpus_head_roles,
     role_sample,
 )
-from bertcore.inspection import inspect_encoding
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_checkpoint_dir, default_corpus_path
 
 TOKENS = ["[CLS]", "the", "cat", "sat", ",", "on", "mat", "[SEP]", "[PAD]", "[PAD]"]
 MASK = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]
