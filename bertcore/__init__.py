@@ -43,9 +43,20 @@ _EXPORTS = {
     "CheckpointError": "bertcore.errors",
     "TrainingError": "bertcore.errors",
     "TokenizerError": "bertcore.tokenizer",
+    # the head lab: which heads matter, what each does, where a prediction forms, what the embeddings learned
+    "head_importance": "bertcore.importance",
+    "normalize_importance": "bertcore.importance",
+    "input_head_importance": "bertcore.importance",
+    "pruning_curve": "bertcore.pruning",
+    "head_roles": "bertcore.roles",
+    "logit_lens": "bertcore.lens",
+    "position_similarity": "bertcore.embedding_views",
+    "nearest_neighbours": "bertcore.embedding_views",
+    "project_hidden_states": "bertcore.embedding_views",
 }
 
 __all__ = ["__version__", *_EXPORTS]
+
 
 def __getattr__(name: str) -> Any:
     module_name = _EXPORTS.get(name)
