@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from explorer import attention_math
 from explorer._qt.exporting import ask_save_path, export_png, export_svg
+from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES
 from explorer._qt.head_views import HeadGrid, TokenHeatmap
 from explorer._qt.model_overview import ModelOverview
 from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
@@ -57,6 +58,7 @@ def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
 class AttentionPanel(QWidget):
     headMaskChanged = Signal(object)  # np.ndarray (L, H) float32, 1 = head on, 0 = switched off
     tokenHovered = Signal(int)  # position under the mouse in any view, -1 when none
+    headModeChanged = Signal(str)  # a key of HEAD_MODES: what the heads show (the head lab computes on demand)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -96,6 +98,13 @@ class AttentionPanel(QWidget):
         self.scale_combo.setToolTip(
             "The same colour scale for everything shown together, so heads stay comparable: up to the largest "
             "value, up to the 99th percentile (long inputs; higher values saturate), or fixed 0 … 1")
+        self.head_annotations = None  # explorer.head_lab.HeadAnnotations drawn in the importance/roles modes
+        self.head_mode_combo = _named(QComboBox(), "headModeCombo", "what the heads show")
+        for mode, text in HEAD_MODES.items():
+            self.head_mode_combo.addItem(text, mode)
+        self.head_mode_combo.setToolTip(HEAD_MODE_TIP)
+        self.head_note_label = _named(QLabel(), "headModeNote", "head marks note")
+        self.head_note_label.setStyleSheet("color: #7a4b00;")
         self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -107,7 +116,8 @@ class AttentionPanel(QWidget):
         for widget in (self.previous_button, self.layer_slider, self.next_button, self.layer_label):
             controls.addWidget(widget)
         controls.addSpacing(12)
-        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo):
+        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo, self.head_mode_combo,
+                       self.head_note_label):
             controls.addWidget(widget)
         controls.addStretch(1)
         controls.addWidget(self.export_button)
@@ -156,6 +166,7 @@ class AttentionPanel(QWidget):
         self.renormalise_check.toggled.connect(self._on_options_changed)
         self.scale_combo.currentIndexChanged.connect(self._on_options_changed)
         self.rollout_combo.currentIndexChanged.connect(lambda _: self._refresh_rollout())
+        self.head_mode_combo.currentIndexChanged.connect(self._on_head_mode_changed)
         self.tabs.currentChanged.connect(self._on_tab_changed)
         self.head_grid.headClicked.connect(lambda head: self.select_head(self.layer, head))
         self.head_grid.headToggled.connect(lambda head, on: self.set_head_enabled(self.layer, head, on))
@@ -266,15 +277,9 @@ class AttentionPanel(QWidget):
         """Switches one head on/off and emits the whole (L, H) mask."""
         if self.inspection is None:
             return
-        if bool(self.mask[layer, head]) == bool(enabled):
-            return
-        self.mask[layer, head] = 1.0 if enabled else 0.0
-        if layer == self.layer:
-            self.head_grid.set_enabled(self.layer_view().heads_on)
-            self._refresh_detail()
-        self.overview.set_head_mask(self.mask)
-        self._mark_stale({"rollout"})
-        self.headMaskChanged.emit(self.mask.copy())
+        head_mask = self.mask.copy()
+        head_mask[layer, head] = 1.0 if enabled else 0.0
+        self.set_head_mask(head_mask)
 
     def visible_positions(self) -> np.ndarray:
         """(t,) the original positions every view shows."""
@@ -290,6 +295,62 @@ class AttentionPanel(QWidget):
 
     def rollout_layer(self) -> int:
         return self.num_layers - 1 if self.rollout_combo.currentIndex() == 1 else self.layer
+
+    # ------------------------------------------------------------------ head-lab marks
+    def head_mode(self) -> str:
+        """A key of HEAD_MODES: "attention", "importance" or "roles"."""
+        return self.head_mode_combo.currentData()
+
+    def set_head_mode(self, mode: str) -> None:
+        index = self.head_mode_combo.findData(mode)
+        if index < 0:
+            raise ValueError(f"unknown head mode {mode!r}; choose one of {', '.join(HEAD_MODES)}")
+        self.head_mode_combo.setCurrentIndex(index)
+
+    def set_head_annotations(self, annotations) -> None:
+        """What the importance and roles modes draw (an explorer.head_lab.HeadAnnotations, or None)."""
+        self.head_annotations = annotations
+        self._annotate_heads()
+
+    def set_head_mask(self, head_mask) -> None:
+        """Switch heads on/off as the user would, all at once: (L, H), 1 = on. Emits headMaskChanged."""
+        if self.inspection is None:
+            return
+        head_mask = np.asarray(head_mask, np.float32)
+        if head_mask.shape != self.mask.shape:
+            raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {self.mask.shape}")
+        if np.array_equal(head_mask, self.mask):
+            return
+        self.mask = head_mask.copy()
+        self.head_grid.set_enabled(self.layer_view().heads_on)
+        self._refresh_detail()
+        self.overview.set_head_mask(self.mask)
+        self._mark_stale({"rollout"})
+        self.headMaskChanged.emit(self.mask.copy())
+
+    def _on_head_mode_changed(self, *_) -> None:
+        self._annotate_heads()
+        self.headModeChanged.emit(self.head_mode())
+
+    def _annotate_heads(self, grid_only: bool = False) -> None:
+        """Draw the marks of the current mode on the grid (this layer) and, unless grid_only, the overview."""
+        mode, marks = self.head_mode(), self.head_annotations
+        shape = (self.num_layers, self.num_heads)
+        fits = marks is not None and marks.details.shape == shape and self.inspection is not None
+        scores = marks.scores if fits and mode == "importance" else None
+        badges = marks.badges if fits and mode != "attention" else None
+        details = marks.details if fits and mode != "attention" else None
+        caption = marks.caption if fits else None
+        self.head_note_label.setText(marks.note if fits and mode != "attention" else "")
+        if mode != "attention" and marks is None and self.inspection is not None:
+            self.head_note_label.setText("computing…")
+        if self.head_grid.num_heads == self.num_heads and self.inspection is not None:
+            layer = self.layer
+            self.head_grid.set_head_annotations(None if scores is None else scores[layer],
+                                                None if badges is None else list(badges[layer]),
+                                                None if details is None else list(details[layer]), caption)
+        if not grid_only:
+            self.overview.set_head_annotations(scores, badges, details, caption)
 
     # ------------------------------------------------------------------ export (no dialogs: take a path)
     def view_widget(self, view: str = "current") -> QWidget:
@@ -392,6 +453,7 @@ class AttentionPanel(QWidget):
         self.layer_label.setText(f"Layer {self.layer + 1} / {self.num_layers}")
         self.head_grid.show_layer(self.layer_view())
         self.head_grid.select(self.selected_head)
+        self._annotate_heads(grid_only=True)
         self._refresh_detail()
         self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
         self.overview.select(self.layer, self.selected_head)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer._qt.head_marks import ScoreLegend, make_badge, score_colour, set_badge
 from explorer.attention_math import LayerView
 
 COLOR_MAP_NAME = "viridis"
@@ -327,6 +328,11 @@ class HeadGrid(HoverReadout, QWidget):
         self.selected_head = -1
         self.layer = 0
         self._hover_inside = False
+        self.head_scores: np.ndarray | None = None  # (H,) head-lab marks, see set_head_annotations
+        self.head_badges: list[str] | None = None
+        self.head_details: list[str] | None = None
+        self.badge_items: list[pg.TextItem] = []
+        self.score_legend = ScoreLegend()
 
         self.toggle_row = QHBoxLayout()
         self.toggle_row.setContentsMargins(4, 0, 4, 0)
@@ -334,6 +340,7 @@ class HeadGrid(HoverReadout, QWidget):
         self.toggle_caption = QLabel("Heads on:")
         self.toggle_row.addWidget(self.toggle_caption)
         self.toggle_row.addStretch(1)
+        self.toggle_row.addWidget(self.score_legend)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -358,6 +365,7 @@ class HeadGrid(HoverReadout, QWidget):
             self.toggle_row.removeWidget(checkbox)
             checkbox.deleteLater()
         self.plots, self.images, self.row_bands, self.column_bands, self.checkboxes = [], [], [], [], []
+        self.badge_items = []
         columns = max(1, math.ceil(math.sqrt(num_heads)))
         cmap = color_map()
         for head in range(num_heads):
@@ -379,6 +387,7 @@ class HeadGrid(HoverReadout, QWidget):
             plot.addItem(image)
             self.plots.append(plot)
             self.images.append(image)
+            self.badge_items.append(make_badge(plot.vb))
             self.row_bands.append(_band(plot.vb))
             self.column_bands.append(_band(plot.vb))
             checkbox = QCheckBox(str(head + 1))
@@ -427,14 +436,31 @@ class HeadGrid(HoverReadout, QWidget):
         self.selected_head = head
         self._update_titles()
 
+    def set_head_annotations(self, scores: np.ndarray | None = None, badges: list[str] | None = None,
+                             details: list[str] | None = None, caption: str | None = None) -> None:
+        """Head-lab marks on this layer's heads; None for any of them: not drawn. scores (H,) in [0, 1] colour
+        each head's frame (importance, explained by a legend showing `caption`), badges (H,) short role names
+        at each head's corner, details (H,) a line the hover readout adds."""
+        num_heads = self.num_heads
+        self.head_scores = None if scores is None else np.asarray(scores, float).reshape(num_heads)
+        self.head_badges = None if badges is None else [str(badge) for badge in badges][:num_heads]
+        self.head_details = None if details is None else [str(line) for line in details][:num_heads]
+        for head, badge in enumerate(self.badge_items):
+            set_badge(badge, self.head_badges[head] if self.head_badges else "", 0, 0)
+        self.score_legend.show_caption(caption if self.head_scores is not None else None)
+        self._update_titles()
+
     def _update_titles(self) -> None:
         for head, plot in enumerate(self.plots):
             on = head >= len(self.enabled) or self.enabled[head]
             selected = head == self.selected_head
             title = f"head {head + 1}" + ("" if on else " · off")
             color = "#d06000" if selected else ("k" if on else "#999999")
-            plot.setTitle(title, size="9pt", color=color, bold=selected)
             pen = pg.mkPen(SELECTED_PEN, width=3) if selected else pg.mkPen("#cccccc", width=1)
+            if self.head_scores is not None:  # importance: the frame is the head's score colour
+                title += f" · {self.head_scores[head]:.2f}"
+                pen = pg.mkPen(score_colour(self.head_scores[head]), width=7 if selected else 5)
+            plot.setTitle(title, size="9pt", color=color, bold=selected)
             plot.vb.setBorder(pen)
 
     def highlight_position(self, position: int) -> None:
@@ -477,7 +503,8 @@ class HeadGrid(HoverReadout, QWidget):
             return
         self._hover_inside = True
         query, key = int(self.positions[row]), int(self.positions[column])
+        detail = f" · {self.head_details[head]}" if self.head_details else ""
         self.hover_label.setText(
             f"head {head + 1}: {self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
-            f"{float(self.matrices[head, row, column]):.4f}")
+            f"{float(self.matrices[head, row, column]):.4f}{detail}")
         self.hovered.emit(query)

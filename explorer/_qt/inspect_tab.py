@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from explorer._qt.attention_panel import AttentionPanel
 from explorer._qt.input_form import DEFAULT_DEBOUNCE_MS, InputForm
+from explorer._qt.logit_lens_view import LogitLensView
 from explorer._qt.predictions_view import PredictionsPanel
 from explorer._qt.token_table import TokenLegend, TokenTable
 from explorer._qt.workers import InspectionThreads, LatestJobWorker
@@ -58,12 +59,18 @@ class InspectTab(QWidget):
         self.legend = TokenLegend()
         self.attention_panel = AttentionPanel()
         self.predictions = PredictionsPanel()
+        self.logit_lens = LogitLensView()  # fed by the head lab (explorer._qt.head_lab_controller)
         # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
         self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("inspectSplitter")
         splitter.addWidget(self.attention_panel)
-        splitter.addWidget(self.predictions)
+        predictions_side = QSplitter(Qt.Orientation.Vertical)
+        predictions_side.setObjectName("predictionsSplitter")
+        predictions_side.addWidget(self.predictions)
+        predictions_side.addWidget(self.logit_lens)
+        predictions_side.setSizes([260, 420])
+        splitter.addWidget(predictions_side)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([790, 650])

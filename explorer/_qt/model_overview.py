@@ -15,6 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from explorer._qt.head_marks import ScoreLegend, make_badge, score_lookup_table, set_badge
 from explorer._qt.head_views import HIGHLIGHT_PEN, SELECTED_PEN, HoverReadout, color_map
 from explorer.attention_math import bin_edges
 
@@ -70,6 +71,17 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.vb.addItem(self.selection, ignoreBounds=True)
         self.color_bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=14)
         self.color_bar.setImageItem(self.image_item, insert_in=self.plot)
+        # head-lab marks (set_head_annotations): importance fills each cell, a role badge sits in its corner
+        self.head_scores: np.ndarray | None = None  # (L, H)
+        self.head_badges: np.ndarray | None = None  # (L, H) str
+        self.head_details: np.ndarray | None = None  # (L, H) str
+        self.score_item = pg.ImageItem(axisOrder="row-major")
+        self.score_item.setLookupTable(score_lookup_table())
+        self.score_item.setZValue(4)  # over the attention, under the grid lines
+        self.score_item.setVisible(False)
+        self.plot.addItem(self.score_item, ignoreBounds=True)
+        self.badge_items: list[pg.TextItem] = []
+        self.score_legend = ScoreLegend()
 
         self.hover_label = QLabel(" ")
         self.hover_label.setObjectName("overviewHoverLabel")
@@ -77,6 +89,7 @@ class ModelOverview(HoverReadout, QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.score_legend)
         layout.addWidget(self.hover_label)
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -109,6 +122,37 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.getAxis("top").setTicks([[((head + 0.5) * cell, str(head + 1))
                                             for head in range(self.num_heads)]])
         self.plot.vb.setRange(xRange=(0, max(1, width)), yRange=(0, max(1, height)), padding=0)
+        self._place_head_marks()
+
+    def set_head_annotations(self, scores: np.ndarray | None = None, badges: np.ndarray | None = None,
+                             details: np.ndarray | None = None, caption: str | None = None) -> None:
+        """Head-lab marks on every head, (L, H) each; None: not drawn. scores in [0, 1] fill each head's cell
+        with its importance colour (the attention is hidden meanwhile; a legend shows `caption`), badges are
+        short role names in each cell's corner, details a line the hover readout adds."""
+        self.head_scores = None if scores is None else np.asarray(scores, np.float32)
+        self.head_badges = None if badges is None else np.asarray(badges, str)
+        self.head_details = None if details is None else np.asarray(details, str)
+        self.score_legend.show_caption(caption if scores is not None else None)
+        self.color_bar.setVisible(scores is None)  # its colours are the attention's
+        self._place_head_marks()
+
+    def _place_head_marks(self) -> None:
+        grid = (self.num_layers, self.num_heads)
+        scores = self.head_scores if self.head_scores is not None and self.head_scores.shape == grid else None
+        self.score_item.setVisible(scores is not None)
+        if scores is not None:
+            self.score_item.setImage(scores, autoLevels=False, levels=(0.0, 1.0))
+            self.score_item.setRect(QRectF(0, 0, self.num_heads * self.cell, self.num_layers * self.cell))
+        badges = self.head_badges if self.head_badges is not None and self.head_badges.shape == grid else None
+        needed = 0 if badges is None else badges.size
+        while len(self.badge_items) < needed:
+            self.badge_items.append(make_badge(self.plot.vb))
+        for index, badge in enumerate(self.badge_items):
+            if index >= needed:
+                set_badge(badge, "", 0, 0)
+                continue
+            layer, head = divmod(index, self.num_heads)
+            set_badge(badge, badges[layer, head], head * self.cell, layer * self.cell)
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""
@@ -179,8 +223,11 @@ class ModelOverview(HoverReadout, QWidget):
         point = self.plot.vb.mapSceneToView(scene_pos)
         value = float(self.image[math.floor(point.y()), math.floor(point.x())])
         pooled = " (block mean)" if self.cell < len(self.positions) else ""
+        details = self.head_details
+        detail = f" · {details[layer, head]}" if details is not None and details.shape == (
+            self.num_layers, self.num_heads) else ""
         self.hover_label.setText(
             f"layer {layer + 1}, head {head + 1}: {self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
-            f"{value:.4f}{pooled} — click to open"
+            f"{value:.4f}{pooled}{detail} — click to open"
         )
         self.hovered.emit(query)
