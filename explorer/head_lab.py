@@ -17,8 +17,10 @@ use the same ranking, so what the table says is what the buttons do.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import math
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +37,39 @@ SHARE_COLUMNS = {"cls": "[CLS]", "sep": "[SEP]", "self": "self", "previous": "pr
                  "punctuation": "punct", "other": "other"}  # bertcore.roles.CATEGORIES -> column titles
 OVERFIT_DROP = 0.05  # held-out NSP accuracy this far below its best = the NSP head overfit
 SOURCES = {"input": "this input", "corpus": "corpus sample"}
+ANALYSIS_MODULES = ("bertcore.importance", "bertcore.pruning", "bertcore.roles", "bertcore.lens", "bertcore.data",
+                    "bertcore.embedding_views", "bertcore.resources")
+
+
+def warm_up_analyses() -> None:
+    """Import the analyses now, in the calling (GUI) thread, once torch is loaded: a module imported for the
+    first time in a worker thread holds the GIL while it executes, and the window would stall meanwhile."""
+    for name in ANALYSIS_MODULES:
+        importlib.import_module(name)
+
+
+class HeldOutData:
+    """The tokenized corpus of the last (tokenizer, corpus, length, seed) corpus runs asked for, kept between
+    runs: reading and tokenizing the built-in corpus takes ~1 s, and a pruning curve after an importance run,
+    or a run with another loss, samples the same held-out pairs. Thread-safe (a cancelled run may still read
+    it while the next one starts)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._data = None
+
+    def get(self, tokenizer: Any, corpus_path: str | None, seq_len: int, seed: int) -> Any:
+        from bertcore.data import PretrainingData, read_corpus
+        from bertcore.resources import default_corpus_path
+
+        key = (tokenizer, corpus_path, seq_len, seed)
+        with self._lock:
+            if self._key is None or self._key[0] is not tokenizer or self._key[1:] != key[1:]:
+                corpus = read_corpus(corpus_path or default_corpus_path())
+                self._data = PretrainingData(corpus, tokenizer, seq_len=seq_len, seed=seed)
+                self._key = key
+            return self._data
 
 
 # ---- which loss ------------------------------------------------------------------------------------------------
@@ -372,28 +407,27 @@ class _CorpusResults:
         return self.scores
 
 
-def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings,
-               known: HeadScores | None = None) -> Iterator[CorpusProgress]:
+def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: HeadScores | None = None,
+               held_out: HeldOutData | None = None) -> Iterator[CorpusProgress]:
     """Importance and roles over `settings.num_pairs` held-out pairs, then (if asked) the pruning curve over as
     many other held-out pairs, yielding after every batch or evaluation. `known`: corpus scores of an earlier
-    run on the same sample and loss; what it holds is not computed again (a curve after an importance run)."""
-    from bertcore.data import PretrainingData, read_corpus
+    run on the same sample and loss; what it holds is not computed again (a curve after an importance run).
+    `held_out`: where the tokenized corpus is kept between runs."""
     from bertcore.importance import iter_head_importance, pretraining_sample
     from bertcore.pruning import iter_pruning_curve, pretraining_metric
-    from bertcore.resources import default_corpus_path
     from bertcore.roles import iter_corpus_head_roles, role_sample
 
     config = model.config
     grid = (config.num_hidden_layers, config.num_attention_heads)
     has_heads = bool(getattr(model, "has_pretraining_heads", False))
     yield CorpusProgress("preparing", 0, 1)
-    corpus = read_corpus(settings.corpus_path or default_corpus_path())
     seq_len = min(settings.seq_len, config.max_position_embeddings)
-    data = PretrainingData(corpus, tokenizer, seq_len=seq_len, seed=settings.seed)
+    data = (held_out or HeldOutData()).get(tokenizer, settings.corpus_path, seq_len, settings.seed)
+    source = data.corpus.source
     if data.heldout is None:
-        raise ValueError(f"the corpus {corpus.source} is too small to hold out pairs the model was not trained "
-                         "on; pick a larger corpus")
-    where = f"{settings.num_pairs} held-out pairs of {Path(corpus.source).name}"
+        raise ValueError(f"the corpus {source} is too small to hold out pairs the model was not trained on; "
+                         "pick a larger corpus")
+    where = f"{settings.num_pairs} held-out pairs of {Path(source).name}"
     results = _CorpusResults(grid, f"{where} ({OBJECTIVES[settings.objective]} loss)")
     if known is not None and known.grid_shape == grid:
         results.importance, results.roles, results.note = known.importance, known.roles, known.importance_note

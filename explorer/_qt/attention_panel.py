@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QSplitter,
     QTabWidget,
@@ -38,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from explorer import attention_math
 from explorer._qt.exporting import ask_save_path, export_png, export_svg
-from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES
+from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES, set_elided
 from explorer._qt.head_views import HeadGrid, TokenHeatmap
 from explorer._qt.model_overview import ModelOverview
 from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
@@ -105,6 +106,7 @@ class AttentionPanel(QWidget):
         self.head_mode_combo.setToolTip(HEAD_MODE_TIP)
         self.head_note_label = _named(QLabel(), "headModeNote", "head marks note")
         self.head_note_label.setStyleSheet("color: #7a4b00;")
+        self.head_note_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -116,9 +118,9 @@ class AttentionPanel(QWidget):
         for widget in (self.previous_button, self.layer_slider, self.next_button, self.layer_label):
             controls.addWidget(widget)
         controls.addSpacing(12)
-        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo, self.head_mode_combo,
-                       self.head_note_label):
+        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo, self.head_mode_combo):
             controls.addWidget(widget)
+        controls.addWidget(self.head_note_label, 1)  # takes what is left, never widens the window
         controls.addStretch(1)
         controls.addWidget(self.export_button)
 
@@ -341,9 +343,10 @@ class AttentionPanel(QWidget):
         badges = marks.badges if fits and mode != "attention" else None
         details = marks.details if fits and mode != "attention" else None
         caption = marks.caption if fits else None
-        self.head_note_label.setText(marks.note if fits and mode != "attention" else "")
+        note = marks.note if fits and mode != "attention" else ""
         if mode != "attention" and marks is None and self.inspection is not None:
-            self.head_note_label.setText("computing…")
+            note = "computing…"
+        set_elided(self.head_note_label, note)
         if self.head_grid.num_heads == self.num_heads and self.inspection is not None:
             layer = self.layer
             self.head_grid.set_head_annotations(None if scores is None else scores[layer],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -27,14 +28,17 @@ from explorer.head_lab import (
     CorpusProgress,
     CorpusSettings,
     HeadScores,
+    HeldOutData,
     InputAnalysis,
     InputJob,
     analyse_input,
     corpus_run,
     recommend_objective,
+    warm_up_analyses,
 )
 
 CORPUS_NICENESS = 5  # as the training thread: the GUI thread wins the CPU
+PUBLISH_INTERVAL_S = 0.5  # a corpus run redraws the table and the heads at most this often (and at its end)
 
 
 class HeadLabController(QObject):
@@ -64,6 +68,9 @@ class HeadLabController(QObject):
         self._watchers: set[str] = set()  # who wants this input's importance and roles ("heads", "lab")
         self._request_id = 0
         self.corpus_worker: GeneratorWorker | None = None
+        self.held_out = HeldOutData()  # the tokenized corpus, kept between runs
+        self._warmed_up = False
+        self._published_at = 0.0
         self._retired: list[GeneratorWorker] = []  # ended or cancelled runs whose threads may still be ending
         self._cancelled: GeneratorWorker | None = None
         self._pending_settings: CorpusSettings | None = None
@@ -175,6 +182,7 @@ class HeadLabController(QObject):
             return
         if state.model is not self._model:
             self.on_model_changed()
+        self._warm_up()
         self._request_id += 1
         wanted = bool(self._watchers)
         self.input_worker.submit(self._request_id, InputJob(
@@ -225,8 +233,9 @@ class HeadLabController(QObject):
             known = self.corpus_scores
         self.cancel_corpus_run()
         self._retired = [worker for worker in self._retired if not worker.wait(0)]
-        model, tokenizer = state.model, state.tokenizer
-        worker = GeneratorWorker(lambda: corpus_run(model, tokenizer, settings, known),
+        self._warm_up()
+        model, tokenizer, held_out = state.model, state.tokenizer, self.held_out
+        worker = GeneratorWorker(lambda: corpus_run(model, tokenizer, settings, known, held_out),
                                  torch_threads=self.corpus_threads, niceness=CORPUS_NICENESS,
                                  name="headLabCorpusThread")
         self.corpus_worker = worker
@@ -249,9 +258,10 @@ class HeadLabController(QObject):
         if worker is not self.corpus_worker or worker.stop_requested:
             return
         if progress.scores is not None:
+            changed = progress.scores is not self.corpus_scores
             self.corpus_scores = progress.scores
             self.corpus_settings = self._pending_settings
-            if self.source == "corpus":
+            if changed and self.source == "corpus" and time.monotonic() - self._published_at >= PUBLISH_INTERVAL_S:
                 self._publish()
         if progress.curve is not None:
             self.curve = progress.curve
@@ -275,12 +285,20 @@ class HeadLabController(QObject):
             text += f" No importance: {scores.importance_note}."
         if self.curve is not None:
             text += " The pruning curve is drawn."
-        if scores is not None:
+        if scores is not None and self.source != "corpus":
             self.set_source("corpus")
+        elif scores is not None:
+            self._publish()  # what a throttled run did not draw yet
         self.corpusEnded.emit(outcome, text)
 
     # ---- showing ----
+    def _warm_up(self) -> None:
+        if not self._warmed_up:
+            warm_up_analyses()
+            self._warmed_up = True
+
     def _publish(self) -> None:
+        self._published_at = time.monotonic()
         scores = self.shown_scores()
         self.attention_panel.set_head_annotations(scores.annotations() if scores is not None else None)
         self.scoresChanged.emit(scores)

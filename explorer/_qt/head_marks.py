@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 HEAD_MODES = {"attention": "Heads: attention", "importance": "Heads: importance", "roles": "Heads: roles"}
@@ -24,6 +24,7 @@ IMPORTANCE_MAP = pg.ColorMap([0.0, 0.5, 1.0], [(232, 232, 232), (253, 141, 60), 
 ROLE_COLOURS = {"prev": "#1f77b4", "next": "#17becf", "[SEP]": "#7f7f7f", "[CLS]": "#8c564b", "self": "#9467bd",
                 "punct": "#e377c2", "broad": "#2ca02c", "content": "#d9822b"}
 BADGE_FONT_POINTS = 8
+CAPTION_WIDTH_PX = 280  # a caption or note longer than this is elided; its tooltip holds all of it
 
 
 def score_colour(score: float) -> QColor:
@@ -89,9 +90,16 @@ class ScoreLegend(QWidget):
     def show_caption(self, caption: str | None) -> None:
         """None hides the legend."""
         self.setVisible(caption is not None)
-        self.caption_label.setText(caption or "")
+        set_elided(self.caption_label, caption or "")
         self.setToolTip(f"normalised head importance (per-layer L2, then min–max over the model): {caption}"
                         if caption else "")
+
+
+def set_elided(label: QLabel, text: str, width: int = CAPTION_WIDTH_PX) -> None:
+    """Show `text` in at most `width` pixels (elided in the middle), all of it in the tooltip: a long caption
+    must not widen the window."""
+    label.setText(QFontMetrics(label.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width))
+    label.setToolTip(text)
 
 
 def _gradient_pixmap(width: int, height: int) -> QPixmap:

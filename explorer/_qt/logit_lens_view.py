@@ -35,7 +35,7 @@ from explorer._qt.exporting import ask_save_path, export_png
 from explorer._qt.head_views import TokenAxis, color_map
 from explorer._qt.predictions_view import CORRECT_COLOUR, percent
 
-LENS_VALUES = {"probability": "P(original token)", "rank": "rank of the original token"}
+LENS_VALUES = {"probability": "P(original)", "rank": "rank of original"}
 MAX_CELL_TEXTS = 240  # values written in the cells up to this many cells; beyond, the hover tells
 EMPTY_TEXT = "Mask a token (Ctrl+M or click one) to see where its prediction forms, layer by layer."
 
@@ -54,13 +54,14 @@ class LogitLensView(QWidget):
         self.selected_column = -1
         self.matrix = np.zeros((0, 0), np.float32)  # (L + 1, P) what the heatmap shows
 
-        title = QLabel("<b>Logit lens</b>: the MLM head read at every layer")
+        title = QLabel("<b>Logit lens</b>")
         title.setToolTip("At each masked position, the MLM head is applied to the hidden state after every layer "
                          "(nostalgebraist 2020's logit lens). The last row is the model's own prediction; early "
                          "layers were never trained to be read this way, so the rank is the steadier signal.")
         self.value_combo = QComboBox()
         self.value_combo.setObjectName("logitLensValueCombo")
         self.value_combo.setAccessibleName("logit lens value")
+        self.value_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         for key, text in LENS_VALUES.items():
             self.value_combo.addItem(text, key)
         self.value_combo.setToolTip("Colour each cell by the probability of the original token, or by its rank "
@@ -122,6 +123,7 @@ class LogitLensView(QWidget):
         self.top_table.verticalHeader().setDefaultSectionSize(self.top_table.fontMetrics().height() + 6)
         self.top_caption = QLabel(" ")
         self.top_caption.setObjectName("logitLensTopKCaption")
+        self.top_caption.setWordWrap(True)
 
         plot_box = QWidget()
         plot_layout = QVBoxLayout(plot_box)
@@ -251,7 +253,8 @@ class LogitLensView(QWidget):
             if self.value_kind() == "rank":
                 item.setText(str(int(lens.original_rank[row, column])))
             else:
-                item.setText(f"{100 * float(lens.original_probability[row, column]):.0f}")
+                value = 100 * float(lens.original_probability[row, column])
+                item.setText(f"{value:.0f}" if value >= 9.95 else f"{value:.1f}")
             bright = (self.matrix[row, column] - levels[0]) / max(1e-12, levels[1] - levels[0]) > 0.6
             item.setColor(QColor("#111111") if bright else QColor("#f4f4f4"))
             item.setPos(column + 0.5, row + 0.5)
