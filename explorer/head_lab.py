@@ -37,6 +37,7 @@ SHARE_COLUMNS = {"cls": "[CLS]", "sep": "[SEP]", "self": "self", "previous": "pr
                  "punctuation": "punct", "other": "other"}  # bertcore.roles.CATEGORIES -> column titles
 OVERFIT_DROP = 0.05  # held-out NSP accuracy this far below its best = the NSP head overfit
 SOURCES = {"input": "this input", "corpus": "corpus sample"}
+NO_HEADS_NOTE = "the model has no MLM/NSP heads, so no loss to differentiate"
 ANALYSIS_MODULES = ("bertcore.importance", "bertcore.pruning", "bertcore.roles", "bertcore.lens", "bertcore.data",
                     "bertcore.embedding_views", "bertcore.resources")
 
@@ -307,7 +308,10 @@ def analyse_input(job: InputJob) -> InputAnalysis:
     importance, note, importance_ms = None, "", 0.0
     has_heads = bool(getattr(model, "has_pretraining_heads", False))
     if not has_heads or job.objective is None:
-        note = "this model has no MLM/NSP heads, so this input has no loss to take importance from"
+        note = NO_HEADS_NOTE
+    elif job.want_importance and not _has_loss(job.objective, inspection):
+        note = {"mlm": "mask a token (Ctrl+M or click one)", "nsp": "type sentence B (NSP needs a pair)"}.get(
+            job.objective, "mask a token or type sentence B")
     elif job.want_importance:
         started = time.perf_counter()
         try:
@@ -332,6 +336,12 @@ def analyse_input(job: InputJob) -> InputAnalysis:
                         importance_note=note, head_mask=np.asarray(inspection.head_mask, np.float32).copy())
     return InputAnalysis(request_id=job.request_id, scores=scores, lens=lens, lens_note=lens_note,
                          importance_ms=importance_ms)
+
+
+def _has_loss(objective: str, inspection: Any) -> bool:
+    masked = inspection.masking is not None and bool(inspection.masking.positions)
+    is_pair = 1 in inspection.encoding.sequence_ids
+    return {"mlm": masked, "nsp": is_pair}.get(objective, masked or is_pair)
 
 
 def _readable(message: str) -> str:
@@ -433,7 +443,7 @@ def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: Head
         results.importance, results.roles, results.note = known.importance, known.roles, known.importance_note
     wants_importance = (settings.importance or settings.pruning) and results.importance is None
     if wants_importance and not has_heads:
-        results.note = "this model has no MLM/NSP heads, so there is no pretraining loss to take importance from"
+        results.note = NO_HEADS_NOTE
     elif wants_importance:
         batches = pretraining_sample(data, settings.num_pairs, batch_size=settings.batch_size,
                                      objective=settings.objective)

@@ -106,7 +106,7 @@ def test_analyse_input_is_bertcores_importance_roles_and_lens(tiny_model, tokeni
 def test_analyse_input_says_why_parts_are_missing(tiny_model, tokenizer):
     inspection = inspect_encoding(tiny_model, tokenizer, tokenizer.encode(SENTENCE_A))
     analysis = analyse_input(InputJob(1, tiny_model, tokenizer, inspection, "mlm"))
-    assert analysis.scores.importance is None and "mask a token" in analysis.scores.importance_note
+    assert analysis.scores.importance is None and "mask a token (Ctrl+M" in analysis.scores.importance_note
     assert analysis.lens is None and "Mask a token" in analysis.lens_note
     assert analysis.scores.roles is not None  # roles need no masking
     tiny_model.has_pretraining_heads = False
