@@ -331,7 +331,7 @@ def analyse_input(job: InputJob) -> InputAnalysis:
         lens_note = "Mask a token (Ctrl+M or click one) to see where its prediction forms, layer by layer."
     elif job.want_lens:
         lens = logit_lens(model, job.tokenizer, inspection, top_k=job.top_k)
-    caption = f"this input ({OBJECTIVES[job.objective]} loss)" if job.objective else "this input"
+    caption = f"this input ({OBJECTIVES[job.objective]} loss)" if job.objective and has_heads else "this input"
     scores = HeadScores(source="input", caption=caption, grid_shape=grid, importance=importance, roles=roles,
                         importance_note=note, head_mask=np.asarray(inspection.head_mask, np.float32).copy())
     return InputAnalysis(request_id=job.request_id, scores=scores, lens=lens, lens_note=lens_note,
@@ -438,7 +438,8 @@ def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: Head
         raise ValueError(f"the corpus {source} is too small to hold out pairs the model was not trained on; "
                          "pick a larger corpus")
     where = f"{settings.num_pairs} held-out pairs of {Path(source).name}"
-    results = _CorpusResults(grid, f"{where} ({OBJECTIVES[settings.objective]} loss)")
+    results = _CorpusResults(grid, f"{where} ({OBJECTIVES[settings.objective]} loss)" if has_heads else where)
+    yield CorpusProgress("preparing", 1, 1)  # the corpus is read and tokenized (kept for the next run)
     if known is not None and known.grid_shape == grid:
         results.importance, results.roles, results.note = known.importance, known.roles, known.importance_note
     wants_importance = (settings.importance or settings.pruning) and results.importance is None

@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
-    QSizePolicy,
     QSlider,
     QSplitter,
     QTabWidget,
@@ -39,7 +38,7 @@ from PySide6.QtWidgets import (
 
 from explorer import attention_math
 from explorer._qt.exporting import ask_save_path, export_png, export_svg
-from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES, set_elided
+from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES
 from explorer._qt.head_views import HeadGrid, TokenHeatmap
 from explorer._qt.model_overview import ModelOverview
 from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
@@ -104,9 +103,6 @@ class AttentionPanel(QWidget):
         for mode, text in HEAD_MODES.items():
             self.head_mode_combo.addItem(text, mode)
         self.head_mode_combo.setToolTip(HEAD_MODE_TIP)
-        self.head_note_label = _named(QLabel(), "headModeNote", "head marks note")
-        self.head_note_label.setStyleSheet("color: #7a4b00;")
-        self.head_note_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -120,7 +116,6 @@ class AttentionPanel(QWidget):
         controls.addSpacing(12)
         for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo, self.head_mode_combo):
             controls.addWidget(widget)
-        controls.addWidget(self.head_note_label, 1)  # takes what is left, never widens the window
         controls.addStretch(1)
         controls.addWidget(self.export_button)
 
@@ -342,11 +337,11 @@ class AttentionPanel(QWidget):
         scores = marks.scores if fits and mode == "importance" else None
         badges = marks.badges if fits and mode != "attention" else None
         details = marks.details if fits and mode != "attention" else None
-        caption = marks.caption if fits else None
-        note = marks.note if fits and mode != "attention" else ""
-        if mode != "attention" and marks is None and self.inspection is not None:
-            note = "computing…"
-        set_elided(self.head_note_label, note)
+        caption = None  # what the legends say: what the colours are, or why there are none
+        if mode == "importance" and fits:
+            caption = marks.caption if scores is not None else marks.note or None
+        elif mode != "attention" and marks is None and self.inspection is not None:
+            caption = "computing…"
         if self.head_grid.num_heads == self.num_heads and self.inspection is not None:
             layer = self.layer
             self.head_grid.set_head_annotations(None if scores is None else scores[layer],

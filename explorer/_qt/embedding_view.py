@@ -128,8 +128,10 @@ class EmbeddingView(WindowTab):
         self.positions_plot.setAspectLocked(True)
         self.positions_plot.invertY(True)
         self.positions_plot.setMenuEnabled(False)
-        self.positions_plot.setLabel("left", "position", color="k")
-        self.positions_plot.setLabel("bottom", "position", color="k")
+        for name in ("left", "bottom"):
+            self.positions_plot.setLabel(name, "position", color="k")
+            self.positions_plot.getAxis(name).setPen("k")
+            self.positions_plot.getAxis(name).setTextPen("k")
         self.positions_image = pg.ImageItem(axisOrder="row-major")
         diverging = pg.colormap.get("CET-D1")
         self.positions_image.setColorMap(diverging)
@@ -342,7 +344,7 @@ class EmbeddingView(WindowTab):
 
     # ---- the projection ----
     def point_colours(self) -> list[str]:
-        """(N,) the colour of each point under the current "colour by", and the legend entries."""
+        """(N,) the colour of each point under the current "colour by"."""
         sample = self.result.projection.sample
         key = self.colour_combo.currentData()
         if key == "label" and sample.labels is None:

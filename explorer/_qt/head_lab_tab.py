@@ -39,6 +39,8 @@ from explorer.head_lab import OBJECTIVES, SOURCES, CorpusProgress, CorpusSetting
 RUN_TIP = ("Importance (the gradient of the loss with respect to each head's gate, Michel et al. 2019) and roles "
            "(Clark et al. 2019) over held-out pairs of the built-in corpus, the pairs the shipped model was not "
            "trained on. Runs in the background; Cancel keeps what was computed so far.")
+NO_CURVE_TEXT = ("This model has no MLM/NSP heads (a plain encoder checkpoint), so there is no held-out metric to "
+                 "prune against and no loss to rank heads by. Head roles still work: run the corpus sample.")
 CURVE_TIP = ("Switch heads off 10% at a time, least important first and in a random order, and measure MLM and "
              "NSP accuracy on as many other held-out pairs (Michel et al. 2019, figure 3). Uses the corpus "
              "importance (computed first if needed).")
@@ -63,6 +65,7 @@ class HeadLabTab(WindowTab):
         for key, text in SOURCES.items():
             self.source_combo.addItem(text, key)
         self.objective_combo = _named(QComboBox(), "objectiveCombo", "importance loss")
+        self.objective_combo.setPlaceholderText("no loss (no MLM/NSP heads)")
         for key, text in OBJECTIVES.items():
             self.objective_combo.addItem(f"{text} loss", key)
         self.pairs_spin = _named(QSpinBox(), "samplePairsSpin", "held-out pairs",
@@ -143,6 +146,7 @@ class HeadLabTab(WindowTab):
         splitter.addWidget(self.plot)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
+        splitter.setSizes([900, 600])
         layout = QVBoxLayout(self)
         layout.addLayout(show_row)
         layout.addWidget(run_box)
@@ -242,8 +246,9 @@ class HeadLabTab(WindowTab):
 
     def _mark_count(self, *_) -> None:
         scores = self.controller.shown_scores()
-        total = 0 if scores is None else scores.grid_shape[0] * scores.grid_shape[1]
-        self.plot.mark_count(self.count_spin.value(), total)
+        ranked = scores is not None and scores.importance is not None
+        self.plot.mark_count(self.count_spin.value() if ranked else 0, scores.grid_shape[0] * scores.grid_shape[1]
+                             if ranked else 0)
 
     def _show_source(self, source: str) -> None:
         index = self.source_combo.findData(source)
@@ -253,8 +258,7 @@ class HeadLabTab(WindowTab):
 
     def _show_objective(self, objective: str, reason: str) -> None:
         self.objective_combo.blockSignals(True)
-        if objective:
-            self.objective_combo.setCurrentIndex(self.objective_combo.findData(objective))
+        self.objective_combo.setCurrentIndex(self.objective_combo.findData(objective) if objective else -1)
         self.objective_combo.blockSignals(False)
         self.objective_combo.setEnabled(bool(objective))
         self.objective_combo.setToolTip(reason)
@@ -286,8 +290,9 @@ class HeadLabTab(WindowTab):
         self.run_button.setEnabled(has_model and not running)
         self.curve_button.setEnabled(has_model and not running and controller.has_pretraining_heads)
         if has_model and not controller.has_pretraining_heads:
-            self.curve_button.setToolTip("This model has no MLM/NSP heads: there is no held-out metric to prune "
-                                         "against")
+            self.curve_button.setToolTip(NO_CURVE_TEXT)
+            if controller.curve is None:
+                self.plot.show_curve(None, NO_CURVE_TEXT)
         else:
             self.curve_button.setToolTip(CURVE_TIP)
         self.cancel_button.setEnabled(running)

@@ -68,7 +68,8 @@ def set_badge(badge: pg.TextItem, text: str, x: float, y: float) -> None:
 
 
 class ScoreLegend(QWidget):
-    """"importance: 0 ▭▭▭▭ 1" with a caption saying what the scores are (hidden while there are none)."""
+    """"0 ▭▭▭▭ 1" with a caption saying what the scores are; without scores, a note alone (why there are
+    none); hidden while there is neither."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -87,12 +88,15 @@ class ScoreLegend(QWidget):
             layout.addWidget(widget)
         self.setVisible(False)
 
-    def show_caption(self, caption: str | None) -> None:
-        """None hides the legend."""
-        self.setVisible(caption is not None)
+    def show_caption(self, caption: str | None, with_scale: bool = True) -> None:
+        """The scale and `caption`, or (with_scale False) `caption` alone as a note; None hides the legend."""
+        self.setVisible(bool(caption))
+        for widget in (self.low_label, self.bar, self.high_label):
+            widget.setVisible(with_scale)
+        self.caption_label.setStyleSheet("color: #444;" if with_scale else "color: #7a4b00;")
         set_elided(self.caption_label, caption or "")
         self.setToolTip(f"normalised head importance (per-layer L2, then min–max over the model): {caption}"
-                        if caption else "")
+                        if caption and with_scale else caption or "")
 
 
 def set_elided(label: QLabel, text: str, width: int = CAPTION_WIDTH_PX) -> None:

@@ -439,15 +439,16 @@ class HeadGrid(HoverReadout, QWidget):
     def set_head_annotations(self, scores: np.ndarray | None = None, badges: list[str] | None = None,
                              details: list[str] | None = None, caption: str | None = None) -> None:
         """Head-lab marks on this layer's heads; None for any of them: not drawn. scores (H,) in [0, 1] colour
-        each head's frame (importance, explained by a legend showing `caption`), badges (H,) short role names
-        at each head's corner, details (H,) a line the hover readout adds."""
+        each head's frame (importance, explained by a legend showing `caption`; without scores the legend
+        shows `caption` as a note), badges (H,) short role names at each head's corner, details (H,) a line
+        the hover readout adds."""
         num_heads = self.num_heads
         self.head_scores = None if scores is None else np.asarray(scores, float).reshape(num_heads)
         self.head_badges = None if badges is None else [str(badge) for badge in badges][:num_heads]
         self.head_details = None if details is None else [str(line) for line in details][:num_heads]
         for head, badge in enumerate(self.badge_items):
             set_badge(badge, self.head_badges[head] if self.head_badges else "", 0, 0)
-        self.score_legend.show_caption(caption if self.head_scores is not None else None)
+        self.score_legend.show_caption(caption, with_scale=self.head_scores is not None)
         self._update_titles()
 
     def _update_titles(self) -> None:

@@ -85,6 +85,7 @@ class LogitLensView(QWidget):
         self.note_label.setObjectName("logitLensNote")
         self.note_label.setWordWrap(True)
         self.note_label.setStyleSheet("color: #555;")
+        self.note_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("logitLensPlot")
@@ -163,6 +164,7 @@ class LogitLensView(QWidget):
         self.note_label.setText("" if has_data else (note or EMPTY_TEXT))
         self.note_label.setVisible(not has_data)
         self.splitter.setVisible(has_data)
+        self.value_combo.setVisible(has_data)
         self.export_button.setEnabled(has_data)
         if not has_data:
             self.matrix = np.zeros((0, 0), np.float32)

@@ -127,12 +127,13 @@ class ModelOverview(HoverReadout, QWidget):
     def set_head_annotations(self, scores: np.ndarray | None = None, badges: np.ndarray | None = None,
                              details: np.ndarray | None = None, caption: str | None = None) -> None:
         """Head-lab marks on every head, (L, H) each; None: not drawn. scores in [0, 1] fill each head's cell
-        with its importance colour (the attention is hidden meanwhile; a legend shows `caption`), badges are
-        short role names in each cell's corner, details a line the hover readout adds."""
+        with its importance colour (the attention is hidden meanwhile; a legend shows `caption`, or without
+        scores shows it as a note), badges are short role names in each cell's corner, details a line the
+        hover readout adds."""
         self.head_scores = None if scores is None else np.asarray(scores, np.float32)
         self.head_badges = None if badges is None else np.asarray(badges, str)
         self.head_details = None if details is None else np.asarray(details, str)
-        self.score_legend.show_caption(caption if scores is not None else None)
+        self.score_legend.show_caption(caption, with_scale=scores is not None)
         self.color_bar.setVisible(scores is None)  # its colours are the attention's
         self._place_head_marks()
 

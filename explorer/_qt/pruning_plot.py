@@ -59,13 +59,13 @@ class PruningPlot(QWidget):
         layout.addWidget(self.plot_widget, 1)
         layout.addWidget(self.caption)
 
-    def show_curve(self, curve) -> None:
-        """A `PruningCurve` (partial ones included) or None."""
+    def show_curve(self, curve, note: str = "") -> None:
+        """A `PruningCurve` (partial ones included), or None with a note saying why (default: how to get one)."""
         self.curve = curve
         if curve is None:
             for line in self.lines.values():
                 line.setData([], [])
-            self.caption.setText(EMPTY_TEXT)
+            self.caption.setText(note or EMPTY_TEXT)
             return
         percent = 100.0 * curve.fractions
         for name in curve.metric_names:

@@ -194,7 +194,9 @@ def test_a_model_without_an_mlm_head_says_so_in_the_lab(qtbot, window, tokenizer
     with qtbot.waitSignal(window.head_lab.inputAnalysed, timeout=WAIT_MS):
         window.inspect_tab.toggle_mask(1)
     assert "no MLM head" in find(window, QLabel, "logitLensNote").text()
-    assert "no MLM/NSP heads" in find(window, QLabel, "headModeNote").toolTip()  # the label may elide it
+    legend = window.inspect_tab.attention_panel.head_grid.score_legend
+    assert legend.isVisibleTo(window) and "no MLM/NSP heads" in legend.toolTip()  # its label may elide it
+    assert not legend.bar.isVisibleTo(window)  # a note, no colour scale
     assert not find(window, QPushButton, "pruningCurveButton").isEnabled()
     assert not find(window, QComboBox, "objectiveCombo").isEnabled()
 
