@@ -224,7 +224,9 @@ class EmbeddingView(WindowTab):
         layout.addWidget(self.splitter, 1)
 
         # wiring
-        for signal in (self.layer_combo.currentIndexChanged, self.points_spin.editingFinished,
+        for spin in (self.points_spin, self.positions_spin):
+            spin.setKeyboardTracking(False)  # typed digits ask once, on Enter; the arrows ask at each step
+        for signal in (self.layer_combo.currentIndexChanged, self.points_spin.valueChanged,
                        self.special_check.toggled, self.positions_spin.valueChanged,
                        self.neighbour_button.clicked, self.neighbour_edit.returnPressed,
                        self.neighbour_count.valueChanged):

@@ -172,6 +172,9 @@ class HeadLabController(QObject):
             self._request_id += 1
             self.logit_lens.show_lens(None, "A training snapshot is shown: the logit lens follows the live model. "
                                             "Edit the input to return to it.")
+            self.input_scores = None  # this input's marks were the live model's
+            if self.source == "input":
+                self._publish()
             return
         self.request_input_analysis()
 

@@ -160,6 +160,30 @@ def test_switching_off_the_k_least_important_heads_switches_exactly_those(qtbot,
     assert window.inspect_tab.state.head_mask is None
 
 
+def test_the_objective_defaults_with_its_reason_and_can_be_changed(qtbot, window, tiny_model):
+    show_heads_as(qtbot, window, "importance")
+    combo = find(window, QComboBox, "objectiveCombo")
+    assert combo.currentData() == "mlm" and "no training history" in combo.toolTip()
+    inspection = inspect_masked(qtbot, window)
+    with qtbot.waitSignal(window.head_lab.inputAnalysed, timeout=WAIT_MS) as blocker:
+        combo.setCurrentIndex(combo.findData("mlm+nsp"))
+    expected = input_head_importance(tiny_model, inspection.encoding, inspection.masking, next_sentence="predicted")
+    np.testing.assert_allclose(blocker.args[0].scores.importance, expected, rtol=1e-5)
+    assert "MLM + NSP loss" in find(window, QLabel, "headScoresCaption").text()
+
+
+def test_a_training_snapshot_is_not_read_with_the_live_model(qtbot, window, tokenizer):
+    from bertcore.inspection import inspect
+
+    show_heads_as(qtbot, window, "roles")
+    inspect_masked(qtbot, window)
+    snapshot = inspect(make_tiny_model(tokenizer, seed=5), tokenizer, SENTENCE_A, SENTENCE_B)
+    window.show_external_inspection(snapshot, "step 10")
+    assert "training snapshot" in find(window, QLabel, "logitLensNote").text()
+    assert not window.head_lab.input_analysis_current  # what was in flight for the live input is dropped
+    assert window.inspect_tab.attention_panel.head_grid.head_badges is None  # no live marks on the snapshot
+
+
 # ---- the logit lens -----------------------------------------------------------------------------------------
 
 def test_logit_lens_shows_the_lens_of_the_inspection(qtbot, window, tiny_model, tokenizer):
