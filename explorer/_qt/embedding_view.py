@@ -31,17 +31,15 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
-    QMenu,
-    QMessageBox,
     QPushButton,
     QSpinBox,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from explorer._qt.exporting import ask_save_path, export_png, export_svg
+from explorer._qt.exporting import export_button, export_png, export_svg
+from explorer._qt.widget_names import named
 from explorer._qt.window_tab import WindowTab
 from explorer._qt.workers import LatestJobWorker
 from explorer.embeddings import (
@@ -65,14 +63,6 @@ DEFAULT_POSITIONS = 128
 WORKER_NICENESS = 5
 
 
-def _named(widget: QWidget, name: str, accessible: str, tip: str = "") -> Any:
-    widget.setObjectName(name)
-    widget.setAccessibleName(accessible)
-    if tip:
-        widget.setToolTip(tip)
-    return widget
-
-
 class EmbeddingView(WindowTab):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -91,35 +81,34 @@ class EmbeddingView(WindowTab):
         self.worker.failed.connect(self._on_failed)
 
         # controls
-        self.layer_combo = _named(QComboBox(), "embeddingLayerCombo", "layer",
+        self.layer_combo = named(QComboBox(), "embeddingLayerCombo", "layer",
                                   "The hidden states projected: the embeddings output, or after a layer")
-        self.colour_combo = _named(QComboBox(), "embeddingColourCombo", "colour points by")
+        self.colour_combo = named(QComboBox(), "embeddingColourCombo", "colour points by")
         for key, text in COLOUR_BY.items():
             self.colour_combo.addItem(text, key)
-        self.points_spin = _named(QSpinBox(), "embeddingPointsSpin", "points",
+        self.points_spin = named(QSpinBox(), "embeddingPointsSpin", "points",
                                   "Token positions projected (sentence pairs of the built-in corpus, in order)")
         self.points_spin.setRange(100, 20_000)
         self.points_spin.setSingleStep(500)
         self.points_spin.setValue(DEFAULT_POINTS)
         self.points_spin.setSuffix(" points")
-        self.special_check = _named(QCheckBox("[CLS] / [SEP]"), "embeddingSpecialCheck", "include special tokens",
+        self.special_check = named(QCheckBox("[CLS] / [SEP]"), "embeddingSpecialCheck", "include special tokens",
                                     "Include [CLS] and [SEP]: their vectors often stand far from the rest")
         self.special_check.setChecked(True)
-        self.export_button = _named(QToolButton(), "embeddingExportButton", "export embeddings")
-        self.export_button.setText("Export")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self)
-        for text, kind in (("Projection as PNG…", "projection-png"), ("Projection as SVG…", "projection-svg"),
-                           ("Position similarity as PNG…", "positions-png"), ("Projection points as CSV…", "csv"),
-                           ("Arrays as NPZ…", "npz")):
-            menu.addAction(text, lambda kind=kind: self._export_with_dialog(kind))
-        self.export_button.setMenu(menu)
-        self.status_label = _named(QLabel("Open a model to see its embeddings."), "embeddingStatus",
+        self.export_button = export_button(self, "embeddingExportButton", [
+            ("Projection as PNG…", "projection.png", lambda path: export_png(self.scatter_plot, path)),
+            ("Projection as SVG…", "projection.svg",
+             lambda path: export_svg(self.scatter_plot, path, title="bert-explorer projection")),
+            ("Position similarity as PNG…", "position-similarity.png",
+             lambda path: export_png(self.positions_plot, path)),
+            ("Projection points as CSV…", "projection.csv", self.write_csv),
+            ("Arrays as NPZ…", "embeddings.npz", self.write_npz)])
+        self.status_label = named(QLabel("Open a model to see its embeddings."), "embeddingStatus",
                                    "embeddings status")
         self.status_label.setWordWrap(True)
 
         # positions
-        self.positions_spin = _named(QSpinBox(), "positionCountSpin", "positions shown",
+        self.positions_spin = named(QSpinBox(), "positionCountSpin", "positions shown",
                                      "The first n learned position embeddings")
         self.positions_spin.setRange(2, 512)
         self.positions_spin.setValue(DEFAULT_POSITIONS)
@@ -141,18 +130,18 @@ class EmbeddingView(WindowTab):
         self.positions_bar.setImageItem(self.positions_image, insert_in=self.positions_plot.getPlotItem())
         self.positions_hover = QLabel(" ")
         self.positions_hover.setObjectName("positionHoverLabel")
-        self.segments_label = _named(QLabel(" "), "segmentComparisonLabel", "segment embeddings compared")
+        self.segments_label = named(QLabel(" "), "segmentComparisonLabel", "segment embeddings compared")
         self.segments_label.setWordWrap(True)
 
         # neighbours
-        self.neighbour_edit = _named(QLineEdit(), "neighbourTokenEdit", "token",
+        self.neighbour_edit = named(QLineEdit(), "neighbourTokenEdit", "token",
                                      "A token of the vocabulary (e.g. king, ##ing, [SEP])")
         self.neighbour_edit.setPlaceholderText("a token, e.g. king")
-        self.neighbour_count = _named(QSpinBox(), "neighbourCountSpin", "neighbours")
+        self.neighbour_count = named(QSpinBox(), "neighbourCountSpin", "neighbours")
         self.neighbour_count.setRange(1, 100)
         self.neighbour_count.setValue(10)
-        self.neighbour_button = _named(QPushButton("Nearest"), "neighbourButton", "find nearest tokens")
-        self.neighbour_list = _named(QListWidget(), "neighbourList", "nearest tokens")
+        self.neighbour_button = named(QPushButton("Nearest"), "neighbourButton", "find nearest tokens")
+        self.neighbour_list = named(QListWidget(), "neighbourList", "nearest tokens")
 
         # projection
         self.scatter_plot = pg.PlotWidget(background="w")
@@ -167,8 +156,8 @@ class EmbeddingView(WindowTab):
         self.hover_marker = pg.ScatterPlotItem(size=POINT_SIZE + 8, pen=pg.mkPen("k", width=2), brush=None)
         self.hover_marker.setZValue(10)
         self.scatter_plot.addItem(self.hover_marker, ignoreBounds=True)
-        self.legend_label = _named(QLabel(" "), "projectionLegend", "projection legend")
-        self.projection_hover = _named(QLabel(" "), "projectionHoverLabel", "point under the mouse")
+        self.legend_label = named(QLabel(" "), "projectionLegend", "projection legend")
+        self.projection_hover = named(QLabel(" "), "projectionHoverLabel", "point under the mouse")
         self.projection_hover.setWordWrap(True)
         self.projection_hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.projection_hover.setMinimumHeight(2 * self.fontMetrics().height() + 6)
@@ -467,22 +456,3 @@ class EmbeddingView(WindowTab):
                 np.savez_compressed(handle, **arrays)
 
         return _replace_atomically(Path(path), write)
-
-    def _export_with_dialog(self, kind: str) -> None:
-        extension = kind.split("-")[-1]
-        filters = {"csv": "CSV table (*.csv)", "npz": "NumPy arrays (*.npz)", "png": "PNG image (*.png)",
-                   "svg": "SVG drawing (*.svg)"}
-        path = ask_save_path(self, f"Export as {extension.upper()}", f"embeddings-{kind}.{extension}",
-                             filters[extension])
-        if path is None:
-            return
-        writers = {"projection-png": lambda p: export_png(self.scatter_plot, p),
-                   "projection-svg": lambda p: export_svg(self.scatter_plot, p, title="bert-explorer projection"),
-                   "positions-png": lambda p: export_png(self.positions_plot, p),
-                   "csv": self.write_csv, "npz": self.write_npz}
-        try:
-            if self.result is None:
-                raise ValueError("there is nothing to export yet")
-            writers[kind](Path(path))
-        except (OSError, ValueError) as error:
-            QMessageBox.warning(self, "Export failed", f"Could not export to {path}:\n{error}")

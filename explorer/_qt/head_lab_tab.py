@@ -9,7 +9,6 @@ tab's heads come from the same source. It renders what the `HeadLabController` c
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -18,21 +17,19 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QMenu,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from explorer._qt.exporting import ask_save_path
+from explorer._qt.exporting import export_button
 from explorer._qt.head_lab_controller import HeadLabController
 from explorer._qt.importance_table import ImportanceTable
 from explorer._qt.pruning_plot import PruningPlot
+from explorer._qt.widget_names import named
 from explorer._qt.window_tab import WindowTab
 from explorer.head_lab import OBJECTIVES, SOURCES, CorpusProgress, CorpusSettings, HeadScores
 
@@ -46,73 +43,62 @@ CURVE_TIP = ("Switch heads off 10% at a time, least important first and in a ran
              "importance (computed first if needed).")
 
 
-def _named(widget: QWidget, name: str, accessible: str, tip: str = "") -> Any:
-    widget.setObjectName(name)
-    widget.setAccessibleName(accessible)
-    if tip:
-        widget.setToolTip(tip)
-    return widget
-
-
 class HeadLabTab(WindowTab):
     def __init__(self, controller: HeadLabController, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("headLabTab")
         self.controller = controller
 
-        self.source_combo = _named(QComboBox(), "headSourceCombo", "show heads of",
+        self.source_combo = named(QComboBox(), "headSourceCombo", "show heads of",
                                    "What the table and the marks on the Inspect tab's heads show")
         for key, text in SOURCES.items():
             self.source_combo.addItem(text, key)
-        self.objective_combo = _named(QComboBox(), "objectiveCombo", "importance loss")
+        self.objective_combo = named(QComboBox(), "objectiveCombo", "importance loss")
         self.objective_combo.setPlaceholderText("no loss (no MLM/NSP heads)")
         for key, text in OBJECTIVES.items():
             self.objective_combo.addItem(f"{text} loss", key)
-        self.pairs_spin = _named(QSpinBox(), "samplePairsSpin", "held-out pairs",
+        self.pairs_spin = named(QSpinBox(), "samplePairsSpin", "held-out pairs",
                                  "Held-out sentence pairs for importance and roles (as many again evaluate the "
                                  "pruning curve)")
         self.pairs_spin.setRange(8, 4096)
         self.pairs_spin.setSingleStep(32)
         self.pairs_spin.setValue(256)
         self.pairs_spin.setSuffix(" pairs")
-        self.length_spin = _named(QSpinBox(), "sampleLengthSpin", "tokens per pair", "Tokens per pair at most")
+        self.length_spin = named(QSpinBox(), "sampleLengthSpin", "tokens per pair", "Tokens per pair at most")
         self.length_spin.setRange(16, 512)
         self.length_spin.setSingleStep(16)
         self.length_spin.setValue(128)
         self.length_spin.setSuffix(" tokens")
-        self.run_button = _named(QPushButton("Run on corpus sample"), "runSampleButton", "run on corpus sample",
+        self.run_button = named(QPushButton("Run on corpus sample"), "runSampleButton", "run on corpus sample",
                                  RUN_TIP)
-        self.curve_button = _named(QPushButton("Pruning curve"), "pruningCurveButton", "compute the pruning curve",
+        self.curve_button = named(QPushButton("Pruning curve"), "pruningCurveButton", "compute the pruning curve",
                                    CURVE_TIP)
-        self.cancel_button = _named(QPushButton("Cancel"), "cancelSampleButton", "cancel the corpus run",
+        self.cancel_button = named(QPushButton("Cancel"), "cancelSampleButton", "cancel the corpus run",
                                     "Stop after the current batch; what was computed stays")
-        self.progress = _named(QProgressBar(), "sampleProgress", "corpus run progress")
+        self.progress = named(QProgressBar(), "sampleProgress", "corpus run progress")
         self.progress.setTextVisible(True)
         self.progress.setFormat("idle")
-        self.status_label = _named(QLabel(" "), "headLabStatus", "head lab status")
+        self.status_label = named(QLabel(" "), "headLabStatus", "head lab status")
         self.status_label.setWordWrap(True)
-        self.caption_label = _named(QLabel(" "), "headScoresCaption", "what the table shows")
+        self.caption_label = named(QLabel(" "), "headScoresCaption", "what the table shows")
         self.caption_label.setWordWrap(True)
 
         self.table = ImportanceTable()
-        self.count_spin = _named(QSpinBox(), "switchOffCountSpin", "heads to switch off",
+        self.count_spin = named(QSpinBox(), "switchOffCountSpin", "heads to switch off",
                                  "How many of the least important heads (by the table's rank) to switch off")
         self.count_spin.setRange(0, 0)
-        self.switch_off_button = _named(QPushButton("Switch off"), "switchOffLeastButton",
+        self.switch_off_button = named(QPushButton("Switch off"), "switchOffLeastButton",
                                         "switch off the least important heads",
                                         "Switch exactly these heads off in the inspector (and every other head "
                                         "on), as unticking them would; the predictions update")
-        self.all_on_button = _named(QPushButton("All heads on"), "allHeadsOnButton", "all heads on")
-        self.export_button = _named(QToolButton(), "headLabExportButton", "export the head lab")
-        self.export_button.setText("Export")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self)
-        for text, kind in (("Head table as CSV…", "table-csv"), ("Head arrays as NPZ…", "table-npz"),
-                           ("Pruning curve as CSV…", "curve-csv"), ("Pruning curve as PNG…", "curve-png"),
-                           ("Pruning curve as SVG…", "curve-svg")):
-            menu.addAction(text, lambda kind=kind: self._export_with_dialog(kind))
-        self.export_button.setMenu(menu)
+        self.all_on_button = named(QPushButton("All heads on"), "allHeadsOnButton", "all heads on")
         self.plot = PruningPlot()
+        self.export_button = export_button(self, "headLabExportButton", [
+            ("Head table as CSV…", "head-importance.csv", self.table.write_csv),
+            ("Head arrays as NPZ…", "head-importance.npz", self.table.write_npz),
+            ("Pruning curve as CSV…", "pruning-curve.csv", self.plot.write_csv),
+            ("Pruning curve as PNG…", "pruning-curve.png", self.plot.export_png),
+            ("Pruning curve as SVG…", "pruning-curve.svg", self.plot.export_svg)])
 
         # layout
         show_row = QHBoxLayout()
@@ -302,19 +288,3 @@ class HeadLabTab(WindowTab):
         ranked = scores is not None and scores.importance is not None
         self.switch_off_button.setEnabled(ranked)
         self.count_spin.setEnabled(ranked)
-
-    def _export_with_dialog(self, kind: str) -> None:
-        what, extension = kind.split("-")
-        filters = {"csv": "CSV table (*.csv)", "npz": "NumPy arrays (*.npz)", "png": "PNG image (*.png)",
-                   "svg": "SVG drawing (*.svg)"}
-        name = f"head-{'importance' if what == 'table' else 'pruning'}.{extension}"
-        path = ask_save_path(self, f"Export as {extension.upper()}", name, filters[extension])
-        if path is None:
-            return
-        writers = {"table-csv": self.table.write_csv, "table-npz": self.table.write_npz,
-                   "curve-csv": self.plot.write_csv, "curve-png": self.plot.export_png,
-                   "curve-svg": self.plot.export_svg}
-        try:
-            writers[kind](Path(path))
-        except (OSError, ValueError) as error:
-            QMessageBox.warning(self, "Export failed", f"Could not export to {path}:\n{error}")

@@ -21,17 +21,14 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMenu,
-    QMessageBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from explorer._qt.exporting import ask_save_path, export_png
+from explorer._qt.exporting import export_button, export_png
 from explorer._qt.head_views import TokenAxis, color_map
 from explorer._qt.predictions_view import CORRECT_COLOUR, percent
 
@@ -66,14 +63,9 @@ class LogitLensView(QWidget):
             self.value_combo.addItem(text, key)
         self.value_combo.setToolTip("Colour each cell by the probability of the original token, or by its rank "
                                     "(1 = the top prediction; log scale)")
-        self.export_button = QToolButton()
-        self.export_button.setObjectName("logitLensExportButton")
-        self.export_button.setText("Export")
-        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self)
-        menu.addAction("Logit lens as CSV…", lambda: self._export_with_dialog("csv"))
-        menu.addAction("Logit lens as PNG…", lambda: self._export_with_dialog("png"))
-        self.export_button.setMenu(menu)
+        self.export_button = export_button(self, "logitLensExportButton", [
+            ("Logit lens as CSV…", "logit-lens.csv", self.write_csv),
+            ("Logit lens as PNG…", "logit-lens.png", self.export_png)])
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(title)
@@ -319,13 +311,3 @@ class LogitLensView(QWidget):
             f"{lens.layer_names[row]}, position {int(lens.positions[column])} ({lens.original_tokens[column]!r}): "
             f"P = {percent(float(lens.original_probability[row, column]))}, rank "
             f"{int(lens.original_rank[row, column])}; best guess {best!r} — click to list the top-k")
-
-    def _export_with_dialog(self, kind: str) -> None:
-        filters = {"csv": "CSV table (*.csv)", "png": "PNG image (*.png)"}
-        path = ask_save_path(self, f"Export the logit lens as {kind.upper()}", f"logit-lens.{kind}", filters[kind])
-        if path is None:
-            return
-        try:
-            self.write_csv(path) if kind == "csv" else self.export_png(path)
-        except (OSError, ValueError) as error:
-            QMessageBox.warning(self, "Export failed", f"Could not export to {path}:\n{error}")

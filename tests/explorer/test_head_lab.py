@@ -23,12 +23,15 @@ from bertcore.pruning import pretraining_metric, pruning_curve
 from bertcore.resources import default_corpus_path
 from bertcore.roles import corpus_head_roles, role_sample
 from explorer._qt.embedding_view import EmbeddingView
-from explorer._qt.main_window import MainWindow
 from explorer.embeddings import sample_pairs
 from explorer.head_lab import ROLE_BADGES, CorpusSettings
 from explorer.startup import LoadedModel
 from explorer.state import describe_model
+from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
+
+window = test_window.window  # the fixture: the main window on a tiny untrained model, its first inspection shown
+find = test_window.find
 
 SENTENCE_A = "the king is dead long live the king"
 SENTENCE_B = "his son shall wear the crown"
@@ -44,23 +47,6 @@ def small_corpus(tmp_path_factory):
     path = tmp_path_factory.mktemp("corpus") / "small.txt"
     path.write_text("\n\n".join(documents), encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, debounce_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1400, 900)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
-    return window
-
-
-def find(window, cls, name):
-    widget = window.findChild(cls, name)
-    assert widget is not None, f"no {cls.__name__} named {name!r}"
-    return widget
 
 
 def inspect_masked(qtbot, window, positions=MASKED):
