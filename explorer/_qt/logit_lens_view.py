@@ -39,7 +39,8 @@ EMPTY_TEXT = "Mask a token (Ctrl+M or click one) to see where its prediction for
 
 class LogitLensView(QWidget):
     """objectName `logitLens`: the lens heatmap (`logitLensPlot`), the selected position's top-k per layer
-    (`logitLensTopK`) and a note (`logitLensNote`) that explains an empty state."""
+    (`logitLensTopK`) and a note (`logitLensNote`) that explains an empty state. `matrix` is what the cells
+    show: P(original) (L + 1, P), or in rank mode 1 − log10(rank) / log10(worst rank)."""
 
     positionSelected = Signal(int)  # the sequence position whose top-k is listed, -1 for none
 
@@ -95,7 +96,8 @@ class LogitLensView(QWidget):
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.image_item.setColorMap(color_map())
         self.plot.addItem(self.image_item)
-        self.color_bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=12)
+        self.color_bar = pg.ColorBarItem(values=(0, 100), colorMap=color_map(), interactive=False, width=12,
+                                         label="P(original), %")
         self.color_bar.setImageItem(self.image_item, insert_in=self.plot)
         self.selection = pg.QtWidgets.QGraphicsRectItem()
         pen = pg.mkPen("#ff8c00", width=3)
@@ -222,8 +224,11 @@ class LogitLensView(QWidget):
             self.matrix = lens.original_probability.astype(np.float32)
             levels = (0.0, max(1e-6, float(self.matrix.max())))
         num_rows, num_columns = self.matrix.shape
-        self.image_item.setImage(self.matrix, autoLevels=False, levels=levels)
-        self.color_bar.setLevels(levels)
+        # drawn in percent, as the cells write it; the rank's colour bar would only show its log scale: hidden
+        shown = 100.0 if self.value_kind() == "probability" else 1.0
+        self.image_item.setImage(shown * self.matrix, autoLevels=False, levels=(0.0, shown * levels[1]))
+        self.color_bar.setLevels((0.0, shown * levels[1]))
+        self.color_bar.setVisible(self.value_kind() == "probability")
         self.left_axis.set_labels(list(lens.layer_names))
         self.bottom_axis.set_labels([f"{token}" for token in lens.original_tokens], lens.positions)
         self.plot.vb.setRange(xRange=(0, num_columns), yRange=(0, num_rows), padding=0)
