@@ -226,7 +226,7 @@ def test_pruning_plot_and_table_show_the_corpus_arrays(qtbot, window, tiny_model
     lab_tab = run_to_end(qtbot, window, settings)
     data = PretrainingData(read_corpus(small_corpus), tokenizer, seq_len=32, seed=0)
     importance = head_importance(tiny_model, pretraining_sample(data, 12, batch_size=4, objective="mlm"))
-    roles = corpus_head_roles(tiny_model, tokenizer, role_sample(data, 12, batch_size=4))
+    roles = corpus_head_roles(tiny_model, tokenizer, role_sample(data, 12, batch_size=settings.roles_batch_size))
     evaluation = pretraining_sample(data, 24, batch_size=4, objective="mlm+nsp")[3:]
     curve = pruning_curve(normalize_importance(importance), pretraining_metric(tiny_model, evaluation))
     scores = window.head_lab.corpus_scores
