@@ -86,6 +86,7 @@ class ScoreLegend(QWidget):
         self.caption_label.setStyleSheet("color: #444;")
         for widget in (self.low_label, self.bar, self.high_label, self.caption_label):
             layout.addWidget(widget)
+        layout.addStretch(1)  # packed to the left however wide the legend is laid out
         self.setVisible(False)
 
     def show_caption(self, caption: str | None, with_scale: bool = True) -> None:
