@@ -174,15 +174,15 @@ def main() -> int:
     ended: list[tuple[str, str]] = []
     lab.corpusEnded.connect(lambda outcome, text: ended.append((outcome, text)))
     batch_times: list[float] = []
-    preparing: list[float] = []
+    stage_seconds: dict[str, float] = {}
     last = [time.perf_counter()]
 
     def on_progress(progress) -> None:
         now = time.perf_counter()
         if progress.stage in ("importance", "roles"):
             batch_times.append(now - last[0])
-        elif progress.stage == "preparing" and progress.done:
-            preparing.append(now - last[0])
+        if progress.done:
+            stage_seconds[progress.stage] = stage_seconds.get(progress.stage, 0.0) + now - last[0]
         last[0] = now
 
     lab.corpusProgress.connect(on_progress)
@@ -197,9 +197,10 @@ def main() -> int:
     seconds = time.perf_counter() - started
     probe.stop()
     print(f"2. corpus run, {args.pairs} pairs at {args.seq_len} tokens (importance, then roles), "
-          f"{lab.corpus_threads} torch thread(s), niced: {ended[-1][0]} in {seconds:.1f} s, of which reading and "
-          f"tokenizing the corpus {sum(preparing):.1f} s (once per model); longest batch {max(batch_times):.2f} s "
-          f"(the cancel latency)   ({before})")
+          f"{lab.corpus_threads} torch thread(s), niced: {ended[-1][0]} in {seconds:.1f} s: reading and "
+          f"tokenizing the corpus {stage_seconds.get('preparing', 0):.1f} s (once per model), importance "
+          f"{stage_seconds.get('importance', 0):.1f} s, roles {stage_seconds.get('roles', 0):.1f} s; longest batch "
+          f"{max(batch_times):.2f} s (the cancel latency)   ({before})")
     print(f"   GUI lag while it ran: {summary(probe.lateness)}")
     if args.curve or shots is not None:
         if lab.has_pretraining_heads:

@@ -365,3 +365,14 @@ def test_a_point_sent_to_the_inspector_is_typed_into_it(qtbot, window):
         embeddings.inspectPair.emit("to be or not to be", "that is the question")
     assert window.current_pair() == ("to be or not to be", "that is the question")
     assert window.tabs.currentWidget() is window.inspect_tab
+
+
+def test_closing_the_window_during_a_corpus_run_stops_and_joins_it(qtbot, window, small_corpus):
+    progress = []
+    window.head_lab.corpusProgress.connect(progress.append)
+    settings = CorpusSettings(num_pairs=4000, seq_len=32, batch_size=2, corpus_path=str(small_corpus))
+    assert find(window, QWidget, "headLabTab").start_run(settings=settings)
+    qtbot.waitUntil(lambda: any(p.stage == "importance" for p in progress), timeout=WAIT_MS)
+    worker = window.head_lab.corpus_worker
+    window.close()
+    assert not worker.is_running and not window.head_lab.input_worker.is_running
