@@ -33,7 +33,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-from PySide6.QtCore import QEventLoop, QSettings
+from PySide6.QtCore import QEventLoop, QPointF, QSettings
 from PySide6.QtWidgets import QApplication
 
 from benchmarks.gui_lag_training import LagProbe, measure_baseline, run_event_loop, summary
@@ -263,6 +263,10 @@ def main() -> int:
     embeddings.neighbour_edit.setText("king")
     embeddings.request()
     wait_until(lambda: embeddings.result is not None and embeddings.result.neighbours is not None, 10)
+    view_box.autoRange(padding=0.04)
+    run_event_loop(0.1)
+    point = embeddings.result.projection.points[40]  # hovered, as the mouse would: its sentence shows below
+    embeddings._on_scatter_moved(view_box.mapViewToScene(QPointF(float(point[0]), float(point[1]))))
     run_event_loop(0.3)
     save(window, shots, f"{args.prefix}embeddings")
     window.close()
