@@ -92,7 +92,7 @@ def measure(app: QApplication, preset: str, num_tokens: int, repeats: int, tab: 
 
     to_shown, to_painted, model_ms, model_cpu_ms, views_ms, threads = [], [], [], [], [], []
     for trial in range(repeats + 2):  # two warm-up edits
-        time.sleep(form.debounce_ms / 1000 + 0.02)  # a pause, as between two deliberate key presses
+        time.sleep(form.throttle_ms / 1000 + 0.02)  # a pause, as between two deliberate key presses
         app.processEvents()
         edited = text_a + ("s" if trial % 2 == 0 else "")  # a key press: add or remove one letter
         started = time.perf_counter()

@@ -379,7 +379,7 @@ def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
 def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_path):
     from explorer._qt.main_window import MainWindow
 
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=RUN_TIMEOUT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")

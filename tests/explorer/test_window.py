@@ -25,7 +25,7 @@ WAIT_MS = 10_000
 
 @pytest.fixture
 def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     window.resize(1300, 850)
     window.show()
@@ -250,7 +250,7 @@ def test_layer_slider_shows_that_layers_heads(qtbot, window):
         slider.setValue(layer)
         assert window.inspect_tab.attention_panel.current_layer() == layer
         for head in range(TINY_HEADS):
-            np.testing.assert_allclose(grid.images[head].image, inspection.attentions[layer, head])
+            np.testing.assert_allclose(grid.matrices[head], inspection.attentions[layer, head])
 
 
 def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
@@ -258,8 +258,8 @@ def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
     inspection = shown_inspection(window)
     find(window, QSlider, "layerSlider").setValue(1)
     grid, detail = window.findChild(object, "headGrid"), window.findChild(object, "headDetail")
-    qtbot.waitUntil(lambda: grid.plots[1].vb.sceneBoundingRect().width() > 10, timeout=WAIT_MS)
-    centre = grid.graphics.mapFromScene(grid.plots[1].vb.sceneBoundingRect().center())
+    qtbot.waitUntil(lambda: grid.view.sceneBoundingRect().width() > 10, timeout=WAIT_MS)
+    centre = grid.graphics.mapFromScene(grid.head_centre(1))
     with qtbot.waitSignal(grid.headClicked, timeout=WAIT_MS):
         qtbot.mouseClick(grid.graphics.viewport(), Qt.LeftButton, pos=QPoint(centre.x(), centre.y()))
     np.testing.assert_allclose(detail.matrix, inspection.attentions[1, 1])
@@ -416,7 +416,7 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
     assert table_rows(window)[0] == snapshot.encoding.tokens
     grid = window.findChild(object, "headGrid")
     layer = window.inspect_tab.attention_panel.current_layer()
-    np.testing.assert_allclose(grid.images[0].image, snapshot.attentions[layer, 0])
+    np.testing.assert_allclose(grid.matrices[0], snapshot.attentions[layer, 0])
     type_pair(qtbot, window, "back to live", None)
     assert not caption.isVisible()
 
@@ -432,7 +432,7 @@ def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, setting
         return run_inspection(request)
 
     monkeypatch.setattr(inspect_tab, "run_inspection", inspect_unless_queen)
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
