@@ -5,3 +5,4 @@ pyqtgraph lives in `explorer._qt` and `explorer.app`.
 """
 
 __version__ = "0.1.0"
+APP_NAME = "bert-explorer"  # the Qt organisation and application name: settings and data folders

@@ -23,7 +23,7 @@ from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from bertcore.config import PRESETS
-from explorer import startup
+from explorer import APP_NAME, startup
 from explorer._qt import shortcuts
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer._qt.inspect_tab import InspectTab
@@ -33,8 +33,7 @@ from explorer.state import describe_model
 
 __all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
 
-SETTINGS_ORGANISATION = "bert-explorer"
-SETTINGS_APPLICATION = "bert-explorer"
+SETTINGS_ORGANISATION = SETTINGS_APPLICATION = APP_NAME
 GEOMETRY_KEY = "window/geometry"
 
 

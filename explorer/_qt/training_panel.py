@@ -44,7 +44,7 @@ from explorer._qt.run_progress import RunProgress
 from explorer._qt.run_watcher import RunWatcher
 from explorer._qt.training_form import TrainingForm, default_runs_dir
 from explorer._qt.window_tab import WindowTab
-from explorer._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer._qt.workers import GeneratorWorker, LatestJobWorker, OneShotWorker
 from explorer.training_run import (
     CONTINUE_LOADED,
     DEFAULT_PROBE,
@@ -89,7 +89,10 @@ class TrainingPanel(WindowTab):
         self._closing = False  # set by shutdown(): the window is going, nothing more is sent to it
         self.steps_received = 0
 
-        warm_up_engine()  # when the tab is made (app start), so that no run pays it
+        # The engine's one-time costs (see warm_up_engine), paid when the tab is made, in a thread of its own so
+        # that the window, just shown, stays responsive; a run started before it ends simply waits its turn.
+        self._warm_up = OneShotWorker("warm-up", warm_up_engine, name="warmUpThread")
+        self._warm_up.start()
         self.form = TrainingForm()
         self.form.probeEveryChanged.connect(self._set_probe_every)
         self.form.deviceChanged.connect(self._show_device)
@@ -466,7 +469,7 @@ class TrainingPanel(WindowTab):
         """Stop a run (it saves a checkpoint), join the worker threads, stop watching. True when joined."""
         self._closing = True
         self.watcher.stop()
-        joined = True
+        joined = self._warm_up.wait(timeout_ms)
         if self.worker is not None:
             joined = self.worker.shutdown(timeout_ms)
         if self.probe_worker is not None:

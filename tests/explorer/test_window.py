@@ -486,8 +486,12 @@ def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
         qtbot.addWidget(window)
         opened.append((window, explicit_path))
 
+    def run_until_the_window_opens(*_args) -> int:  # the splash first; the window once torch is imported
+        qtbot.waitUntil(lambda: bool(opened), timeout=WAIT_MS)
+        return 0
+
     monkeypatch.setattr(MainWindow, "start_up", record)
-    monkeypatch.setattr(QApplication, "exec", lambda *args: 0)
+    monkeypatch.setattr(QApplication, "exec", run_until_the_window_opens)
     monkeypatch.setattr(app, "_close_on_signals", lambda window: None)  # keep pytest's Ctrl+C
     assert app.main([str(tiny_checkpoint), "--no-training-tab"]) == 0
     assert opened and opened[0][1] == str(tiny_checkpoint) and opened[0][0].isVisible()
