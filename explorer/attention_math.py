@@ -220,7 +220,7 @@ def describe_scale(scale: str, levels: tuple[float, float]) -> str:
     """The colour scale in a few words, for the colour bar: what the brightest colour means."""
     _check_scale(scale)
     top = f"{levels[1]:.3g}"
-    return {"p99": f"0 … {top} (99th pct; above: saturated)", "sqrt": f"√ scale, 0 … {top} (max)",
+    return {"p99": f"0 … {top} (99th pct; above: saturated)", "sqrt": f"√ scale, 0 … {top}",
             "max": f"0 … {top} (max)", "fixed": "0 … 1"}[scale]
 
 

@@ -9,6 +9,7 @@ again from the start and the caller is told, so it can clear what it drew.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -244,6 +245,64 @@ def stats_from_record(record: dict) -> StepStats | EvalStats | None:
         return EvalStats(step=int(step), **{key: number(key) for key in _EVAL_FIELDS},
                          num_examples=examples if isinstance(examples, int) else 0)
     total, tokens = record.get("total_steps"), record.get("tokens")
+    extra = {}
+    warning = record.get("warning")
+    if isinstance(warning, str) and warning and "warning" in {field.name for field in dataclasses.fields(StepStats)}:
+        extra["warning"] = warning  # the engine's "the loss rises far above its start" note, when it has one
     return StepStats(step=int(step), total_steps=total if isinstance(total, int) else 0,
                      **{key: number(key) for key in _STEP_FIELDS},
-                     tokens=tokens if isinstance(tokens, int) else 0, elapsed_seconds=number("elapsed"))
+                     tokens=tokens if isinstance(tokens, int) else 0, elapsed_seconds=number("elapsed"), **extra)
+
+
+SUMMARY_FILE = "summary.json"
+FINAL_DIR = "final"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run folder would continue: its latest checkpoint and that checkpoint's step."""
+
+    run_dir: Path
+    checkpoint: Path
+    step: int
+    total_steps: int | None  # what its configuration plans, when it says
+
+
+def resume_point(run_dir: str | os.PathLike) -> ResumePoint:
+    """The checkpoint `bert-train --out RUN --resume` would continue from; ValueError saying why there is
+    none (not a run folder, no checkpoint yet, every planned step done)."""
+    from bertcore.trainer import TrainingError, find_checkpoint
+
+    folder = Path(run_dir)
+    config = read_run_config(folder)  # ValueError: not a run folder
+    try:
+        checkpoint = find_checkpoint(folder)
+    except (TrainingError, OSError) as error:
+        raise ValueError(f"{folder} holds no checkpoint to resume from ({error})") from None
+    numbers = _STEP_IN_NAME.findall(checkpoint.name)
+    step = int(numbers[-1]) if numbers else 0
+    training = config.get("training") if isinstance(config.get("training"), dict) else {}
+    total = training.get("steps") if isinstance(training.get("steps"), int) else None
+    if total is not None and step >= total:
+        raise ValueError(f"the run in {folder} finished all its {total:,} steps; there is nothing to resume "
+                         "(start a new run, or continue its final weights with \"continue the loaded model\")")
+    return ResumePoint(folder, checkpoint, step, total)
+
+
+def read_curve(run_dir: str | os.PathLike, up_to_step: int | None = None) -> list:
+    """Every statistics record of a run's metrics file (as `stats_from_record` reads them), up to a step."""
+    records = MetricsTail(Path(run_dir) / METRICS_FILE).poll().records
+    stats = [converted for converted in map(stats_from_record, records) if converted is not None]
+    return stats if up_to_step is None else [record for record in stats if record.step <= up_to_step]
+
+
+def run_has_ended(run_dir: str | os.PathLike, last_step: int | None) -> bool:
+    """True when a run folder says its run is over: a `summary.json` (written when a run finishes or stops)
+    at or past the last step its metrics show."""
+    path = Path(run_dir) / SUMMARY_FILE
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    step = summary.get("step") if isinstance(summary, dict) else None
+    return isinstance(step, int) and (last_step is None or step >= last_step)

@@ -502,3 +502,27 @@ def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
     with qtbot.waitSignal(window.closing, timeout=WAIT_MS):
         window.close()
     assert not window.inspect_tab.inspect_worker.is_running
+
+
+def test_nsp_without_sentence_b_says_it_needs_a_pair(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, None)
+    wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
+    nsp = find(window, QLabel, "nspLabel")
+    assert "needs a pair" in nsp.text() and "%" not in nsp.text()
+    assert not window.findChild(object, "nspBar").isEnabled()
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    assert nsp.text().startswith("B follows A: ")
+
+
+def test_tab_reaches_the_head_switches_before_the_predictions(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    checkboxes = window.inspect_tab.attention_panel.head_grid.checkboxes
+    predictions = window.inspect_tab.predictions.view
+    order, widget = [], window.inspect_tab.input_form.sentence_a_edit
+    for _ in range(200):
+        widget = widget.nextInFocusChain()
+        order.append(widget)
+        if widget is predictions:
+            break
+    assert predictions in order and all(box in order for box in checkboxes)
+    assert max(order.index(box) for box in checkboxes) < order.index(predictions)
