@@ -225,10 +225,17 @@ def make_scale_bar() -> pg.ColorBarItem:
 
 
 def show_scale(bar: pg.ColorBarItem, scale: str, levels: tuple[float, float]) -> None:
-    """Point `bar` at `levels` drawn through `scale` (its colours, its range and its name, on the bar)."""
-    bar.setColorMap(scale_color_map(colour_gamma(scale)))
-    bar.setLevels(levels)
-    bar.getAxis("left").setLabel(describe_scale(scale, levels), **{"font-size": "8pt", "color": "#444"})
+    """Point `bar` at `levels` drawn through `scale` (its colours, its range and its name, on the bar).
+    Only what changed is redone: a new colour map rebuilds the bar's pixmap, a new label re-lays its text."""
+    color_map = scale_color_map(colour_gamma(scale))
+    if bar.colorMap() is not color_map:
+        bar.setColorMap(color_map)
+    if tuple(bar.levels()) != tuple(levels):
+        bar.setLevels(levels)
+    label = describe_scale(scale, levels)
+    axis = bar.getAxis("left")
+    if axis.labelText != label:
+        axis.setLabel(label, **{"font-size": "8pt", "color": "#444"})
 
 
 def insert_scale_bar(plot: pg.PlotItem, bar: pg.ColorBarItem) -> None:
@@ -361,6 +368,7 @@ class TokenHeatmap(HoverReadout, QWidget):
             self.left_axis.set_labels(labels, self.positions)
             self.bottom_axis.set_labels(labels, self.positions)
             self.plot.vb.setRange(xRange=(0, length), yRange=(0, length), padding=0)
+            self.plot.vb.updateMatrix()  # now, not while painting (which would paint everything twice)
             QTimer.singleShot(0, self, self._fit_square)  # the axes' widths changed with their labels
 
     def draw_picture(self, matrix: np.ndarray, levels: tuple[float, float], scale: str) -> MatrixPicture:
@@ -595,6 +603,7 @@ class HeadGrid(HoverReadout, QWidget):
         step = length * (1 + GRID_GAP)
         self.view.setRange(xRange=(0, self.columns * step - length * GRID_GAP),
                            yRange=(0, rows * step - length * GRID_GAP), padding=0.01)
+        self.view.updateMatrix()  # now, not while painting (which would paint everything twice)
         self._update_frames()
 
     def resizeEvent(self, event) -> None:
@@ -636,17 +645,24 @@ class HeadGrid(HoverReadout, QWidget):
         return text
 
     def _update_frames(self) -> None:
+        """Frames and corner labels; each item is touched only when what it shows changes (a label's new text
+        re-lays it out and repaints the view)."""
         for head, (frame, number) in enumerate(zip(self.frames, self.numbers, strict=True)):
             selected = head == self.selected_head
             if selected:
-                pen = QPen(SELECTED_PEN, 3)
+                colour, width = SELECTED_PEN, 3
             elif self._note_colours is not None and head < len(self._note_colours):
-                pen = QPen(pg.mkColor(self._note_colours[head]), 2)
+                colour, width = pg.mkColor(self._note_colours[head]), 2
             else:
-                pen = QPen(QColor("#cccccc"), 1)
+                colour, width = QColor("#cccccc"), 1
+            look = (colour.rgba(), width, self.head_label(head), selected)
+            if getattr(frame, "look", None) == look:
+                continue
+            frame.look = look
+            pen = QPen(colour, width)
             pen.setCosmetic(True)
             frame.setPen(pen)
-            number.setText(self.head_label(head))
+            number.setText(look[2])
             number.fill = pg.mkBrush(208, 96, 0, 220) if selected else pg.mkBrush(0, 0, 0, 140)
             number.update()
 
@@ -655,7 +671,8 @@ class HeadGrid(HoverReadout, QWidget):
         self._highlighted = position
         hits = np.flatnonzero(self.positions == position) if position >= 0 else np.zeros(0)
         if not hits.size or not self.num_heads:
-            self.token_lines.setData([], [])
+            if self.token_lines.xData is not None and len(self.token_lines.xData):
+                self.token_lines.setData([], [])
             return
         offset, length = int(hits[0]) + 0.5, self._length
         xs, ys = [], []

@@ -44,6 +44,7 @@ CAPTION_STYLE = "color: #0b3d75; background: #e3eefb; border: 1px solid #9dbde6;
 
 
 PREDICTIONS_SHARE = 0.3  # of the width, when the predictions are shown
+INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (see workers.py, rule 5)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class InspectTab(QWidget):
         self.last_pictures_ms = float("nan")
         threads = InspectionThreads()
         self.inspect_worker = LatestJobWorker(inspect_and_draw, name="inspectThread",
-                                              torch_threads=lambda job: threads(job.request))
+                                              torch_threads=lambda job: threads(job.request), niceness=INSPECT_NICENESS)
         self.inspect_worker.done.connect(self._on_inspected)
         self.inspect_worker.failed.connect(self._on_inspect_failed)
 

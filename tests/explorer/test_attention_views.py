@@ -343,3 +343,24 @@ def test_the_panel_asks_attention_math_once_per_layer_options_and_head_mask(pane
     assert not view.heads_on[0] and panel.head_grid.images[0].opacity() < 0.5
     panel.set_inspection(inspection)  # a new inspection (even the same object shown again) is asked afresh
     assert asked == [0, 2, 2, 2, 2]
+
+
+def test_axis_labels_fit_at_512_tokens_and_the_hovered_token_is_always_named(panel, qtbot):
+    inspection = demo_inspection(512, 2, 3)
+    panel.set_inspection(inspection)
+    detail = panel.head_detail
+    qtbot.waitUntil(lambda: detail.plot.vb.sceneBoundingRect().height() > 100, timeout=5_000)
+    axis = detail.left_axis
+    length = axis.geometry().height()
+    (stride, values), = axis.tickValues(0, 512, length)
+    assert stride > 1 and len(values) * axis.min_spacing_px <= length * 1.05  # every k-th label, k chosen to fit
+    assert axis.tickStrings(values[:1], 1, 1)[0].startswith("0 ")  # a thinned label says its position
+    row = 301  # not one of the labels shown
+    assert (row + 0.5) not in values
+    detail._on_mouse_moved(detail.plot.vb.mapViewToScene(_cell_centre(row, 7, 1)))
+    assert axis.hovered == row and detail.bottom_axis.hovered == 7
+    assert f"{inspection.input_tokens[row]} ({row})" in detail.hover_label.text()
+    assert axis._text(row, axis.stride > 1) == f"{row} {inspection.input_tokens[row]}"
+    detail.graphics.grab()  # draws the hovered label in bold on its highlight
+    detail._end_hover()
+    assert axis.hovered == -1
