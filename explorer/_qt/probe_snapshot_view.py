@@ -2,9 +2,9 @@
 
 The Train tab's bottom right. It renders the `bertcore.inspection` result it is given; the TrainingPanel
 decides which snapshot and pair that is. The head is the inspector's `TokenHeatmap` (thinned token labels,
-the hovered token named, a colour bar); its colours are √attention over the fixed range 0 … 1, so heads
-and steps stay comparable while the slider walks the run. Layers and heads are numbered from 1, as in the
-Inspect tab.
+the hovered token named, a colour bar) with the inspector's default colour scale, so a long probe pair
+shows its structure too (a fixed 0 … 1 scale painted a 512-token pair one dark level); the colour bar
+gives each snapshot's top value. Layers and heads are numbered from 1, as in the Inspect tab.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer._qt.head_views import TokenHeatmap
-
-SNAPSHOT_SCALE, SNAPSHOT_LEVELS = "sqrt", (0.0, 1.0)
+from explorer.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 
 
 class SnapshotView(QWidget):
@@ -84,7 +83,8 @@ class SnapshotView(QWidget):
         layer, head = self.layer_spin.value() - 1, self.head_spin.value() - 1
         matrix = inspection.attentions[layer, head]  # (T, T) query × key
         tokens = list(inspection.input_tokens)
-        self.heatmap.set_matrix(matrix, tokens, np.arange(len(tokens)), SNAPSHOT_LEVELS, SNAPSHOT_SCALE)
+        levels = colour_levels(matrix, DEFAULT_COLOUR_SCALE)
+        self.heatmap.set_matrix(matrix, tokens, np.arange(len(tokens)), levels, DEFAULT_COLOUR_SCALE)
         self.heatmap.set_title(f"Layer {layer + 1} · head {head + 1}")
 
     def current_matrix(self) -> np.ndarray | None:
