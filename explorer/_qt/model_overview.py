@@ -134,37 +134,43 @@ class ModelOverview(HoverReadout, QWidget):
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""
-        off = np.argwhere(np.asarray(head_mask) < 0.5)
-        while len(self.ablated_items) < len(off):
-            veil = QGraphicsRectItem()
-            veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
-            veil.setPen(QPen(Qt.PenStyle.NoPen))
-            veil.setZValue(7)
-            self.plot.vb.addItem(veil, ignoreBounds=True)
-            self.ablated_items.append(veil)
-        for index, veil in enumerate(self.ablated_items):
-            veil.setVisible(index < len(off))
-            if index < len(off):
-                layer, head = off[index]
-                veil.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+        off = [(layer, head, None) for layer, head in np.argwhere(np.asarray(head_mask) < 0.5)]
+        self._mark_cells(self.ablated_items, off, self._make_veil)
 
     def set_head_frames(self, colours) -> None:
         """Frame head (l, h) in `colours[l][h]` (anything pg.mkColor takes; None: no frame); None clears all."""
         wanted = [] if colours is None else [(layer, head, colour) for layer, row in enumerate(colours)
                                              for head, colour in enumerate(row) if colour is not None]
-        while len(self.frame_items) < len(wanted):
-            frame = QGraphicsRectItem()
-            frame.setZValue(7.5)
-            self.plot.vb.addItem(frame, ignoreBounds=True)
-            self.frame_items.append(frame)
-        for index, frame in enumerate(self.frame_items):
-            frame.setVisible(index < len(wanted))
-            if index < len(wanted):
-                layer, head, colour = wanted[index]
-                pen = QPen(pg.mkColor(colour), 2)
-                pen.setCosmetic(True)
-                frame.setPen(pen)
-                frame.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+        self._mark_cells(self.frame_items, wanted, self._make_frame)
+
+    def _mark_cells(self, items: list[QGraphicsRectItem], cells: list, make) -> None:
+        """One rect item per (layer, head, colour) cell, from a pool that grows as needed; the rest hidden."""
+        while len(items) < len(cells):
+            items.append(make())
+            self.plot.vb.addItem(items[-1], ignoreBounds=True)
+        for index, item in enumerate(items):
+            item.setVisible(index < len(cells))
+            if index < len(cells):
+                layer, head, colour = cells[index]
+                if colour is not None:
+                    pen = QPen(pg.mkColor(colour), 2)
+                    pen.setCosmetic(True)
+                    item.setPen(pen)
+                item.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+
+    @staticmethod
+    def _make_veil() -> QGraphicsRectItem:
+        veil = QGraphicsRectItem()
+        veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
+        veil.setPen(QPen(Qt.PenStyle.NoPen))
+        veil.setZValue(7)
+        return veil
+
+    @staticmethod
+    def _make_frame() -> QGraphicsRectItem:
+        frame = QGraphicsRectItem()
+        frame.setZValue(7.5)
+        return frame
 
     def select(self, layer: int, head: int) -> None:
         self.selection.setVisible(layer >= 0 and head >= 0)

@@ -364,3 +364,26 @@ def test_axis_labels_fit_at_512_tokens_and_the_hovered_token_is_always_named(pan
     detail.graphics.grab()  # draws the hovered label in bold on its highlight
     detail._end_hover()
     assert axis.hovered == -1
+
+
+def test_analyses_can_mark_heads_in_the_grid_and_the_overview_and_add_tools(panel):
+    """The hooks the head lab builds on: a note and a frame colour per head, a tool in the toolbar."""
+    from PySide6.QtWidgets import QToolButton
+
+    panel.set_inspection(demo_inspection(10, 2, 3))
+    grid = panel.head_grid
+    grid.set_head_notes(["0.91", "", "0.12"], ["#2ca02c", "#999999", "#d62728"])
+    assert grid.head_label(0) == "1\n0.91" and grid.head_label(1) == "2"
+    assert grid.frames[2].pen().color().name() == "#d62728"
+    grid.set_head_notes(None)
+    assert grid.head_label(0) == "1"
+    panel.tabs.setCurrentIndex(1)
+    panel.overview.set_head_frames([[None, "#2ca02c", None], ["#d62728", None, None]])
+    shown = [item for item in panel.overview.frame_items if item.isVisible()]
+    assert len(shown) == 2 and shown[1].rect().left() == 0 and shown[1].rect().top() == panel.overview.cell
+    panel.overview.set_head_frames(None)
+    assert not any(item.isVisible() for item in panel.overview.frame_items)
+    tool = QToolButton()
+    tool.setText("Importance")
+    panel.add_tool(tool)
+    assert panel.controls.indexOf(tool) == panel.controls.indexOf(panel.export_button) - 1

@@ -51,14 +51,20 @@ def colour_spread(rgba: np.ndarray) -> tuple[int, float]:
     return len(counts), float(counts.max() / counts.sum())
 
 
-def test_at_512_tokens_every_one_of_12_heads_shows_a_spread_of_colours(qtbot, minilm_at_512):
-    _, inspection = minilm_at_512
+def panel_showing(qtbot, inspection, scale: str | None = None) -> AttentionPanel:
     panel = AttentionPanel()
     qtbot.addWidget(panel)
     panel.resize(1400, 700)
     panel.show()
     qtbot.waitExposed(panel)
+    if scale is not None:
+        panel.set_colour_scale(scale)
     panel.set_inspection(inspection)
+    return panel
+
+
+def test_at_512_tokens_every_one_of_12_heads_shows_a_spread_of_colours(qtbot, minilm_at_512):
+    panel = panel_showing(qtbot, minilm_at_512[1])
     assert panel.colour_scale() == "p99"  # the default
     flat = []
     for layer in range(6):
@@ -74,13 +80,7 @@ def test_at_512_tokens_every_one_of_12_heads_shows_a_spread_of_colours(qtbot, mi
 
 def test_the_old_linear_scale_paints_heads_flat_at_512_tokens(qtbot, minilm_at_512):
     """What the test above guards against: under "0 … max" some heads are one level."""
-    _, inspection = minilm_at_512
-    panel = AttentionPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1400, 700)
-    panel.show()
-    panel.set_colour_scale("max")
-    panel.set_inspection(inspection)
+    panel = panel_showing(qtbot, minilm_at_512[1], "max")
     colours = [colour_spread(image.image)[0] for image in panel.head_grid.images]
     assert min(colours) < 32
 

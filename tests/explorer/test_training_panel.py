@@ -547,12 +547,18 @@ def test_settings_out_of_range_say_why_as_they_are_typed(qtbot):
     assert form.settings().learning_rate == 3e-4
 
 
-def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel, corpus, tmp_path):
-    assert panel.start_run(tiny(corpus, tmp_path / "run", steps=30, probe_every=0, checkpoint_every=0))
-    qtbot.waitUntil(lambda: panel.steps_received >= 4, timeout=RUN_TIMEOUT_MS)
+def stop_after(qtbot, panel, settings, steps: int) -> int:
+    """Start a run, stop it once it has done `steps` steps; the step it stopped at."""
+    assert panel.start_run(settings)
+    qtbot.waitUntil(lambda: panel.steps_received >= steps, timeout=RUN_TIMEOUT_MS)
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS):
         panel.stop()
-    stopped_at = panel.plots.last_step()
+    return panel.plots.last_step()
+
+
+def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel, corpus, tmp_path):
+    stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=30, probe_every=0,
+                                               checkpoint_every=0), 4)
     assert stopped_at < 30 and panel.resume_button.isEnabled()
     assert "bert-train --resume" in panel.resume_button.toolTip()
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
@@ -570,11 +576,8 @@ def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel,
 
 
 def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, panel, corpus, tmp_path):
-    assert panel.start_run(tiny(corpus, tmp_path / "run", steps=20, probe_every=0, checkpoint_every=0))
-    qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
-    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS):
-        panel.stop()
-    stopped_at = panel.plots.last_step()
+    stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=20, probe_every=0,
+                                               checkpoint_every=0), 3)
     later = TrainingPanel(torch_threads=1)  # another session of the app, as after a restart
     qtbot.addWidget(later)
     try:
