@@ -44,25 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
 
-    # torch and the window's modules are imported in the background from here on, Qt meanwhile: only now, so
-    # that `--help` answers at once and never needs a display.
-    from explorer.preload import Preloader
-
-    preloader = Preloader()
+    # Qt is imported only now, so that `--help` answers at once and never needs a display; torch and the
+    # window's modules are imported in the background from here on, while the splash paints: its first paint
+    # (Qt's font set-up, ~1 s on a small machine) runs in C++ in the event loop, outside the interpreter's lock.
     from PySide6.QtWidgets import QApplication
 
     from explorer._qt.splash import Splash, StartupClock, when_done
+    from explorer.preload import Preloader
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName(APP_NAME)
     app.setApplicationName(APP_NAME)
     app.setApplicationDisplayName(APP_NAME)
+    preloader = Preloader()
     clock = StartupClock(app)
     splash = Splash()
+    windows = []  # the window, once built (kept referenced while the event loop runs)
+    splash.say("Loading PyTorch and the model code…")  # before show(): drawn at the first paint (see Splash)
     clock.on_next_paint(splash, "first-paint")
     splash.show()
-    splash.say("Loading PyTorch and the model code…")
-    windows = []  # the window, once built (kept referenced while the event loop runs)
 
     def build() -> None:
         clock.report("preloaded")

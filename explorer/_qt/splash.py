@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QPixmap
 from PySide6.QtWidgets import QSplashScreen, QWidget
 
 TIMING_ENV = "BERT_EXPLORER_TIMING"
@@ -41,46 +41,45 @@ class StartupClock(QObject):
         if self.enabled:
             print(f"bert-explorer-timing {event} {time.time():.3f}", file=sys.stderr, flush=True)
 
-    def on_next_paint(self, widget: QWidget, event: str) -> None:
-        """Report `event` when `widget` next paints."""
-        if event in self.seen:
-            return
-        self._paint_events[id(widget)] = event
+    def on_next_paint(self, widget: QWidget, event: str, then: Callable[[], None] | None = None) -> None:
+        """Report `event` when `widget` next paints, then call `then` (in the GUI thread)."""
+        self._paint_events[id(widget)] = (event, then)
         widget.installEventFilter(self)
 
     def eventFilter(self, watched, event) -> bool:
         if event.type() == QEvent.Type.Paint and id(watched) in self._paint_events:
-            name = self._paint_events.pop(id(watched))
+            name, then = self._paint_events.pop(id(watched))
             watched.removeEventFilter(self)
-            # the paint is under way; the time it ends is when the next event is handled
-            QTimer.singleShot(0, self, lambda: self.report(name))
+
+            def painted() -> None:  # the paint is under way; it has ended when the next event is handled
+                self.report(name)
+                if then is not None:
+                    then()
+
+            QTimer.singleShot(0, self, painted)
         return False
 
 
 class Splash(QSplashScreen):
-    """The app's name and what it is doing, drawn without any image file."""
+    """The app's name and what it is doing, drawn without any image file.
+
+    Its text is drawn by QSplashScreen itself when it first paints, inside the event loop, where the C++
+    code runs outside the interpreter's lock: Qt's font set-up (~1 s the first time on a small machine)
+    then overlaps the background import instead of holding it up, as drawing the text here would.
+    """
 
     def __init__(self):
         pixmap = QPixmap(460, 150)
         pixmap.fill(QColor("#20324a"))
-        painter = QPainter(pixmap)
-        title = QFont()
-        title.setPointSize(20)
-        title.setBold(True)
-        painter.setFont(title)
-        painter.setPen(QColor("white"))
-        painter.drawText(24, 58, "bert-explorer")
-        small = QFont()
-        small.setPointSize(10)
-        painter.setFont(small)
-        painter.setPen(QColor("#b8c7da"))
-        painter.drawText(24, 84, "See inside BERT and watch it learn")
-        painter.end()
         super().__init__(pixmap)
         self.setObjectName("splash")
+        font = QFont()
+        font.setPointSize(12)
+        self.setFont(font)
 
     def say(self, text: str) -> None:
-        self.showMessage(text, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, QColor("white"))
+        self.showMessage(f"bert-explorer\nSee inside BERT and watch it learn\n\n{text}",
+                         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, QColor("white"))
 
 
 def when_done(preloader, callback: Callable[[], None], poll_ms: int = 15) -> QTimer:
