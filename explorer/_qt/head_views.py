@@ -172,7 +172,7 @@ class TokenAxis(pg.AxisItem):
         text_specs = []
         for value, text in zip(values, self.tickStrings(values, 1, 1), strict=True):
             if hovered >= 0:  # leave room for the hovered label
-                gap_px = abs(value - hovered_centre) * length / (high - low)
+                gap_px = abs(value - hovered_centre) * length / abs(high - low)  # (inverted: high < low)
                 if gap_px < text_height * 1.1:
                     continue
             text_specs.append((place(value), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text))

@@ -362,6 +362,17 @@ def test_axis_labels_fit_at_512_tokens_and_the_hovered_token_is_always_named(pan
     assert f"{inspection.input_tokens[row]} ({row})" in detail.hover_label.text()
     assert axis._text(row, axis.stride > 1) == f"{row} {inspection.input_tokens[row]}"
     detail.graphics.grab()  # draws the hovered label in bold on its highlight
+    from PySide6.QtGui import QPainter
+
+    canvas = QImage(50, 50, QImage.Format.Format_ARGB32)
+    painter = QPainter(canvas)
+    try:
+        for side in (axis, detail.bottom_axis):  # (the left axis runs inverted: queries down)
+            texts = [text for _, _, text in side.generateDrawSpecs(painter)[2]]
+            hovered = [text for text in texts if text.startswith("\0")]
+            assert len(hovered) == 1 and len(texts) >= len(values) - 3, texts  # the others stay, bar neighbours
+    finally:
+        painter.end()
     detail._end_hover()
     assert axis.hovered == -1
 
