@@ -1,8 +1,10 @@
 """All layers x heads in one ImageItem (bertviz's "model view" without 144 widgets).
 
-explorer.attention_math.overview_image assembles the (L*c, H*c) picture in numpy; this view shows it,
-draws the cell grid and layer/head labels as single items, and maps clicks and hovers back to
-(layer, head) and token positions.
+explorer.attention_images draws the (L*c, H*c) picture (in the inspection worker, or in the panel when
+an option changes); this view shows it, draws the cell grid and layer/head labels as single items, names
+its colour scale on a colour bar, and maps clicks and hovers back to (layer, head) and token positions.
+
+Extension hook: `set_head_frames(colours)` frames chosen heads in a colour (e.g. by importance or role).
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from explorer._qt.head_views import HIGHLIGHT_PEN, SELECTED_PEN, HoverReadout, color_map
-from explorer.attention_math import bin_edges
+from explorer._qt.head_views import (
+    HIGHLIGHT_PEN,
+    SELECTED_PEN,
+    HoverReadout,
+    insert_scale_bar,
+    make_scale_bar,
+    show_scale,
+)
+from explorer.attention_images import OverviewPicture
+from explorer.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 
 GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
 
@@ -32,7 +42,8 @@ class ModelOverview(HoverReadout, QWidget):
         self.cell = 1
         self.positions = np.zeros(0, np.intp)
         self.tokens: list[str] = []
-        self.image = np.zeros((0, 0), np.float32)
+        self.image = np.zeros((0, 0), np.float32)  # (L*c, H*c) the values drawn, for hovering
+        self.frame_items: list[QGraphicsRectItem] = []
         self._hover_inside = False
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -41,16 +52,14 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.showAxis("top")
+        # Square cells keep each head's pattern undistorted; the layer and head numbers are text beside the
+        # image (not axes, which would stretch across whatever room the locked aspect leaves).
         self.plot.hideAxis("bottom")
-        for name in ("left", "top"):
-            axis = self.plot.getAxis(name)
-            axis.setPen("k")
-            axis.setTextPen("k")
-        self.plot.getAxis("left").setLabel("layer", color="k")
-        self.plot.getAxis("top").setLabel("head", color="k")
+        self.plot.hideAxis("left")
+        self.plot.setAspectLocked(True)
+        self.number_items: list[pg.TextItem] = []
+        self.plot.setMouseEnabled(False, False)
         self.image_item = pg.ImageItem(axisOrder="row-major")
-        self.image_item.setColorMap(color_map())
         self.plot.addItem(self.image_item)
         self.grid_lines = pg.PlotCurveItem(pen=GRID_PEN, connect="pairs")
         self.grid_lines.setZValue(5)
@@ -68,8 +77,8 @@ class ModelOverview(HoverReadout, QWidget):
         self.selection.setZValue(8)
         self.selection.setVisible(False)
         self.plot.vb.addItem(self.selection, ignoreBounds=True)
-        self.color_bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=14)
-        self.color_bar.setImageItem(self.image_item, insert_in=self.plot)
+        self.color_bar = make_scale_bar()
+        insert_scale_bar(self.plot, self.color_bar)
 
         self.hover_label = QLabel(" ")
         self.hover_label.setObjectName("overviewHoverLabel")
@@ -81,16 +90,17 @@ class ModelOverview(HoverReadout, QWidget):
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
-    def set_overview(self, image: np.ndarray, cell: int, num_layers: int, num_heads: int,
-                     positions: np.ndarray, tokens: list[str], levels: tuple[float, float]) -> None:
-        """image (L*cell, H*cell) from attention_math.overview_image."""
+    def set_picture(self, picture: OverviewPicture, num_layers: int, num_heads: int, positions: np.ndarray,
+                    tokens: list[str], scale: str = DEFAULT_COLOUR_SCALE) -> None:
+        """A picture from attention_images.draw_overview: (L*cell, H*cell) values and their colours."""
+        cell = picture.cell
         shape_changed = (num_layers, num_heads, cell) != (self.num_layers, self.num_heads, self.cell)
-        self.image = image
+        self.image = picture.values
         self.cell, self.num_layers, self.num_heads = cell, num_layers, num_heads
         self.positions = np.asarray(positions, np.intp)
         self.tokens = tokens
-        self.image_item.setImage(image, autoLevels=False, levels=levels)
-        self.color_bar.setLevels(levels)
+        self.image_item.setImage(picture.image, autoLevels=False)
+        show_scale(self.color_bar, scale, picture.levels)
         if shape_changed:
             self._layout_grid()
 
@@ -104,27 +114,63 @@ class ModelOverview(HoverReadout, QWidget):
             xs += [0, width]
             ys += [layer * cell, layer * cell]
         self.grid_lines.setData(np.array(xs, float), np.array(ys, float))
-        self.plot.getAxis("left").setTicks([[((layer + 0.5) * cell, str(layer + 1))
-                                             for layer in range(self.num_layers)]])
-        self.plot.getAxis("top").setTicks([[((head + 0.5) * cell, str(head + 1))
-                                            for head in range(self.num_heads)]])
-        self.plot.vb.setRange(xRange=(0, max(1, width)), yRange=(0, max(1, height)), padding=0)
+        for item in self.number_items:
+            self.plot.vb.removeItem(item)
+        margin = cell * 0.06
+        self.number_items = [pg.TextItem("layer \\ head", color="#555", anchor=(1, 1))]
+        self.number_items[0].setPos(-margin, -margin)
+        for layer in range(self.num_layers):
+            item = pg.TextItem(str(layer + 1), color="k", anchor=(1, 0.5))
+            item.setPos(-margin, (layer + 0.5) * cell)
+            self.number_items.append(item)
+        for head in range(self.num_heads):
+            item = pg.TextItem(str(head + 1), color="k", anchor=(0.5, 1))
+            item.setPos((head + 0.5) * cell, -margin)
+            self.number_items.append(item)
+        for item in self.number_items:
+            self.plot.vb.addItem(item, ignoreBounds=True)
+        pad = cell * 0.45
+        self.plot.vb.setRange(xRange=(-pad, max(1, width)), yRange=(-pad, max(1, height)), padding=0.01)
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""
-        off = np.argwhere(np.asarray(head_mask) < 0.5)
-        while len(self.ablated_items) < len(off):
-            veil = QGraphicsRectItem()
-            veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
-            veil.setPen(QPen(Qt.PenStyle.NoPen))
-            veil.setZValue(7)
-            self.plot.vb.addItem(veil, ignoreBounds=True)
-            self.ablated_items.append(veil)
-        for index, veil in enumerate(self.ablated_items):
-            veil.setVisible(index < len(off))
-            if index < len(off):
-                layer, head = off[index]
-                veil.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+        off = [(layer, head, None) for layer, head in np.argwhere(np.asarray(head_mask) < 0.5)]
+        self._mark_cells(self.ablated_items, off, self._make_veil)
+
+    def set_head_frames(self, colours) -> None:
+        """Frame head (l, h) in `colours[l][h]` (anything pg.mkColor takes; None: no frame); None clears all."""
+        wanted = [] if colours is None else [(layer, head, colour) for layer, row in enumerate(colours)
+                                             for head, colour in enumerate(row) if colour is not None]
+        self._mark_cells(self.frame_items, wanted, self._make_frame)
+
+    def _mark_cells(self, items: list[QGraphicsRectItem], cells: list, make) -> None:
+        """One rect item per (layer, head, colour) cell, from a pool that grows as needed; the rest hidden."""
+        while len(items) < len(cells):
+            items.append(make())
+            self.plot.vb.addItem(items[-1], ignoreBounds=True)
+        for index, item in enumerate(items):
+            item.setVisible(index < len(cells))
+            if index < len(cells):
+                layer, head, colour = cells[index]
+                if colour is not None:
+                    pen = QPen(pg.mkColor(colour), 2)
+                    pen.setCosmetic(True)
+                    item.setPen(pen)
+                item.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+
+    @staticmethod
+    def _make_veil() -> QGraphicsRectItem:
+        veil = QGraphicsRectItem()
+        veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
+        veil.setPen(QPen(Qt.PenStyle.NoPen))
+        veil.setZValue(7)
+        return veil
+
+    @staticmethod
+    def _make_frame() -> QGraphicsRectItem:
+        frame = QGraphicsRectItem()
+        frame.setZValue(7.5)
+        return frame
 
     def select(self, layer: int, head: int) -> None:
         self.selection.setVisible(layer >= 0 and head >= 0)
