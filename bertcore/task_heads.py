@@ -87,7 +87,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
         loss = None if labels is None else self._loss(logits, labels)
         return SequenceClassifierOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
-    def problem_type(self, labels: torch.Tensor) -> str:
+    def problem_type_for(self, labels: torch.Tensor) -> str:
         """config.problem_type, else inferred from the labels as transformers does: one output is regression;
         integer labels are single-label classes; anything else is multi-label. (transformers also writes the
         inferred type into its config; a frozen config cannot, so it is inferred at every call.)"""
@@ -101,7 +101,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         logits = logits.float()
-        problem_type = self.problem_type(labels)
+        problem_type = self.problem_type_for(labels)
         if problem_type == "regression":
             if self.num_labels == 1:
                 return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))

@@ -109,7 +109,7 @@ def test_sequence_classification_matches_transformers(pair, padded, problem, num
     torch.testing.assert_close(full.logits, want_full.logits, **TOLERANCE)
     assert_same_internals(full, want_full)
 
-    assert ours.problem_type(labels) == problem
+    assert ours.problem_type_for(labels) == problem
     fast = ours(**inputs, labels=labels)  # [CLS] only in the last layer, padding skipped
     want = reference(**inputs, labels=labels)
     assert fast.hidden_states is None and fast.attentions is None
