@@ -8,6 +8,7 @@ few of the other) so that load from other processes hits both alike. Reported: t
 (after warm-up) of real (non-pad) tokens per second, the ratio, and the load average before and after.
 
     .venv/bin/python benchmarks/finetune_throughput.py                     # mini, vocab 8000, batch 32, 24..128
+    .venv/bin/python benchmarks/finetune_throughput.py --threads 1          # steadier on a shared machine
     .venv/bin/python benchmarks/finetune_throughput.py --device cuda --dtype bf16
 
 Where bertcore's speed comes from: the classifier reads only the pooled [CLS] vector, so the last layer runs
