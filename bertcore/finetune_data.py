@@ -38,7 +38,6 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -231,8 +230,9 @@ class FinetuningData:
 
     def __init__(self, tokenizer, *, seq_len: int, seed: int, length_buckets: int, train_source: str,
                  eval_source: str):
-        if seq_len < 4:
-            raise ValueError(f"seq_len is {seq_len}; fine-tuning inputs need at least 4 positions")
+        if seq_len < 5:
+            raise ValueError(f"seq_len is {seq_len}; fine-tuning inputs need at least 5 positions "
+                             "([CLS] A [SEP] B [SEP] with a token in each sentence)")
         if length_buckets < 1:
             raise ValueError(f"length_buckets is {length_buckets}; it must be >= 1 (1 = no length bucketing)")
         self.tokenizer = tokenizer
@@ -242,7 +242,7 @@ class FinetuningData:
         self.train_source = train_source
         self.eval_source = eval_source
         self._pool: tuple[tuple, list[list[int]]] | None = None
-        self._epoch_order = lru_cache(maxsize=2)(self._permutation)
+        self._epochs: dict[int, list[int]] = {}  # the last two epochs' orders (a step may straddle two)
 
     @property
     def num_labels(self) -> int:
@@ -257,10 +257,13 @@ class FinetuningData:
 
     # -- training batches: a pure function of (seed, step, rank, world_size) --
 
-    def _permutation(self, epoch: int) -> list[int]:
-        order = list(range(len(self.train_features)))
-        step_rng(self.seed, 0, epoch, "epoch").shuffle(order)
-        return order
+    def _epoch_order(self, epoch: int) -> list[int]:
+        """The seeded order of the training features in epoch `epoch` (0-based)."""
+        if epoch not in self._epochs:
+            order = list(range(len(self.train_features)))
+            step_rng(self.seed, 0, epoch, "epoch").shuffle(order)
+            self._epochs = {e: o for e, o in self._epochs.items() if e == epoch - 1} | {epoch: order}
+        return self._epochs[epoch]
 
     def _stream(self, start: int, count: int) -> list[int]:
         """Feature indices at positions [start, start + count) of the endless stream of epochs."""
@@ -423,10 +426,10 @@ class SequenceClassificationData(FinetuningData):
         features = []
         for index, (example, tokens_a, is_pair) in enumerate(zip(examples, ids_a, pairs, strict=True)):
             tokens_b = next(ids_b_flat) if is_pair else []
-            for name, tokens in (("text", tokens_a), ("text_b", tokens_b if is_pair else [0])):
-                if not tokens:
-                    raise TaskDataError(f"{example.where}: {name!r} has no tokens after BERT normalisation (only "
-                                        "control or zero-width characters); write some words or delete the row")
+            empty = "text" if not tokens_a else "text_b" if is_pair and not tokens_b else None
+            if empty:
+                raise TaskDataError(f"{example.where}: {empty!r} has no tokens after BERT normalisation (only "
+                                    "control or zero-width characters); write some words or delete the row")
             num_specials = 3 if is_pair else 2
             keep_a, keep_b = _longest_first(len(tokens_a), len(tokens_b), self.seq_len - num_specials, is_pair)
             input_ids = [tokenizer.cls_token_id, *tokens_a[:keep_a], tokenizer.sep_token_id]

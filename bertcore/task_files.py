@@ -142,7 +142,7 @@ def read_text_examples(
     text = read_task_text(path)
     columns = (text_column, text_b_column, label_column)
     if kind == "jsonl":
-        rows = [(number, record) for number, record in _jsonl_records(path, text)]
+        rows = _jsonl_records(path, text)
     else:
         rows = _csv_rows(path, text, "," if kind == "csv" else "\t", columns, require_label)
     examples = []

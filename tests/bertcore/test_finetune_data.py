@@ -132,6 +132,9 @@ def test_a_text_with_no_tokens_names_its_line(tokenizer):
     examples = [TextExample("\u200b", None, "x", "data.csv line 7")]
     with pytest.raises(TaskDataError, match=r"data\.csv line 7: 'text' has no tokens after BERT normalisation"):
         SequenceClassificationData(examples, examples, tokenizer)
+    examples = [TextExample("fine", "\u200b\u200b", "x", "data.csv line 8")]
+    with pytest.raises(TaskDataError, match=r"data\.csv line 8: 'text_b' has no tokens"):
+        SequenceClassificationData(examples, examples, tokenizer)
 
 
 # ---- token encoding ------------------------------------------------------------------------------------------
