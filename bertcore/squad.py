@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -89,6 +90,7 @@ def make_qa_windows(
         answer_span = _answer_token_span(example, context_offsets)
         room = seq_len - len(query) - 3
         spans = _window_spans(len(context_ids), room, doc_stride)
+        owner = _max_context_owners(tuple(spans), len(context_ids))
         for span_index, (first, last) in enumerate(spans):
             prefix = [tokenizer.cls_token_id, *query, tokenizer.sep_token_id]
             context_start = len(prefix)
@@ -97,8 +99,7 @@ def make_qa_windows(
             offsets: list[tuple[int, int] | None] = [None] * len(input_ids)
             offsets[context_start : context_start + last - first] = context_offsets[first:last]
             max_context = [False] * len(input_ids)
-            for token in range(first, last):
-                max_context[context_start + token - first] = _is_max_context(spans, span_index, token)
+            max_context[context_start : context_start + last - first] = [o == span_index for o in owner[first:last]]
             start_position = end_position = 0
             if answer_span is not None and first <= answer_span[0] and answer_span[1] < last:
                 start_position = context_start + answer_span[0] - first
@@ -145,16 +146,19 @@ def _window_spans(num_tokens: int, room: int, doc_stride: int) -> list[tuple[int
         first += room - doc_stride
 
 
-def _is_max_context(spans: Sequence[tuple[int, int]], span_index: int, token: int) -> bool:
-    """BERT's rule: the token's score in a window is min(left, right context) + 0.01 * window length."""
-    best_score, best_index = None, None
+@lru_cache(maxsize=1024)  # questions over one context share their windows
+def _max_context_owners(spans: tuple[tuple[int, int], ...], num_tokens: int) -> tuple[int, ...]:
+    """For each context token, the window that gives it the most context (BERT's rule: score =
+    min(tokens to the left, tokens to the right) + 0.01 * window length; the first window wins a tie)."""
+    best_scores = np.full(num_tokens, -np.inf)
+    owners = np.zeros(num_tokens, dtype=np.int64)
     for index, (first, last) in enumerate(spans):
-        if not first <= token < last:
-            continue
-        score = min(token - first, last - 1 - token) + 0.01 * (last - first)
-        if best_score is None or score > best_score:
-            best_score, best_index = score, index
-    return best_index == span_index
+        tokens = np.arange(first, last)
+        scores = np.minimum(tokens - first, last - 1 - tokens) + 0.01 * (last - first)
+        better = scores > best_scores[first:last]
+        best_scores[first:last][better] = scores[better]
+        owners[first:last][better] = index
+    return tuple(owners.tolist())
 
 
 # ---- from logits back to text -------------------------------------------------------------------------------
