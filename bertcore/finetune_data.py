@@ -402,6 +402,11 @@ class SequenceClassificationData(FinetuningData):
             eval_targets = [_regression_target(e, because) for e in self.eval_examples]
         else:
             names = list(labels) if labels is not None else label_vocabulary([e.label for e in train_examples])
+            if len(names) < 2:
+                raise TaskDataError(
+                    f"{train_source} has only the label {names[0]!r} (or none); a classifier needs examples of at "
+                    "least two labels (for scores, give numbers with a fraction or problem_type='regression')"
+                )
             self.id2label = dict(enumerate(names))
             self.main_metric = "accuracy"
             label2id = self.label2id

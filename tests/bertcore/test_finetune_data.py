@@ -102,6 +102,12 @@ def test_an_eval_label_the_training_file_does_not_have(tmp_path, tokenizer):
         load_finetuning_data("sequence", train, evaluation, tokenizer=tokenizer)
 
 
+def test_a_classification_with_one_label_is_refused(tmp_path, tokenizer):
+    train = text_file(tmp_path, "train.jsonl", [{"text": "a", "label": "pos"}, {"text": "b", "label": "pos"}])
+    with pytest.raises(TaskDataError, match=r"train\.jsonl has only the label 'pos'"):
+        load_finetuning_data("sequence", train, train, tokenizer=tokenizer)
+
+
 def test_given_labels_fix_the_order(tmp_path, tokenizer):
     train = text_file(tmp_path, "train.jsonl", [{"text": "a", "label": "pos"}, {"text": "b", "label": "neg"}])
     data = load_finetuning_data("sequence", train, train, tokenizer=tokenizer, labels=["pos", "neg"])
@@ -116,7 +122,7 @@ def test_sequence_features_equal_the_tokenizer_and_transformers(tokenizer, refer
     rng = random.Random(3)
     examples = [TextExample(sentence(rng, 1, 20), sentence(rng, 1, 20) if i % 2 else None, "x", f"f line {i}")
                 for i in range(60)]
-    data = SequenceClassificationData(examples, examples[:2], tokenizer, seq_len=16)
+    data = SequenceClassificationData(examples, examples[:2], tokenizer, seq_len=16, labels=["x", "y"])
     for example, feature in zip(examples, data.train_features, strict=True):
         encoding = tokenizer.encode(example.text, example.text_b, max_length=16)
         assert feature.input_ids == encoding.input_ids
@@ -131,10 +137,10 @@ def test_sequence_features_equal_the_tokenizer_and_transformers(tokenizer, refer
 def test_a_text_with_no_tokens_names_its_line(tokenizer):
     examples = [TextExample("\u200b", None, "x", "data.csv line 7")]
     with pytest.raises(TaskDataError, match=r"data\.csv line 7: 'text' has no tokens after BERT normalisation"):
-        SequenceClassificationData(examples, examples, tokenizer)
+        SequenceClassificationData(examples, examples, tokenizer, labels=["x", "y"])
     examples = [TextExample("fine", "\u200b\u200b", "x", "data.csv line 8")]
     with pytest.raises(TaskDataError, match=r"data\.csv line 8: 'text_b' has no tokens"):
-        SequenceClassificationData(examples, examples, tokenizer)
+        SequenceClassificationData(examples, examples, tokenizer, labels=["x", "y"])
 
 
 # ---- token encoding ------------------------------------------------------------------------------------------
