@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bertcore.data import split_documents_text, split_sentences
 from bertcore.resources import assets_dir, default_corpus_path
-from bertcore.task_metrics import accuracy, entity_scores, macro_f1, squad_metrics
+from bertcore.task_metrics import accuracy, entity_scores, macro_f1, squad_metrics, token_classification_metrics
 
 RUN_LENGTH = 100  # speeches per run; every EVAL_EVERY-th run is eval
 EVAL_EVERY = 8
@@ -225,10 +225,6 @@ def _names_sentences(speeches: list[Speech], names: set[str], with_names: int, w
     return chosen
 
 
-def token_accuracy(predicted: list[list[str]], gold: list[list[str]]) -> float:
-    return accuracy([t for tags in predicted for t in tags], [t for tags in gold for t in tags])
-
-
 def _conll(sentences) -> str:
     return "".join("".join(f"{w} {t}\n" for w, t in zip(words, tags, strict=True)) + "\n"
                    for words, tags in sentences)
@@ -358,14 +354,14 @@ def _names_lines(tagged, num_names: int) -> list[str]:
             name = word.lower() in lexicon
             tags.append(("I-PER" if i and tags[-1] != "O" else "B-PER") if name else "O")
         lookup.append(tags)
-    all_o = [["O"] * len(tags) for tags in gold]
+    all_o_accuracy = token_classification_metrics([["O"] * len(tags) for tags in gold], gold)["accuracy"]
     sides = []
     for sentences in tagged:
         entities = sum(t == "B-PER" for _, tags in sentences for t in tags)
         words = sum(len(tags) for _, tags in sentences)
         sides.append(f"{len(sentences)} sentences, {words} words, {entities} names")
     return [f"- Train: {sides[0]}; eval: {sides[1]}; {num_names} distinct name words in the corpus.",
-            f"- Baselines: all `O` gets entity F1 0 (word accuracy {_percent(token_accuracy(all_o, gold))}); a "
+            f"- Baselines: all `O` gets entity F1 0 (word accuracy {_percent(all_o_accuracy)}); a "
             f"dictionary of the words tagged in train (lower-cased, as the model sees them) gets entity F1 "
             f"{_percent(entity_scores(lookup, gold)['entity_f1'])} on eval."]
 
