@@ -268,8 +268,7 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
             continue
         used.update(s.index for s in run)
         qas = []
-        for position in rng.sample(range(len(run)), 2):
-            speech = run[position]
+        for position, speech in enumerate(run):  # every speech of the passage is asked about once
             quote = _quote(rng.choice(speech.sentences))
             if _words(quote) < 3 or context.count(quote) != 1:
                 continue
@@ -277,13 +276,16 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
                         "answers": [{"text": speech.speaker, "answer_start": label_starts[position]}],
                         "is_impossible": False})
         inside = {s.index for s in run}
-        for _ in range(20):
+        num_impossible = (len(qas) + 1) // 2  # a third of the questions
+        for _ in range(50):
+            if num_impossible == 0:
+                break
             other = speeches[rng.randrange(len(speeches))]
             quote = _quote(rng.choice(other.sentences))
             if other.index not in inside and _words(quote) >= 3 and quote not in context:
-                qas.append({"id": f"{prefix}-{run[0].index}-none", "question": f'Who says "{quote}"?',
+                qas.append({"id": f"{prefix}-{run[0].index}-none{num_impossible}", "question": f'Who says "{quote}"?',
                             "answers": [], "is_impossible": True})
-                break
+                num_impossible -= 1
         rng.shuffle(qas)
         paragraphs.append({"context": context, "qas": qas})
     return {"version": "v2.0", "data": [{"title": "Tiny Shakespeare", "paragraphs": paragraphs}]}
@@ -307,11 +309,11 @@ def build_demo_files(corpus_path: Path) -> dict[str, str]:
     train, evaluation = _split(speeches)
     eval_rows = _mood_rows(evaluation, 100, "mood-eval", set())
     mood = (_mood_rows(train, 450, "mood-train", {row["text"].lower() for row in eval_rows}), eval_rows)
-    next_line = (_next_line_rows(train, 900, "next-train"), _next_line_rows(evaluation, 200, "next-eval"))
+    next_line = (_next_line_rows(train, 750, "next-train"), _next_line_rows(evaluation, 150, "next-eval"))
     names = character_names(speeches, corpus_text)
     tagged = (_names_sentences(train, names, 450, 200, "names-train"),
               _names_sentences(evaluation, names, 100, 50, "names-eval"))
-    squad = (_who_says(train, 90, "who-train", "t"), _who_says(evaluation, 25, "who-eval", "e"))
+    squad = (_who_says(train, 75, "who-train", "t"), _who_says(evaluation, 20, "who-eval", "e"))
     files: dict[str, str] = {}
     for side, number in (("train", 0), ("eval", 1)):
         files[f"mood/{side}.csv"] = _csv_text(mood[number], ["text", "label"], ",")

@@ -35,7 +35,7 @@ def test_the_shipped_files_are_what_the_generator_writes(generated):
 
 def test_the_demo_tasks_are_small(generated):
     sizes = {name: len(text.encode("utf-8")) for name, text in generated.items()}
-    assert sum(sizes.values()) < 420_000 and max(sizes.values()) < 100_000
+    assert sum(sizes.values()) < 410_000 and max(sizes.values()) < 110_000
 
 
 def test_every_demo_task_loads_with_the_default_vocabulary():
