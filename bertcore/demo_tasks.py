@@ -296,7 +296,8 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
 
 def _csv_text(rows: list[dict], columns: list[str], delimiter: str) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, delimiter=delimiter, lineterminator="\n")
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # as task_files reads them
+    writer = csv.DictWriter(buffer, fieldnames=columns, delimiter=delimiter, lineterminator="\n", quoting=quoting)
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()

@@ -2,6 +2,8 @@
 
 - Sequence / pair classification and regression: CSV or TSV with a header row, or JSONL (one object a line);
   columns `text`, optional `text_b`, `label` (other columns are ignored; `text_column=` etc. rename them).
+  CSV cells may be quoted as RFC 4180 says (commas, doubled quotes and line breaks inside quotes); TSV is one
+  row a line with no quoting at all, as GLUE's files are.
 - Token classification: JSONL with `tokens` and `tags` (lists of equal length), or CoNLL: one `word ... tag`
   per line (whitespace-separated, the tag in the last column, so CoNLL-2003's four columns work as they are),
   a blank line between sentences, `-DOCSTART-` lines skipped.
@@ -176,7 +178,9 @@ def read_text_examples(
 def _csv_rows(path: Path, text: str, delimiter: str, columns: tuple[str, str, str],
               require_label: bool) -> list[tuple[int, dict]]:
     name = "CSV" if delimiter == "," else "TSV"
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter)
+    # CSV quotes as RFC 4180 (and Excel, pandas) do; TSV has no quoting (GLUE's files hold stray " in text)
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
+    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, quoting=quoting)
     try:
         header = next(reader)
     except StopIteration:

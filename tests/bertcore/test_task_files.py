@@ -42,6 +42,13 @@ def test_csv_tsv_and_jsonl_read_the_same_rows(tmp_path):
     assert read_text_examples(csv_path)[1].where == f"{csv_path} line 3"
 
 
+def test_tsv_has_no_quoting_and_csv_has(tmp_path):
+    tsv_path = write(tmp_path, "glue.tsv", 'text\tlabel\n"A stray quote\tpos\nit \'s "fine" \tneg\n')
+    assert [e.text for e in read_text_examples(tsv_path)] == ['"A stray quote', 'it \'s "fine" ']
+    csv_path = write(tmp_path, "q.csv", 'text,label\n"say ""hi"", then go",pos\n')
+    assert read_text_examples(csv_path)[0].text == 'say "hi", then go'
+
+
 def test_single_sentences_json_numbers_and_renamed_columns(tmp_path):
     path = write(tmp_path, "s.jsonl", '{"sentence": "a b", "score": 0.5}\n{"sentence": "c", "score": 3}\n')
     examples = read_text_examples(path, text_column="sentence", label_column="score")
