@@ -69,9 +69,9 @@ HOW = {
              "mention a name. The tokenizer is uncased, so capitals are no clue: the model has to learn which "
              "words are names, which is mostly learning the list (see the dictionary baseline).",
     "who-says": "The context is a passage of 3 to 5 consecutive speeches written `Speaker: text`, one a line; the "
-                "question quotes the opening words (at most 8) of a sentence, `Who says \"...\"?`, and the answer "
-                "is the speaker label of the speech it comes from (answer_start points at that speech's label). "
-                "A third of the questions quote a sentence from outside the passage and are unanswerable "
+                "question quotes the opening words (at most 8) of a speech, `Who says \"...\"?`, and the answer is "
+                "that speech's speaker label, just before the quoted words (answer_start points at it). "
+                "A third of the questions quote the opening of a speech from outside the passage and are unanswerable "
                 "(`is_impossible`, answer \"\"), as in SQuAD 2.0. Contexts longer than one input are cut into "
                 "windows, so this also exercises the window logic.",
 }
@@ -269,7 +269,7 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
         used.update(s.index for s in run)
         qas = []
         for position, speech in enumerate(run):  # every speech of the passage is asked about once
-            quote = _quote(rng.choice(speech.sentences))
+            quote = _quote(speech.sentences[0])  # a speech's opening words: the answer sits just before them
             if _words(quote) < 3 or context.count(quote) != 1:
                 continue
             qas.append({"id": f"{prefix}-{speech.index}", "question": f'Who says "{quote}"?',
@@ -281,7 +281,7 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
             if num_impossible == 0:
                 break
             other = speeches[rng.randrange(len(speeches))]
-            quote = _quote(rng.choice(other.sentences))
+            quote = _quote(other.sentences[0])
             if other.index not in inside and _words(quote) >= 3 and quote not in context:
                 qas.append({"id": f"{prefix}-{run[0].index}-none{num_impossible}", "question": f'Who says "{quote}"?',
                             "answers": [], "is_impossible": True})

@@ -113,7 +113,7 @@ def test_who_says_answers_are_the_speakers_of_the_quoted_lines():
             continue
         answer = example.answers[0]
         line = example.context[answer.answer_start :].split("\n", 1)[0]
-        assert line.startswith(answer.text + ": ") and quote in line
+        assert line.startswith(f"{answer.text}: {quote}")  # the speech opens with the quoted words
         assert sum(quote in other for other in lines) == 1
         kinds["answer"] += 1
     assert kinds["answer"] > kinds["none"] > 100
