@@ -69,7 +69,7 @@ from bertcore.task_metrics import (
     squad_metrics,
     token_classification_metrics,
 )
-from bertcore.tokenizer import _longest_first
+from bertcore.tokenizer import longest_first
 
 TASKS = ("sequence", "token", "qa")
 PROBLEM_TYPES = ("single_label_classification", "regression")
@@ -436,7 +436,7 @@ class SequenceClassificationData(FinetuningData):
                 raise TaskDataError(f"{example.where}: {empty!r} has no tokens after BERT normalisation (only "
                                     "control or zero-width characters); write some words or delete the row")
             num_specials = 3 if is_pair else 2
-            keep_a, keep_b = _longest_first(len(tokens_a), len(tokens_b), self.seq_len - num_specials, is_pair)
+            keep_a, keep_b = longest_first(len(tokens_a), len(tokens_b), self.seq_len - num_specials, is_pair)
             input_ids = [tokenizer.cls_token_id, *tokens_a[:keep_a], tokenizer.sep_token_id]
             if is_pair:
                 input_ids += [*tokens_b[:keep_b], tokenizer.sep_token_id]

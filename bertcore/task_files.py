@@ -23,7 +23,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertcore.data import CorpusError, read_text_file
+from bertcore.data import read_text_file
+from bertcore.errors import TaskDataError
 
 SEQUENCE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 TOKEN_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".conll": "conll", ".txt": "conll", ".iob": "conll",
@@ -31,10 +32,6 @@ TOKEN_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".conll": "conll", ".txt":
 DOCSTART = "-DOCSTART-"
 
 Label = str | int | float  # as written in the file; `bertcore.finetune_data` decides what kind of task it makes
-
-
-class TaskDataError(ValueError):
-    """Fine-tuning data that cannot be used; the message names the file, the line or record, and the fix."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +76,7 @@ class QAExample:
 
 def read_task_text(path: str | Path) -> str:
     """The file's text (UTF-8, BOM allowed); TaskDataError for a missing, non-UTF-8 or empty file."""
-    path = Path(path)
-    if not path.is_file():
-        raise TaskDataError(f"task file {path} does not exist; pass the path of an existing data file")
-    try:
-        return read_text_file(path)
-    except CorpusError as error:  # same checks and wording as for a corpus, but this is a task file
-        raise TaskDataError(str(error).replace("corpus file", "task file", 1)) from None
+    return read_text_file(path, kind="task file", error=TaskDataError)
 
 
 def _file_format(path: Path, formats: dict[str, str], given: str | None, kind: str) -> str:
