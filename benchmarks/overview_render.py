@@ -60,7 +60,8 @@ def main() -> None:
             grid = median_ms(step_layer, args.repeats * 2)
 
             def overview_render(panel=panel):
-                panel._refresh_overview()  # assemble + setImage
+                panel._pictures.pop("overview", None)  # drawn afresh, as for a new inspection
+                panel._refresh_overview()  # assemble, colour, setImage
                 panel.overview.graphics.grab()  # paint it offscreen, as a frame
 
             panel.tabs.setCurrentIndex(1)
@@ -71,6 +72,7 @@ def main() -> None:
                                    args.repeats)
             def rollout_render(panel=panel):
                 panel._rollout = None  # recompute: a new inspection or head mask
+                panel._pictures.pop("rollout", None)
                 panel._refresh_rollout()
                 panel.rollout_view.graphics.grab()
 

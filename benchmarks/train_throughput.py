@@ -118,6 +118,19 @@ class Runner:
         return statistics.median(self.rates)
 
 
+def time_interleaved(runners: list[Runner], warmup: int, rounds: int, per_round: int) -> None:
+    """Warm each runner up, then time `rounds` rounds of `per_round` steps of each in turn."""
+    for runner in runners:
+        start = time.perf_counter()
+        for _ in range(warmup):
+            runner.step(timed=False)
+        print(f"  {runner.name}: {warmup} warm-up steps took {time.perf_counter() - start:.1f} s", flush=True)
+    for _ in range(rounds):
+        for runner in runners:
+            for _ in range(per_round):
+                runner.step(timed=True)
+
+
 def training_flops_per_token(config, seq_len: int, mlm_fraction: float = 0.15) -> float:
     """6 × (matmul parameters touched per token) + attention scores/values; decoder only on masked positions."""
     d, layers = config.hidden_size, config.num_hidden_layers
@@ -184,15 +197,7 @@ def main() -> None:
           f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}); batch {args.batch_size} × "
           f"{args.seq_len} ({args.batches} batches, {mean_tokens:.1f} real tokens per sequence); {device}, "
           f"{args.dtype}, {torch.get_num_threads()} threads, torch {torch.__version__}", flush=True)
-    for runner in runners:
-        start = time.perf_counter()
-        for _ in range(args.warmup):
-            runner.step(timed=False)
-        print(f"  {runner.name}: {args.warmup} warm-up steps took {time.perf_counter() - start:.1f} s", flush=True)
-    for _ in range(args.rounds):
-        for runner in runners:
-            for _ in range(args.per_round):
-                runner.step(timed=True)
+    time_interleaved(runners, args.warmup, args.rounds, args.per_round)
     for runner in runners:
         spread = f"{min(runner.rates):,.0f}–{max(runner.rates):,.0f}"
         print(f"  {runner.name:<40} {runner.median:>10,.0f} tokens/s (median of {len(runner.rates)}; range {spread})")

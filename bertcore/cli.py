@@ -100,11 +100,7 @@ def make_config(args: argparse.Namespace):
     given = {field: getattr(args, option) for option, field in OPTION_FIELDS.items()
              if getattr(args, option) is not None}
     if args.resume:
-        run = RunFolder(_resumed_run_dir(args))
-        recorded = run.read_run_config().get("training")
-        if not isinstance(recorded, dict):
-            raise ValueError(f"{run.run_config_path} holds no \"training\" settings; it was not written by bert-train")
-        base = TrainingConfig.from_dict({**recorded, "out_dir": str(run.path)})
+        base = TrainingConfig.from_dict(RunFolder(_resumed_run_dir(args)).read_training_settings())
     else:
         base = TrainingConfig(out_dir=time.strftime("runs/bert-%Y%m%d-%H%M%S"))
     return base.replace(**given)

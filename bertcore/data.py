@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from bertcore.errors import CorpusError
+
 # Token ids of one sentence, of one document (list of sentences), of a corpus (list of documents).
 Sentence = list[int]
 Document = list[Sentence]
@@ -40,10 +42,6 @@ Document = list[Sentence]
 # A sentence ends at . ! or ? (possibly followed by closing quotes/brackets) and whitespace.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+")
 _BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
-
-
-class CorpusError(ValueError):
-    """A corpus that cannot be used: missing, not UTF-8, empty, or too small; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -70,22 +68,23 @@ def split_documents_text(text: str) -> list[str]:
     return [block for block in _BLANK_LINE.split(text) if block.strip()]
 
 
-def read_text_file(path: str | Path) -> str:
-    """The file's text; CorpusError naming the file for a missing file, non-UTF-8 bytes or no text."""
+def read_text_file(path: str | Path, *, kind: str = "corpus file", error: type[ValueError] = CorpusError) -> str:
+    """The file's text; `error` (CorpusError) naming the `kind` of file for a missing file, non-UTF-8 bytes or no
+    text."""
     path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"corpus file {path} does not exist; pass an existing .txt file or a folder of them")
+        raise error(f"{kind} {path} does not exist; check the path")
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise CorpusError(
-            f"corpus file {path} is not UTF-8 text: byte 0x{raw[error.start]:02x} at byte offset {error.start} "
+    except UnicodeDecodeError as bad:
+        line = raw[: bad.start].count(b"\n") + 1
+        raise error(
+            f"{kind} {path} is not UTF-8 text: byte 0x{raw[bad.start]:02x} at byte offset {bad.start} "
             f"(line {line}) is invalid; re-save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
         ) from None
     if not text.strip():
-        raise CorpusError(f"corpus file {path} is empty (no text); pick a file with some text in it")
+        raise error(f"{kind} {path} is empty (no text); pick a file with some text in it")
     return text
 
 

@@ -17,7 +17,9 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
           RunFolderWriteError      a file of it could not be written (disk full, read-only, permissions)
             CheckpointWriteError   a checkpoint could not be written; the previous one is still the latest
 
-(TokenizerError lives in `bertcore.tokenizer`, CorpusError in `bertcore.data`; both are ValueErrors.)
+      TokenizerError               bad input to the tokenizer, or a broken vocabulary file
+      CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
+      TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ from pathlib import Path
 
 class CheckpointError(ValueError):
     """A checkpoint folder that is missing, incomplete, corrupt or does not fit its config."""
+
+
+class TokenizerError(ValueError):
+    """Bad input to the tokenizer: an empty sentence, a broken vocabulary file, an impossible length."""
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be used: missing, not UTF-8, empty, or too small; the message names the file."""
+
+
+class TaskDataError(ValueError):
+    """Fine-tuning data that cannot be used; the message names the file, the line or record, and the fix."""
 
 
 class TrainingError(RuntimeError):

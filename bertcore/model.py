@@ -2,11 +2,14 @@
 
 Class and parameter names are those of the standard BERT checkpoint layout (and of HuggingFace
 `transformers`), so `state_dict`s load without a mapping table:
-embeddings -> self-attention -> attention output -> feed-forward -> layer -> encoder -> pooler ->
-MLM/NSP heads -> BertModel -> BertForPreTraining.
+embeddings -> token rows -> self-attention -> attention output -> feed-forward -> layer -> encoder -> pooler ->
+MLM/NSP heads -> BertModel -> BertPreTrainedModel (what every head model shares) -> BertForPreTraining.
 
 Attention probabilities are only materialised when the caller asks for them (`output_attentions=True`);
-otherwise the fused `scaled_dot_product_attention` kernel runs.
+otherwise the fused `scaled_dot_product_attention` kernel runs. Inside the encoder the hidden states are a flat
+(N, D) stack of token rows (`TokenRows`): all B × T positions, or, when a head says which positions it reads
+(`query_positions`), only the real tokens, so that the dense layers skip padding.
+The task heads (classification, tagging, QA) are in `bertcore.task_heads`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,37 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(embeddings))
 
 
+class TokenRows:
+    """Which (sequence, position) of the padded batch each row of the encoder's (N, D) hidden states holds.
+
+    Either every position (N = B × T; pad and unpad are free reshapes) or only the `kept` ones: then the
+    projections, feed-forward and LayerNorms run on real tokens only, and attention alone sees the padded
+    (B, T) grid, where a left-out position is a zero row that the key padding mask hides.
+    """
+
+    def __init__(self, batch_size: int, seq_len: int, kept: torch.Tensor | None = None):
+        self.batch_size, self.seq_len = batch_size, seq_len
+        self.index = None if kept is None else kept.flatten().nonzero().squeeze(1)  # (N,) of b * T + t
+        self.row_of_position = None if kept is None else kept.flatten().cumsum(0) - 1  # (B * T,) -> row in N
+
+    def pad(self, rows: torch.Tensor) -> torch.Tensor:
+        """(N, F) -> (B, T, F), zeros at the positions left out."""
+        if self.index is None:
+            return rows.view(self.batch_size, self.seq_len, -1)
+        grid = rows.new_zeros(self.batch_size * self.seq_len, rows.size(-1)).index_copy(0, self.index, rows)
+        return grid.view(self.batch_size, self.seq_len, -1)
+
+    def unpad(self, grid: torch.Tensor) -> torch.Tensor:
+        """(B, T, F) -> (N, F)."""
+        flat = grid.reshape(self.batch_size * self.seq_len, -1)
+        return flat if self.index is None else flat.index_select(0, self.index)
+
+    def at(self, rows: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The rows (N, F) at positions (B, M) of each sequence: (B, M, F). Each position must be kept."""
+        flat_positions = positions + torch.arange(self.batch_size, device=positions.device)[:, None] * self.seq_len
+        return rows[flat_positions if self.index is None else self.row_of_position[flat_positions]]
+
+
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the whole (unmasked) sequence."""
 
@@ -73,17 +107,20 @@ class BertSelfAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
+        rows: TokenRows,
         key_padding_mask: torch.Tensor | None,
         head_mask: torch.Tensor | None,
         output_attentions: bool,
         query_states: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states (N, D) placed by `rows`; returns the context (N, D), or (B, M, D) for query_states."""
         # Queries may come from a subset of positions (B, M, D); keys and values always cover all T.
-        query_states = hidden_states if query_states is None else query_states
-        batch_size, query_len, hidden_size = query_states.shape
-        query = self.split_heads(self.query(query_states))  # (B, nh, M, hs)
-        key = self.split_heads(self.key(hidden_states))
-        value = self.split_heads(self.value(hidden_states))
+        if query_states is None:
+            query = self.split_heads(rows.pad(self.query(hidden_states)))  # (B, nh, T, hs)
+        else:
+            query = self.split_heads(self.query(query_states))  # (B, nh, M, hs)
+        key = self.split_heads(rows.pad(self.key(hidden_states)))  # (B, nh, T, hs)
+        value = self.split_heads(rows.pad(self.value(hidden_states)))
         attention_probs = None
         if output_attentions:
             # The explicit path: the caller wants to see the probabilities.
@@ -102,8 +139,8 @@ class BertSelfAttention(nn.Module):
             )  # (B, nh, M, hs)
             if head_mask is not None:
                 context = context * head_mask  # scaling a head's probabilities scales its output alike
-        context = context.transpose(1, 2).reshape(batch_size, query_len, hidden_size)  # (B, M, D)
-        return context, attention_probs
+        context = context.transpose(1, 2).flatten(2)  # (B, M, D)
+        return (context if query_states is not None else rows.unpad(context)), attention_probs
 
 
 class BertSelfOutput(nn.Module):
@@ -125,9 +162,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, query_states=None):
+    def forward(self, hidden_states, rows, key_padding_mask, head_mask, output_attentions, query_states=None):
         context, attention_probs = self.self(
-            hidden_states, key_padding_mask, head_mask, output_attentions, query_states
+            hidden_states, rows, key_padding_mask, head_mask, output_attentions, query_states
         )
         residual = hidden_states if query_states is None else query_states
         return self.output(context, residual), attention_probs
@@ -165,9 +202,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states, key_padding_mask, head_mask, output_attentions, query_states=None):
+    def forward(self, hidden_states, rows, key_padding_mask, head_mask, output_attentions, query_states=None):
         attention_output, attention_probs = self.attention(
-            hidden_states, key_padding_mask, head_mask, output_attentions, query_states
+            hidden_states, rows, key_padding_mask, head_mask, output_attentions, query_states
         )
         layer_output = self.output(self.intermediate(attention_output), attention_output)
         return layer_output, attention_probs
@@ -181,24 +218,32 @@ class BertEncoder(nn.Module):
     def forward(
         self, hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states, query_positions=None
     ):
-        all_hidden_states = [hidden_states] if output_hidden_states else None
+        batch_size, seq_len, _ = hidden_states.shape
+        kept = None
+        if query_positions is not None and key_padding_mask is not None and not (
+                output_attentions or output_hidden_states):
+            # Only the heads' positions are read at the end, and padding is never a key: padding that no head
+            # reads needs no projection or feed-forward in any layer. Exact, not approximate.
+            kept = key_padding_mask.view(batch_size, seq_len).scatter(1, query_positions, True)  # (B, T)
+        rows = TokenRows(batch_size, seq_len, kept)
+        hidden_states = rows.unpad(hidden_states)  # (N, D)
+        all_hidden_states = [rows.pad(hidden_states)] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for index, layer in enumerate(self.layer):
             layer_head_mask = None if head_mask is None else head_mask[index].view(1, -1, 1, 1)  # (1, nh, 1, 1)
             query_states = None
             if query_positions is not None and index == len(self.layer) - 1:
                 # The last layer only at the positions a head reads: its output is (B, M, D).
-                index_3d = query_positions.unsqueeze(-1).expand(-1, -1, hidden_states.size(-1))  # (B, M, D)
-                query_states = hidden_states.gather(1, index_3d)
+                query_states = rows.at(hidden_states, query_positions)  # (B, M, D)
             hidden_states, attention_probs = layer(
-                hidden_states, key_padding_mask, layer_head_mask, output_attentions, query_states
+                hidden_states, rows, key_padding_mask, layer_head_mask, output_attentions, query_states
             )
             if output_hidden_states:
-                all_hidden_states.append(hidden_states)
+                all_hidden_states.append(hidden_states if query_states is not None else rows.pad(hidden_states))
             if output_attentions:
                 all_attentions.append(attention_probs)
         return (
-            hidden_states,
+            hidden_states if query_positions is not None else rows.pad(hidden_states),  # (B, M, D) or (B, T, D)
             tuple(all_hidden_states) if output_hidden_states else None,
             tuple(all_attentions) if output_attentions else None,
         )
@@ -252,8 +297,8 @@ class BertPreTrainingHeads(nn.Module):
 
 @dataclass
 class BertModelOutput:
-    last_hidden_state: torch.Tensor  # (B, T, D)
-    pooler_output: torch.Tensor  # (B, D)
+    last_hidden_state: torch.Tensor  # (B, T, D); (B, M, D) at query_positions
+    pooler_output: torch.Tensor | None  # (B, D); None for a model built without a pooler
     hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D): embeddings, then each layer
     attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
 
@@ -270,12 +315,12 @@ class BertPreTrainingOutput:
 
 
 class BertModel(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None  # tagging and QA heads have none
 
     def forward(
         self,
@@ -288,7 +333,8 @@ class BertModel(nn.Module):
         query_positions: torch.Tensor | None = None,
     ) -> BertModelOutput:
         """query_positions (B, M), if given, limits the last layer's output to those positions; the
-        first of each row must be 0 ([CLS]) for the pooler. Used by pretraining, never for inspection."""
+        first of each row must be 0 ([CLS]) for the pooler. Padding is then left out of every layer's dense
+        work. Used by the training heads, never for inspection."""
         check_inputs(self.config, input_ids, token_type_ids, attention_mask)
         seq_len = input_ids.size(1)
         if seq_len > self.config.max_position_embeddings:
@@ -307,21 +353,17 @@ class BertModel(nn.Module):
         last_hidden_state, hidden_states, attentions = self.encoder(
             hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states, query_positions
         )
-        return BertModelOutput(last_hidden_state, self.pooler(last_hidden_state), hidden_states, attentions)
+        pooler_output = None if self.pooler is None else self.pooler(last_hidden_state)
+        return BertModelOutput(last_hidden_state, pooler_output, hidden_states, attentions)
 
 
-class BertForPreTraining(nn.Module):
-    """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
+class BertPreTrainedModel(nn.Module):
+    """What every model around a `bert` encoder shares: a config that names its class, weight init, size."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.config = config
-        self.bert = BertModel(config)
-        self.cls = BertPreTrainingHeads(config)
-        self.apply(self._init_weights)
-        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
-        # False when loaded from a checkpoint that had no MLM/NSP heads: their outputs mean nothing.
-        self.has_pretraining_heads = True
+        # config.json's "architectures" says which class these weights belong to; a saved model writes its own.
+        self.config = config.replace(architectures=(type(self).__name__,))
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
@@ -338,6 +380,19 @@ class BertForPreTraining(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(parameter.numel() for parameter in self.parameters())  # tied tensors count once
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(self.config)
+        self.cls = BertPreTrainingHeads(self.config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
+        # False when loaded from a checkpoint that had no MLM/NSP heads: their outputs mean nothing.
+        self.has_pretraining_heads = True
 
     def forward(
         self,

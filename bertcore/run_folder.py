@@ -226,6 +226,15 @@ class RunFolder:
         """run_config.json as a dict; ValueError naming the file when it is missing or unreadable."""
         return read_run_config(self.path)
 
+    def read_training_settings(self) -> dict[str, Any]:
+        """The "training" settings run_config.json records, with `out_dir` pointed at this folder: what a resumed
+        run continues with. ValueError naming the file when it is missing, unreadable or records none."""
+        recorded = self.read_run_config().get("training")
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{self.run_config_path} records no training settings; it was not written by "
+                             "bert-train or this app, so it cannot be resumed")
+        return {**recorded, "out_dir": str(self.path)}
+
     def write_run_config(self, values: dict[str, Any]) -> None:
         with _raising_write_error(self.run_config_path, "the run configuration"):
             write_json_atomic(self.run_config_path, values)

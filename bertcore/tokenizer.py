@@ -24,15 +24,12 @@ from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokeniz
 from tokenizers.models import WordPiece
 
 from bertcore.atomic import write_json_atomic, write_text_atomic
+from bertcore.errors import TokenizerError
 from bertcore.run_folder import TOKENIZER_CONFIG_FILE, VOCAB_FILE
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
 ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
-
-
-class TokenizerError(ValueError):
-    """Bad input to the tokenizer: an empty sentence, a broken vocabulary file, an impossible length."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +273,7 @@ class BertTokenizer:
                 raise TokenizerError(_no_tokens_message("B", text_b))
 
         len_a, len_b = len(piece_a.ids), len(piece_b.ids) if piece_b is not None else 0
-        keep_a, keep_b = _longest_first(len_a, len_b, max_length - num_specials, is_pair)
+        keep_a, keep_b = longest_first(len_a, len_b, max_length - num_specials, is_pair)
         truncation = None
         if keep_a < len_a or keep_b < len_b:
             truncation = Truncation(
@@ -390,7 +387,7 @@ def _read_do_lower_case(config_path: Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:
+def longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:
     """Tokens kept of A and B when budget positions remain after the specials (HF 'longest_first').
 
     Tokens come off the end of whichever sentence is longer; when both must be cut they share the budget

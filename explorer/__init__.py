@@ -5,3 +5,5 @@ pyqtgraph lives in `explorer._qt` and `explorer.app`.
 """
 
 from bertcore import __version__  # noqa: F401  (one version for the project: bertcore's)
+
+APP_NAME = "bert-explorer"  # the Qt organisation and application name: settings and data folders

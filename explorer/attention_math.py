@@ -17,15 +17,23 @@ import numpy as np
 
 SPECIAL_TOKENS_TO_HIDE = frozenset({"[CLS]", "[SEP]", "[PAD]"})
 
-
-COLOUR_SCALES = ("max", "p99", "fixed")
+# How values become colours, for everything shown together (a layer's heads, the overview, the rollout):
+#   "p99"   0 … the 99th percentile of those values, linear; higher values saturate. The default: at 512
+#           tokens a typical weight is ~1/512 while a few peaks reach 1, and "0 … max" paints every head
+#           of a real 12-head model one flat dark level; the 99th percentile keeps the structure at every
+#           length (at 30 tokens it is close to the maximum).
+#   "sqrt"  0 … max through a square root (a perceptual power scale): nothing saturates, faint weights lift.
+#   "max"   0 … max, linear.      "fixed"  0 … 1, linear: comparable across inputs and layers.
+COLOUR_SCALES = ("p99", "sqrt", "max", "fixed")
+DEFAULT_COLOUR_SCALE = "p99"
+COLOUR_GAMMA = {"sqrt": 0.5}  # value fraction f is drawn with the colour at f ** gamma; 1 when absent
 
 
 @dataclass(frozen=True)
 class ViewOptions:
     hide_special: bool = False  # drop [CLS]/[SEP]/[PAD] rows and columns (they soak up most attention)
     renormalise: bool = False  # after dropping, rescale each row to sum to 1 again
-    colour_scale: str = "max"  # one of COLOUR_SCALES: the colour levels of what is shown together
+    colour_scale: str = DEFAULT_COLOUR_SCALE  # one of COLOUR_SCALES: how what is shown together is coloured
 
     def __post_init__(self) -> None:
         if self.colour_scale not in COLOUR_SCALES:
@@ -182,20 +190,52 @@ def overview_image(
     return image, cell
 
 
-def colour_levels(values: np.ndarray, scale: str = "max") -> tuple[float, float]:
-    """Colour levels shared by everything shown together.
-
-    "fixed": 0..1. "max": 0..max(values). "p99": 0..the 99th percentile, so that at 512 tokens (where a
-    typical weight is ~1/512) a few peaks do not turn everything else dark; values above it saturate.
-    """
+def _check_scale(scale: str) -> None:
     if scale not in COLOUR_SCALES:
         raise ValueError(f"unknown colour scale {scale!r}; choose one of {', '.join(COLOUR_SCALES)}")
+
+
+def colour_levels(values: np.ndarray, scale: str = DEFAULT_COLOUR_SCALE) -> tuple[float, float]:
+    """Colour levels shared by everything shown together (see COLOUR_SCALES): "fixed" 0..1, "max" and
+    "sqrt" 0..max(values), "p99" 0..the 99th percentile (values above it saturate)."""
+    _check_scale(scale)
     if scale == "fixed" or values.size == 0:
         return 0.0, 1.0
-    if scale == "max":
-        top = float(np.max(values))
-    else:
+    if scale == "p99":
         flat = values.reshape(-1)
         flat = flat[:: max(1, flat.size // 200_000)]  # a strided sample is plenty for a percentile
         top = float(np.percentile(flat, 99))
+    else:
+        top = float(np.max(values))
     return 0.0, top if top > 0 else 1.0
+
+
+def colour_gamma(scale: str) -> float:
+    """The power a scale draws value fractions through (1: linear)."""
+    _check_scale(scale)
+    return COLOUR_GAMMA.get(scale, 1.0)
+
+
+def describe_scale(scale: str, levels: tuple[float, float]) -> str:
+    """The colour scale in a few words, for the colour bar: what the brightest colour means."""
+    _check_scale(scale)
+    top = f"{levels[1]:.3g}"
+    return {"p99": f"0 … {top} (99th pct; above: saturated)", "sqrt": f"√ scale, 0 … {top}",
+            "max": f"0 … {top} (max)", "fixed": "0 … 1"}[scale]
+
+
+def colour_indices(values: np.ndarray, levels: tuple[float, float], gamma: float = 1.0,
+                   num_colours: int = 256) -> np.ndarray:
+    """(...) float -> (...) uint8 index into a colour table of `num_colours` entries (levels clip)."""
+    low, high = levels
+    fraction = (np.asarray(values, np.float32) - low) * np.float32(1.0 / max(high - low, 1e-12))
+    np.clip(fraction, 0.0, 1.0, out=fraction)
+    if gamma != 1.0:
+        np.power(fraction, np.float32(gamma), out=fraction)
+    fraction *= num_colours - 1
+    return np.rint(fraction, out=fraction).astype(np.uint8)
+
+
+def to_rgba(values: np.ndarray, levels: tuple[float, float], lookup: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """(...) float -> (..., 4) uint8 RGBA through `lookup`, a (n <= 256, 4) uint8 colour table."""
+    return lookup[colour_indices(values, levels, gamma, len(lookup))]

@@ -157,13 +157,13 @@ def nsp_history(checkpoint_path: str | Path) -> list[tuple[int, float]]:
 
 @dataclass(frozen=True)
 class HeadAnnotations:
-    """What the head grid and the overview draw on each head, (L, H) each: the attention panel's input."""
+    """What the head grid and the overview draw on the heads (explorer._qt.head_marks draws it)."""
 
-    caption: str  # e.g. "importance of this input (MLM loss)"
+    caption: str  # what the scores are of, e.g. "this input (MLM loss)"
+    grid_shape: tuple[int, int]  # (L, H) of the model they belong to
     scores: np.ndarray | None  # (L, H) float in [0, 1], normalised importance; None when not computed
     badges: np.ndarray | None  # (L, H) str, short role names ("prev", "[SEP]", ...); None when not computed
-    details: np.ndarray  # (L, H) str, one line per head for the hover readout
-    note: str = ""  # why something is missing ("mask a token ..."), "" when all is there
+    note: str = ""  # why something is missing ("importance: mask a token ..."), "" when all is there
 
 
 @dataclass(frozen=True)
@@ -244,27 +244,10 @@ class HeadScores:
         return rows
 
     def annotations(self) -> HeadAnnotations:
-        """The marks the head grid and the overview draw, with a hover line per head."""
-        num_layers, num_heads = self.grid_shape
-        details = np.empty(self.grid_shape, dtype=object)
-        total = num_layers * num_heads
-        for layer in range(num_layers):
-            for head in range(num_heads):
-                parts = []
-                if self.normalized is not None:
-                    parts.append(f"importance {self.normalized[layer, head]:.2f} (raw "
-                                 f"{self.importance[layer, head]:.3g}), rank {self.rank[layer, head]} of {total}")
-                if self.roles is not None:
-                    shares = {title: self.roles.share(category)[layer, head]
-                              for category, title in SHARE_COLUMNS.items()}
-                    top = sorted(shares.items(), key=lambda item: -item[1])[:2]
-                    parts.append(f"role {self.roles.labels[layer, head]} ("
-                                 + ", ".join(f"{name} {value:.0%}" for name, value in top)
-                                 + f"), entropy {self.roles.normalized_entropy[layer, head]:.2f}")
-                details[layer, head] = " · ".join(parts)
-        notes = [f"importance: {self.importance_note}"] if self.importance is None and self.importance_note else []
-        return HeadAnnotations(caption=self.caption, scores=self.normalized, badges=self.badges,
-                               details=details.astype(str), note="; ".join(notes))
+        """The marks the head grid and the overview draw."""
+        note = f"importance: {self.importance_note}" if self.importance is None and self.importance_note else ""
+        return HeadAnnotations(caption=self.caption, grid_shape=self.grid_shape, scores=self.normalized,
+                               badges=self.badges, note=note)
 
 
 # ---- the current input ------------------------------------------------------------------------------------

@@ -61,8 +61,11 @@ class ProbeHistory:
             del self._snapshots[step]
         self._steps = kept + newer
 
-    def steps(self) -> list[int]:
-        return list(self._steps)
+    def steps(self, pair: ProbePair | None = None) -> list[int]:
+        """The steps stored, oldest first; with `pair`, only those holding that pair."""
+        if pair is None:
+            return list(self._steps)
+        return [step for step in self._steps if pair in self._snapshots[step]]
 
     def pairs(self) -> list[ProbePair]:
         """Every pair seen in any snapshot, in first-seen order."""

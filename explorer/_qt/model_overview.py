@@ -1,8 +1,12 @@
 """All layers x heads in one ImageItem (bertviz's "model view" without 144 widgets).
 
-explorer.attention_math.overview_image assembles the (L*c, H*c) picture in numpy; this view shows it,
-draws the cell grid and layer/head labels as single items, and maps clicks and hovers back to
-(layer, head) and token positions.
+explorer.attention_images draws the (L*c, H*c) picture (in the inspection worker, or in the panel when
+an option changes); this view shows it, draws the cell grid and layer/head labels as single items, names
+its colour scale on a colour bar, and maps clicks and hovers back to (layer, head) and token positions.
+
+Extension hooks: `set_head_frames(colours)` frames chosen heads in a colour (e.g. by importance or role);
+`set_head_notes(texts, colours)` also writes a short note in each head's corner and keeps both in place
+when the cells change size.
 """
 
 from __future__ import annotations
@@ -15,9 +19,16 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from explorer._qt.head_marks import ScoreLegend, make_badge, score_lookup_table, set_badge
-from explorer._qt.head_views import HIGHLIGHT_PEN, SELECTED_PEN, HoverReadout, color_map
-from explorer.attention_math import bin_edges
+from explorer._qt.head_views import (
+    HIGHLIGHT_PEN,
+    SELECTED_PEN,
+    HoverReadout,
+    insert_scale_bar,
+    make_scale_bar,
+    show_scale,
+)
+from explorer.attention_images import OverviewPicture
+from explorer.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 
 GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
 
@@ -33,7 +44,10 @@ class ModelOverview(HoverReadout, QWidget):
         self.cell = 1
         self.positions = np.zeros(0, np.intp)
         self.tokens: list[str] = []
-        self.image = np.zeros((0, 0), np.float32)
+        self.image = np.zeros((0, 0), np.float32)  # (L*c, H*c) the values drawn, for hovering
+        self.frame_items: list[QGraphicsRectItem] = []
+        self.note_items: list[pg.TextItem] = []
+        self._notes: tuple = (None, None)  # (texts, colours) of set_head_notes
         self._hover_inside = False
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -42,16 +56,14 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.showAxis("top")
+        # Square cells keep each head's pattern undistorted; the layer and head numbers are text beside the
+        # image (not axes, which would stretch across whatever room the locked aspect leaves).
         self.plot.hideAxis("bottom")
-        for name in ("left", "top"):
-            axis = self.plot.getAxis(name)
-            axis.setPen("k")
-            axis.setTextPen("k")
-        self.plot.getAxis("left").setLabel("layer", color="k")
-        self.plot.getAxis("top").setLabel("head", color="k")
+        self.plot.hideAxis("left")
+        self.plot.setAspectLocked(True)
+        self.number_items: list[pg.TextItem] = []
+        self.plot.setMouseEnabled(False, False)
         self.image_item = pg.ImageItem(axisOrder="row-major")
-        self.image_item.setColorMap(color_map())
         self.plot.addItem(self.image_item)
         self.grid_lines = pg.PlotCurveItem(pen=GRID_PEN, connect="pairs")
         self.grid_lines.setZValue(5)
@@ -69,19 +81,8 @@ class ModelOverview(HoverReadout, QWidget):
         self.selection.setZValue(8)
         self.selection.setVisible(False)
         self.plot.vb.addItem(self.selection, ignoreBounds=True)
-        self.color_bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=14)
-        self.color_bar.setImageItem(self.image_item, insert_in=self.plot)
-        # head-lab marks (set_head_annotations): importance fills each cell, a role badge sits in its corner
-        self.head_scores: np.ndarray | None = None  # (L, H)
-        self.head_badges: np.ndarray | None = None  # (L, H) str
-        self.head_details: np.ndarray | None = None  # (L, H) str
-        self.score_item = pg.ImageItem(axisOrder="row-major")
-        self.score_item.setLookupTable(score_lookup_table())
-        self.score_item.setZValue(4)  # over the attention, under the grid lines
-        self.score_item.setVisible(False)
-        self.plot.addItem(self.score_item, ignoreBounds=True)
-        self.badge_items: list[pg.TextItem] = []
-        self.score_legend = ScoreLegend()
+        self.color_bar = make_scale_bar()
+        insert_scale_bar(self.plot, self.color_bar)
 
         self.hover_label = QLabel(" ")
         self.hover_label.setObjectName("overviewHoverLabel")
@@ -89,21 +90,21 @@ class ModelOverview(HoverReadout, QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.graphics, 1)
-        layout.addWidget(self.score_legend)
         layout.addWidget(self.hover_label)
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
-    def set_overview(self, image: np.ndarray, cell: int, num_layers: int, num_heads: int,
-                     positions: np.ndarray, tokens: list[str], levels: tuple[float, float]) -> None:
-        """image (L*cell, H*cell) from attention_math.overview_image."""
+    def set_picture(self, picture: OverviewPicture, num_layers: int, num_heads: int, positions: np.ndarray,
+                    tokens: list[str], scale: str = DEFAULT_COLOUR_SCALE) -> None:
+        """A picture from attention_images.draw_overview: (L*cell, H*cell) values and their colours."""
+        cell = picture.cell
         shape_changed = (num_layers, num_heads, cell) != (self.num_layers, self.num_heads, self.cell)
-        self.image = image
+        self.image = picture.values
         self.cell, self.num_layers, self.num_heads = cell, num_layers, num_heads
         self.positions = np.asarray(positions, np.intp)
         self.tokens = tokens
-        self.image_item.setImage(image, autoLevels=False, levels=levels)
-        self.color_bar.setLevels(levels)
+        self.image_item.setImage(picture.image, autoLevels=False)
+        show_scale(self.color_bar, scale, picture.levels)
         if shape_changed:
             self._layout_grid()
 
@@ -117,59 +118,89 @@ class ModelOverview(HoverReadout, QWidget):
             xs += [0, width]
             ys += [layer * cell, layer * cell]
         self.grid_lines.setData(np.array(xs, float), np.array(ys, float))
-        self.plot.getAxis("left").setTicks([[((layer + 0.5) * cell, str(layer + 1))
-                                             for layer in range(self.num_layers)]])
-        self.plot.getAxis("top").setTicks([[((head + 0.5) * cell, str(head + 1))
-                                            for head in range(self.num_heads)]])
-        self.plot.vb.setRange(xRange=(0, max(1, width)), yRange=(0, max(1, height)), padding=0)
-        self._place_head_marks()
-
-    def set_head_annotations(self, scores: np.ndarray | None = None, badges: np.ndarray | None = None,
-                             details: np.ndarray | None = None, caption: str | None = None) -> None:
-        """Head-lab marks on every head, (L, H) each; None: not drawn. scores in [0, 1] fill each head's cell
-        with its importance colour (the attention is hidden meanwhile; a legend shows `caption`, or without
-        scores shows it as a note), badges are short role names in each cell's corner, details a line the
-        hover readout adds."""
-        self.head_scores = None if scores is None else np.asarray(scores, np.float32)
-        self.head_badges = None if badges is None else np.asarray(badges, str)
-        self.head_details = None if details is None else np.asarray(details, str)
-        self.score_legend.show_caption(caption, with_scale=scores is not None)
-        self.color_bar.setVisible(scores is None)  # its colours are the attention's
-        self._place_head_marks()
-
-    def _place_head_marks(self) -> None:
-        grid = (self.num_layers, self.num_heads)
-        scores = self.head_scores if self.head_scores is not None and self.head_scores.shape == grid else None
-        self.score_item.setVisible(scores is not None)
-        if scores is not None:
-            self.score_item.setImage(scores, autoLevels=False, levels=(0.0, 1.0))
-            self.score_item.setRect(QRectF(0, 0, self.num_heads * self.cell, self.num_layers * self.cell))
-        badges = self.head_badges if self.head_badges is not None and self.head_badges.shape == grid else None
-        needed = 0 if badges is None else badges.size
-        while len(self.badge_items) < needed:
-            self.badge_items.append(make_badge(self.plot.vb))
-        for index, badge in enumerate(self.badge_items):
-            if index >= needed:
-                set_badge(badge, "", 0, 0)
-                continue
-            layer, head = divmod(index, self.num_heads)
-            set_badge(badge, badges[layer, head], head * self.cell, layer * self.cell)
+        for item in self.number_items:
+            self.plot.vb.removeItem(item)
+        margin = cell * 0.06
+        self.number_items = [pg.TextItem("layer \\ head", color="#555", anchor=(1, 1))]
+        self.number_items[0].setPos(-margin, -margin)
+        for layer in range(self.num_layers):
+            item = pg.TextItem(str(layer + 1), color="k", anchor=(1, 0.5))
+            item.setPos(-margin, (layer + 0.5) * cell)
+            self.number_items.append(item)
+        for head in range(self.num_heads):
+            item = pg.TextItem(str(head + 1), color="k", anchor=(0.5, 1))
+            item.setPos((head + 0.5) * cell, -margin)
+            self.number_items.append(item)
+        for item in self.number_items:
+            self.plot.vb.addItem(item, ignoreBounds=True)
+        pad = cell * 0.45
+        self.plot.vb.setRange(xRange=(-pad, max(1, width)), yRange=(-pad, max(1, height)), padding=0.01)
+        self._place_notes()
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""
-        off = np.argwhere(np.asarray(head_mask) < 0.5)
-        while len(self.ablated_items) < len(off):
-            veil = QGraphicsRectItem()
-            veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
-            veil.setPen(QPen(Qt.PenStyle.NoPen))
-            veil.setZValue(7)
-            self.plot.vb.addItem(veil, ignoreBounds=True)
-            self.ablated_items.append(veil)
-        for index, veil in enumerate(self.ablated_items):
-            veil.setVisible(index < len(off))
-            if index < len(off):
-                layer, head = off[index]
-                veil.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+        off = [(layer, head, None) for layer, head in np.argwhere(np.asarray(head_mask) < 0.5)]
+        self._mark_cells(self.ablated_items, off, self._make_veil)
+
+    def set_head_frames(self, colours) -> None:
+        """Frame head (l, h) in `colours[l][h]` (anything pg.mkColor takes; None: no frame); None clears all."""
+        wanted = [] if colours is None else [(layer, head, colour) for layer, row in enumerate(colours)
+                                             for head, colour in enumerate(row) if colour is not None]
+        self._mark_cells(self.frame_items, wanted, self._make_frame)
+
+    def set_head_notes(self, texts, colours=None) -> None:
+        """A short note in the corner of head (l, h)'s cell (`texts[l][h]`, "" for none) and its frame in
+        `colours[l][h]`, as HeadGrid.set_head_notes does for one layer; None clears. Kept in place when the
+        cells change size (a new input length)."""
+        self._notes = (texts, colours)
+        self._place_notes()
+
+    def _place_notes(self) -> None:
+        texts, colours = self._notes
+        wanted = [] if texts is None else [(layer, head, text) for layer, row in enumerate(texts)
+                                           for head, text in enumerate(row) if text]
+        while len(self.note_items) < len(wanted):
+            note = pg.TextItem("", color="w", fill=pg.mkBrush(0, 0, 0, 140), anchor=(0, 0))
+            note.setZValue(9)
+            self.plot.vb.addItem(note, ignoreBounds=True)
+            self.note_items.append(note)
+        for index, note in enumerate(self.note_items):
+            note.setVisible(index < len(wanted))
+            if index < len(wanted):
+                layer, head, text = wanted[index]
+                if note.toPlainText() != text:
+                    note.setText(text)
+                note.setPos(head * self.cell, layer * self.cell)
+        self.set_head_frames(colours)
+
+    def _mark_cells(self, items: list[QGraphicsRectItem], cells: list, make) -> None:
+        """One rect item per (layer, head, colour) cell, from a pool that grows as needed; the rest hidden."""
+        while len(items) < len(cells):
+            items.append(make())
+            self.plot.vb.addItem(items[-1], ignoreBounds=True)
+        for index, item in enumerate(items):
+            item.setVisible(index < len(cells))
+            if index < len(cells):
+                layer, head, colour = cells[index]
+                if colour is not None:
+                    pen = QPen(pg.mkColor(colour), 2)
+                    pen.setCosmetic(True)
+                    item.setPen(pen)
+                item.setRect(QRectF(head * self.cell, layer * self.cell, self.cell, self.cell))
+
+    @staticmethod
+    def _make_veil() -> QGraphicsRectItem:
+        veil = QGraphicsRectItem()
+        veil.setBrush(QBrush(QColor(235, 235, 235, 215)))
+        veil.setPen(QPen(Qt.PenStyle.NoPen))
+        veil.setZValue(7)
+        return veil
+
+    @staticmethod
+    def _make_frame() -> QGraphicsRectItem:
+        frame = QGraphicsRectItem()
+        frame.setZValue(7.5)
+        return frame
 
     def select(self, layer: int, head: int) -> None:
         self.selection.setVisible(layer >= 0 and head >= 0)
@@ -224,11 +255,8 @@ class ModelOverview(HoverReadout, QWidget):
         point = self.plot.vb.mapSceneToView(scene_pos)
         value = float(self.image[math.floor(point.y()), math.floor(point.x())])
         pooled = " (block mean)" if self.cell < len(self.positions) else ""
-        details = self.head_details
-        detail = f" · {details[layer, head]}" if details is not None and details.shape == (
-            self.num_layers, self.num_heads) else ""
         self.hover_label.setText(
             f"layer {layer + 1}, head {head + 1}: {self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
-            f"{value:.4f}{pooled}{detail} — click to open"
+            f"{value:.4f}{pooled} — click to open"
         )
         self.hovered.emit(query)

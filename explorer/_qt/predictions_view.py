@@ -1,8 +1,10 @@
 """What the pretraining heads say: the top-k guesses at every masked position, and next-sentence prediction.
 
 One row per masked position; each of the k columns is a bar as long as the probability, green where the
-guess is the original token. `nspLabel` gives P(B follows A). A model without pretraining heads (an
-encoder-only checkpoint such as MiniLM) gets a sentence saying so instead of numbers.
+guess is the original token. `nspLabel` gives P(B follows A), or says that next-sentence prediction needs
+a pair when there is no sentence B (the number BERT gives for "[CLS] A [SEP]" alone answers no question).
+A model without pretraining heads (an encoder-only checkpoint such as MiniLM) gets a sentence saying so
+instead of numbers.
 """
 
 from __future__ import annotations
@@ -206,14 +208,17 @@ class PredictionsPanel(QWidget):
                                    "checkpoint), so it cannot predict masked tokens or the next sentence.")
             self.note_label.setText("No predictions: the model has no MLM head. Attention views still work.")
             return
-        self.nsp_bar.setEnabled(True)
         probability = inspection.is_next_probability
-        if probability is None:
+        self.nsp_bar.setEnabled(has_pair and probability is not None)
+        if not has_pair:
+            self.nsp_label.setText("Next-sentence prediction needs a pair: type a sentence B to see whether BERT "
+                                   "thinks it follows A.")
+            self.nsp_bar.setValue(0)
+        elif probability is None:
             self.nsp_label.setText("No NSP probability in this inspection.")
             self.nsp_bar.setValue(0)
         else:
-            prefix = "B follows A" if has_pair else "B follows A (no sentence B given: [CLS] A [SEP] only)"
-            self.nsp_label.setText(f"{prefix}: {100 * probability:.1f}%")
+            self.nsp_label.setText(f"B follows A: {100 * probability:.1f}%")
             self.nsp_bar.setValue(round(1000 * probability))
         self.model.set_predictions(inspection.predictions)
         if inspection.predictions:

@@ -1,11 +1,12 @@
 """The Train tab's probe box: which sentence pairs are re-inspected during training, and their snapshots.
 
 The pairs are the inspector's current pair plus the ones the user pins. Each probe snapshot (the pairs
-inspected with the weights of one step) lands in a `ProbeHistory`; a step slider walks them, the selected
-snapshot of the selected pair is drawn small here (`SnapshotView`) and, while "Show snapshots in the
-inspector" is ticked, offered to the Inspect tab (`showInspection`). It knows no run and no worker: the
-Train tab feeds it snapshots (`add_snapshot`) and reads the pairs to probe (`pairs`, a tuple the training
-thread may read: it is replaced whole, never changed in place).
+inspected with the weights of one step) lands in a `ProbeHistory`; a step slider walks the snapshots of
+the selected pair (its right end is that pair's newest, and it follows new ones while it is there), the
+selected snapshot is drawn small here (`SnapshotView`) and, only while "Show snapshots in the inspector"
+is ticked, offered to the Inspect tab (`showInspection`): by default the inspector stays on the live model.
+It knows no run and no worker: the Train tab feeds it snapshots (`add_snapshot`) and reads the pairs to
+probe (`pairs`, a tuple the training thread may read: it is replaced whole, never changed in place).
 """
 
 from __future__ import annotations
@@ -45,21 +46,27 @@ class ProbeBox(QGroupBox):
         self.probe_list.setObjectName("probeList")
         self.probe_list.setAccessibleName("Probe pairs")
         self.probe_list.setMaximumHeight(80)
-        self.probe_list.currentRowChanged.connect(lambda _: self._show_selected_snapshot())
+        self.probe_list.setToolTip("The sentence pairs re-inspected during training: the inspector's pair, the "
+                                   "ones you pin, and earlier ones; select one to see its snapshots")
+        self.probe_list.currentRowChanged.connect(lambda _: self._on_pair_selected())
         self.pin_button = QPushButton("Pin the inspector's pair")
         self.pin_button.setObjectName("pinPairButton")
+        self.pin_button.setToolTip("Keep probing the Inspect tab's current pair even after you type another")
         self.pin_button.clicked.connect(self._pin_current)
         self.unpin_button = QPushButton("Unpin")
         self.unpin_button.setObjectName("unpinPairButton")
+        self.unpin_button.setToolTip("Stop probing the selected pinned pair (its snapshots so far stay)")
         self.unpin_button.clicked.connect(self._unpin_selected)
         self.to_inspector_check = QCheckBox("Show snapshots in the inspector")
         self.to_inspector_check.setObjectName("snapshotsToInspectorCheck")
-        self.to_inspector_check.setToolTip("the Inspect tab shows the selected training snapshot until you edit "
-                                           "its input; untick to keep it on the live model")
-        self.to_inspector_check.setChecked(True)
+        self.to_inspector_check.setToolTip("Tick to show the selected training snapshot in the Inspect tab (until "
+                                           "you edit its input); unticked, the inspector stays on the live model")
+        self.to_inspector_check.setChecked(False)
+        self.to_inspector_check.toggled.connect(lambda on: on and self._show_selected_snapshot())
         self.step_slider = QSlider(Qt.Orientation.Horizontal)
         self.step_slider.setObjectName("snapshotSlider")
         self.step_slider.setAccessibleName("Probe snapshot step")
+        self.step_slider.setToolTip("Walk the selected pair's snapshots, from the first step to the newest")
         self.step_slider.valueChanged.connect(lambda _: self._show_selected_snapshot())
         self.step_label = QLabel()
         self.step_label.setObjectName("snapshotLabel")
@@ -93,8 +100,11 @@ class ProbeBox(QGroupBox):
         text_a = (text_a or "").strip()
         if not text_a:
             return
+        following = self.selected_pair() in (None, self._current_pair)  # the user looks at the inspector's pair
         self._current_pair = ProbePair(text_a, (text_b or "").strip() or None)
         self._refresh_list()
+        if following and self.probe_list.count() and self.selected_pair() != self._current_pair:
+            self.probe_list.setCurrentRow(0)  # the inspector's pair is listed first
 
     def pin_pair(self, text_a: str, text_b: str | None = None) -> ProbePair:
         pair = ProbePair(text_a.strip(), (text_b or "").strip() or None)
@@ -130,6 +140,8 @@ class ProbeBox(QGroupBox):
         row = known.index(selected) if selected in known else 0
         self.probe_list.setCurrentRow(row if known else -1)
         self.probe_list.blockSignals(False)
+        if self.selected_pair() != selected:
+            self._fit_slider(near=self.selected_snapshot_step(any_pair=True))
 
     def selected_pair(self) -> ProbePair | None:
         item = self.probe_list.currentItem()
@@ -146,16 +158,33 @@ class ProbeBox(QGroupBox):
         """The pairs inspected with the weights of `step`; the slider follows when it was at the newest."""
         follow = self.step_slider.value() == self.step_slider.maximum()
         self.history.add(step, inspections)
-        steps = self.history.steps()
-        self.step_slider.blockSignals(True)
-        self.step_slider.setRange(0, len(steps) - 1)
-        self.step_slider.setEnabled(len(steps) > 0)
-        if follow:
-            self.step_slider.setValue(len(steps) - 1)
-        self.step_slider.blockSignals(False)
-        if set(inspections) - set(self.pairs):
+        if set(inspections) - set(self.pairs) or self.selected_pair() is None:
             self._refresh_list()
+        self._fit_slider(to_newest=follow)
         self._show_selected_snapshot(send=follow)
+
+    def _steps(self) -> list[int]:
+        """The snapshots the slider walks: the selected pair's."""
+        pair = self.selected_pair()
+        return self.history.steps(pair) if pair is not None else []
+
+    def _fit_slider(self, to_newest: bool = False, near: int | None = None) -> None:
+        """Range the slider over the selected pair's snapshots; at the newest, or nearest to `near`."""
+        steps = self._steps()
+        self.step_slider.blockSignals(True)
+        self.step_slider.setRange(0, max(0, len(steps) - 1))
+        self.step_slider.setEnabled(len(steps) > 0)
+        if steps:
+            if to_newest or near is None:
+                index = len(steps) - 1
+            else:
+                index = min(range(len(steps)), key=lambda i: (abs(steps[i] - near), steps[i]))
+            self.step_slider.setValue(index)
+        self.step_slider.blockSignals(False)
+
+    def _on_pair_selected(self) -> None:
+        self._fit_slider(near=self.selected_snapshot_step(any_pair=True))
+        self._show_selected_snapshot()
 
     def _reset_slider(self) -> None:
         self.step_slider.blockSignals(True)
@@ -163,31 +192,39 @@ class ProbeBox(QGroupBox):
         self.step_slider.setEnabled(False)
         self.step_slider.blockSignals(False)
         self.step_label.setText("snapshot: none")
+        self._shown_step: int | None = None
 
-    def selected_snapshot_step(self) -> int | None:
-        steps = self.history.steps()
+    def selected_snapshot_step(self, any_pair: bool = False) -> int | None:
+        """The step of the snapshot selected (`any_pair`: the one last shown, whichever pair it was of)."""
+        if any_pair:
+            return getattr(self, "_shown_step", None)
+        steps = self._steps()
         if not steps:
             return None
         return steps[min(self.step_slider.value(), len(steps) - 1)]
 
     def show_snapshot(self, step: int) -> int | None:
-        """Select the snapshot nearest to `step` (what the slider and the plots' marker do); returns its step."""
-        nearest = self.history.nearest_step(step)
-        if nearest is not None:
-            self.step_slider.setValue(self.history.steps().index(nearest))
-            self._show_selected_snapshot()
-        return nearest
+        """Select the selected pair's snapshot nearest to `step` (what the slider and the plots' marker do);
+        returns its step."""
+        steps = self._steps()
+        if not steps:
+            return None
+        index = min(range(len(steps)), key=lambda i: (abs(steps[i] - step), steps[i]))
+        self.step_slider.setValue(index)
+        self._show_selected_snapshot()
+        return steps[index]
 
     def _show_selected_snapshot(self, send: bool = True) -> None:
         step, pair = self.selected_snapshot_step(), self.selected_pair()
         if step is None or pair is None:
             return
-        shown_step, inspection = self.history.nearest(step, pair)
+        inspection = self.history.get(step, pair)
         if inspection is None:
             return
-        caption = f"training step {shown_step:,}"
-        self.step_label.setText(f"snapshot: step {shown_step:,}")
+        self._shown_step = step
+        caption = f"training step {step:,}"
+        self.step_label.setText(f"snapshot: step {step:,}")
         self.snapshot_view.show_inspection(inspection, caption)
-        self.snapshotShown.emit(shown_step)
+        self.snapshotShown.emit(step)
         if send and self.to_inspector_check.isChecked():
             self.showInspection.emit(inspection, f"{pair.caption} — {caption}")

@@ -4,17 +4,21 @@ A poll timer tails the folder's `metrics.jsonl` (`run_watch.MetricsTail`: comple
 noticed) and hands its statistics on as the trainer's own `StepStats` / `EvalStats` (`stats_from_record`,
 the one place where foreign spellings are read). Checkpoints are the watched run's weights: each one is
 offered for probing once, oldest first, one at a time (`probeCheckpoint`, then `checkpoint_probed()`).
-It draws nothing: the Train tab shows what it reports.
+It notices the end of the run (`ended`): a `summary.json` at the last step (what a finished or stopped run
+writes), an error record, or a `final/` folder and no growth for `quiet_s`; it goes on watching, in case
+the run is resumed. It draws nothing: the Train tab shows what it reports.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from explorer.run_watch import METRICS_FILE, MetricsTail, list_checkpoints, read_run_config, stats_from_record
+from bertcore.run_folder import FINAL_DIR, METRICS_FILE, MetricsTail, list_checkpoints, read_run_config
+from explorer.run_watch import run_has_ended, stats_from_record
 from explorer.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
 
 
@@ -25,11 +29,17 @@ class RunWatcher(QObject):
     checkpointsChanged = Signal()  # the run wrote a checkpoint
     probeCheckpoint = Signal(int, str)  # step, folder: probe it next, then call checkpoint_probed()
     status = Signal(str, str)  # text, kind ("info" | "error")
+    ended = Signal(str, int)  # "finished" | "stopped" | "failed", the last step the run wrote
 
-    def __init__(self, poll_interval_ms: int = 250, parent: QObject | None = None):
+    def __init__(self, poll_interval_ms: int = 250, parent: QObject | None = None, quiet_s: float = 60.0):
         super().__init__(parent)
         self.run_dir: Path | None = None
         self.total_steps: int | None = None
+        self.last_step: int | None = None
+        self.description = ""  # the watched run's configuration in one line
+        self.ended_as: str | None = None  # how the run ended, None while it may still be going
+        self.quiet_s = quiet_s
+        self._last_growth = time.monotonic()
         self._tail: MetricsTail | None = None
         self._checkpoints = CheckpointProbeQueue()
         self._timer = QTimer(self)
@@ -56,8 +66,9 @@ class RunWatcher(QObject):
             text = f"{folder} holds no {METRICS_FILE} yet; watching for it to appear."
         else:
             text = f"Watching {folder}"
-        described = describe_run_config(config)
+        described = self.description = describe_run_config(config)
         self.status.emit(f"{text} ({described})" if described else text, "info")
+        self.last_step, self.ended_as, self._last_growth = None, None, time.monotonic()
         self.started.emit(str(folder), self.total_steps)
         self._checkpoints = CheckpointProbeQueue()
         self._tail = MetricsTail(folder / METRICS_FILE)
@@ -79,17 +90,41 @@ class RunWatcher(QObject):
         if update.restarted:
             self.restarted.emit()
         if not update.records:
+            self._notice_the_end(failed=False)
             return
+        self._last_growth = time.monotonic()
+        if self.ended_as is not None:  # it grows again: resumed (by bert-train --resume, say)
+            self.ended_as = None
+            self.status.emit(f"Watching {self.run_dir}: the run goes on.", "info")
         stats = [converted for converted in map(stats_from_record, update.records) if converted is not None]
         if stats:
+            self.last_step = max(record.step for record in stats)
             self.statsArrived.emit(stats)
         kinds = [record.get("kind") for record in update.records]
         if "checkpoint" in kinds:
             self.checkpointsChanged.emit()
             self._offer_new_checkpoints()
+        failed = False
         for record in update.records:
             if record.get("kind") == "error":
+                failed = True
                 self.status.emit(f"The run failed at step {record.get('step')}: {record.get('message')}", "error")
+        self._notice_the_end(failed)
+
+    def _notice_the_end(self, failed: bool) -> None:
+        if self.ended_as is not None or self.run_dir is None:
+            return
+        quiet = time.monotonic() - self._last_growth >= self.quiet_s
+        if failed:
+            how = "failed"
+        elif run_has_ended(self.run_dir, self.last_step) or (quiet and (self.run_dir / FINAL_DIR).is_dir()):
+            done = self.total_steps is not None and self.last_step is not None and self.last_step >= self.total_steps
+            how = "finished" if done or (self.run_dir / FINAL_DIR).is_dir() else "stopped"
+        else:
+            return
+        self.ended_as = how
+        self.checkpointsChanged.emit()
+        self.ended.emit(how, self.last_step or 0)
 
     def checkpoint_probed(self) -> None:
         """The checkpoint offered last was probed (or its probe failed): offer the next one."""

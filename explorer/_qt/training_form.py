@@ -4,6 +4,10 @@ A view over `explorer.training_run.TrainingSettings` and nothing more: it starts
 worker. The panel reads `settings()` when Start is pressed, fills it back with `set_settings()` when a run
 was started with explicit settings, and locks it with `set_editable(False)` while a run goes ("probe every"
 stays live: it may change mid-run).
+
+Nothing typed is silently clamped or refused: the number fields take any number (the learning rate any
+text), and a value out of range is framed in red with the reason under the form as it is typed
+(`problems()`, from the same checks TrainingSettings makes; `problemsChanged`).
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from PySide6.QtCore import QStandardPaths, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGridLayout,
     QGroupBox,
+    QLabel,
     QLineEdit,
     QPushButton,
     QRadioButton,
@@ -27,7 +31,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.training_run import CONTINUE_LOADED, PRESET_NAMES, TrainingSettings, available_devices
+from explorer.training_run import (
+    CONTINUE_LOADED,
+    PRESET_NAMES,
+    TrainingSettings,
+    available_devices,
+    field_problems,
+)
+
+PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
+INT_LIMIT = 2**31 - 1  # what a spin box holds: wide enough that nothing typed is clamped
 
 
 def default_runs_dir() -> Path:
@@ -36,12 +49,15 @@ def default_runs_dir() -> Path:
     return Path(base or Path.home() / ".bert-explorer") / "runs"
 
 
-def _spin(name: str, low: int, high: int, value: int) -> QSpinBox:
+def _spin(name: str, value: int, tip: str) -> QSpinBox:
+    """A whole-number field that takes anything typed (the form says what is out of range, and why)."""
     spin = QSpinBox()
     spin.setObjectName(name)
-    spin.setRange(low, high)
+    spin.setRange(-INT_LIMIT, INT_LIMIT)
     spin.setValue(value)
     spin.setGroupSeparatorShown(True)
+    spin.setMaximumWidth(150)
+    spin.setToolTip(tip)
     return spin
 
 
@@ -49,6 +65,7 @@ class TrainingForm(QWidget):
     stepsChanged = Signal(int)  # the planned number of steps
     probeEveryChanged = Signal(int)
     deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 cores)"
+    problemsChanged = Signal(object)  # {field: reason} for the values out of range now (empty: none)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -59,12 +76,23 @@ class TrainingForm(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._build_corpus_box())
         layout.addWidget(self._build_run_box())
+        self.problem_label = QLabel()
+        self.problem_label.setObjectName("formProblemLabel")
+        self.problem_label.setAccessibleName("Settings out of range")
+        self.problem_label.setWordWrap(True)
+        self.problem_label.setStyleSheet("color: #c62828;")
+        self.problem_label.hide()
+        layout.addWidget(self.problem_label)
+        self._problems: dict[str, str] = {}
         self.steps_spin.valueChanged.connect(self.stepsChanged)
-        self.probe_every_spin.valueChanged.connect(self.probeEveryChanged)
+        self.probe_every_spin.valueChanged.connect(lambda value: value >= 0 and self.probeEveryChanged.emit(value))
+        for spin in (self.steps_spin, self.batch_spin, self.seq_len_spin, self.seed_spin, self.probe_every_spin):
+            spin.valueChanged.connect(self._check)
+        self.lr_edit.textChanged.connect(self._check)
         self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
         for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
                              (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
-                             (self.seq_len_spin, "Sequence length"), (self.lr_spin, "Learning rate"),
+                             (self.seq_len_spin, "Sequence length"), (self.lr_edit, "Learning rate"),
                              (self.device_combo, "Device"), (self.seed_spin, "Seed"),
                              (self.probe_every_spin, "Probe every N steps"), (self.out_edit, "Run folder")):
             widget.setAccessibleName(name)
@@ -73,8 +101,11 @@ class TrainingForm(QWidget):
         box = QGroupBox("Corpus")
         self.default_corpus_radio = QRadioButton("Default corpus (tiny Shakespeare)")
         self.default_corpus_radio.setObjectName("defaultCorpusRadio")
+        self.default_corpus_radio.setToolTip("Train on Tiny Shakespeare (about 1 MB), with the shipped vocabulary")
         self.custom_corpus_radio = QRadioButton("File or folder:")
         self.custom_corpus_radio.setObjectName("customCorpusRadio")
+        self.custom_corpus_radio.setToolTip("Train on your own text: a .txt file, or a folder of them; blank "
+                                            "lines separate documents")
         self.default_corpus_radio.setChecked(True)
         group = QButtonGroup(self)
         group.addButton(self.default_corpus_radio)
@@ -82,10 +113,15 @@ class TrainingForm(QWidget):
         self.corpus_edit = QLineEdit()
         self.corpus_edit.setObjectName("corpusEdit")
         self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
+        self.corpus_edit.setToolTip("The path of your corpus: a .txt file or a folder of .txt files")
         self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
         browse_file = QPushButton("File…")
+        browse_file.setObjectName("browseCorpusFileButton")
+        browse_file.setToolTip("Pick a .txt file to train on")
         browse_file.clicked.connect(self._browse_corpus_file)
         browse_folder = QPushButton("Folder…")
+        browse_folder.setObjectName("browseCorpusFolderButton")
+        browse_folder.setToolTip("Pick a folder of .txt files to train on")
         browse_folder.clicked.connect(self._browse_corpus_folder)
         grid = QGridLayout(box)
         grid.addWidget(self.default_corpus_radio, 0, 0, 1, 3)
@@ -103,40 +139,73 @@ class TrainingForm(QWidget):
         for name in PRESET_NAMES:
             self.model_combo.addItem(f"new {name} model", name)
         self.model_combo.addItem(CONTINUE_LOADED.capitalize(), CONTINUE_LOADED)
+        self.model_combo.setToolTip("A new, randomly initialised model of a preset size (tiny trains in about "
+                                    "a minute on a CPU), or the Inspect tab's model, trained further")
         form.addRow("Model", self.model_combo)
-        self.steps_spin = _spin("stepsSpin", 1, 10_000_000, 300)
+        self.steps_spin = _spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
         form.addRow("Steps", self.steps_spin)
-        self.batch_spin = _spin("batchSizeSpin", 1, 4096, 16)
+        self.batch_spin = _spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
         form.addRow("Batch size", self.batch_spin)
-        self.seq_len_spin = _spin("seqLenSpin", 8, 512, 64)
+        self.seq_len_spin = _spin("seqLenSpin", 64, "Longest sequence, [CLS] and [SEP] included (8 … 512)")
         form.addRow("Sequence length", self.seq_len_spin)
-        self.lr_spin = QDoubleSpinBox()
-        self.lr_spin.setObjectName("learningRateSpin")
-        self.lr_spin.setDecimals(6)
-        self.lr_spin.setRange(1e-6, 0.5)
-        self.lr_spin.setSingleStep(1e-4)
-        self.lr_spin.setValue(1e-3)
-        form.addRow("Learning rate", self.lr_spin)
+        self.lr_edit = QLineEdit("0.001")
+        self.lr_edit.setObjectName("learningRateEdit")
+        self.lr_edit.setMaximumWidth(150)
+        self.lr_edit.setToolTip("Peak learning rate, between 0 and 1: e.g. 1e-3 for tiny and mini, 1e-4 for base")
+        form.addRow("Learning rate", self.lr_edit)
         self.device_combo = QComboBox()
         self.device_combo.setObjectName("deviceCombo")
+        self.device_combo.setToolTip("Where the run computes: the CPU, or a GPU when PyTorch sees one")
         for device, label in available_devices():
             self.device_combo.addItem(label, device)
         form.addRow("Device", self.device_combo)
-        self.seed_spin = _spin("seedSpin", 0, 2**31 - 1, 0)
+        self.seed_spin = _spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow it: "
+                                              "the same seed, the same run")
         form.addRow("Seed", self.seed_spin)
-        self.probe_every_spin = _spin("probeEverySpin", 0, 1_000_000, 25)
-        self.probe_every_spin.setToolTip("re-inspect the probe pairs every N steps (0 = off); "
-                                         "can be changed while a run goes")
+        self.probe_every_spin = _spin("probeEverySpin", 25, "Re-inspect the probe pairs every N steps (0 = off); "
+                                                            "can be changed while a run goes")
         form.addRow("Probe every", self.probe_every_spin)
         self.out_edit = QLineEdit()
         self.out_edit.setObjectName("runFolderEdit")
         self.out_edit.setPlaceholderText(f"new folder under {default_runs_dir()}")
+        self.out_edit.setToolTip("Where the run writes its metrics, checkpoints and final weights (the layout "
+                                 "bert-train writes); empty: a new folder for each run")
         form.addRow("Run folder", self.out_edit)
         return box
 
     # ---- values ----
+    def _number_values(self) -> dict:
+        """The number fields as typed (the learning rate as a float, or its text when it is not a number)."""
+        text = self.lr_edit.text().strip()
+        try:
+            learning_rate: float | str = float(text)
+        except ValueError:
+            learning_rate = text
+        return {"steps": self.steps_spin.value(), "batch_size": self.batch_spin.value(),
+                "seq_len": self.seq_len_spin.value(), "learning_rate": learning_rate,
+                "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value()}
+
+    def problems(self) -> dict[str, str]:
+        """{field: why its value cannot be used}, for the number fields as they are now."""
+        return field_problems(**self._number_values())
+
+    def _check(self, *_args) -> None:
+        problems = self.problems()
+        widgets = {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
+                   "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
+        for field, widget in widgets.items():
+            widget.setStyleSheet(PROBLEM_STYLE if field in problems else "")
+        self.problem_label.setText("\n".join(message[:1].upper() + message[1:] for message in problems.values()))
+        self.problem_label.setVisible(bool(problems))
+        if problems != self._problems:
+            self._problems = problems
+            self.problemsChanged.emit(dict(problems))
+
     def settings(self) -> TrainingSettings:
         """The form as a validated TrainingSettings (ValueError with the problem)."""
+        problems = self.problems()
+        if problems:
+            raise ValueError(next(iter(problems.values())))
         corpus = None
         if self.custom_corpus_radio.isChecked():
             corpus = self.corpus_edit.text().strip()
@@ -148,7 +217,7 @@ class TrainingForm(QWidget):
             steps=self.steps_spin.value(),
             batch_size=self.batch_spin.value(),
             seq_len=self.seq_len_spin.value(),
-            learning_rate=self.lr_spin.value(),
+            learning_rate=float(self.lr_edit.text()),
             device=self.device_combo.currentData(),
             seed=self.seed_spin.value(),
             probe_every=self.probe_every_spin.value(),
@@ -175,7 +244,7 @@ class TrainingForm(QWidget):
         self.steps_spin.setValue(settings.steps)
         self.batch_spin.setValue(settings.batch_size)
         self.seq_len_spin.setValue(settings.seq_len)
-        self.lr_spin.setValue(settings.learning_rate)
+        self.lr_edit.setText(f"{settings.learning_rate:g}")
         self.device_combo.setCurrentIndex(index)
         self.seed_spin.setValue(settings.seed)
         self.probe_every_spin.setValue(settings.probe_every)
@@ -195,7 +264,7 @@ class TrainingForm(QWidget):
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""
-        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_spin,
+        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_edit,
                        self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
                        self.default_corpus_radio, self.custom_corpus_radio):
             widget.setEnabled(editable)

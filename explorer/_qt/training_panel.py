@@ -6,10 +6,18 @@
   into its own model (eval mode, no grad) and inspects the probe pairs. The newest snapshot supersedes a
   waiting one, so probing never holds the run back. The pairs, the snapshots and their step slider are the
   `ProbeBox`; the selected snapshot goes to the inspector through `showInspection`.
-- "Open run folder…" watches a run written by `bert-train` (here or elsewhere): `RunWatcher`.
-- Faults (NaN, a full disk, out of memory, an unreadable corpus) end in a message; the curves and the last
-  good checkpoint stay, and the form unlocks. Closing the window stops the run, which saves a checkpoint,
-  and joins the threads.
+- "Open run folder…" watches a run written by `bert-train` (here or elsewhere): `RunWatcher`, which also
+  notices when that run ends.
+- Resume continues a paused run, or, with nothing running, the run shown (the app's own, stopped or
+  failed, or a `bert-train` folder opened) from its latest checkpoint exactly as `bert-train --resume`
+  does (`Trainer(its recorded config, resume=True)`); its curves continue from its metrics file.
+- A run never loses what is on screen: the settings are checked as they are typed and again at Start, and
+  the previous run's curves, probes and checkpoints stay until the new run has produced its first step or
+  probe; a Start that fails before that (a bad corpus, a folder that holds a run) leaves them as they were.
+- Faults (NaN, a loss that runs away, a full disk, out of memory, an unreadable corpus) end in a message;
+  the curves and the last good checkpoint stay, and the form unlocks. A step the engine marks with a
+  warning (its loss rising far above its start) shows in `trainingWarningLabel`. Closing the window stops
+  the run, which saves a checkpoint, and joins the threads.
 
 The tab talks to the main window only through `WindowTab`'s signals and slots (`MainWindow.add_tab` wires
 them), so it also works on its own. What it drives is plain Python in `explorer.training_run` (settings,
@@ -36,6 +44,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bertcore.run_folder import list_checkpoints
 from bertcore.trainer import StepStats
 from explorer._qt.checkpoint_picker import CheckpointPicker
 from explorer._qt.loss_plots import LossPlots
@@ -44,7 +53,8 @@ from explorer._qt.run_progress import RunProgress
 from explorer._qt.run_watcher import RunWatcher
 from explorer._qt.training_form import TrainingForm, default_runs_dir
 from explorer._qt.window_tab import WindowTab
-from explorer._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer._qt.workers import GeneratorWorker, LatestJobWorker, OneShotWorker
+from explorer.run_watch import read_curve, resume_point
 from explorer.training_run import (
     CONTINUE_LOADED,
     DEFAULT_PROBE,
@@ -55,10 +65,12 @@ from explorer.training_run import (
     TrainingSettings,
     describe_failure,
     make_engine_run,
+    settings_for_resume,
     warm_up_engine,
 )
 
 STATUS_STYLES = {"info": "", "ok": "color: #1a7f37;", "error": "color: #c62828; font-weight: bold;"}
+WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"
 
 
 class TrainingPanel(WindowTab):
@@ -85,15 +97,22 @@ class TrainingPanel(WindowTab):
         self._settings: TrainingSettings | None = None
         self._last_stats: Any = None  # the newest StepStats shown
         self._last_checkpoint: Path | None = None  # the newest checkpoint the running engine reported
-        self._ending_status = ""
+        self._pending: tuple[Path, TrainingSettings] | None = None  # a run started, not shown until it says so
+        self._resumed_at: int | None = None  # the step a resumed run continues from
+        self._ending_status = ""  # how the run shown ended ("finished", "stopped", "failed"; "" while it goes)
+        self._outcome = ""
         self._closing = False  # set by shutdown(): the window is going, nothing more is sent to it
         self.steps_received = 0
 
-        warm_up_engine()  # when the tab is made (app start), so that no run pays it
+        # The engine's one-time costs (see warm_up_engine), paid when the tab is made, in a thread of its own so
+        # that the window, just shown, stays responsive; a run started before it ends simply waits its turn.
+        self._warm_up = OneShotWorker("warm-up", warm_up_engine, name="warmUpThread")
+        self._warm_up.start()
         self.form = TrainingForm()
         self.form.probeEveryChanged.connect(self._set_probe_every)
         self.form.deviceChanged.connect(self._show_device)
         self.form.stepsChanged.connect(self._show_planned_steps)
+        self.form.problemsChanged.connect(lambda _problems: self._update_buttons())
         self.plots = LossPlots()
         self.plots.setMinimumHeight(320)
         self.probes = ProbeBox(DEFAULT_PROBE)
@@ -109,6 +128,7 @@ class TrainingPanel(WindowTab):
         self.watcher.checkpointsChanged.connect(self.checkpoints.refresh)
         self.watcher.probeCheckpoint.connect(self._probe_checkpoint)
         self.watcher.status.connect(self._set_status)
+        self.watcher.ended.connect(self._on_watched_end)
 
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.plots)
@@ -130,12 +150,18 @@ class TrainingPanel(WindowTab):
         column = QVBoxLayout(left)
         column.addWidget(self.form)
         buttons = QGridLayout()
-        self.start_button = self._button("Start", "startButton", "Start training", lambda: self.start_run())
-        self.pause_button = self._button("Pause", "pauseButton", "Pause training", self.pause)
-        self.resume_button = self._button("Resume", "resumeButton", "Resume training", self.resume)
-        self.stop_button = self._button("Stop", "stopButton", "Stop training", self.stop)
+        self.start_button = self._button("Start", "startButton", "Start training", lambda: self.start_run(),
+                                         "Start a new run with these settings (what is shown now stays until the "
+                                         "new run's first step)")
+        self.pause_button = self._button("Pause", "pauseButton", "Pause training", self.pause,
+                                         "Hold the run after the current step")
+        self.resume_button = self._button("Resume", "resumeButton", "Resume training", self.resume, "")
+        self.stop_button = self._button("Stop", "stopButton", "Stop training", self.stop,
+                                        "Stop after the current step and save a checkpoint (Resume continues it)")
         self.open_run_button = self._button("Open run folder…", "openRunButton", "Open a run folder to watch",
-                                            self._browse_run_folder)
+                                            self._browse_run_folder,
+                                            "Show a run folder written by bert-train or by this tab: its curves "
+                                            "follow it while it grows, and Resume continues it once it stopped")
         for column_index, button in enumerate((self.start_button, self.pause_button, self.resume_button,
                                                self.stop_button)):
             buttons.addWidget(button, 0, column_index)
@@ -153,16 +179,25 @@ class TrainingPanel(WindowTab):
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         column.addWidget(self.status_label)
+        self.warning_label = QLabel()
+        self.warning_label.setObjectName("trainingWarningLabel")
+        self.warning_label.setAccessibleName("Training warning")
+        self.warning_label.setWordWrap(True)
+        self.warning_label.setStyleSheet(WARNING_STYLE)
+        self.warning_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.warning_label.hide()
+        column.addWidget(self.warning_label)
 
         column.addWidget(self.checkpoints)
         column.addStretch(1)
         self._show_device(self.form.device_label())
         return left
 
-    def _button(self, text: str, name: str, accessible: str, slot) -> QPushButton:
+    def _button(self, text: str, name: str, accessible: str, slot, tip: str) -> QPushButton:
         button = QPushButton(text)
         button.setObjectName(name)
         button.setAccessibleName(accessible)
+        button.setToolTip(tip)
         button.clicked.connect(slot)
         return button
 
@@ -198,12 +233,36 @@ class TrainingPanel(WindowTab):
     def _update_buttons(self) -> None:
         running = self.is_running
         paused = running and self.worker.is_paused
+        resumable = None if running else self._resumable()
         self.start_button.setEnabled(not running)
+        problems = self.form.problems()
+        self.start_button.setToolTip("Fix the settings first: " + next(iter(problems.values())) if problems else
+                                     "Start a new run with these settings (what is shown now stays until the new "
+                                     "run's first step)")
         self.pause_button.setEnabled(running and not paused and not self.worker.stop_requested)
-        self.resume_button.setEnabled(paused and not self.worker.stop_requested)
+        self.resume_button.setEnabled((paused and not self.worker.stop_requested) or resumable is not None)
+        if paused:
+            self.resume_button.setToolTip("Continue the paused run")
+        elif resumable is not None:
+            self.resume_button.setToolTip(f"Continue {resumable} from its latest checkpoint, exactly as "
+                                          "bert-train --resume does; its curves go on from its metrics file")
+        else:
+            self.resume_button.setToolTip("Continues a paused run, or a stopped one (this tab's, or a run folder "
+                                          "you open) from its latest checkpoint")
         self.stop_button.setEnabled(running and not self.worker.stop_requested)
         self.open_run_button.setEnabled(not running)
         self.form.set_editable(not running)
+
+    def _resumable(self) -> Path | None:
+        """The run shown, when Resume can continue it: it has a checkpoint, and is not going on or finished."""
+        run_dir = self._run_dir
+        if run_dir is None or self._ending_status == "finished":
+            return None
+        if self.is_watching and self.watcher.ended_as not in ("stopped", "failed"):
+            return None  # it may still be written by another process
+        if not self.is_watching and self._ending_status not in ("stopped", "failed"):
+            return None
+        return run_dir if list_checkpoints(run_dir) else None
 
     @property
     def is_running(self) -> bool:
@@ -222,11 +281,22 @@ class TrainingPanel(WindowTab):
         self._run_dir = run_dir
         self._last_stats = None
         self._last_checkpoint = None
+        self._ending_status = ""
+        self.warning_label.hide()
         self.progress.begin(planned, progress)
         self.plots.clear()
         self.plots.show_planned_steps(planned)
         self.probes.clear()
         self.checkpoints.show_run(run_dir)
+
+    def _adopt_pending_run(self) -> None:
+        """The run started has said something (a step, a probe): from now on it is what the tab shows."""
+        if self._pending is None:
+            return
+        run_dir, settings = self._pending
+        self._pending = None
+        self._clear_run(run_dir, settings.steps, "training…")
+        self._set_status(f"Training in {run_dir}", "info")
 
     def _start_probe_worker(self) -> None:
         if self.probe_worker is not None:
@@ -238,11 +308,11 @@ class TrainingPanel(WindowTab):
 
     # ---- running ----
     def start_run(self, settings: TrainingSettings | None = None) -> bool:
-        """Start a run with `settings` (default: the form). False, with a message, when it cannot start."""
+        """Start a run with `settings` (default: the form). False, with a message, when it cannot start; what
+        is shown stays until the new run's first step (or probe)."""
         if self.is_running:
             self._set_status("A run is already going; stop it first.", "error")
             return False
-        self.watcher.stop()
         try:
             settings = settings or self.form.settings()
             init = self._initial_model(settings)
@@ -252,6 +322,7 @@ class TrainingPanel(WindowTab):
         except (ValueError, OSError) as error:
             self._set_status(f"Cannot start: {error}", "error")
             return False
+        self.watcher.stop()
         if settings != self.form.settings_or_none():
             # Started with explicit settings (a test, a script): show them; the run folder field keeps what
             # the user typed, so the next Start does not write into this run's folder.
@@ -260,13 +331,58 @@ class TrainingPanel(WindowTab):
             except ValueError:
                 pass  # e.g. a device this machine lacks: the engine says so in its own message
         settings = replace(settings, out_dir=str(run_dir))
+        self._pending = (run_dir, settings)
+        self._resumed_at = None
+        self._launch(settings, init, f"Starting in {run_dir}: preparing the corpus and the model…")
+        return True
+
+    def resume_run(self, run_dir: str | os.PathLike | None = None) -> bool:
+        """Continue `run_dir` (default: the run shown) from its latest checkpoint, exactly as
+        `bert-train --out RUN --resume` does. False, with the reason, when there is nothing to resume."""
+        if self.is_running:
+            self._set_status("A run is already going; stop it first.", "error")
+            return False
+        folder = Path(run_dir) if run_dir is not None else self._run_dir
+        if folder is None:
+            self._set_status("Nothing to resume: start a run, or open a stopped run's folder.", "error")
+            return False
+        try:
+            point = resume_point(folder)
+            devices = tuple(self.form.device_combo.itemData(i) for i in range(self.form.device_combo.count()))
+            settings = settings_for_resume(folder, devices)
+            curve = read_curve(folder, point.step)
+        except (ValueError, OSError) as error:
+            self._set_status(f"Cannot resume: {error}", "error")
+            return False
+        self.watcher.stop()
+        try:
+            self.form.set_settings(replace(settings, out_dir=self.form.typed_run_folder(), resume_from=None))
+        except ValueError:
+            pass
+        if folder != self._run_dir:
+            self._clear_run(folder, point.total_steps, "resuming…")
+        else:  # the same run: its own metrics file is what it continues
+            self._run_dir, self._ending_status = folder, ""
+            self.plots.clear()
+            self.progress.begin(point.total_steps, "resuming…")
+        self.plots.add_all(curve)
+        self.plots.flush()
+        steps = [record for record in curve if isinstance(record, StepStats)]
+        if steps:
+            self._last_stats = steps[-1]
+            self.progress.show_step(steps[-1], point.total_steps)
+        self.checkpoints.show_run(folder)
+        self._pending = None
+        self._resumed_at = point.step
+        self._launch(settings, None, f"Resuming {folder} from step {point.step:,} ({point.checkpoint.name})…")
+        return True
+
+    def _launch(self, settings: TrainingSettings, init: Any, status: str) -> None:
         self._settings = settings
         self.steps_received = 0
-        self._ending_status = ""
-        self._clear_run(run_dir, settings.steps, "preparing the corpus and the model…")
-        self._set_status(f"Starting in {run_dir}", "info")
+        self._outcome = ""  # how this run ended, for runEnded
+        self._set_status(status, "info")
         self._show_device(self.form.device_label(settings.device))
-
         # The previous run's threads are ending (or ended): join them before their Python wrappers go, since a
         # QThread destroyed while its thread still runs aborts the process.
         if self.worker is not None:
@@ -287,8 +403,7 @@ class TrainingPanel(WindowTab):
         self.worker.finished.connect(self._on_finished)
         self.worker.start()
         self._update_buttons()
-        self.runStarted.emit(str(run_dir))
-        return True
+        self.runStarted.emit(str(settings.resume_from or settings.out_dir))
 
     def _initial_model(self, settings: TrainingSettings) -> Any:
         """For "continue the loaded model": the inspector's (model, tokenizer).
@@ -313,9 +428,12 @@ class TrainingPanel(WindowTab):
             self._update_buttons()
 
     def resume(self) -> None:
+        """Continue the paused run; with nothing running, resume the run shown from its latest checkpoint."""
         if self.is_running:
             self.worker.resume()
             self._update_buttons()
+        else:
+            self.resume_run()
 
     def stop(self) -> None:
         """Stop at the next step boundary; the engine saves a checkpoint on the way out."""
@@ -334,6 +452,14 @@ class TrainingPanel(WindowTab):
     def _on_step(self, stats: Any) -> None:
         if self._stale(self.worker):
             return
+        self._adopt_pending_run()
+        if self.steps_received == 0:
+            resumed = f" (resumed at step {self._resumed_at:,})" if self._resumed_at is not None else ""
+            self._set_status(f"Training in {self._run_dir}{resumed}", "info")
+        warning = getattr(stats, "warning", None)  # the engine's "loss rising far above its start" note
+        if warning:
+            self.warning_label.setText(f"Step {stats.step:,}: {warning}")
+            self.warning_label.show()
         self.plots.add(stats)
         if stats.checkpoint:
             self._last_checkpoint = Path(stats.checkpoint)
@@ -368,6 +494,12 @@ class TrainingPanel(WindowTab):
         return self._last_stats.step if self._last_stats is not None else 0
 
     def _on_ended(self, status: str) -> None:
+        self._outcome = status
+        if self._pending is not None:  # stopped before its first step: nothing of it to show
+            self._pending = None
+            self._set_status("Stopped before the first step." + self._still_shown(), "info")
+            self._restore_progress()
+            return
         self._ending_status = status
         self.checkpoints.refresh()
         checkpoint = self.checkpoints.latest(self._last_checkpoint)
@@ -380,11 +512,26 @@ class TrainingPanel(WindowTab):
     def _on_errored(self, failure: Any, last_step: Any) -> None:
         if self._stale(self.worker):
             return
+        self._outcome = "failed"
+        if self._pending is not None:  # it failed before showing anything: what is shown stays as it was
+            self._pending = None
+            self._set_status(describe_failure(failure, None, None) + self._still_shown(), "error")
+            self._restore_progress()
+            return
         self._ending_status = "failed"
         self.checkpoints.refresh()
         self._set_status(describe_failure(failure, last_step, self.checkpoints.latest(self._last_checkpoint)),
                          "error")
         self.progress.mark_failed()
+
+    def _still_shown(self) -> str:
+        return f" (still showing the run in {self._run_dir})" if self._run_dir is not None else ""
+
+    def _restore_progress(self) -> None:
+        if self._last_stats is not None:
+            self.progress.show_step(self._last_stats, self._last_stats.total_steps or None)
+        else:
+            self.progress.begin(1, "idle")
 
     def _on_finished(self) -> None:
         if self._stale(self.worker):
@@ -393,11 +540,12 @@ class TrainingPanel(WindowTab):
         # still be running; its result arrives through `probed` like the others.
         self.plots.flush()
         self._update_buttons()
-        self.runEnded.emit(self._ending_status or "stopped")
+        self.runEnded.emit(self._outcome or "stopped")
 
     def _on_probed(self, step: int, inspections: dict) -> None:
         if self._stale(self.probe_worker):
             return
+        self._adopt_pending_run()
         self.probes.add_snapshot(step, inspections)
         self.probed.emit(step)
         if self.is_watching:
@@ -424,7 +572,9 @@ class TrainingPanel(WindowTab):
 
     # ---- watching a run folder ----
     def _browse_run_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Run folder (written by bert-train --out)")
+        start = self._run_dir.parent if self._run_dir is not None else default_runs_dir()
+        path = QFileDialog.getExistingDirectory(self, "Run folder (written by bert-train --out, or by this tab)",
+                                                str(start))
         if path:
             self.watch_run_folder(path)
 
@@ -436,8 +586,20 @@ class TrainingPanel(WindowTab):
         return self.watcher.watch(path)
 
     def _on_watch_started(self, folder: str, planned: int | None) -> None:
+        self._pending = None
         self._clear_run(Path(folder), planned, "waiting for the run's first step…")
         self._start_probe_worker()
+
+    def _on_watched_end(self, how: str, last_step: int) -> None:
+        self.checkpoints.refresh()
+        described = f" ({self.watcher.description})" if self.watcher.description else ""
+        if how == "finished":
+            self._set_status(f"The watched run finished at step {last_step:,}{described}.", "ok")
+        elif how == "stopped":
+            self._set_status(f"The watched run stopped after step {last_step:,}{described}. Resume continues it "
+                             "from its latest checkpoint, as bert-train --resume does.", "info")
+        self.progress.setFormat(self.progress.format() + f"  ·  {how}")
+        self._update_buttons()
 
     def _on_watched_restart(self) -> None:
         self.plots.clear()
@@ -446,6 +608,10 @@ class TrainingPanel(WindowTab):
     def _on_watched_stats(self, stats: list) -> None:
         self.plots.add_all(stats)
         steps = [record for record in stats if isinstance(record, StepStats)]
+        warned = [record for record in steps if getattr(record, "warning", None)]
+        if warned:
+            self.warning_label.setText(f"Step {warned[-1].step:,}: {warned[-1].warning}")
+            self.warning_label.show()
         if steps:
             self._last_stats = steps[-1]
             self.progress.show_step(steps[-1], self.watcher.total_steps)
@@ -466,7 +632,7 @@ class TrainingPanel(WindowTab):
         """Stop a run (it saves a checkpoint), join the worker threads, stop watching. True when joined."""
         self._closing = True
         self.watcher.stop()
-        joined = True
+        joined = self._warm_up.wait(timeout_ms)
         if self.worker is not None:
             joined = self.worker.shutdown(timeout_ms)
         if self.probe_worker is not None:

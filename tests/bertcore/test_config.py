@@ -95,3 +95,88 @@ def test_training_config_lives_beside_the_model_config():
         TrainingConfig(divergence_patience=0)
     with pytest.raises(ValueError, match=r"steps must be a positive integer, got 2\.5 \(float\)"):
         TrainingConfig(steps=2.5)
+
+
+def test_task_fields_default_as_transformers():
+    config = BertConfig()
+    assert config.num_labels == 2 and dict(config.id2label) == {0: "LABEL_0", 1: "LABEL_1"}
+    assert dict(config.label2id) == {"LABEL_0": 0, "LABEL_1": 1}
+    assert config.problem_type is None and config.classifier_dropout is None and config.architectures == ()
+    assert dict(BertConfig(num_labels=3).id2label) == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
+
+
+def test_id2label_from_json_has_int_keys_and_sets_num_labels(tmp_path):
+    values = {**preset("tiny").to_dict(), "id2label": {"0": "NEGATIVE", "1": "NEUTRAL", "2": "POSITIVE"}}
+    del values["label2id"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(values))
+    config = BertConfig.from_json_file(path)
+    assert config.num_labels == 3 and config.id2label[2] == "POSITIVE" and config.label2id["NEUTRAL"] == 1
+    config.to_json_file(path)
+    written = json.loads(path.read_text())
+    assert written["id2label"] == {"0": "NEGATIVE", "1": "NEUTRAL", "2": "POSITIVE"} and "num_labels" not in written
+    assert BertConfig.from_json_file(path) == config
+
+
+def test_config_with_labels_is_hashable_picklable_and_compares_by_value():
+    import copy
+    import pickle
+
+    config = BertConfig(id2label={0: "no", 1: "yes"}, problem_type="single_label_classification")
+    same = BertConfig(id2label={"0": "no", "1": "yes"}, problem_type="single_label_classification")
+    assert config == same and hash(config) == hash(same) and len({config, same}) == 1
+    assert pickle.loads(pickle.dumps(config)) == config and copy.deepcopy(config) == config
+    assert config != config.replace(id2label={0: "no", 1: "maybe"})
+    with pytest.raises(TypeError):
+        config.id2label[0] = "changed"
+
+
+def test_replace_keeps_the_label_fields_consistent():
+    config = BertConfig(id2label={0: "a", 1: "b", 2: "c"})
+    assert config.replace(num_labels=3) == config
+    renumbered = config.replace(num_labels=2)
+    assert dict(renumbered.id2label) == {0: "LABEL_0", 1: "LABEL_1"} and "a" not in renumbered.label2id
+    relabelled = config.replace(id2label={0: "x", 1: "y"})
+    assert relabelled.num_labels == 2 and dict(relabelled.label2id) == {"x": 0, "y": 1}
+    assert config.replace(architectures=["BertForSequenceClassification"]).architectures == (
+        "BertForSequenceClassification",)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(num_labels=3, id2label={0: "a", 1: "b"}), "num_labels is 3 but id2label names 2 labels"),
+        (dict(id2label={0: "a", 2: "b"}), "number the labels from 0 without gaps"),
+        (dict(id2label={"first": "a"}), "id2label must map class indices to names"),
+        (dict(num_labels=0), "num_labels must be a positive integer"),
+        (dict(problem_type="ranking"), "problem_type 'ranking' is not supported"),
+        (dict(num_labels=1, problem_type="single_label_classification"), "use problem_type 'regression'"),
+        (dict(classifier_dropout=1.5), r"classifier_dropout must be in \[0, 1\)"),
+        (dict(label2id={"a": 7}), "label2id must map label names to class indices 0..1"),
+        (dict(architectures=[3]), "architectures must be a list of class names"),
+    ],
+)
+def test_invalid_task_fields_raise_readable_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        BertConfig(**changes)
+
+
+def test_transformers_reads_our_config_and_we_read_theirs(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    ours = preset("tiny", vocab_size=99).replace(
+        id2label={0: "NEGATIVE", 1: "POSITIVE", 2: "MIXED"}, problem_type="single_label_classification",
+        classifier_dropout=0.2, architectures=("BertForSequenceClassification",))
+    ours.to_json_file(tmp_path / "config.json")
+    theirs = transformers.BertConfig.from_pretrained(tmp_path)
+    assert theirs.num_labels == 3 and theirs.id2label == {0: "NEGATIVE", 1: "POSITIVE", 2: "MIXED"}
+    assert theirs.label2id == {"NEGATIVE": 0, "POSITIVE": 1, "MIXED": 2}
+    assert theirs.problem_type == "single_label_classification" and theirs.classifier_dropout == 0.2
+    assert theirs.architectures == ["BertForSequenceClassification"]
+    written = tmp_path / "theirs"
+    theirs.save_pretrained(written)
+    assert BertConfig.from_json_file(written / "config.json") == ours
+    # transformers writes label2id: null when only id2label was given; the inverse is derived
+    only_names = transformers.BertConfig(vocab_size=99, id2label={"0": "O", "1": "B-PER", "2": "I-PER"})
+    only_names.save_pretrained(tmp_path / "tagger")
+    tagger = BertConfig.from_json_file(tmp_path / "tagger" / "config.json")
+    assert tagger.num_labels == 3 and tagger.label2id == {"O": 0, "B-PER": 1, "I-PER": 2}

@@ -189,3 +189,20 @@ def test_bad_inputs_are_a_clear_value_error(inputs, message):
     with pytest.raises(ValueError, match=message):
         model.bert(**inputs)
 
+
+def test_skipping_padding_keeps_a_label_that_sits_on_padding_exact():
+    """The loss path leaves padding out of the dense layers, except positions a head reads: a label on a
+    padding position (odd, but transformers scores it) must give the loss of the full computation."""
+    config = CONFIGS[0]
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    input_ids, token_type_ids, attention_mask, labels, nsp_label = random_batch(
+        config, 3, 7, pair=True, padded=True, seed=3
+    )
+    labels[2, 5] = 7  # row 2 has 3 real tokens
+    with torch.no_grad():
+        sparse = model(input_ids, token_type_ids, attention_mask, labels=labels, next_sentence_label=nsp_label)
+        full = model(input_ids, token_type_ids, attention_mask, output_hidden_states=True)
+    labelled = labels != IGNORE_INDEX
+    mlm_loss = torch.nn.functional.cross_entropy(full.prediction_logits[labelled], labels[labelled])
+    torch.testing.assert_close(sparse.mlm_loss, mlm_loss, **TOLERANCE)

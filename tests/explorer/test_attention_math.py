@@ -107,9 +107,23 @@ def test_colour_levels():
     assert attention_math.colour_levels(values, "max") == (0.0, 0.5)
     low, high = attention_math.colour_levels(values, "p99")
     assert low == 0.0 and 0.49 < high < 0.5
+    assert attention_math.colour_levels(values, "sqrt") == (0.0, 0.5)
     assert attention_math.colour_levels(np.zeros(4), "max") == (0.0, 1.0)
     with pytest.raises(ValueError, match="choose one of"):
         attention_math.colour_levels(values, "loud")
+
+
+def test_colours_follow_the_scale_and_the_bar_names_it():
+    lookup = np.stack([np.arange(256)] * 4, axis=1).astype(np.uint8)  # colour i is (i, i, i, i)
+    values = np.array([0.0, 0.25, 1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(attention_math.colour_indices(values, (0.0, 1.0)), [0, 64, 255, 255])
+    np.testing.assert_array_equal(attention_math.colour_indices(values, (0.0, 1.0), gamma=0.5), [0, 128, 255, 255])
+    rgba = attention_math.to_rgba(values.reshape(2, 2), (0.0, 1.0), lookup)
+    assert rgba.shape == (2, 2, 4) and rgba.dtype == np.uint8 and rgba[0, 1, 0] == 64
+    assert attention_math.colour_gamma("sqrt") == 0.5 and attention_math.colour_gamma("p99") == 1.0
+    assert "99th pct" in attention_math.describe_scale("p99", (0.0, 0.0183)) and "0.0183" in \
+        attention_math.describe_scale("p99", (0.0, 0.0183))
+    assert attention_math.describe_scale("sqrt", (0.0, 1.0)).startswith("√")
 
 
 def test_npz_export_round_trips_without_pickle(tmp_path):
@@ -163,7 +177,8 @@ def test_layer_view_is_everything_a_layer_shows():
     np.testing.assert_array_equal(view.special_mask, special)
     plain = attention_math.layer_view(inspection, 0)  # no options: every position, the inspection's own mask
     np.testing.assert_array_equal(plain.matrices, inspection.attentions[0])
-    assert plain.levels == (0.0, float(inspection.attentions[0].max())) and plain.heads_on.all()
+    assert plain.options.colour_scale == attention_math.DEFAULT_COLOUR_SCALE == "p99"
+    assert plain.levels == attention_math.colour_levels(inspection.attentions[0], "p99") and plain.heads_on.all()
     with pytest.raises(ValueError, match="layer 3 does not exist"):
         attention_math.layer_view(inspection, 3)
     with pytest.raises(ValueError, match="colour scale"):

@@ -8,7 +8,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QSlider, QWidget
 
-from explorer import attention_math
+from explorer import attention_images, attention_math
 from explorer._qt.attention_panel import AttentionPanel
 from explorer.demo_inspection import demo_inspection
 from explorer.export_data import read_matrix_csv
@@ -68,10 +68,10 @@ def test_layer_slider_shows_exactly_that_layers_heads(panel, real_inspection):
         slider.setValue(layer)
         assert panel.current_layer() == layer
         assert panel.layer_label.text() == f"Layer {layer + 1} / 3"
-        assert len(panel.head_grid.images) == 4
-        for head, image in enumerate(panel.head_grid.images):
-            np.testing.assert_array_equal(image.image, attentions[layer, head])
-        np.testing.assert_array_equal(panel.head_detail.image_item.image, attentions[layer, 0])
+        assert len(panel.head_grid.images) == 4 == len(panel.head_grid.matrices)
+        for head, matrix in enumerate(panel.head_grid.matrices):
+            np.testing.assert_array_equal(matrix, attentions[layer, head])
+        np.testing.assert_array_equal(panel.head_detail.matrix, attentions[layer, 0])
 
 
 def test_stepper_buttons_and_keys_move_the_layer(panel, qtbot):
@@ -93,13 +93,13 @@ def test_clicking_a_head_opens_it_in_the_detail(panel, qtbot, real_inspection):
     panel.set_inspection(real_inspection)
     panel.set_layer(1)
     grid = panel.head_grid
-    click_scene(qtbot, grid.graphics, grid.plots[2].vb.sceneBoundingRect().center())
+    click_scene(qtbot, grid.graphics, grid.head_centre(2))
     assert panel.selected_head == 2
-    np.testing.assert_array_equal(panel.head_detail.image_item.image, real_inspection.attentions[1, 2])
+    np.testing.assert_array_equal(panel.head_detail.matrix, real_inspection.attentions[1, 2])
     assert "Layer 2 · head 3" in panel.head_detail.plot.titleLabel.text
     panel.select_head(2, 3)  # the same through the API, on another layer
     assert panel.current_layer() == 2
-    np.testing.assert_array_equal(panel.head_detail.image_item.image, real_inspection.attentions[2, 3])
+    np.testing.assert_array_equal(panel.head_detail.matrix, real_inspection.attentions[2, 3])
 
 
 def test_toggling_heads_emits_the_whole_mask(panel, qtbot):
@@ -113,10 +113,10 @@ def test_toggling_heads_emits_the_whole_mask(panel, qtbot):
     assert mask.dtype == np.float32 and mask.shape == (3, 4)
     np.testing.assert_array_equal(mask, expected)
     assert panel.head_grid.images[1].opacity() < 0.5  # drawn greyed out
-    assert "off" in panel.head_grid.plots[1].titleLabel.text
+    assert "off" in panel.head_grid.head_label(1)
     grid = panel.head_grid
     with qtbot.waitSignal(panel.headMaskChanged) as blocker:  # right-click switches head 4 off
-        click_scene(qtbot, grid.graphics, grid.plots[3].vb.sceneBoundingRect().center(),
+        click_scene(qtbot, grid.graphics, grid.head_centre(3),
                     Qt.MouseButton.RightButton)
     expected[2, 3] = 0
     np.testing.assert_array_equal(blocker.args[0], expected)
@@ -144,19 +144,19 @@ def test_hide_special_tokens_and_renormalise_apply_to_every_view(panel):
     panel.set_options(hide_special=True)
     np.testing.assert_array_equal(panel.visible_positions(), keep)
     sliced = inspection.attentions[0, 1][np.ix_(keep, keep)]
-    np.testing.assert_array_equal(panel.head_grid.images[1].image, sliced)
+    np.testing.assert_array_equal(panel.head_grid.matrices[1], sliced)
     panel.tabs.setCurrentIndex(1)
-    assert panel.overview.image_item.image.shape == (2 * len(keep), 3 * len(keep))
+    assert panel.overview.image.shape == (2 * len(keep), 3 * len(keep))
     panel.set_options(renormalise=True)
-    for view_image in (panel.head_grid.images[1].image, panel.head_detail.image_item.image):
+    for view_image in (panel.head_grid.matrices[1], panel.head_detail.matrix):
         assert view_image.shape == (len(keep), len(keep))
         np.testing.assert_allclose(view_image.sum(axis=1), 1.0, rtol=1e-5)
-    np.testing.assert_allclose(panel.head_grid.images[1].image, sliced / sliced.sum(1, keepdims=True), rtol=1e-5)
-    np.testing.assert_allclose(panel.overview.image_item.image[:len(keep)].sum(axis=1), 3.0, rtol=1e-5)
+    np.testing.assert_allclose(panel.head_grid.matrices[1], sliced / sliced.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(panel.overview.image[:len(keep)].sum(axis=1), 3.0, rtol=1e-5)
     panel.tabs.setCurrentIndex(2)
-    np.testing.assert_allclose(panel.rollout_view.image_item.image.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(panel.rollout_view.matrix.sum(axis=1), 1.0, rtol=1e-5)
     panel.set_options(hide_special=False, renormalise=False)
-    assert panel.head_grid.images[0].image.shape == (12, 12)
+    assert panel.head_grid.matrices[0].shape == (12, 12)
 
 
 def test_overview_cells_are_the_heads_and_a_click_opens_one(panel, qtbot, real_inspection):
@@ -164,7 +164,7 @@ def test_overview_cells_are_the_heads_and_a_click_opens_one(panel, qtbot, real_i
     seq_len = attentions.shape[-1]
     panel.set_inspection(real_inspection)
     panel.tabs.setCurrentIndex(1)
-    image = panel.overview.image_item.image
+    image = panel.overview.image
     assert image.shape == (3 * seq_len, 4 * seq_len)
     for layer in range(3):
         for head in range(4):
@@ -174,7 +174,13 @@ def test_overview_cells_are_the_heads_and_a_click_opens_one(panel, qtbot, real_i
     click_scene(qtbot, panel.overview.graphics, view.mapViewToScene(_cell_centre(2, 1, seq_len)))
     assert (panel.current_layer(), panel.selected_head) == (2, 1)
     assert panel.tabs.currentIndex() == 0
-    np.testing.assert_array_equal(panel.head_detail.image_item.image, attentions[2, 1])
+    np.testing.assert_array_equal(panel.head_detail.matrix, attentions[2, 1])
+
+
+def grid_highlight(grid):
+    """The visible row the head grid's token lines mark in its first head, None when none."""
+    xs, _ = grid.token_lines.getData()
+    return None if xs is None or len(xs) == 0 else int(xs[0] - 0.5)
 
 
 def _cell_centre(row, column, cell):
@@ -186,7 +192,7 @@ def test_overview_downsamples_long_inputs_to_block_means(panel):
     inspection = demo_inspection(100, 2, 3)
     panel.set_inspection(inspection)
     panel.tabs.setCurrentIndex(1)
-    image = panel.overview.image_item.image
+    image = panel.overview.image
     assert image.shape == (2 * 64, 3 * 64)
     np.testing.assert_allclose(image[64:, 128:], attention_math.block_mean(inspection.attentions[1, 2], 64),
                                rtol=1e-5)
@@ -197,14 +203,14 @@ def test_rollout_view_follows_the_layer_and_the_head_mask(panel, real_inspection
     panel.tabs.setCurrentIndex(2)
     panel.set_layer(1)
     expected = attention_math.compute_rollout(real_inspection.attentions)
-    np.testing.assert_allclose(panel.rollout_view.image_item.image, expected[1], rtol=1e-6)
+    np.testing.assert_allclose(panel.rollout_view.matrix, expected[1], rtol=1e-6)
     panel.rollout_combo.setCurrentIndex(1)  # through the last layer
-    np.testing.assert_allclose(panel.rollout_view.image_item.image, expected[2], rtol=1e-6)
+    np.testing.assert_allclose(panel.rollout_view.matrix, expected[2], rtol=1e-6)
     panel.set_head_enabled(0, 0, False)
     mask = np.ones((3, 4), np.float32)
     mask[0, 0] = 0
     masked = attention_math.compute_rollout(real_inspection.attentions, mask)
-    np.testing.assert_allclose(panel.rollout_view.image_item.image, masked[2], rtol=1e-6)
+    np.testing.assert_allclose(panel.rollout_view.matrix, masked[2], rtol=1e-6)
     assert "11 of 12 heads on" in panel.rollout_view.plot.titleLabel.text
 
 
@@ -216,13 +222,13 @@ def test_token_highlight_crosses_views(panel, qtbot):
     detail = panel.head_detail
     assert detail.row_band.isVisible() and detail.row_band.rect().top() == 3
     assert detail.column_band.rect().left() == 3
-    assert all(band.isVisible() and band.rect().top() == 3 for band in panel.head_grid.row_bands)
+    assert grid_highlight(panel.head_grid) == 3
     panel.set_options(hide_special=True)  # [CLS] gone: position 3 is now the third row shown
     assert detail.row_band.isVisible() and detail.row_band.rect().top() == 2
     panel.highlight_token(4)  # [SEP] is hidden: nothing to highlight
     assert not detail.row_band.isVisible()
     panel.highlight_token(-1)
-    assert not panel.head_grid.row_bands[0].isVisible()
+    assert grid_highlight(panel.head_grid) is None
     # the mouse over the detail's row 2 (position 3 with [CLS] hidden) reports position 3
     view = detail.plot.vb
     with qtbot.waitSignal(panel.tokenHovered) as blocker:
@@ -230,7 +236,7 @@ def test_token_highlight_crosses_views(panel, qtbot):
     assert blocker.args == [3]
     shown = f"{inspection.input_tokens[3]} (3) → {inspection.input_tokens[7]} (7)"  # [SEP] at 4 hidden
     assert detail.hover_label.text().startswith(shown)
-    assert panel.head_grid.row_bands[0].isVisible() and panel.head_grid.row_bands[0].rect().top() == 2
+    assert grid_highlight(panel.head_grid) == 2
     with qtbot.waitSignal(panel.tokenHovered) as blocker:
         detail._on_mouse_moved(view.mapViewToScene(_cell_centre(-5, -5, 1)))
     assert blocker.args == [-1]
@@ -273,9 +279,10 @@ def test_no_inspection_shows_a_message_and_exports_refuse(panel, tmp_path):
 def test_512_tokens_by_144_heads_overview_builds(panel):
     panel.set_inspection(demo_inspection(512, 12, 12))
     panel.tabs.setCurrentIndex(1)
-    assert panel.overview.image_item.image.shape == (12 * 64, 12 * 64)
+    assert panel.overview.image.shape == (12 * 64, 12 * 64)
     panel.set_layer(11)
-    assert panel.head_grid.images[11].image.shape == (512, 512)
+    assert panel.head_grid.matrices.shape == (12, 512, 512)
+    assert panel.head_grid.images[11].image.shape[0] <= panel.head_grid.thumbnail_pixels()  # block means
     panel.overview.graphics.grab()  # paints without error
 
 
@@ -283,9 +290,8 @@ def test_hovering_a_grid_head_reports_the_cell_and_the_token(panel, qtbot):
     inspection = demo_inspection(10, 2, 3)
     panel.set_inspection(inspection)
     grid = panel.head_grid
-    view = grid.plots[1].vb
     with qtbot.waitSignal(panel.tokenHovered) as blocker:
-        grid._on_mouse_moved(view.mapViewToScene(_cell_centre(4, 2, 1)))
+        grid._on_mouse_moved(grid.cell_centre(1, 4, 2))
     assert blocker.args == [4]
     value = inspection.attentions[0, 1, 4, 2]
     assert grid.hover_label.text() == f"head 2: [SEP] (4) → quick (2): {value:.4f}"
@@ -310,13 +316,13 @@ def test_overview_hover_names_layer_head_and_tokens(panel, qtbot):
 
 def test_the_panel_asks_attention_math_once_per_layer_options_and_head_mask(panel, qtbot, monkeypatch, tmp_path):
     asked = []
-    layer_view = attention_math.layer_view
+    layer_view = attention_images.layer_view
 
     def counted(inspection, layer, options=None, head_mask=None):
         asked.append(layer)
         return layer_view(inspection, layer, options, head_mask)
 
-    monkeypatch.setattr(attention_math, "layer_view", counted)
+    monkeypatch.setattr(attention_images, "layer_view", counted)
     inspection = demo_inspection(10, 3, 2)
     panel.set_inspection(inspection)
     assert asked == [0]
@@ -333,7 +339,62 @@ def test_the_panel_asks_attention_math_once_per_layer_options_and_head_mask(pane
         panel.set_head_enabled(2, 0, False)
     assert asked == [0, 2, 2, 2]
     view = panel.layer_view()
-    np.testing.assert_array_equal(panel.head_grid.images[1].image, view.matrices[1])
+    np.testing.assert_array_equal(panel.head_grid.matrices[1], view.matrices[1])
     assert not view.heads_on[0] and panel.head_grid.images[0].opacity() < 0.5
     panel.set_inspection(inspection)  # a new inspection (even the same object shown again) is asked afresh
     assert asked == [0, 2, 2, 2, 2]
+
+
+def test_axis_labels_fit_at_512_tokens_and_the_hovered_token_is_always_named(panel, qtbot):
+    inspection = demo_inspection(512, 2, 3)
+    panel.set_inspection(inspection)
+    detail = panel.head_detail
+    qtbot.waitUntil(lambda: detail.plot.vb.sceneBoundingRect().height() > 100, timeout=5_000)
+    axis = detail.left_axis
+    length = axis.geometry().height()
+    (stride, values), = axis.tickValues(0, 512, length)
+    assert stride > 1 and len(values) * axis.min_spacing_px <= length * 1.05  # every k-th label, k chosen to fit
+    assert axis.tickStrings(values[:1], 1, 1)[0].startswith("0 ")  # a thinned label says its position
+    row = 301  # not one of the labels shown
+    assert (row + 0.5) not in values
+    detail._on_mouse_moved(detail.plot.vb.mapViewToScene(_cell_centre(row, 7, 1)))
+    assert axis.hovered == row and detail.bottom_axis.hovered == 7
+    assert f"{inspection.input_tokens[row]} ({row})" in detail.hover_label.text()
+    assert axis._text(row, axis.stride > 1) == f"{row} {inspection.input_tokens[row]}"
+    detail.graphics.grab()  # draws the hovered label in bold on its highlight
+    from PySide6.QtGui import QPainter
+
+    canvas = QImage(50, 50, QImage.Format.Format_ARGB32)
+    painter = QPainter(canvas)
+    try:
+        for side in (axis, detail.bottom_axis):  # (the left axis runs inverted: queries down)
+            texts = [text for _, _, text in side.generateDrawSpecs(painter)[2]]
+            hovered = [text for text in texts if text.startswith("\0")]
+            assert len(hovered) == 1 and len(texts) >= len(values) - 3, texts  # the others stay, bar neighbours
+    finally:
+        painter.end()
+    detail._end_hover()
+    assert axis.hovered == -1
+
+
+def test_analyses_can_mark_heads_in_the_grid_and_the_overview_and_add_tools(panel):
+    """The hooks the head lab builds on: a note and a frame colour per head, a tool in the toolbar."""
+    from PySide6.QtWidgets import QToolButton
+
+    panel.set_inspection(demo_inspection(10, 2, 3))
+    grid = panel.head_grid
+    grid.set_head_notes(["0.91", "", "0.12"], ["#2ca02c", "#999999", "#d62728"])
+    assert grid.head_label(0) == "1\n0.91" and grid.head_label(1) == "2"
+    assert grid.frames[2].pen().color().name() == "#d62728"
+    grid.set_head_notes(None)
+    assert grid.head_label(0) == "1"
+    panel.tabs.setCurrentIndex(1)
+    panel.overview.set_head_frames([[None, "#2ca02c", None], ["#d62728", None, None]])
+    shown = [item for item in panel.overview.frame_items if item.isVisible()]
+    assert len(shown) == 2 and shown[1].rect().left() == 0 and shown[1].rect().top() == panel.overview.cell
+    panel.overview.set_head_frames(None)
+    assert not any(item.isVisible() for item in panel.overview.frame_items)
+    tool = QToolButton()
+    tool.setText("Importance")
+    panel.add_tool(tool)
+    assert panel.controls.indexOf(tool) == panel.controls.indexOf(panel.export_button) - 1

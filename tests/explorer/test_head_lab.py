@@ -23,6 +23,7 @@ from bertcore.pruning import pretraining_metric, pruning_curve
 from bertcore.resources import default_corpus_path
 from bertcore.roles import corpus_head_roles, role_sample
 from explorer._qt.embedding_view import EmbeddingView
+from explorer._qt.head_marks import score_colour
 from explorer.embeddings import sample_pairs
 from explorer.head_lab import ROLE_BADGES, CorpusSettings
 from explorer.startup import LoadedModel
@@ -110,21 +111,26 @@ def test_heads_are_coloured_by_importance_and_badged_by_role(qtbot, window):
     panel = window.inspect_tab.attention_panel
     panel.set_layer(1)
     grid = panel.head_grid
-    np.testing.assert_allclose(grid.head_scores, scores.normalized[1])
-    assert grid.head_badges == [ROLE_BADGES[str(label)] for label in scores.roles.labels[1]]
-    assert grid.score_legend.isVisibleTo(grid)
-    assert all(f" · {value:.2f}" in plot.titleLabel.text for value, plot in zip(scores.normalized[1], grid.plots,
-                                                                                   strict=True))
-    overview = panel.overview
+    badges = [[ROLE_BADGES[str(label)] for label in row] for row in scores.roles.labels]
+    for head in range(TINY_HEADS):  # the head's corner: its number, its importance and its role
+        assert grid.head_label(head) == f"{head + 1}\n{scores.normalized[1, head]:.2f} {badges[1][head]}"
+        if head != panel.selected_head:  # the selected head keeps its orange frame
+            assert grid.frames[head].pen().color().name() == score_colour(scores.normalized[1, head]).name()
+    marks = find(window, QWidget, "headMarks")
+    assert marks.legend.isVisibleTo(window) and marks.legend.bar.isVisibleTo(window)
+    assert "this input (MLM loss)" in marks.legend.caption_label.toolTip()
     panel.tabs.setCurrentIndex(1)
-    np.testing.assert_allclose(overview.score_item.image, scores.normalized.astype(np.float32))
-    assert overview.score_item.isVisible()
-    assert [badge.toPlainText() for badge in overview.badge_items] == [
-        ROLE_BADGES[str(label)] for label in scores.roles.labels.ravel()]  # layer-major, one per cell
+    notes = [item.toPlainText() for item in panel.overview.note_items if item.isVisible()]
+    assert notes == [f"{scores.normalized[layer, head]:.2f} {badges[layer][head]}"
+                     for layer in range(TINY_LAYERS) for head in range(TINY_HEADS)]  # layer-major, one per cell
+    framed = [item.pen().color().name() for item in panel.overview.frame_items if item.isVisible()]
+    assert framed == [score_colour(value).name() for value in scores.normalized.ravel()]
     show_heads_as(qtbot, window, "roles")
-    assert grid.head_scores is None and grid.head_badges is not None and not overview.score_item.isVisible()
+    assert grid.head_label(0) == f"1\n{badges[1][0]}" and not marks.legend.bar.isVisibleTo(window)
+    shown = [item.toPlainText() for item in panel.overview.note_items if item.isVisible()]
+    assert shown == [badge for row in badges for badge in row]
     show_heads_as(qtbot, window, "attention")
-    assert grid.head_badges is None and not any(badge.isVisible() for badge in grid.badge_items)
+    assert grid.head_label(0) == "1" and not any(item.isVisible() for item in panel.overview.note_items)
 
 
 def test_switching_off_the_k_least_important_heads_switches_exactly_those(qtbot, window):
@@ -167,7 +173,7 @@ def test_a_training_snapshot_is_not_read_with_the_live_model(qtbot, window, toke
     window.show_external_inspection(snapshot, "step 10")
     assert "training snapshot" in find(window, QLabel, "logitLensNote").text()
     assert not window.head_lab.input_analysis_current  # what was in flight for the live input is dropped
-    assert window.inspect_tab.attention_panel.head_grid.head_badges is None  # no live marks on the snapshot
+    assert window.inspect_tab.attention_panel.head_grid.head_label(0) == "1"  # no live marks on the snapshot
 
 
 # ---- the logit lens -----------------------------------------------------------------------------------------
@@ -204,7 +210,7 @@ def test_a_model_without_an_mlm_head_says_so_in_the_lab(qtbot, window, tokenizer
     with qtbot.waitSignal(window.head_lab.inputAnalysed, timeout=WAIT_MS):
         window.inspect_tab.toggle_mask(1)
     assert "no MLM head" in find(window, QLabel, "logitLensNote").text()
-    legend = window.inspect_tab.attention_panel.head_grid.score_legend
+    legend = find(window, QWidget, "headMarks").legend
     assert legend.isVisibleTo(window) and "no MLM/NSP heads" in legend.toolTip()  # its label may elide it
     assert not legend.bar.isVisibleTo(window)  # a note, no colour scale
     assert not find(window, QPushButton, "pruningCurveButton").isEnabled()

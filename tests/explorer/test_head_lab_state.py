@@ -99,8 +99,8 @@ def test_analyse_input_is_bertcores_importance_roles_and_lens(tiny_model, tokeni
     np.testing.assert_allclose(analysis.lens.original_probability,
                                logit_lens(tiny_model, tokenizer, inspection).original_probability)
     annotations = analysis.scores.annotations()
-    assert annotations.details.shape == (TINY_LAYERS, TINY_HEADS)
-    assert annotations.details[0, 0].startswith("importance ") and "role " in annotations.details[0, 0]
+    assert annotations.grid_shape == (TINY_LAYERS, TINY_HEADS) and annotations.note == ""
+    np.testing.assert_array_equal(annotations.scores, normalize_importance(analysis.scores.importance))
 
 
 def test_analyse_input_says_why_parts_are_missing(tiny_model, tokenizer):

@@ -8,16 +8,9 @@ import threading
 
 import pytest
 
+from bertcore.run_folder import MetricsTail, latest_checkpoint, list_checkpoints, read_run_config
 from explorer.probe_history import ProbeHistory, ProbePair
-from explorer.run_watch import (
-    MetricsTail,
-    is_eval_record,
-    latest_checkpoint,
-    list_checkpoints,
-    normalize_record,
-    read_run_config,
-    stats_from_record,
-)
+from explorer.run_watch import is_eval_record, normalize_record, stats_from_record
 
 
 def _line(record: dict) -> bytes:

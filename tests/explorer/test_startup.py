@@ -133,3 +133,37 @@ def test_help_answers_without_importing_torch_or_qt(argument):
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert "bert-explorer" in result.stdout
     assert result.stderr.strip() == "", f"{argument} imported {result.stderr.strip()}"
+
+
+def test_the_splash_and_the_preloader_need_no_torch():
+    code = ("import sys\nimport explorer._qt.splash, explorer.preload, explorer.app\n"
+            "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_the_real_command_paints_a_window_then_the_main_window_then_a_heatmap(tmp_path, tiny_checkpoint):
+    """`bert-explorer PATH` under offscreen Qt, timed by the app itself (BERT_EXPLORER_TIMING=1)."""
+    import os
+    import time
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "BERT_EXPLORER_TIMING": "1",
+           "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "explorer", str(tiny_checkpoint), "--no-training-tab"],
+                               cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    events: dict[str, float] = {}
+    try:
+        deadline = time.time() + 120
+        while "first-heatmap" not in events and time.time() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            parts = line.split()
+            if parts[:1] == ["bert-explorer-timing"]:
+                events[parts[1]] = float(parts[2])
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert {"first-paint", "preloaded", "window", "first-heatmap"} <= set(events), events
+    assert events["first-paint"] <= events["window"] <= events["first-heatmap"]
+    assert events["preloaded"] <= events["window"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QThread
+from PySide6.QtCore import Qt, QThread
 
 from bertcore.trainer import EvalStats, NonFiniteLossError, OutOfMemoryTrainingError, StepStats, TrainingError
 from explorer._qt.training_panel import TrainingPanel
@@ -182,6 +182,8 @@ def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, insp
 
 def test_probe_attention_after_training_differs_from_before(qtbot, panel, inspector, corpus, tmp_path):
     probes = panel.probes
+    assert not probes.to_inspector_check.isChecked()  # the inspector stays on the live model unless asked
+    probes.to_inspector_check.setChecked(True)
     pinned = probes.pin_pair("the old king speaks to the young queen.", "she hears him.")
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=16, probe_every=8, learning_rate=5e-3))
     qtbot.waitUntil(lambda: probes.history.steps()[-1:] == [16], timeout=30_000)
@@ -379,7 +381,7 @@ def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
 def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_path):
     from explorer._qt.main_window import MainWindow
 
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=RUN_TIMEOUT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
@@ -391,6 +393,7 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
     window.pairChanged.emit("the old king speaks.", "")  # what the window does once an edit settles
     assert panel.probes.pairs[0].text_a == "the old king speaks." and panel.probes.pairs[0].text_b is None
 
+    panel.probes.to_inspector_check.setChecked(True)  # the user asks to see the snapshots in the inspector
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, probe_every=4))
     qtbot.waitUntil(lambda: panel.probes.history.steps()[-1:] == [8], timeout=30_000)
     qtbot.waitUntil(lambda: "training step 8" in window.inspect_tab.caption_label.text(), timeout=10_000)
@@ -504,3 +507,169 @@ def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_
     assert not np.allclose(before.attentions, after.attentions)
     assert watcher.checkpoints.combo.count() >= 2
     assert watcher.shutdown()
+
+
+# ---------------------------------------------------------------- a run is never lost
+def test_a_failed_start_keeps_the_previous_runs_curves_probes_and_checkpoints(qtbot, panel, inspector, corpus,
+                                                                              tmp_path):
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", checkpoint_every=6)) == "finished"
+    qtbot.waitUntil(lambda: panel.probes.history.steps()[-1:] == [12], timeout=30_000)
+    probed, checkpoints = panel.probes.history.steps(), panel.checkpoints.combo.count()
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\xe9 au lait.\n".encode("latin-1"))
+    assert run_to_end(qtbot, panel, tiny(str(bad), tmp_path / "second")) == "failed"
+    assert "corpus" in panel.status_label.text().lower() and str(tmp_path / "run") in panel.status_label.text()
+    steps, _ = panel.plots.series("loss")
+    assert steps.tolist() == list(range(1, 13))  # the first run's curve is still there
+    assert panel.probes.history.steps() == probed and panel.checkpoints.combo.count() == checkpoints
+    assert panel.run_dir == tmp_path / "run" and "step 12 / 12" in panel.progress.format()
+
+
+def test_settings_out_of_range_say_why_as_they_are_typed(qtbot):
+    panel = TrainingPanel(torch_threads=1)
+    qtbot.addWidget(panel)
+    panel.show()
+    form = panel.form
+    form.lr_edit.clear()
+    qtbot.keyClicks(form.lr_edit, "1000")
+    assert form.lr_edit.text() == "1000"  # taken as typed, not clamped
+    assert form.problem_label.isVisible()
+    assert "Learning rate is 1000; it must be between 0 and 1" in form.problem_label.text()
+    assert "c62828" in form.lr_edit.styleSheet()
+    assert "learning rate is 1000" in panel.start_button.toolTip()
+    form.steps_spin.setValue(0)
+    assert "Steps is 0; it must be at least 1" in form.problem_label.text()
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    assert "Cannot start: steps is 0" in panel.status_label.text() and panel.worker is None
+    form.lr_edit.setText("3e-4")
+    form.steps_spin.setValue(20)
+    assert not form.problem_label.isVisible() and form.lr_edit.styleSheet() == ""
+    assert form.settings().learning_rate == 3e-4
+
+
+def stop_after(qtbot, panel, settings, steps: int) -> int:
+    """Start a run, stop it once it has done `steps` steps; the step it stopped at."""
+    assert panel.start_run(settings)
+    qtbot.waitUntil(lambda: panel.steps_received >= steps, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS):
+        panel.stop()
+    return panel.plots.last_step()
+
+
+def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel, corpus, tmp_path):
+    stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=30, probe_every=0,
+                                               checkpoint_every=0), 4)
+    assert stopped_at < 30 and panel.resume_button.isEnabled()
+    assert "bert-train --resume" in panel.resume_button.toolTip()
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        qtbot.mouseClick(panel.resume_button, Qt.MouseButton.LeftButton)
+        assert f"from step {stopped_at}" in panel.status_label.text()
+        qtbot.waitUntil(lambda: panel.steps_received >= 1, timeout=RUN_TIMEOUT_MS)
+        assert f"resumed at step {stopped_at}" in panel.status_label.text()
+    assert ended.args == ["finished"]
+    steps, losses = panel.plots.series("loss")
+    assert steps.tolist() == list(range(1, 31)) and np.isfinite(losses).all()  # one curve, no gap, no repeat
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    logged = [json.loads(line)["step"] for line in lines if json.loads(line)["kind"] == "step"]
+    assert logged == list(range(1, 31))
+    assert "Finished at step 30" in panel.status_label.text() and not panel.resume_button.isEnabled()
+
+
+def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, panel, corpus, tmp_path):
+    stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=20, probe_every=0,
+                                               checkpoint_every=0), 3)
+    later = TrainingPanel(torch_threads=1)  # another session of the app, as after a restart
+    qtbot.addWidget(later)
+    try:
+        assert later.watch_run_folder(tmp_path / "run")
+        qtbot.waitUntil(lambda: later.watcher.ended_as == "stopped", timeout=10_000)
+        assert f"stopped after step {stopped_at}" in later.status_label.text()
+        assert later.plots.point_count() == stopped_at and later.resume_button.isEnabled()
+        with qtbot.waitSignal(later.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
+            later.resume_button.click()
+        assert ended.args == ["finished"]
+        assert later.plots.series("loss")[0].tolist() == list(range(1, 21))
+    finally:
+        assert later.shutdown()
+
+
+def test_a_watched_run_that_finished_says_so(qtbot, panel, corpus, tmp_path):
+    run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=6, probe_every=0))
+    watcher = TrainingPanel(torch_threads=1)
+    qtbot.addWidget(watcher)
+    assert watcher.watch_run_folder(tmp_path / "run")
+    qtbot.waitUntil(lambda: watcher.watcher.ended_as == "finished", timeout=10_000)
+    assert "finished at step 6" in watcher.status_label.text() and "finished" in watcher.progress.format()
+    assert not watcher.resume_button.isEnabled()  # every step done: nothing to resume
+    assert watcher.shutdown()
+
+
+def test_a_loss_that_rises_far_above_its_start_warns_in_the_window(qtbot, tmp_path):
+    import dataclasses
+
+    warned = dataclasses.make_dataclass("Warned", [("warning", "str | None", None)], bases=(StepStats,), frozen=True)
+
+    class RisingRun(ScriptedRun):
+        def _steps(self, error):
+            yield stats(1, total=3, loss=5.0)
+            yield warned(**{**dataclasses.asdict(stats(2, total=3, loss=40.0)),
+                            "warning": "the smoothed loss is 8x its starting value; lower the learning rate"})
+            yield stats(3, total=3, loss=41.0)
+
+    panel = TrainingPanel(engine_factory=lambda settings, init: RisingRun(settings, None))
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS):
+        panel.start_run(TrainingSettings(out_dir=str(tmp_path / "run"), probe_every=0))
+    label = panel.warning_label
+    assert not label.isHidden() and "Step 2: the smoothed loss is 8x its starting value" in label.text()
+    assert panel.shutdown()
+
+
+def test_the_probe_slider_walks_the_selected_pairs_snapshots(qtbot, tiny_model, tokenizer):
+    from bertcore.inspection import inspect
+    from explorer._qt.probe_box import ProbeBox
+    from explorer.probe_history import ProbePair
+
+    box = ProbeBox(ProbePair("the king speaks.", None))
+    qtbot.addWidget(box)
+    first, second = ProbePair("the king speaks.", None), ProbePair("the queen hears.", None)
+
+    def snapshot(pair):
+        return {pair: inspect(tiny_model, tokenizer, pair.text_a, pair.text_b)}
+
+    for step in (0, 4):
+        box.add_snapshot(step, snapshot(first))
+    box.set_current_pair(second.text_a, None)  # the inspector's pair changed mid-run
+    for step in (8, 12, 16):
+        box.add_snapshot(step, snapshot(second))
+    assert box.selected_pair() == second and box.selected_snapshot_step() == 16
+    box.probe_list.setCurrentRow([box.probe_list.item(i).data(Qt.ItemDataRole.UserRole)
+                                  for i in range(box.probe_list.count())].index(first))
+    assert box.step_slider.maximum() == 1  # the first pair has two snapshots: its right end is step 4
+    box.step_slider.setValue(box.step_slider.maximum())
+    assert box.selected_snapshot_step() == 4 and "step 4" in box.step_label.text()
+    view = box.snapshot_view
+    assert view.layer_spin.minimum() == 1 and view.head_spin.minimum() == 1  # numbered from 1, as the inspector
+    assert "Layer 1 · head 1" in view.heatmap.plot.titleLabel.text
+
+
+def test_every_control_of_the_train_tab_says_what_it_does(qtbot):
+    from PySide6.QtWidgets import (
+        QAbstractButton,
+        QAbstractSlider,
+        QAbstractSpinBox,
+        QComboBox,
+        QLineEdit,
+        QListWidget,
+        QScrollBar,
+    )
+
+    panel = TrainingPanel(torch_threads=1)
+    qtbot.addWidget(panel)
+    missing = [widget.objectName() or f"{type(widget).__name__} {getattr(widget, 'text', lambda: '')()}"
+               for kind in (QAbstractButton, QComboBox, QAbstractSpinBox, QLineEdit, QAbstractSlider, QListWidget)
+               for widget in panel.findChildren(kind)
+               if not widget.toolTip() and not isinstance(widget, QScrollBar)
+               and not isinstance(widget.parent(), (QAbstractSpinBox, QComboBox))]
+    assert missing == []
+    assert panel.shutdown()

@@ -25,7 +25,7 @@ WAIT_MS = 10_000
 
 @pytest.fixture
 def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     window.resize(1300, 850)
     window.show()
@@ -250,7 +250,7 @@ def test_layer_slider_shows_that_layers_heads(qtbot, window):
         slider.setValue(layer)
         assert window.inspect_tab.attention_panel.current_layer() == layer
         for head in range(TINY_HEADS):
-            np.testing.assert_allclose(grid.images[head].image, inspection.attentions[layer, head])
+            np.testing.assert_allclose(grid.matrices[head], inspection.attentions[layer, head])
 
 
 def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
@@ -258,8 +258,8 @@ def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
     inspection = shown_inspection(window)
     find(window, QSlider, "layerSlider").setValue(1)
     grid, detail = window.findChild(object, "headGrid"), window.findChild(object, "headDetail")
-    qtbot.waitUntil(lambda: grid.plots[1].vb.sceneBoundingRect().width() > 10, timeout=WAIT_MS)
-    centre = grid.graphics.mapFromScene(grid.plots[1].vb.sceneBoundingRect().center())
+    qtbot.waitUntil(lambda: grid.view.sceneBoundingRect().width() > 10, timeout=WAIT_MS)
+    centre = grid.graphics.mapFromScene(grid.head_centre(1))
     with qtbot.waitSignal(grid.headClicked, timeout=WAIT_MS):
         qtbot.mouseClick(grid.graphics.viewport(), Qt.LeftButton, pos=QPoint(centre.x(), centre.y()))
     np.testing.assert_allclose(detail.matrix, inspection.attentions[1, 1])
@@ -416,7 +416,7 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
     assert table_rows(window)[0] == snapshot.encoding.tokens
     grid = window.findChild(object, "headGrid")
     layer = window.inspect_tab.attention_panel.current_layer()
-    np.testing.assert_allclose(grid.images[0].image, snapshot.attentions[layer, 0])
+    np.testing.assert_allclose(grid.matrices[0], snapshot.attentions[layer, 0])
     type_pair(qtbot, window, "back to live", None)
     assert not caption.isVisible()
 
@@ -432,7 +432,7 @@ def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, setting
         return run_inspection(request)
 
     monkeypatch.setattr(inspect_tab, "run_inspection", inspect_unless_queen)
-    window = MainWindow(settings, debounce_ms=30)
+    window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
@@ -486,8 +486,12 @@ def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
         qtbot.addWidget(window)
         opened.append((window, explicit_path))
 
+    def run_until_the_window_opens(*_args) -> int:  # the splash first; the window once torch is imported
+        qtbot.waitUntil(lambda: bool(opened), timeout=WAIT_MS)
+        return 0
+
     monkeypatch.setattr(MainWindow, "start_up", record)
-    monkeypatch.setattr(QApplication, "exec", lambda *args: 0)
+    monkeypatch.setattr(QApplication, "exec", run_until_the_window_opens)
     monkeypatch.setattr(app, "_close_on_signals", lambda window: None)  # keep pytest's Ctrl+C
     assert app.main([str(tiny_checkpoint), "--no-training-tab"]) == 0
     assert opened and opened[0][1] == str(tiny_checkpoint) and opened[0][0].isVisible()
@@ -498,3 +502,27 @@ def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
     with qtbot.waitSignal(window.closing, timeout=WAIT_MS):
         window.close()
     assert not window.inspect_tab.inspect_worker.is_running
+
+
+def test_nsp_without_sentence_b_says_it_needs_a_pair(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, None)
+    wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
+    nsp = find(window, QLabel, "nspLabel")
+    assert "needs a pair" in nsp.text() and "%" not in nsp.text()
+    assert not window.findChild(object, "nspBar").isEnabled()
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    assert nsp.text().startswith("B follows A: ")
+
+
+def test_tab_reaches_the_head_switches_before_the_predictions(qtbot, window):
+    type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
+    checkboxes = window.inspect_tab.attention_panel.head_grid.checkboxes
+    predictions = window.inspect_tab.predictions.view
+    order, widget = [], window.inspect_tab.input_form.sentence_a_edit
+    for _ in range(200):
+        widget = widget.nextInFocusChain()
+        order.append(widget)
+        if widget is predictions:
+            break
+    assert predictions in order and all(box in order for box in checkboxes)
+    assert max(order.index(box) for box in checkboxes) < order.index(predictions)

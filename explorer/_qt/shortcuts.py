@@ -1,0 +1,83 @@
+"""Every keyboard shortcut of the window, in one table that both installs them and lists them (Help ▸ Keyboard
+shortcuts), so the list cannot drift from what the keys do.
+
+A row names its keys, what they do, where they work and the handler's name; whoever owns the handlers
+installs its rows: the main window its menu actions (`key_for`), the Inspect tab the rest (`install`).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QWidget
+
+WINDOW, INSPECT = "anywhere", "Inspect tab"
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    keys: str  # QKeySequence text, e.g. "Ctrl+M"
+    handler: str  # the name its owner installs it under
+    description: str
+    where: str = WINDOW
+
+
+SHORTCUTS = (
+    Shortcut("Alt+A", "focus_sentence_a", "Type sentence A", INSPECT),
+    Shortcut("Alt+B", "focus_sentence_b", "Type sentence B", INSPECT),
+    Shortcut("Ctrl+M", "mask_like_bert", "Mask like BERT: 15% of the tokens, 80% [MASK] / 10% random / 10% kept",
+             INSPECT),
+    Shortcut("Ctrl+R", "reroll", "Re-roll the masking with the next seed", INSPECT),
+    Shortcut("Ctrl+Shift+M", "clear_masks", "Clear every mask", INSPECT),
+    Shortcut("PgUp", "previous_layer", "Previous layer in the attention views", INSPECT),
+    Shortcut("PgDown", "next_layer", "Next layer in the attention views", INSPECT),
+    Shortcut("Ctrl+P", "toggle_predictions", "Show or hide the predictions (give the heads the room)", INSPECT),
+    Shortcut("Ctrl+1", "show_inspect_tab", "The Inspect tab"),
+    Shortcut("Ctrl+2", "show_train_tab", "The Train tab"),
+    Shortcut("Ctrl+O", "open_checkpoint", "Open a checkpoint folder"),
+    Shortcut("Ctrl+Shift+S", "save_as", "Save the model as a checkpoint folder"),
+    Shortcut("F1", "show_shortcuts", "This list of keyboard shortcuts"),
+    Shortcut("Ctrl+Q", "quit", "Quit (a training run stops and saves a checkpoint)"),
+)
+# Keys that work without an entry here because a widget has them: listed for the user all the same.
+WIDGET_KEYS = (
+    ("← / →", "Previous / next layer, with the attention views focused", INSPECT),
+    ("Click / Space on a token", "Mask or unmask that token", INSPECT),
+)
+
+
+def key_for(handler: str) -> QKeySequence:
+    """The keys of the row named `handler` (for a menu action that owns them)."""
+    for shortcut in SHORTCUTS:
+        if shortcut.handler == handler:
+            return QKeySequence(shortcut.keys)
+    raise KeyError(f"no shortcut named {handler!r}; see explorer._qt.shortcuts.SHORTCUTS")
+
+
+def install(owner: QWidget, handlers: dict[str, Callable[[], object]], where: str) -> list[QShortcut]:
+    """A QShortcut on `owner` for every row of `where` whose handler is given; they work while the focus is
+    anywhere inside `owner` (so a tab's keys rest while another tab is shown)."""
+    installed = []
+    for shortcut in SHORTCUTS:
+        if shortcut.where != where or shortcut.handler not in handlers:
+            continue
+        key = QShortcut(QKeySequence(shortcut.keys), owner)
+        key.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        key.activated.connect(handlers[shortcut.handler])
+        key.setObjectName(f"shortcut_{shortcut.handler}")
+        installed.append(key)
+    return installed
+
+
+def shortcuts_html() -> str:
+    """The table for Help ▸ Keyboard shortcuts."""
+    rows = [(QKeySequence(shortcut.keys).toString(QKeySequence.SequenceFormat.NativeText), shortcut.description,
+             shortcut.where) for shortcut in SHORTCUTS]
+    rows += list(WIDGET_KEYS)
+    cells = "".join(f"<tr><td><b>{html.escape(keys)}</b></td><td>{html.escape(text)}</td>"
+                    f"<td><i>{html.escape(where)}</i></td></tr>" for keys, text, where in rows)
+    return f"<table cellspacing='6'>{cells}</table>"
