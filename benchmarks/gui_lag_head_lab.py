@@ -107,7 +107,7 @@ def main() -> int:
     from explorer._qt.main_window import MainWindow
     from explorer.head_lab import CorpusSettings
 
-    window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat), debounce_ms=0)
+    window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat), throttle_ms=0)
     window.resize(1600, 1000)
     window.show()
     label = open_model(window, args.model)
@@ -122,7 +122,7 @@ def main() -> int:
         measure_baseline(args.baseline)
 
     # 1. this input
-    tab.attention_panel.set_head_mode("importance")
+    lab.marks.set_mode("importance")
     tokens = len(tab.state.encoding)
     words = SENTENCE_A.split()
     importance_ms, job_ms, inspect_ms = [], [], []
@@ -158,7 +158,7 @@ def main() -> int:
     tab.attention_panel.tabs.setCurrentIndex(1)
     run_event_loop(0.3)
     save(window, shots, f"{args.prefix}overview-importance")
-    tab.attention_panel.set_head_mode("roles")
+    lab.marks.set_mode("roles")
     run_event_loop(0.3)
     save(window, shots, f"{args.prefix}overview-roles")
     tab.attention_panel.tabs.setCurrentIndex(0)
@@ -219,7 +219,7 @@ def main() -> int:
         run_event_loop(0.3)
         save(window, shots, f"{args.prefix}head-lab")
         window.tabs.setCurrentIndex(0)
-        tab.attention_panel.set_head_mode("importance")
+        lab.marks.set_mode("importance")
         run_event_loop(0.5)
         save(window, shots, f"{args.prefix}inspect-importance-corpus")
 

@@ -26,7 +26,7 @@ HEAD_MODE_TIP = ("What the heads show besides their attention: nothing more; eac
 IMPORTANCE_MAP = pg.ColorMap([0.0, 0.5, 1.0], [(225, 225, 225), (253, 141, 60), (165, 0, 38)])
 ROLE_COLOURS = {"prev": "#1f77b4", "next": "#17becf", "[SEP]": "#7f7f7f", "[CLS]": "#8c564b", "self": "#9467bd",
                 "punct": "#e377c2", "broad": "#2ca02c", "content": "#d9822b"}
-CAPTION_WIDTH_PX = 220  # a caption or note longer than this is elided; its tooltip holds all of it
+CAPTION_WIDTH_PX = 120  # a note longer than this is elided (the toolbar is full); its tooltip holds all of it
 
 
 def score_colour(score: float) -> QColor:
@@ -46,8 +46,8 @@ def set_elided(label: QLabel, text: str, width: int = CAPTION_WIDTH_PX) -> None:
 
 
 class ScoreLegend(QWidget):
-    """"0 ▭▭▭▭ 1 caption" for scores; a caption alone (a note, or the roles' colours) otherwise; hidden while
-    there is nothing to say."""
+    """"0 ▭▭▭▭ 1" for scores (what they are of in its tooltip), or a short note alone (why there are none);
+    hidden while there is nothing to say. Small: it lives in the attention toolbar."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,7 +57,7 @@ class ScoreLegend(QWidget):
         layout.setSpacing(3)
         self.low_label = QLabel("0")
         self.bar = QLabel()
-        self.bar.setPixmap(_gradient_pixmap(60, 10))
+        self.bar.setPixmap(_gradient_pixmap(48, 10))
         self.high_label = QLabel("1")
         self.caption_label = QLabel()
         self.caption_label.setObjectName("headScoreCaption")
@@ -65,22 +65,19 @@ class ScoreLegend(QWidget):
             layout.addWidget(widget)
         self.setVisible(False)
 
-    def show_caption(self, caption: str | None, with_scale: bool = True, rich: bool = False) -> None:
-        """The scale and `caption`, or (with_scale False) `caption` alone; `rich`: caption is short HTML
-        shown whole; None hides the legend."""
+    def show_caption(self, caption: str | None, with_scale: bool = True) -> None:
+        """The scale (`caption` in its tooltip), or (with_scale False) `caption` as a note; None hides it."""
         self.setVisible(bool(caption))
         for widget in (self.low_label, self.bar, self.high_label):
             widget.setVisible(with_scale)
-        self.caption_label.setStyleSheet("color: #444;" if with_scale or rich else "color: #7a4b00;")
-        if rich:
-            self.caption_label.setText(caption or "")
-            self.caption_label.setToolTip("")
-        else:
-            set_elided(self.caption_label, caption or "")
+        self.caption_label.setVisible(not with_scale)
+        self.caption_label.setStyleSheet("color: #7a4b00;")
+        set_elided(self.caption_label, "" if with_scale else caption or "")
         if with_scale and caption:
-            self.setToolTip("normalised head importance (per-layer L2, then min–max over the model) of " + caption)
+            self.setToolTip("head importance of " + caption + ", normalised as Michel et al. 2019 (each layer by "
+                            "its L2 norm, then min–max over the model): each head's number and frame colour")
         else:
-            self.setToolTip("" if rich else caption or "")
+            self.setToolTip(caption or "")
 
 
 def _gradient_pixmap(width: int, height: int) -> QPixmap:
@@ -114,9 +111,9 @@ class HeadMarks(QWidget):
         for mode, text in HEAD_MODES.items():
             self.combo.addItem(text, mode)
         self.combo.setToolTip(HEAD_MODE_TIP)
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.legend = ScoreLegend()
-        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens
-        self.legend.setMinimumWidth(min(CAPTION_WIDTH_PX + 90, 300))
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)  # as wide as its contents
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
@@ -181,10 +178,7 @@ class HeadMarks(QWidget):
         elif mode == "importance":
             self.legend.show_caption(marks.note or marks.caption, with_scale=False)
         elif marks.badges is not None:
-            present = [badge for badge in ROLE_COLOURS if badge in set(np.ravel(marks.badges))]
-            self.legend.show_caption(" ".join(f"<span style='color:{ROLE_COLOURS[badge]}'>■</span>{badge}"
-                                              for badge in present), with_scale=False, rich=True)
-            self.legend.setToolTip(f"roles of {marks.caption}")
+            self.legend.show_caption(None)  # each head's corner names its role
         else:
             self.legend.show_caption(marks.note, with_scale=False)
 

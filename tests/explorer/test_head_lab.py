@@ -118,7 +118,7 @@ def test_heads_are_coloured_by_importance_and_badged_by_role(qtbot, window):
             assert grid.frames[head].pen().color().name() == score_colour(scores.normalized[1, head]).name()
     marks = find(window, QWidget, "headMarks")
     assert marks.legend.isVisibleTo(window) and marks.legend.bar.isVisibleTo(window)
-    assert "this input (MLM loss)" in marks.legend.caption_label.toolTip()
+    assert "this input (MLM loss)" in marks.legend.toolTip()
     panel.tabs.setCurrentIndex(1)
     notes = [item.toPlainText() for item in panel.overview.note_items if item.isVisible()]
     assert notes == [f"{scores.normalized[layer, head]:.2f} {badges[layer][head]}"
