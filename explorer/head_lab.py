@@ -38,7 +38,7 @@ SHARE_COLUMNS = {"cls": "[CLS]", "sep": "[SEP]", "self": "self", "previous": "pr
                  "punctuation": "punct", "other": "other"}  # bertcore.roles.CATEGORIES -> column titles
 OVERFIT_DROP = 0.05  # held-out NSP accuracy this far below its best = the NSP head overfit
 SOURCES = {"input": "this input", "corpus": "corpus sample"}
-NO_HEADS_NOTE = "the model has no MLM/NSP heads, so no loss to differentiate"
+NO_HEADS_NOTE = "no MLM/NSP heads, so no loss to rank heads by"
 ANALYSIS_MODULES = ("bertcore.importance", "bertcore.pruning", "bertcore.roles", "bertcore.lens", "bertcore.data",
                     "bertcore.embedding_views", "bertcore.resources")
 

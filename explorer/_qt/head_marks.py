@@ -39,9 +39,9 @@ def badge_colour(badge: str) -> QColor:
 
 
 def set_elided(label: QLabel, text: str, width: int = CAPTION_WIDTH_PX) -> None:
-    """Show `text` in at most `width` pixels (elided in the middle), all of it in the tooltip: a long caption
-    must not widen the window."""
-    label.setText(QFontMetrics(label.font()).elidedText(text, Qt.TextElideMode.ElideMiddle, width))
+    """Show `text` in at most `width` pixels (its end elided), all of it in the tooltip: a long caption must
+    not widen the window."""
+    label.setText(QFontMetrics(label.font()).elidedText(text, Qt.TextElideMode.ElideRight, width))
     label.setToolTip(text)
 
 
@@ -175,8 +175,8 @@ class HeadMarks(QWidget):
             self.legend.show_caption("computing…" if self.computing else None, with_scale=False)
         elif mode == "importance" and marks.scores is not None:
             self.legend.show_caption(marks.caption)
-        elif mode == "importance":
-            self.legend.show_caption(marks.note or marks.caption, with_scale=False)
+        elif mode == "importance":  # why there is none, in a few words (the box already says "importance")
+            self.legend.show_caption(marks.note.removeprefix("importance: ") or marks.caption, with_scale=False)
         elif marks.badges is not None:
             self.legend.show_caption(None)  # each head's corner names its role
         else:
