@@ -64,6 +64,7 @@ def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
 class AttentionPanel(QWidget):
     headMaskChanged = Signal(object)  # np.ndarray (L, H) float32, 1 = head on, 0 = switched off
     tokenHovered = Signal(int)  # position under the mouse in any view, -1 when none
+    layerShown = Signal(int)  # the layer the head grid now shows (tools that mark its heads follow it)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -319,12 +320,23 @@ class AttentionPanel(QWidget):
         """Switches one head on/off and emits the whole (L, H) mask."""
         if self.inspection is None:
             return
-        if bool(self.mask[layer, head]) == bool(enabled):
+        head_mask = self.mask.copy()
+        head_mask[layer, head] = 1.0 if enabled else 0.0
+        self.set_head_mask(head_mask)
+
+    def set_head_mask(self, head_mask) -> None:
+        """Switch heads on/off as the user would, all at once: (L, H), 1 = on. Emits headMaskChanged when it
+        changes anything (the head lab's "switch off the k least important heads")."""
+        if self.inspection is None:
             return
-        self.mask[layer, head] = 1.0 if enabled else 0.0
-        if layer == self.layer:
-            self.head_grid.set_enabled(self.layer_view().heads_on)
-            self._refresh_detail()
+        head_mask = np.asarray(head_mask, np.float32)
+        if head_mask.shape != self.mask.shape:
+            raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {self.mask.shape}")
+        if np.array_equal(head_mask, self.mask):
+            return
+        self.mask = head_mask.copy()
+        self.head_grid.set_enabled(self.layer_view().heads_on)
+        self._refresh_detail()
         self.overview.set_head_mask(self.mask)
         self._mark_stale({"rollout"})
         self.headMaskChanged.emit(self.mask.copy())
@@ -451,6 +463,7 @@ class AttentionPanel(QWidget):
         pictures = self._layer_pictures()
         self.head_grid.show_layer(pictures.view, pictures.thumbnails)
         self.head_grid.select(self.selected_head)
+        self.layerShown.emit(self.layer)
         self._refresh_detail()
         self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
         self.overview.select(self.layer, self.selected_head)

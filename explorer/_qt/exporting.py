@@ -1,13 +1,14 @@
-"""PNG / SVG export of any widget, without dialogs (the caller chooses the path)."""
+"""PNG / SVG export of any widget without dialogs (the caller chooses the path), and the Export menus that ask."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
 
 from explorer.export_data import _replace_atomically
 
@@ -68,3 +69,38 @@ def ask_save_path(parent: QWidget, caption: str, suggested_name: str, file_filte
     """A save dialog; None when the user cancels."""
     path, _ = QFileDialog.getSaveFileName(parent, caption, suggested_name, file_filter)
     return Path(path) if path else None
+
+
+FILE_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv": "CSV table (*.csv)",
+                "npz": "NumPy arrays (*.npz)"}
+
+
+def export_with_dialog(parent: QWidget, what: str, suggested_name: str, write: Callable[[Path], object]) -> Path | None:
+    """Ask where to save `what` (the filter follows the suggested name's extension), then `write(path)`; a
+    failure is a message box, never a traceback. The path written, or None."""
+    path = ask_save_path(parent, f"Export {what}", suggested_name, FILE_FILTERS[Path(suggested_name).suffix[1:]])
+    if path is None:
+        return None
+    try:
+        write(path)
+    except (OSError, ValueError) as error:
+        QMessageBox.warning(parent, "Export failed", f"Could not export {what} to {path}:\n{error}")
+        return None
+    return path
+
+
+def export_button(parent: QWidget, name: str, entries: list[tuple[str, str, Callable[[Path], object]]]) -> QToolButton:
+    """An "Export" button whose menu has one entry per (menu text, suggested file name, write(path))."""
+    button = QToolButton(parent)
+    button.setObjectName(name)
+    button.setAccessibleName("export")
+    button.setText("Export")
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+    for text, suggested_name, write in entries:
+        what = text.rstrip("…")
+        what = what[:1].lower() + what[1:]
+        menu.addAction(text, lambda what=what, name=suggested_name, write=write:
+                       export_with_dialog(parent, what, name, write))
+    button.setMenu(menu)
+    return button

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidg
 from explorer._qt import shortcuts
 from explorer._qt.attention_panel import AttentionPanel
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
+from explorer._qt.logit_lens_view import LogitLensView
 from explorer._qt.predictions_view import PredictionsPanel
 from explorer._qt.token_table import TokenLegend, TokenTable
 from explorer._qt.workers import InspectionThreads, LatestJobWorker
@@ -104,6 +105,7 @@ class InspectTab(QWidget):
         self.legend = TokenLegend()
         self.attention_panel = AttentionPanel()
         self.predictions = PredictionsPanel()
+        self.logit_lens = LogitLensView()  # under the predictions; fed by the head lab (head_lab_controller)
         # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
         self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection)
         self.predictions_button = QToolButton()
@@ -119,7 +121,12 @@ class InspectTab(QWidget):
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("inspectSplitter")
         self.splitter.addWidget(self.attention_panel)
-        self.splitter.addWidget(self.predictions)
+        self.predictions_side = QSplitter(Qt.Orientation.Vertical)  # the predictions over the logit lens
+        self.predictions_side.setObjectName("predictionsSplitter")
+        self.predictions_side.addWidget(self.predictions)
+        self.predictions_side.addWidget(self.logit_lens)
+        self.predictions_side.setSizes([260, 420])
+        self.splitter.addWidget(self.predictions_side)
         self.splitter.setStretchFactor(0, 7)
         self.splitter.setStretchFactor(1, 3)
         self.splitter.setSizes([round(1000 * (1 - PREDICTIONS_SHARE)), round(1000 * PREDICTIONS_SHARE)])
@@ -345,7 +352,7 @@ class InspectTab(QWidget):
     # -- the predictions beside the attention ----------------------------------------------------------------
 
     def predictions_shown(self) -> bool:
-        return not self.predictions.isHidden()
+        return not self.predictions_side.isHidden()
 
     def set_predictions_shown(self, shown: bool) -> None:
         self.predictions_button.setChecked(shown)
@@ -353,7 +360,7 @@ class InspectTab(QWidget):
     def _on_predictions_toggled(self, shown: bool) -> None:
         if self.state.model_info is None or self.state.model_info.has_pretraining_heads:
             self._predictions_wanted = shown
-        self.predictions.setVisible(shown)
+        self.predictions_side.setVisible(shown)
         if shown:
             width = sum(self.splitter.sizes()) or 1000
             self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])

@@ -8,8 +8,8 @@ Everything is wired here, in `_connect` and `add_tab`, through signals: no part 
 Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_pair()`, `pairChanged`,
 `model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
-`show_external_inspection(inspection, caption)`, `add_tab(tab, title)`, `inspectionShown`, `modelChanged`,
-`modelLoadFailed`, `closing`.
+`show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `add_tab(tab, title)`,
+`head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`, `modelLoadFailed`, `closing`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTa
 from bertcore.config import PRESETS
 from explorer import APP_NAME, startup
 from explorer._qt import shortcuts
+from explorer._qt.embedding_view import EmbeddingView
+from explorer._qt.head_lab_controller import HeadLabController
+from explorer._qt.head_lab_tab import HeadLabTab
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer._qt.inspect_tab import InspectTab
 from explorer._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
@@ -68,6 +71,11 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.model_label)
         self._build_menus()
         self._connect()
+        # the head lab: importance, roles and logit lens of what is inspected; its tab; the embeddings
+        self.head_lab = HeadLabController(self.inspect_tab, parent=self)
+        self.modelChanged.connect(self.head_lab.on_model_changed)
+        self.add_tab(HeadLabTab(self.head_lab), "Head lab")
+        self.add_tab(EmbeddingView(), "Embeddings")
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
         if geometry is not None:
@@ -162,6 +170,7 @@ class MainWindow(QMainWindow):
         self.closing.connect(tab.shutdown)
         tab.showInspection.connect(self.show_external_inspection)
         tab.openCheckpoint.connect(self.load_checkpoint)
+        tab.inspectPair.connect(self.inspect_pair)
         tab.on_pair_changed(*self.current_pair())
         loaded = self.inspect_tab.loaded_model()
         if loaded is not None:
@@ -207,6 +216,14 @@ class MainWindow(QMainWindow):
         untrained = "untrained" in label.lower()
         name = label.replace("(untrained)", "").strip() if untrained else label
         self._install(startup.LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained)))
+
+    def inspect_pair(self, text_a: str, text_b: str = "") -> None:
+        """Type a pair into the Inspect tab's fields, inspect it now and bring the tab to the front."""
+        form = self.inspect_tab.input_form
+        form.sentence_a_edit.setText(text_a)
+        form.sentence_b_edit.setText(text_b or "")
+        self.inspect_tab.flush_input()
+        self.tabs.setCurrentWidget(self.inspect_tab)
 
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""

@@ -4,7 +4,9 @@ explorer.attention_images draws the (L*c, H*c) picture (in the inspection worker
 an option changes); this view shows it, draws the cell grid and layer/head labels as single items, names
 its colour scale on a colour bar, and maps clicks and hovers back to (layer, head) and token positions.
 
-Extension hook: `set_head_frames(colours)` frames chosen heads in a colour (e.g. by importance or role).
+Extension hooks: `set_head_frames(colours)` frames chosen heads in a colour (e.g. by importance or role);
+`set_head_notes(texts, colours)` also writes a short note in each head's corner and keeps both in place
+when the cells change size.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class ModelOverview(HoverReadout, QWidget):
         self.tokens: list[str] = []
         self.image = np.zeros((0, 0), np.float32)  # (L*c, H*c) the values drawn, for hovering
         self.frame_items: list[QGraphicsRectItem] = []
+        self.note_items: list[pg.TextItem] = []
+        self._notes: tuple = (None, None)  # (texts, colours) of set_head_notes
         self._hover_inside = False
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -131,6 +135,7 @@ class ModelOverview(HoverReadout, QWidget):
             self.plot.vb.addItem(item, ignoreBounds=True)
         pad = cell * 0.45
         self.plot.vb.setRange(xRange=(-pad, max(1, width)), yRange=(-pad, max(1, height)), padding=0.01)
+        self._place_notes()
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""
@@ -142,6 +147,31 @@ class ModelOverview(HoverReadout, QWidget):
         wanted = [] if colours is None else [(layer, head, colour) for layer, row in enumerate(colours)
                                              for head, colour in enumerate(row) if colour is not None]
         self._mark_cells(self.frame_items, wanted, self._make_frame)
+
+    def set_head_notes(self, texts, colours=None) -> None:
+        """A short note in the corner of head (l, h)'s cell (`texts[l][h]`, "" for none) and its frame in
+        `colours[l][h]`, as HeadGrid.set_head_notes does for one layer; None clears. Kept in place when the
+        cells change size (a new input length)."""
+        self._notes = (texts, colours)
+        self._place_notes()
+
+    def _place_notes(self) -> None:
+        texts, colours = self._notes
+        wanted = [] if texts is None else [(layer, head, text) for layer, row in enumerate(texts)
+                                           for head, text in enumerate(row) if text]
+        while len(self.note_items) < len(wanted):
+            note = pg.TextItem("", color="w", fill=pg.mkBrush(0, 0, 0, 140), anchor=(0, 0))
+            note.setZValue(9)
+            self.plot.vb.addItem(note, ignoreBounds=True)
+            self.note_items.append(note)
+        for index, note in enumerate(self.note_items):
+            note.setVisible(index < len(wanted))
+            if index < len(wanted):
+                layer, head, text = wanted[index]
+                if note.toPlainText() != text:
+                    note.setText(text)
+                note.setPos(head * self.cell, layer * self.cell)
+        self.set_head_frames(colours)
 
     def _mark_cells(self, items: list[QGraphicsRectItem], cells: list, make) -> None:
         """One rect item per (layer, head, colour) cell, from a pool that grows as needed; the rest hidden."""
