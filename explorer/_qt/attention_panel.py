@@ -42,8 +42,10 @@ from PySide6.QtWidgets import (
 
 from explorer import attention_images, attention_math
 from explorer._qt.exporting import ask_save_path, export_png, export_svg
-from explorer._qt.head_views import HeadGrid, TokenHeatmap, colour_lookup
+from explorer._qt.head_grid import HeadGrid
+from explorer._qt.heatmap_style import colour_lookup
 from explorer._qt.model_overview import ModelOverview
+from explorer._qt.token_heatmap import TokenHeatmap
 from explorer.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
 
 # colour scales shared by what is shown together (a layer's heads, the overview, the rollout); the first is
