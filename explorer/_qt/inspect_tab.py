@@ -344,7 +344,7 @@ class InspectTab(QWidget):
 
     def _order_tabs(self) -> None:
         """Tab moves through the head switches before the predictions (the switches are made later)."""
-        chain = [self.attention_panel.export_button, *self.attention_panel.head_grid.checkboxes,
+        chain = [self.attention_panel.toolbar.export_button, *self.attention_panel.head_grid.checkboxes,
                  self.predictions.view]
         for before, after in itertools.pairwise(chain):
             QWidget.setTabOrder(before, after)
