@@ -26,6 +26,7 @@ from bertcore.config import PRESETS
 from explorer import APP_NAME, startup
 from explorer._qt import shortcuts
 from explorer._qt.embedding_view import EmbeddingView
+from explorer._qt.gui_gc import freeze_long_lived
 from explorer._qt.head_lab_controller import HeadLabController
 from explorer._qt.head_lab_tab import HeadLabTab
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS
@@ -175,6 +176,7 @@ class MainWindow(QMainWindow):
         loaded = self.inspect_tab.loaded_model()
         if loaded is not None:
             tab.on_model_changed(loaded)
+        freeze_long_lived()  # the tab's widgets live as long as the window
         return tab
 
     # -- public API -------------------------------------------------------------------------------------------
@@ -235,6 +237,7 @@ class MainWindow(QMainWindow):
         self.inspect_tab.set_model(loaded)
         self._show_model_label()
         self.modelChanged.emit(loaded)
+        freeze_long_lived()  # the model, and what loading it imported, live until the next model
 
     def _on_load_failed(self, what: str, message: str) -> None:
         text = f"Could not open {what}: {message}"
