@@ -34,6 +34,7 @@ from explorer._qt.head_lab_tab import HeadLabTab
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer._qt.inspect_tab import InspectTab
 from explorer._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
+from explorer._qt.widget_names import named
 from explorer._qt.window_tab import WindowTab
 from explorer.state import describe_model
 
@@ -68,9 +69,9 @@ class MainWindow(QMainWindow):
         self.inspect_tab = InspectTab(throttle_ms)
         self.tab_actions: list[QAction] = []  # View ▸ one per tab, Ctrl+N for the N-th
         self.tab_shortcuts: list[shortcuts.Shortcut] = []
-        self.model_label = _status_label("modelLabel", "Loaded model")
-        self.timing_label = _status_label("timingLabel", "Inspection time")
-        self.timing_label.setToolTip("Time of the last inspection: the model's forward pass, then drawing every view")
+        self.model_label = named(QLabel(), "modelLabel", "Loaded model")
+        self.timing_label = named(QLabel(), "timingLabel", "Inspection time",
+                                  "Time of the last inspection: the model's forward pass, then drawing every view")
         self.statusBar().addPermanentWidget(self.timing_label)
         self.statusBar().addPermanentWidget(self.model_label)
         self._build_menus()
@@ -327,10 +328,3 @@ class MainWindow(QMainWindow):
         self.settings.setValue(GEOMETRY_KEY, self.saveGeometry())
         self.settings.sync()
         super().closeEvent(event)
-
-
-def _status_label(name: str, accessible: str) -> QLabel:
-    label = QLabel()
-    label.setObjectName(name)
-    label.setAccessibleName(accessible)
-    return label

@@ -6,6 +6,7 @@ import gc
 import threading
 import weakref
 
+import pytest
 from PySide6.QtCore import QObject
 
 from explorer._qt.gui_gc import collect_garbage_in_gui_thread, freeze_long_lived
@@ -46,12 +47,14 @@ def test_workers_never_collect_and_the_gui_thread_does(qtbot):
     assert set(collecting_threads) == {threading.get_ident()}
 
 
-def test_only_the_gui_thread_can_install_it(qapp):
+@pytest.mark.parametrize(("gui_thread_only", "refused"), [(collect_garbage_in_gui_thread, None),
+                                                          (freeze_long_lived, False)])
+def test_only_the_gui_thread_can_install_it_or_freeze(qapp, gui_thread_only, refused):
     result = []
-    worker = threading.Thread(target=lambda: result.append(collect_garbage_in_gui_thread()))
+    worker = threading.Thread(target=lambda: result.append(gui_thread_only()))
     worker.start()
     worker.join()
-    assert result == [None]
+    assert result == [refused]
 
 
 def test_a_model_installed_in_the_window_is_frozen_out_of_later_full_collections(qtbot, settings, tokenizer):
@@ -98,11 +101,3 @@ def test_after_a_freeze_qt_objects_in_cycles_still_die_in_the_gui_thread_only(qt
     assert destroyed_in == []  # nothing collected in the worker
     qtbot.waitUntil(lambda: len(destroyed_in) == 20, timeout=5_000)
     assert set(destroyed_in) == {gui_thread}
-
-
-def test_only_the_gui_thread_freezes(qapp):
-    result = []
-    worker = threading.Thread(target=lambda: result.append(freeze_long_lived()))
-    worker.start()
-    worker.join()
-    assert result == [False]
