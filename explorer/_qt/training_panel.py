@@ -38,7 +38,6 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QSplitter, QVBoxLayout, QWidget
 
-from bertcore.run_folder import list_checkpoints
 from bertcore.trainer import StepStats
 from explorer._qt.checkpoint_picker import CheckpointPicker
 from explorer._qt.loss_plots import LossPlots
@@ -50,7 +49,7 @@ from explorer._qt.training_form import TrainingForm, default_runs_dir
 from explorer._qt.training_runner import TrainingRunner
 from explorer._qt.window_tab import WindowTab
 from explorer._qt.workers import OneShotWorker
-from explorer.run_watch import read_curve, resume_point
+from explorer.run_watch import can_resume, read_curve, resume_point
 from explorer.training_run import (
     DEFAULT_PROBE,
     EngineFactory,
@@ -183,15 +182,9 @@ class TrainingPanel(WindowTab):
         self.form.set_editable(not running)
 
     def _resumable(self) -> Path | None:
-        """The run shown, when Resume can continue it: it has a checkpoint, and is not going on or finished."""
-        run_dir = self._run_dir
-        if run_dir is None or self._ending_status == "finished":
-            return None
-        if self.is_watching and self.watcher.ended_as not in ("stopped", "failed"):
-            return None  # it may still be written by another process
-        if not self.is_watching and self._ending_status not in ("stopped", "failed"):
-            return None
-        return run_dir if list_checkpoints(run_dir) else None
+        """The run shown, when Resume can continue it."""
+        ended_as = self.watcher.ended_as if self.is_watching else self._ending_status
+        return self._run_dir if can_resume(self._run_dir, ended_as) else None
 
     @property
     def is_running(self) -> bool:
