@@ -199,7 +199,7 @@ def main() -> int:
     panel.runEnded.connect(loop.quit)
     redraws_before = panel.plots.redraw_count
     probe.start()
-    assert panel.start_run(settings), panel.status_label.text()
+    assert panel.start_run(settings), panel.status.status_label.text()
     loop.exec()
     probe.stop()
     run_seconds = time.perf_counter() - probe.started
@@ -219,14 +219,14 @@ def main() -> int:
             shown.grab().save(str(args.screenshots / "train-end-inspector.png"))
 
     steps_done = panel.plots.point_count()
-    print(f"run ended: {panel.status_label.text()}")
+    print(f"run ended: {panel.status.status_label.text()}")
     print(f"{steps_done} steps in {train_seconds:.1f} s of training ({run_seconds:.1f} s with set-up), "
           f"{steps_done / train_seconds:.1f} steps/s; last step {panel._last_stats.tokens_per_second:,.0f}"
           f" tokens/s, loss {panel._last_stats.loss:.3f}")
-    if panel.probe_worker is not None and panel.probe_worker.compute_seconds:
-        probe_ms = np.asarray(panel.probe_worker.compute_seconds) * 1000.0
+    if panel.runner.probe_worker is not None and panel.runner.probe_worker.compute_seconds:
+        probe_ms = np.asarray(panel.runner.probe_worker.compute_seconds) * 1000.0
         print(f"probes: {probe_ms.size} snapshots in the probe thread, median {np.median(probe_ms):.1f} ms, "
-              f"max {probe_ms.max():.1f} ms; dropped as stale: {panel.probe_worker.dropped}")
+              f"max {probe_ms.max():.1f} ms; dropped as stale: {panel.runner.probe_worker.dropped}")
     redraws = panel.plots.redraw_count - redraws_before
     print(f"plot redraws during the run: {redraws} ({redraws / run_seconds:.1f}/s, at most 30/s)")
     print(f"GUI lag while training (first step to end): {summary(training)}")

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bertcore.run_folder import RunFolder, checkpoint_step
+from bertcore.run_folder import RunFolder, checkpoint_step, list_checkpoints
 
 if TYPE_CHECKING:
     from bertcore.trainer import EvalStats, StepStats
 
-__all__ = ["ResumePoint", "is_eval_record", "normalize_record", "read_curve", "resume_point", "run_has_ended",
-           "stats_from_record"]
+__all__ = ["ResumePoint", "can_resume", "is_eval_record", "normalize_record", "read_curve", "resume_point",
+           "run_has_ended", "stats_from_record"]
 
 
 def is_eval_record(record: dict) -> bool:
@@ -148,6 +148,12 @@ def resume_point(run_dir: str | os.PathLike) -> ResumePoint:
         raise ValueError(f"the run in {folder.path} finished all its {total:,} steps; there is nothing to resume "
                          "(start a new run, or continue its final weights with \"continue the loaded model\")")
     return ResumePoint(folder.path, checkpoint, step, total)
+
+
+def can_resume(run_dir: str | os.PathLike | None, ended_as: str | None) -> bool:
+    """Whether Resume can continue the run shown: it ended `ended_as` "stopped" or "failed" (not finished, and
+    not still going, here or in another process) and it has a checkpoint."""
+    return run_dir is not None and ended_as in ("stopped", "failed") and bool(list_checkpoints(run_dir))
 
 
 def read_curve(run_dir: str | os.PathLike, up_to_step: int | None = None) -> list:

@@ -134,6 +134,21 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
         eval_every=config.eval_every, out_dir=str(run_dir), resume_from=str(run_dir))
 
 
+def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tuple[Any, Any] | None:
+    """What a run with `settings` starts from: for "continue the loaded model", the inspector's (model,
+    tokenizer), which the training thread saves as the run's first checkpoint and trains a copy of (reading
+    its weights, never changing them); None for a preset. ValueError, saying what to pick, when that model
+    is missing or has no MLM/NSP heads to pretrain."""
+    if settings.preset != CONTINUE_LOADED:
+        return None
+    if model is None:
+        raise ValueError("the inspector has no model loaded; pick a preset instead")
+    if not getattr(model, "has_pretraining_heads", True):
+        raise ValueError("the loaded model has no MLM/NSP heads (e.g. MiniLM), so it cannot be pretrained "
+                         "further here; pick a preset instead")
+    return model, tokenizer
+
+
 def available_devices() -> list[tuple[str, str]]:
     """(device, label) pairs the user may pick: CPU always, CUDA/MPS only when torch sees them."""
     import torch

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
-from explorer._qt.attention_panel import SCALE_CHOICES, AttentionPanel
+from explorer._qt.attention_panel import AttentionPanel
+from explorer._qt.attention_toolbar import SCALE_CHOICES
 from explorer.demo_inspection import DEMO_TEXT_A, DEMO_TEXT_B, demo_inspection, real_inspection
 
 

@@ -18,6 +18,8 @@ import time
 from PySide6.QtCore import QSignalBlocker, QTimer, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
+from explorer._qt.widget_names import named
+
 DEFAULT_THROTTLE_MS = 150
 DEFAULT_SENTENCE_A = "the king is dead, long live the king"
 DEFAULT_SENTENCE_B = "his son shall take the crown tomorrow"
@@ -52,18 +54,18 @@ class InputForm(QWidget):
         form.addRow("Sentence A:", self.sentence_a_edit)
         form.addRow("Sentence B:", self.sentence_b_edit)
 
-        self.mask_button = _button("Mask like BERT", "maskButton", "Mask like BERT",
-                                   "Pick 15% of the tokens; 80% become [MASK], 10% a random token, 10% stay (Ctrl+M)")
+        self.mask_button = named(QPushButton("Mask like BERT"), "maskButton", "Mask like BERT",
+                                 "Pick 15% of the tokens; 80% become [MASK], 10% a random token, 10% stay (Ctrl+M)")
         self.seed_spin = QSpinBox()
         self.seed_spin.setObjectName("seedSpin")
         self.seed_spin.setAccessibleName("Masking seed")
         self.seed_spin.setRange(0, 2**31 - 1)
         self.seed_spin.setPrefix("seed ")
         self.seed_spin.setToolTip("The seed of BERT's masking: the same seed masks the same positions")
-        self.reroll_button = _button("Re-roll", "rerollButton", "Re-roll the masking",
-                                     "Next seed: another draw of BERT's masking (Ctrl+R)")
-        self.clear_masks_button = _button("Clear masks", "clearMasksButton", "Clear masks",
-                                          "Unmask every position (Ctrl+Shift+M)")
+        self.reroll_button = named(QPushButton("Re-roll"), "rerollButton", "Re-roll the masking",
+                                   "Next seed: another draw of BERT's masking (Ctrl+R)")
+        self.clear_masks_button = named(QPushButton("Clear masks"), "clearMasksButton", "Clear masks",
+                                        "Unmask every position (Ctrl+Shift+M)")
         self.pad_spin = QSpinBox()
         self.pad_spin.setObjectName("padSpin")
         self.pad_spin.setAccessibleName("Pad to length")
@@ -133,17 +135,7 @@ class InputForm(QWidget):
 
 
 def _line_edit(name: str, accessible: str, placeholder: str) -> QLineEdit:
-    edit = QLineEdit()
-    edit.setObjectName(name)
-    edit.setAccessibleName(accessible)
+    edit = named(QLineEdit(), name, accessible)
     edit.setPlaceholderText(placeholder)
     edit.setClearButtonEnabled(True)
     return edit
-
-
-def _button(text: str, name: str, accessible: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setObjectName(name)
-    button.setAccessibleName(accessible)
-    button.setToolTip(tip)
-    return button

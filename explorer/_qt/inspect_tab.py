@@ -33,6 +33,7 @@ from explorer._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer._qt.logit_lens_view import LogitLensView
 from explorer._qt.predictions_view import PredictionsPanel
 from explorer._qt.token_table import TokenLegend, TokenTable
+from explorer._qt.widget_names import named
 from explorer._qt.workers import InspectionThreads, LatestJobWorker
 from explorer.attention_images import PanelPictures, PictureSpec, draw_panel
 from explorer.startup import LoadedModel
@@ -344,7 +345,7 @@ class InspectTab(QWidget):
 
     def _order_tabs(self) -> None:
         """Tab moves through the head switches before the predictions (the switches are made later)."""
-        chain = [self.attention_panel.export_button, *self.attention_panel.head_grid.checkboxes,
+        chain = [self.attention_panel.toolbar.export_button, *self.attention_panel.head_grid.checkboxes,
                  self.predictions.view]
         for before, after in itertools.pairwise(chain):
             QWidget.setTabOrder(before, after)
@@ -375,9 +376,7 @@ class InspectTab(QWidget):
 
 
 def _message_label(name: str, accessible: str, style: str) -> QLabel:
-    label = QLabel()
-    label.setObjectName(name)
-    label.setAccessibleName(accessible)
+    label = named(QLabel(), name, accessible)
     label.setWordWrap(True)
     label.setStyleSheet(style)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -29,8 +29,9 @@ from PySide6.QtWidgets import (
 )
 
 from explorer._qt.exporting import export_button, export_png
-from explorer._qt.head_views import TokenAxis, color_map
+from explorer._qt.heatmap_style import color_map
 from explorer._qt.predictions_view import CORRECT_COLOUR, percent
+from explorer._qt.token_axis import TokenAxis
 
 LENS_VALUES = {"probability": "P(original)", "rank": "rank of original"}
 MAX_CELL_TEXTS = 240  # values written in the cells up to this many cells; beyond, the hover tells

@@ -1,7 +1,8 @@
 """The explorer's main window: the tabs, the menus, the status bar, and the wiring between them.
 
 The window's own jobs are few: it holds the "Inspect" tab (`InspectTab`) and the tabs added beside it
-(`add_tab`, for any `WindowTab`: the Train tab), loads and saves models through a `ModelLoader`, shows what
+(`add_tab`, for any `WindowTab`: Head lab, Embeddings, Train; each gets a View menu entry and Ctrl+N, N its
+place), loads and saves models through a `ModelLoader`, shows what
 goes wrong (`errorLabel`, plus a message box for models), and shuts every worker down before it closes.
 Everything is wired here, in `_connect` and `add_tab`, through signals: no part reaches into another.
 
@@ -9,7 +10,8 @@ Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_
 `model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `add_tab(tab, title)`,
-`head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`, `modelLoadFailed`, `closing`.
+`tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
+`modelLoadFailed`, `closing`.
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from bertcore.config import PRESETS
 from explorer import APP_NAME, startup
 from explorer._qt import shortcuts
 from explorer._qt.embedding_view import EmbeddingView
+from explorer._qt.gui_gc import freeze_long_lived
 from explorer._qt.head_lab_controller import HeadLabController
 from explorer._qt.head_lab_tab import HeadLabTab
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer._qt.inspect_tab import InspectTab
 from explorer._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
+from explorer._qt.widget_names import named
 from explorer._qt.window_tab import WindowTab
 from explorer.state import describe_model
 
@@ -63,13 +67,15 @@ class MainWindow(QMainWindow):
         self.tabs.setAccessibleName("Main tabs")
         self.setCentralWidget(self.tabs)
         self.inspect_tab = InspectTab(throttle_ms)
-        self.tabs.addTab(self.inspect_tab, "Inspect")
-        self.model_label = _status_label("modelLabel", "Loaded model")
-        self.timing_label = _status_label("timingLabel", "Inspection time")
-        self.timing_label.setToolTip("Time of the last inspection: the model's forward pass, then drawing every view")
+        self.tab_actions: list[QAction] = []  # View ▸ one per tab, Ctrl+N for the N-th
+        self.tab_shortcuts: list[shortcuts.Shortcut] = []
+        self.model_label = named(QLabel(), "modelLabel", "Loaded model")
+        self.timing_label = named(QLabel(), "timingLabel", "Inspection time",
+                                  "Time of the last inspection: the model's forward pass, then drawing every view")
         self.statusBar().addPermanentWidget(self.timing_label)
         self.statusBar().addPermanentWidget(self.model_label)
         self._build_menus()
+        self._add_tab_page(self.inspect_tab, "Inspect")
         self._connect()
         # the head lab: importance, roles and logit lens of what is inspected; its tab; the embeddings
         self.head_lab = HeadLabController(self.inspect_tab, parent=self)
@@ -125,11 +131,8 @@ class MainWindow(QMainWindow):
         tab.predictions_button.toggled.connect(self.predictions_action.setChecked)
         self.predictions_action.triggered.disconnect()
         self.predictions_action.triggered.connect(tab.set_predictions_shown)
-        view_menu.addSeparator()
-        self.tab_actions = [self._action(view_menu, "&Inspect tab", lambda: self.tabs.setCurrentIndex(0),
-                                         shortcuts.key_for("show_inspect_tab")),
-                            self._action(view_menu, "&Train tab", lambda: self.tabs.setCurrentIndex(1),
-                                         shortcuts.key_for("show_train_tab"))]
+        view_menu.addSeparator()  # the tabs' entries follow, one per tab (`_add_tab_page`)
+        self.view_menu = view_menu
 
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.setObjectName("helpMenu")
@@ -164,7 +167,7 @@ class MainWindow(QMainWindow):
         """Add `tab` beside Inspect and wire it both ways: it hears the pair and the model (now, and whenever
         they change); it may show an inspection or open a checkpoint in the Inspect tab; it shuts down with
         the window."""
-        self.tabs.addTab(tab, title)
+        self._add_tab_page(tab, title)
         self.pairChanged.connect(tab.on_pair_changed)
         self.modelChanged.connect(tab.on_model_changed)
         self.closing.connect(tab.shutdown)
@@ -175,7 +178,18 @@ class MainWindow(QMainWindow):
         loaded = self.inspect_tab.loaded_model()
         if loaded is not None:
             tab.on_model_changed(loaded)
+        freeze_long_lived()  # the tab's widgets live as long as the window
         return tab
+
+    def _add_tab_page(self, page: QWidget, title: str) -> None:
+        """The page as the next tab, with its View menu entry and, for the first nine, Ctrl+N."""
+        self.tabs.addTab(page, title)
+        key = shortcuts.tab_shortcut(self.tabs.indexOf(page), title)
+        action = self._action(self.view_menu, f"&{title} tab", lambda: self.tabs.setCurrentWidget(page),
+                              QKeySequence(key.keys) if key else None)
+        self.tab_actions.append(action)
+        if key is not None:
+            self.tab_shortcuts.append(key)
 
     # -- public API -------------------------------------------------------------------------------------------
 
@@ -235,6 +249,7 @@ class MainWindow(QMainWindow):
         self.inspect_tab.set_model(loaded)
         self._show_model_label()
         self.modelChanged.emit(loaded)
+        freeze_long_lived()  # the model, and what loading it imported, live until the next model
 
     def _on_load_failed(self, what: str, message: str) -> None:
         text = f"Could not open {what}: {message}"
@@ -281,7 +296,7 @@ class MainWindow(QMainWindow):
 
     def show_shortcuts(self) -> QMessageBox:
         """Help ▸ Keyboard shortcuts: the table the shortcuts are installed from."""
-        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", shortcuts.shortcuts_html(),
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", shortcuts.shortcuts_html(self.tab_shortcuts),
                           QMessageBox.StandardButton.Close, self)
         box.setObjectName("shortcutsBox")
         box.setTextFormat(Qt.TextFormat.RichText)
@@ -313,10 +328,3 @@ class MainWindow(QMainWindow):
         self.settings.setValue(GEOMETRY_KEY, self.saveGeometry())
         self.settings.sync()
         super().closeEvent(event)
-
-
-def _status_label(name: str, accessible: str) -> QLabel:
-    label = QLabel()
-    label.setObjectName(name)
-    label.setAccessibleName(accessible)
-    return label

@@ -19,14 +19,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from explorer._qt.head_views import (
-    HIGHLIGHT_PEN,
-    SELECTED_PEN,
-    HoverReadout,
-    insert_scale_bar,
-    make_scale_bar,
-    show_scale,
-)
+from explorer._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
+from explorer._qt.token_axis import HoverReadout
 from explorer.attention_images import OverviewPicture
 from explorer.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 

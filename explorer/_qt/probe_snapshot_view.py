@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from explorer._qt.head_views import TokenHeatmap
+from explorer._qt.token_heatmap import TokenHeatmap
 from explorer.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 
 

@@ -3,12 +3,13 @@ shortcuts), so the list cannot drift from what the keys do.
 
 A row names its keys, what they do, where they work and the handler's name; whoever owns the handlers
 installs its rows: the main window its menu actions (`key_for`), the Inspect tab the rest (`install`).
+The tabs' keys follow the tabs: Ctrl+N shows the N-th, whichever tabs the window has (`tab_shortcut`).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
@@ -36,14 +37,13 @@ SHORTCUTS = (
     Shortcut("PgUp", "previous_layer", "Previous layer in the attention views", INSPECT),
     Shortcut("PgDown", "next_layer", "Next layer in the attention views", INSPECT),
     Shortcut("Ctrl+P", "toggle_predictions", "Show or hide the predictions (give the heads the room)", INSPECT),
-    Shortcut("Ctrl+1", "show_inspect_tab", "The Inspect tab"),
-    Shortcut("Ctrl+2", "show_train_tab", "The Train tab"),
     Shortcut("Ctrl+O", "open_checkpoint", "Open a checkpoint folder"),
     Shortcut("Ctrl+Shift+S", "save_as", "Save the model as a checkpoint folder"),
     Shortcut("F1", "show_shortcuts", "This list of keyboard shortcuts"),
     Shortcut("Ctrl+Q", "quit", "Quit (a training run stops and saves a checkpoint)"),
 )
 # Keys that work without an entry here because a widget has them: listed for the user all the same.
+MAX_TAB_SHORTCUTS = 9  # Ctrl+1 … Ctrl+9
 WIDGET_KEYS = (
     ("← / →", "Previous / next layer, with the attention views focused", INSPECT),
     ("Click / Space on a token", "Mask or unmask that token", INSPECT),
@@ -56,6 +56,13 @@ def key_for(handler: str) -> QKeySequence:
         if shortcut.handler == handler:
             return QKeySequence(shortcut.keys)
     raise KeyError(f"no shortcut named {handler!r}; see explorer._qt.shortcuts.SHORTCUTS")
+
+
+def tab_shortcut(index: int, title: str) -> Shortcut | None:
+    """Ctrl+N for the window's N-th tab (N = index + 1), named by its title; None past the ninth."""
+    if not 0 <= index < MAX_TAB_SHORTCUTS:
+        return None
+    return Shortcut(f"Ctrl+{index + 1}", f"show_tab_{index + 1}", f"The {title.replace('&', '')} tab")
 
 
 def install(owner: QWidget, handlers: dict[str, Callable[[], object]], where: str) -> list[QShortcut]:
@@ -73,10 +80,12 @@ def install(owner: QWidget, handlers: dict[str, Callable[[], object]], where: st
     return installed
 
 
-def shortcuts_html() -> str:
-    """The table for Help ▸ Keyboard shortcuts."""
+def shortcuts_html(tabs: Sequence[Shortcut] = ()) -> str:
+    """The table for Help ▸ Keyboard shortcuts, with the window's `tabs` rows (`tab_shortcut`) before its own."""
+    table = [row for row in SHORTCUTS if row.where != WINDOW] + [*tabs]
+    table += [row for row in SHORTCUTS if row.where == WINDOW]
     rows = [(QKeySequence(shortcut.keys).toString(QKeySequence.SequenceFormat.NativeText), shortcut.description,
-             shortcut.where) for shortcut in SHORTCUTS]
+             shortcut.where) for shortcut in table]
     rows += list(WIDGET_KEYS)
     cells = "".join(f"<tr><td><b>{html.escape(keys)}</b></td><td>{html.escape(text)}</td>"
                     f"<td><i>{html.escape(where)}</i></td></tr>" for keys, text, where in rows)

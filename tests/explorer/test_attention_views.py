@@ -67,7 +67,7 @@ def test_layer_slider_shows_exactly_that_layers_heads(panel, real_inspection):
     for layer in (2, 0, 1):
         slider.setValue(layer)
         assert panel.current_layer() == layer
-        assert panel.layer_label.text() == f"Layer {layer + 1} / 3"
+        assert panel.toolbar.layer_label.text() == f"Layer {layer + 1} / 3"
         assert len(panel.head_grid.images) == 4 == len(panel.head_grid.matrices)
         for head, matrix in enumerate(panel.head_grid.matrices):
             np.testing.assert_array_equal(matrix, attentions[layer, head])
@@ -76,15 +76,15 @@ def test_layer_slider_shows_exactly_that_layers_heads(panel, real_inspection):
 
 def test_stepper_buttons_and_keys_move_the_layer(panel, qtbot):
     panel.set_inspection(demo_inspection(9, 4, 3))
-    qtbot.mouseClick(panel.next_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.toolbar.next_button, Qt.MouseButton.LeftButton)
     assert panel.current_layer() == 1
-    qtbot.keyClick(panel.layer_slider, Qt.Key.Key_PageDown)
+    qtbot.keyClick(panel.toolbar.layer_slider, Qt.Key.Key_PageDown)
     assert panel.current_layer() == 2
     qtbot.keyClick(panel, Qt.Key.Key_Left)
     assert panel.current_layer() == 1
-    qtbot.mouseClick(panel.previous_button, Qt.MouseButton.LeftButton)
-    qtbot.mouseClick(panel.previous_button, Qt.MouseButton.LeftButton)  # stays at the first layer
-    assert panel.current_layer() == 0 and panel.layer_slider.value() == 0
+    qtbot.mouseClick(panel.toolbar.previous_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.toolbar.previous_button, Qt.MouseButton.LeftButton)  # stays at the first layer
+    assert panel.current_layer() == 0 and panel.toolbar.layer_slider.value() == 0
     panel.set_layer(99)
     assert panel.current_layer() == 3
 
@@ -267,11 +267,37 @@ def test_export_writes_files_that_round_trip(panel, tmp_path, real_inspection):
         panel.export_png(tmp_path / "x.png", "everything")
 
 
+def test_every_entry_of_the_export_menu_asks_for_a_path_and_writes_it(panel, tmp_path, monkeypatch,
+                                                                     real_inspection):
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    panel.set_inspection(real_inspection)
+    panel.select_head(2, 1)
+    asked = []
+
+    def answer(_parent, caption, suggested, file_filter):
+        asked.append((caption, suggested, file_filter))
+        return str(tmp_path / suggested), file_filter
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", answer)
+    monkeypatch.setattr(QMessageBox, "warning", lambda *args: pytest.fail(f"export failed: {args[2]}"))
+    actions = [action for action in panel.export_menu.actions() if not action.isSeparator()]
+    assert len(actions) == 11 and panel.toolbar.export_button.menu() is panel.export_menu
+    for action in actions:
+        action.trigger()
+    suggested = [name for _caption, name, _filter in asked]
+    assert suggested[0] == "attention-layer3-head2-current.png" and suggested[-1] == "attention-layer3-head2-all.npz"
+    assert all((tmp_path / name).stat().st_size > 0 for name in suggested)
+    assert asked[8] == ("Export detail as CSV", "attention-layer3-head2-detail.csv", "CSV table (*.csv)")
+    matrix, _rows, _columns = read_matrix_csv(tmp_path / "attention-layer3-head2-detail.csv")
+    np.testing.assert_allclose(matrix, real_inspection.attentions[2, 1], rtol=1e-5, atol=1e-7)
+
+
 def test_no_inspection_shows_a_message_and_exports_refuse(panel, tmp_path):
     panel.set_inspection(demo_inspection(6, 2, 2))
     panel.set_inspection(None)
     assert panel.empty_label.isVisible() and not panel.tabs.isVisible()
-    assert not panel.layer_slider.isEnabled()
+    assert not panel.toolbar.layer_slider.isEnabled()
     with pytest.raises(ValueError, match="no inspection"):
         panel.export_npz(tmp_path / "a.npz")
 
@@ -397,4 +423,4 @@ def test_analyses_can_mark_heads_in_the_grid_and_the_overview_and_add_tools(pane
     tool = QToolButton()
     tool.setText("Importance")
     panel.add_tool(tool)
-    assert panel.controls.indexOf(tool) == panel.controls.indexOf(panel.export_button) - 1
+    assert panel.toolbar.controls.indexOf(tool) == panel.toolbar.controls.indexOf(panel.toolbar.export_button) - 1

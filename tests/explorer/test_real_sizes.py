@@ -152,7 +152,7 @@ def test_the_attention_toolbar_says_what_every_control_does(qtbot):
 
     panel = AttentionPanel()
     qtbot.addWidget(panel)
-    controls = [panel.controls.itemAt(i).widget() for i in range(panel.controls.count())]
+    controls = [panel.toolbar.controls.itemAt(i).widget() for i in range(panel.toolbar.controls.count())]
     controls = [widget for widget in controls if isinstance(widget, (QAbstractButton, QComboBox, QAbstractSlider))]
     assert len(controls) >= 7
     assert [widget.objectName() for widget in controls if not widget.toolTip()] == []

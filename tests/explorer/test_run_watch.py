@@ -10,7 +10,7 @@ import pytest
 
 from bertcore.run_folder import MetricsTail, latest_checkpoint, list_checkpoints, read_run_config
 from explorer.probe_history import ProbeHistory, ProbePair
-from explorer.run_watch import is_eval_record, normalize_record, stats_from_record
+from explorer.run_watch import can_resume, is_eval_record, normalize_record, stats_from_record
 
 
 def _line(record: dict) -> bytes:
@@ -110,6 +110,18 @@ def test_run_config_and_checkpoints(tmp_path):
             (folder / "model.safetensors").write_bytes(b"x")
     assert [step for step, _ in list_checkpoints(tmp_path)] == [10, 20]
     assert latest_checkpoint(tmp_path).name in ("step-000010", "step-000020")
+
+
+def test_a_run_can_be_resumed_once_it_stopped_or_failed_with_a_checkpoint(tmp_path):
+    assert not can_resume(None, "stopped")
+    assert not can_resume(tmp_path, "stopped")  # no checkpoint yet
+    checkpoint = tmp_path / "checkpoints" / "step-000010"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"x")
+    assert can_resume(tmp_path, "stopped") and can_resume(tmp_path, "failed")
+    for ended_as in ("finished", "", None):  # every step done, or it may still be going
+        assert not can_resume(tmp_path, ended_as)
 
 
 def test_probe_history_nearest_and_thinning():

@@ -87,7 +87,7 @@ def held_out(step, **values) -> EvalStats:
 
 def run_to_end(qtbot, panel, settings):
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
-        assert panel.start_run(settings), panel.status_label.text()
+        assert panel.start_run(settings), panel.status.status_label.text()
     return ended.args[0]
 
 
@@ -170,13 +170,13 @@ def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, insp
     assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
     assert (tmp_path / "run" / "final" / "config.json").is_file()
     assert "step 12 / 12" in panel.progress.format()
-    assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
+    assert panel.buttons.start_button.isEnabled() and not panel.buttons.stop_button.isEnabled()
     # The trained model goes to the inspector in one click.
     panel.checkpoints.use_button.click()
     assert inspector.loaded and inspector.loaded[-1].endswith(("final", "step-000012"))
     # A second run into the same folder would mix two runs: the engine refuses, the panel says so.
     assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "failed"
-    assert panel.status_label.text().startswith("The run could not start")
+    assert panel.status.status_label.text().startswith("The run could not start")
     assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
 
 
@@ -211,29 +211,29 @@ def test_probe_attention_after_training_differs_from_before(qtbot, panel, inspec
 def test_stop_ends_the_run_within_one_step_and_keeps_a_checkpoint(qtbot, panel, corpus, tmp_path):
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
-    done_when_asked = panel.worker.steps_done
+    done_when_asked = panel.runner.worker.steps_done
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
-        panel.stop_button.click()
+        panel.buttons.stop_button.click()
     assert ended.args == ["stopped"]
-    assert panel.worker.steps_done <= done_when_asked + 1
+    assert panel.runner.worker.steps_done <= done_when_asked + 1
     last = panel.plots.last_step()
     assert (tmp_path / "run" / "checkpoints" / f"step-{last:06d}" / "model.safetensors").is_file()
-    assert "Stopped after step" in panel.status_label.text()
-    assert panel.start_button.isEnabled()
+    assert "Stopped after step" in panel.status.status_label.text()
+    assert panel.buttons.start_button.isEnabled()
 
 
 def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=30, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
-    with qtbot.waitSignal(panel.worker.paused, timeout=RUN_TIMEOUT_MS):
-        panel.pause_button.click()
-    assert panel.resume_button.isEnabled() and not panel.pause_button.isEnabled()
-    held_at = panel.worker.steps_done
+    with qtbot.waitSignal(panel.runner.worker.paused, timeout=RUN_TIMEOUT_MS):
+        panel.buttons.pause_button.click()
+    assert panel.buttons.resume_button.isEnabled() and not panel.buttons.pause_button.isEnabled()
+    held_at = panel.runner.worker.steps_done
     with qtbot.assertNotEmitted(panel.stepCompleted, wait=300):
         pass
-    assert panel.worker.steps_done == held_at
+    assert panel.runner.worker.steps_done == held_at
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
-        panel.resume_button.click()
+        panel.buttons.resume_button.click()
     assert ended.args == ["finished"]
     steps, _ = panel.plots.series("loss")
     assert steps.tolist() == list(range(1, 31))  # one run, no gap, no repeat
@@ -253,8 +253,8 @@ def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, settings, corpu
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=2))
     qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
     window.close()  # closing -> panel.shutdown(): stop, checkpoint, join
-    assert not panel.worker.is_running
-    assert panel.worker._thread.isFinished() and panel.probe_worker._thread.isFinished()
+    assert not panel.runner.worker.is_running
+    assert panel.runner.worker._thread.isFinished() and panel.runner.probe_worker._thread.isFinished()
     checkpoints = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
     assert checkpoints and (checkpoints[-1] / "model.safetensors").is_file()
 
@@ -294,9 +294,9 @@ def test_unreadable_corpus_is_a_clear_message(qtbot, panel, tmp_path):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9 au lait. encore un caf\xe9.\n".encode("latin-1"))
     assert run_to_end(qtbot, panel, tiny(str(bad), tmp_path / "run")) == "failed"
-    message = panel.status_label.text()
+    message = panel.status.status_label.text()
     assert "corpus" in message.lower() and "latin1.txt" in message
-    assert panel.start_button.isEnabled()
+    assert panel.buttons.start_button.isEnabled()
 
 
 class ScriptedRun(EngineRun):
@@ -346,11 +346,11 @@ def test_a_run_that_fails_ends_in_a_message_with_its_curves_and_the_form_unlocke
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
         panel.start_run(TrainingSettings(out_dir=str(tmp_path / "run"), probe_every=0))
     assert ended.args == ["failed"]
-    message = panel.status_label.text()
+    message = panel.status.status_label.text()
     assert expected in message and "Traceback" not in message and "failed after step" not in message
     assert panel.plots.point_count() == 2  # the curves stay
-    assert panel.start_button.isEnabled() and panel.form.steps_spin.isEnabled()  # the form unlocks
-    assert not panel.stop_button.isEnabled() and not panel.is_running
+    assert panel.buttons.start_button.isEnabled() and panel.form.steps_spin.isEnabled()  # the form unlocks
+    assert not panel.buttons.stop_button.isEnabled() and not panel.is_running
     assert panel.shutdown()
 
 
@@ -406,7 +406,7 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
     assert panel.start_run(tiny(corpus, tmp_path / "second", steps=100_000, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
     window.close()
-    assert not panel.worker.is_running and panel.worker._thread.isFinished()
+    assert not panel.runner.worker.is_running and panel.runner.worker._thread.isFinished()
     assert sorted((tmp_path / "second" / "checkpoints").glob("step-*"))
 
 
@@ -482,10 +482,10 @@ def test_stop_at_any_moment_during_set_up_or_a_pause(qtbot, panel, corpus, tmp_p
     assert panel.start_run(tiny(corpus, tmp_path / "early", steps=100_000))
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
         panel.stop()  # while the corpus and the model are still being prepared
-    assert ended.args == ["stopped"] and panel.start_button.isEnabled()
+    assert ended.args == ["stopped"] and panel.buttons.start_button.isEnabled()
     assert panel.start_run(tiny(corpus, tmp_path / "paused", steps=100_000, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 1, timeout=RUN_TIMEOUT_MS)
-    with qtbot.waitSignal(panel.worker.paused, timeout=RUN_TIMEOUT_MS):
+    with qtbot.waitSignal(panel.runner.worker.paused, timeout=RUN_TIMEOUT_MS):
         panel.pause()
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
         panel.stop()
@@ -500,7 +500,8 @@ def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_
     qtbot.addWidget(watcher)
     pair = watcher.probes.pin_pair("the old king speaks.", "the queen hears.")
     assert watcher.watch_run_folder(tmp_path / "run")
-    assert "tiny preset" in watcher.status_label.text() and "8 steps of 4 × 32" in watcher.status_label.text()
+    status = watcher.status.status_label.text()
+    assert "tiny preset" in status and "8 steps of 4 × 32" in status
     qtbot.waitUntil(lambda: watcher.probes.history.steps() == [4, 8], timeout=30_000)
     assert watcher.plots.point_count() == 8
     before, after = watcher.probes.history.get(4, pair), watcher.probes.history.get(8, pair)
@@ -518,7 +519,8 @@ def test_a_failed_start_keeps_the_previous_runs_curves_probes_and_checkpoints(qt
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9 au lait.\n".encode("latin-1"))
     assert run_to_end(qtbot, panel, tiny(str(bad), tmp_path / "second")) == "failed"
-    assert "corpus" in panel.status_label.text().lower() and str(tmp_path / "run") in panel.status_label.text()
+    status = panel.status.status_label.text()
+    assert "corpus" in status.lower() and str(tmp_path / "run") in status
     steps, _ = panel.plots.series("loss")
     assert steps.tolist() == list(range(1, 13))  # the first run's curve is still there
     assert panel.probes.history.steps() == probed and panel.checkpoints.combo.count() == checkpoints
@@ -536,11 +538,11 @@ def test_settings_out_of_range_say_why_as_they_are_typed(qtbot):
     assert form.problem_label.isVisible()
     assert "Learning rate is 1000; it must be between 0 and 1" in form.problem_label.text()
     assert "c62828" in form.lr_edit.styleSheet()
-    assert "learning rate is 1000" in panel.start_button.toolTip()
+    assert "learning rate is 1000" in panel.buttons.start_button.toolTip()
     form.steps_spin.setValue(0)
     assert "Steps is 0; it must be at least 1" in form.problem_label.text()
-    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
-    assert "Cannot start: steps is 0" in panel.status_label.text() and panel.worker is None
+    qtbot.mouseClick(panel.buttons.start_button, Qt.MouseButton.LeftButton)
+    assert "Cannot start: steps is 0" in panel.status.status_label.text() and panel.runner.worker is None
     form.lr_edit.setText("3e-4")
     form.steps_spin.setValue(20)
     assert not form.problem_label.isVisible() and form.lr_edit.styleSheet() == ""
@@ -559,20 +561,20 @@ def stop_after(qtbot, panel, settings, steps: int) -> int:
 def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel, corpus, tmp_path):
     stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=30, probe_every=0,
                                                checkpoint_every=0), 4)
-    assert stopped_at < 30 and panel.resume_button.isEnabled()
-    assert "bert-train --resume" in panel.resume_button.toolTip()
+    assert stopped_at < 30 and panel.buttons.resume_button.isEnabled()
+    assert "bert-train --resume" in panel.buttons.resume_button.toolTip()
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
-        qtbot.mouseClick(panel.resume_button, Qt.MouseButton.LeftButton)
-        assert f"from step {stopped_at}" in panel.status_label.text()
+        qtbot.mouseClick(panel.buttons.resume_button, Qt.MouseButton.LeftButton)
+        assert f"from step {stopped_at}" in panel.status.status_label.text()
         qtbot.waitUntil(lambda: panel.steps_received >= 1, timeout=RUN_TIMEOUT_MS)
-        assert f"resumed at step {stopped_at}" in panel.status_label.text()
+        assert f"resumed at step {stopped_at}" in panel.status.status_label.text()
     assert ended.args == ["finished"]
     steps, losses = panel.plots.series("loss")
     assert steps.tolist() == list(range(1, 31)) and np.isfinite(losses).all()  # one curve, no gap, no repeat
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     logged = [json.loads(line)["step"] for line in lines if json.loads(line)["kind"] == "step"]
     assert logged == list(range(1, 31))
-    assert "Finished at step 30" in panel.status_label.text() and not panel.resume_button.isEnabled()
+    assert "Finished at step 30" in panel.status.status_label.text() and not panel.buttons.resume_button.isEnabled()
 
 
 def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, panel, corpus, tmp_path):
@@ -583,10 +585,10 @@ def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, pan
     try:
         assert later.watch_run_folder(tmp_path / "run")
         qtbot.waitUntil(lambda: later.watcher.ended_as == "stopped", timeout=10_000)
-        assert f"stopped after step {stopped_at}" in later.status_label.text()
-        assert later.plots.point_count() == stopped_at and later.resume_button.isEnabled()
+        assert f"stopped after step {stopped_at}" in later.status.status_label.text()
+        assert later.plots.point_count() == stopped_at and later.buttons.resume_button.isEnabled()
         with qtbot.waitSignal(later.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
-            later.resume_button.click()
+            later.buttons.resume_button.click()
         assert ended.args == ["finished"]
         assert later.plots.series("loss")[0].tolist() == list(range(1, 21))
     finally:
@@ -599,8 +601,8 @@ def test_a_watched_run_that_finished_says_so(qtbot, panel, corpus, tmp_path):
     qtbot.addWidget(watcher)
     assert watcher.watch_run_folder(tmp_path / "run")
     qtbot.waitUntil(lambda: watcher.watcher.ended_as == "finished", timeout=10_000)
-    assert "finished at step 6" in watcher.status_label.text() and "finished" in watcher.progress.format()
-    assert not watcher.resume_button.isEnabled()  # every step done: nothing to resume
+    assert "finished at step 6" in watcher.status.status_label.text() and "finished" in watcher.progress.format()
+    assert not watcher.buttons.resume_button.isEnabled()  # every step done: nothing to resume
     assert watcher.shutdown()
 
 
@@ -620,7 +622,7 @@ def test_a_loss_that_rises_far_above_its_start_warns_in_the_window(qtbot, tmp_pa
     qtbot.addWidget(panel)
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS):
         panel.start_run(TrainingSettings(out_dir=str(tmp_path / "run"), probe_every=0))
-    label = panel.warning_label
+    label = panel.status.warning_label
     assert not label.isHidden() and "Step 2: the smoothed loss is 8x its starting value" in label.text()
     assert panel.shutdown()
 

@@ -10,7 +10,15 @@ import pytest
 
 from explorer.failure import describe_exception
 from explorer.probe_history import ProbePair
-from explorer.training_run import EngineRun, RunDriver, TrainingSettings, WeightsJob, describe_failure
+from explorer.training_run import (
+    CONTINUE_LOADED,
+    EngineRun,
+    RunDriver,
+    TrainingSettings,
+    WeightsJob,
+    describe_failure,
+    initial_model,
+)
 
 LAST_STEP = SimpleNamespace(step=41)  # what a StepStats offers describe_failure
 
@@ -111,3 +119,14 @@ def test_a_stop_asked_before_the_engine_exists_reaches_it_and_no_pairs_means_no_
     for stats in steps:
         driver.after_step(stats)
     assert probes == []
+
+
+def test_a_run_starts_from_the_inspectors_model_only_when_asked_and_only_one_it_can_pretrain():
+    loaded = SimpleNamespace(has_pretraining_heads=True)
+    assert initial_model(TrainingSettings(corpus="c.txt", preset="tiny"), loaded, "tok") is None
+    continuing = TrainingSettings(corpus="c.txt", preset=CONTINUE_LOADED)
+    assert initial_model(continuing, loaded, "tok") == (loaded, "tok")
+    with pytest.raises(ValueError, match="no model loaded; pick a preset"):
+        initial_model(continuing, None, None)
+    with pytest.raises(ValueError, match="no MLM/NSP heads"):
+        initial_model(continuing, SimpleNamespace(has_pretraining_heads=False), "tok")

@@ -94,6 +94,34 @@ def test_widgets_have_stable_object_and_accessible_names(window):
     assert window.tabs.objectName() == "mainTabs" and window.tabs.tabText(0) == "Inspect"
 
 
+def test_ctrl_n_shows_the_nth_tab_whatever_tabs_were_added_and_help_lists_them(qtbot, window):
+    from PySide6.QtGui import QKeySequence
+
+    from explorer._qt.shortcuts import tab_shortcut
+    from explorer._qt.window_tab import WindowTab
+
+    added = window.add_tab(WindowTab(), "Fine-tune")
+    titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]
+    assert titles[0] == "Inspect" and titles[-1] == "Fine-tune" and len(window.tab_actions) == len(titles)
+    for index, action in enumerate(window.tab_actions):
+        assert action.shortcut() == QKeySequence(f"Ctrl+{index + 1}")
+        assert action.text().replace("&", "") == f"{titles[index]} tab"
+        action.trigger()
+        assert window.tabs.currentIndex() == index
+    box = window.show_shortcuts()
+    for index, title in enumerate(titles):
+        assert f"Ctrl+{index + 1}</b></td><td>The {title} tab" in box.text()
+    box.close()
+    window.activateWindow()
+    qtbot.waitActive(window)  # shortcuts act in the active window
+    window.tabs.setCurrentIndex(0)
+    qtbot.keyClick(window, Qt.Key.Key_0 + len(titles), Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.currentWidget() is added
+    qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.currentWidget() is window.inspect_tab
+    assert tab_shortcut(8, "Ninth") is not None and tab_shortcut(9, "Tenth") is None  # Ctrl+1 … Ctrl+9
+
+
 def test_model_label_and_title_say_which_model(window):
     label = find(window, QLabel, "modelLabel").text()
     assert "tiny test (untrained)" in label and "parameters" in label and "cpu" in label

@@ -1,0 +1,52 @@
+"""The Train tab's run buttons: Start, Pause, Resume, Stop and "Open run folder…", with which of them can
+act now and why (their tooltips). The tab connects their `clicked` and tells them its state (`show_state`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QGridLayout, QPushButton, QWidget
+
+from explorer._qt.widget_names import named
+
+START_TIP = "Start a new run with these settings (what is shown now stays until the new run's first step)"
+RESUME_TIP = ("Continues a paused run, or a stopped one (this tab's, or a run folder you open) from its latest "
+              "checkpoint")
+
+
+class RunButtons(QWidget):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.start_button = named(QPushButton("Start"), "startButton", "Start training", START_TIP)
+        self.pause_button = named(QPushButton("Pause"), "pauseButton", "Pause training",
+                                  "Hold the run after the current step")
+        self.resume_button = named(QPushButton("Resume"), "resumeButton", "Resume training")
+        self.stop_button = named(QPushButton("Stop"), "stopButton", "Stop training",
+                                 "Stop after the current step and save a checkpoint (Resume continues it)")
+        self.open_run_button = named(QPushButton("Open run folder…"), "openRunButton", "Open a run folder to watch",
+                                     "Show a run folder written by bert-train or by this tab: its curves follow it "
+                                     "while it grows, and Resume continues it once it stopped")
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        for column, button in enumerate((self.start_button, self.pause_button, self.resume_button,
+                                         self.stop_button)):
+            grid.addWidget(button, 0, column)
+        grid.addWidget(self.open_run_button, 1, 0, 1, 4)
+
+    def show_state(self, *, running: bool, paused: bool, stopping: bool, resumable: Path | None,
+                   problem: str | None) -> None:
+        """Enable what can act now: a run going (`paused`, or `stopping` at its next step) or not; the run shown
+        that Resume can continue (`resumable`); the first problem of the form's settings, if any."""
+        self.start_button.setEnabled(not running)
+        self.start_button.setToolTip(f"Fix the settings first: {problem}" if problem else START_TIP)
+        self.pause_button.setEnabled(running and not paused and not stopping)
+        self.resume_button.setEnabled((paused and not stopping) or resumable is not None)
+        if paused:
+            self.resume_button.setToolTip("Continue the paused run")
+        elif resumable is not None:
+            self.resume_button.setToolTip(f"Continue {resumable} from its latest checkpoint, exactly as "
+                                          "bert-train --resume does; its curves go on from its metrics file")
+        else:
+            self.resume_button.setToolTip(RESUME_TIP)
+        self.stop_button.setEnabled(running and not stopping)
+        self.open_run_button.setEnabled(not running)
