@@ -199,6 +199,14 @@ class BertConfig:
         return cls.from_dict(values)
 
 
+def linear_schedule(step: int, *, lr: float, warmup_steps: int, total_steps: int) -> float:
+    """Learning rate of 1-based `step`: linear warm-up to `lr` over `warmup_steps`, then linear decay to 0 at
+    `total_steps` (BERT's schedule, for pretraining and fine-tuning alike)."""
+    if step <= warmup_steps:
+        return lr * step / max(1, warmup_steps)
+    return lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
@@ -320,10 +328,7 @@ class TrainingConfig:
 
     def learning_rate(self, step: int) -> float:
         """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
-        warmup = self.resolved_warmup_steps
-        if step <= warmup:
-            return self.lr * step / max(1, warmup)
-        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warmup))
+        return linear_schedule(step, lr=self.lr, warmup_steps=self.resolved_warmup_steps, total_steps=self.steps)
 
     def replace(self, **changes: Any) -> TrainingConfig:
         return dataclasses.replace(self, **changes)
