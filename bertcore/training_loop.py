@@ -138,6 +138,7 @@ class TrainingLoop:
             self.resumed_from = self.run_folder.checkpoint_to_resume(None if resume is True else resume)
             state = read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
         task.setup(self, self.resumed_from)
+        self.config = config = task.config  # as the task resolved it (e.g. fine-tuning's steps from epochs)
         self.tokenizer = task.tokenizer
         self.total_steps = task.total_steps
         self.model = task.model.to(self.device)  # the plain module: weights, checkpoints, snapshots, evaluation

@@ -25,6 +25,7 @@ class TrainingTask(ABC):
 
     `setup` sets the attributes below; the loop moves `model` to its device and trains it in place."""
 
+    config: Any  # the run's settings (TrainingConfig, FinetuneConfig); setup may resolve some (steps from epochs)
     model: nn.Module  # a BertPreTrainedModel: its forward takes the batch's model_inputs() and returns .loss
     tokenizer: Any  # bertcore.tokenizer.BertTokenizer, saved with every checkpoint
     total_steps: int  # optimisation steps of the whole run
