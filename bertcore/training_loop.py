@@ -15,7 +15,7 @@ batch of a step, turns one forward pass into numbers that add up over batches an
 turns the summed numbers into the loss and the step record (`loss_of`, `step_stats`), and evaluates the model
 on its held-out data (`evaluate`).
 
-From any other thread, while the loop runs:
+From any other thread, while the loop runs (bertcore.loop_controls):
     loop.request_stop()       finish the current step, evaluate, write a checkpoint, end the iteration
     loop.pause() / .resume()  block / release the loop at the next step boundary (stop also releases it)
     loop.request_checkpoint() write a checkpoint at the next step boundary (its record's .checkpoint says where)
@@ -30,11 +30,10 @@ metrics.jsonl holds one JSON record per line: the task's step record ("kind": "s
 ("kind": "eval"), {"kind": "checkpoint", "step", "path", "smoothed_loss", "sane"}, {"kind": "warning" | "error",
 "step", "message"}; per step: its "step" record, then "warning", "eval", "checkpoint" if any.
 
-One loop at a time per run folder: the loop takes the folder's lock (bertcore.run_lock.RunLock) when it is
-created, so a second process (or a second loop in this one) on the same folder is refused at once with
-RunFolderBusyError naming the holder's pid. It lets go when a `steps()` loop ends (finished, stopped, failed or
-left), takes the lock back for a later loop or save (refusing if another run changed the folder meanwhile), and
-releases it for good on `close()` (or garbage collection).
+One loop at a time per run folder: the loop takes the folder's lock when it is created (a second process or
+loop on the folder is refused at once with RunFolderBusyError naming the holder's pid), lets go of it when a
+`steps()` loop ends, and takes it back for a later loop or save unless another run changed the folder
+meanwhile (bertcore.run_claim); `close()` releases it for good.
 
 Faults end the loop with a TrainingError whose message says what to change, recorded in metrics.jsonl:
 NonFiniteLossError (NaN/inf loss), DivergenceError (a loss exploding without NaN, see bertcore.divergence; the
@@ -78,6 +77,7 @@ from bertcore.errors import (
     RunFolderWriteError,
     TrainingError,
 )
+from bertcore.loop_controls import LoopControls
 from bertcore.run_claim import RunClaim
 from bertcore.run_folder import TRAINER_STATE_FILE, MetricsLog, RunFolder
 from bertcore.training_setup import (
@@ -93,7 +93,7 @@ from bertcore.training_setup import (
 from bertcore.training_task import TrainingTask
 
 
-class TrainingLoop:
+class TrainingLoop(LoopControls):
     """One run of `task` with the settings of `config` (a TrainingConfig or a FinetuneConfig: out_dir, seed,
     device, num_threads, batch_size, seq_len, lr, weight_decay, adam_betas, adam_eps, max_grad_norm, precision,
     compile, eval_every, checkpoint_every, keep_checkpoints, divergence_factor, divergence_patience).
@@ -106,6 +106,7 @@ class TrainingLoop:
 
     def __init__(self, config, task: TrainingTask, *, resume: bool | str | Path = False,
                  command: list[str] | None = None):
+        super().__init__()
         self.config = config
         self.task = task
         self.rank, self.world_size, local_rank = distributed()
@@ -168,10 +169,6 @@ class TrainingLoop:
             self._train_model = torch.compile(self._train_model)
         self.autocast_dtype = autocast_dtype(config.precision, self.device)
 
-        self._stop = threading.Event()
-        self._unpaused = threading.Event()
-        self._unpaused.set()
-        self._checkpoint_requested = threading.Event()
         self.last_eval = None  # the newest evaluation record
         if self.is_main:
             self._prepare_run_folder(command)
@@ -226,30 +223,6 @@ class TrainingLoop:
         self.close()
 
     # ---- thread-safe controls -----------------------------------------------------------------------------
-
-    def request_stop(self) -> None:
-        """Stop at the next step boundary (after writing a checkpoint); also ends a pause."""
-        self._stop.set()
-        self._unpaused.set()
-
-    def pause(self) -> None:
-        """Block the loop at the next step boundary until `resume()` or `request_stop()`."""
-        self._unpaused.clear()
-
-    def resume(self) -> None:
-        self._unpaused.set()
-
-    @property
-    def is_paused(self) -> bool:
-        return not self._unpaused.is_set()
-
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
-    def request_checkpoint(self) -> None:
-        """Write a checkpoint at the next step boundary (the yielded record's .checkpoint names it)."""
-        self._checkpoint_requested.set()
 
     def snapshot_state_dict(self) -> dict[str, torch.Tensor]:
         """CPU copies of the current weights (consistent: never taken in the middle of an update)."""
@@ -411,7 +384,7 @@ class TrainingLoop:
         config = self.config
         try:
             while self.step < self.total_steps:
-                self._wait_while_paused()
+                self._paused_seconds += self._wait_while_paused()
                 if self._stop_agreed():
                     break
                 stats = self._train_one_step()
@@ -426,8 +399,7 @@ class TrainingLoop:
                         self._metrics.write(evaluation.to_dict())
                 checkpoint = None
                 due = config.checkpoint_every and self.step % config.checkpoint_every == 0
-                if due or self._checkpoint_requested.is_set() or self.step == self.total_steps:
-                    self._checkpoint_requested.clear()
+                if self._take_checkpoint_request() or due or self.step == self.total_steps:
                     checkpoint = self.save_checkpoint()
                 yield dataclasses.replace(stats, eval=evaluation, checkpoint=str(checkpoint) if checkpoint else None)
             else:
@@ -466,12 +438,6 @@ class TrainingLoop:
         evaluation = self.evaluate()
         if evaluation is not None and self._metrics is not None:
             self._metrics.write(evaluation.to_dict())
-
-    def _wait_while_paused(self) -> None:
-        paused_at = time.perf_counter()
-        while not self._unpaused.wait(timeout=0.1):
-            pass
-        self._paused_seconds += time.perf_counter() - paused_at
 
     def _stop_agreed(self) -> bool:
         """The stop flag, combined over all processes so that every rank stops at the same step."""
