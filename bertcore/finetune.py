@@ -127,6 +127,18 @@ class TaskStepStats:
                    elapsed_seconds=float(record["elapsed_seconds"]), epoch=float(record["epoch"]))
 
 
+def task_stats_from_record(record: Mapping[str, Any]) -> TaskStepStats | TaskEvalStats | None:
+    """A fine-tuning run's metrics.jsonl record as its step or evaluation record; None for the loop's other
+    records (checkpoint, warning, error). A run is a fine-tuning run when its run_config.json's "training" has a
+    "task" (bert-train's has none)."""
+    kind = record.get("kind")
+    if kind == "step":
+        return TaskStepStats.from_dict(record)
+    if kind == "eval":
+        return TaskEvalStats.from_dict(record)
+    return None
+
+
 def _numbers(record: Mapping[str, Any], fixed: set[str]) -> dict[str, float]:
     return {key: float(value) for key, value in record.items()
             if key not in fixed and isinstance(value, int | float) and not isinstance(value, bool)}

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 from bertcore.checkpoint import load_pretrained, save_pretrained
 from bertcore.config import BertConfig, FinetuneConfig
-from bertcore.finetune import Finetuner, TaskEvalStats, TaskStepStats
+from bertcore.finetune import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
 from bertcore.finetune_cli import main
 from bertcore.model import BertForPreTraining
 from bertcore.task_files import read_squad
@@ -130,6 +130,10 @@ def test_metrics_records_have_the_documented_shape(pretrained, keyword_task, tmp
     assert set(evaluation) == {"kind", "step", "loss", "accuracy", "macro_f1", "main_metric", "num_examples"}
     assert TaskEvalStats.from_dict(evaluation).to_dict() == evaluation
     assert TaskStepStats.from_dict(step).to_dict() == step
+    read_back = [task_stats_from_record(r) for r in records(out)]
+    assert [type(r).__name__ for r in read_back[:4]] == ["TaskStepStats", "TaskStepStats", "TaskEvalStats",
+                                                         "NoneType"]
+    assert read_back[2].main_value == evaluation["accuracy"]
     run_config = json.loads((out / "run_config.json").read_text())
     assert run_config["training"]["steps"] == 4 and run_config["model"]["architectures"] == [
         "BertForSequenceClassification"]

@@ -9,6 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from bertcore.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
 from bertcore.config import BertConfig
+from bertcore.errors import TokenizerError
 from bertcore.model import BertForPreTraining
 from bertcore.task_heads import (
     BertForQuestionAnswering,
@@ -16,6 +17,7 @@ from bertcore.task_heads import (
     BertForTokenClassification,
     start_from_pretrained,
 )
+from bertcore.tokenizer import BertTokenizer
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TASK_CLASSES = [BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering]
@@ -174,3 +176,14 @@ def test_a_task_model_starts_from_a_bare_encoders_file_saying_the_pooler_is_new(
     assert transfer.dropped == ()
     torch.testing.assert_close(model.bert.embeddings.word_embeddings.weight,
                                encoder.bert.embeddings.word_embeddings.weight, rtol=0, atol=0)
+
+
+def test_a_folder_with_only_a_tokenizer_json_gives_its_wordpiece_vocabulary(tokenizer, tmp_path):
+    """transformers 5 saves tokenizer.json and no vocab.txt."""
+    tokenizer._tokenizer.save(str(tmp_path / "tokenizer.json"))
+    loaded = BertTokenizer.from_vocab_file(tmp_path)
+    assert loaded.vocab == tokenizer.vocab and loaded.lowercase == tokenizer.lowercase
+    assert loaded.encode("the cat sat", "on a mat").input_ids == tokenizer.encode("the cat sat", "on a mat").input_ids
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {}}}))
+    with pytest.raises(TokenizerError, match=r"tokenizer\.json holds a BPE tokenizer, not BERT's WordPiece"):
+        BertTokenizer.from_vocab_file(tmp_path)
