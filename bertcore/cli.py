@@ -25,7 +25,6 @@ from bertcore.command_line import (
     add_optimisation_options,
     add_run_options,
     drive,
-    end_words,
     fmt,
     given_options,
     resume_argument,
@@ -103,20 +102,14 @@ def make_model_config(args: argparse.Namespace, config):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    config = None
 
-    def device_of() -> str | None:
-        nonlocal config
-        config = make_config(args)
-        return config.device
-
-    def make_trainer(command: list[str]):
+    def make_trainer(config, command: list[str]):
         from bertcore.trainer import Trainer
 
         return Trainer(config, model_config=make_model_config(args, config), resume=resume_argument(args),
                        command=command)
 
-    return run_command("bert-train", argv, make_trainer, device_of, lambda trainer: _run(trainer, args))
+    return run_command("bert-train", argv, lambda: make_config(args), make_trainer, lambda trainer: _run(trainer, args))
 
 
 def _run(trainer, args: argparse.Namespace) -> int:
@@ -125,22 +118,11 @@ def _run(trainer, args: argparse.Namespace) -> int:
         print(f"bert-train: {source}; {trainer.model.num_parameters():,} parameters on {trainer.device} "
               f"× {trainer.world_size} process(es); run folder {trainer.out_dir}", file=sys.stderr)
 
-    def eval_line(stats) -> str:
-        return (f"step {stats.step}: held-out loss {fmt(stats.eval.loss)}, MLM accuracy "
-                f"{stats.eval.mlm_accuracy:.4f}, NSP accuracy {stats.eval.nsp_accuracy:.4f}; train loss "
-                f"{fmt(stats.loss)}, {stats.tokens_per_second:.0f} tokens/s, {stats.elapsed_seconds:.0f} s")
-
-    def end_line(trainer) -> str:
-        ended, weights = end_words(trainer)
-        evaluation = trainer.last_eval
-        return (f"bert-train: {ended} at step {trainer.step}; "
-                + (f"held-out MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy {evaluation.nsp_accuracy:.4f}; "
-                   if evaluation else "") + f"weights in {weights}")
-
-    return drive(trainer, args, "bert-train", eval_line=eval_line, end_line=end_line,
+    return drive(trainer, args, "bert-train",
+                 describe_eval=lambda evaluation: (f"MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy "
+                                                   f"{evaluation.nsp_accuracy:.4f}"),
                  postfix=lambda stats: dict(loss=fmt(stats.loss), mlm_acc=fmt(stats.mlm_accuracy),
                                             nsp_acc=fmt(stats.nsp_accuracy), tok_s=f"{stats.tokens_per_second:.0f}"))
-
 
 if __name__ == "__main__":
     sys.exit(main())

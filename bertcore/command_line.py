@@ -115,17 +115,19 @@ def fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def run_command(prog: str, argv: list[str] | None, make_loop: Callable[[list[str]], object],
-                device_of: Callable[[], str | None], drive_loop: Callable[[object], int]) -> int:
-    """The main() of a training command: `make_loop(command)` builds the loop (a bad argument or input -> message
-    and exit 2), `drive_loop(loop)` runs it (0 or 1); a torchrun process group is joined and left around it."""
+def run_command(prog: str, argv: list[str] | None, make_config: Callable[[], object],
+                make_loop: Callable[[object, list[str]], object], drive_loop: Callable[[object], int]) -> int:
+    """The main() of a training command: `make_config()` and `make_loop(config, command line)` build the loop (a bad
+    argument or input -> its message and exit 2), `drive_loop(loop)` runs it (0 or 1); a torchrun process group is
+    joined and left around it."""
     distributed = False
     try:
         from bertcore.errors import TrainingError
 
         try:
-            distributed = init_distributed(device_of())
-            loop = make_loop([prog, *(sys.argv[1:] if argv is None else argv)])
+            config = make_config()
+            distributed = init_distributed(config.device)
+            loop = make_loop(config, [prog, *(sys.argv[1:] if argv is None else argv)])
         except (ValueError, TrainingError) as error:  # CheckpointError, TaskDataError, ... are ValueErrors
             print(f"{prog}: error: {error}", file=sys.stderr)
             return 2
@@ -146,10 +148,11 @@ def run_command(prog: str, argv: list[str] | None, make_loop: Callable[[list[str
 
 
 def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[object], dict],
-          eval_line: Callable[[object], str], end_line: Callable[[object], str]) -> int:
-    """Iterate the loop's steps with a progress bar (rank 0 only): `postfix(stats)` for the bar, `eval_line(stats)`
-    on evaluation steps, `end_line(loop)` at the end. Ctrl-C (or SIGTERM) stops after the current step with a
-    checkpoint; a second one aborts. Returns 0 (finished or stopped) or 1 (a TrainingError, printed)."""
+          describe_eval: Callable[[object], str]) -> int:
+    """Iterate the loop's steps with a progress bar (rank 0 only): `postfix(stats)` for the bar, a line per
+    evaluation and one at the end, with `describe_eval(evaluation)` for the task's metrics. Ctrl-C (or SIGTERM)
+    stops after the current step with a checkpoint; a second one aborts. Returns 0 (finished or stopped) or 1 (a
+    TrainingError, printed)."""
     from tqdm import tqdm
 
     from bertcore.errors import TrainingError
@@ -178,7 +181,11 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
             if stats.warning is not None and show:
                 progress.write(f"{prog}: warning: {stats.warning}", file=sys.stderr)
             if stats.eval is not None and show:
-                progress.write(eval_line(stats), file=sys.stderr)
+                epoch = f" (epoch {stats.epoch:.2f})" if hasattr(stats, "epoch") else ""
+                progress.write(f"step {stats.step}{epoch}: held-out loss {fmt(stats.eval.loss)}, "
+                               f"{describe_eval(stats.eval)}; train loss {fmt(stats.loss)}, "
+                               f"{stats.tokens_per_second:.0f} tokens/s, {stats.elapsed_seconds:.0f} s",
+                               file=sys.stderr)
     except TrainingError as error:
         progress.close()
         print(f"{prog}: error: {error}", file=sys.stderr)
@@ -188,12 +195,10 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if show:
-        print(end_line(loop), file=sys.stderr)
+        finished = loop.step >= loop.total_steps
+        weights = loop.run_folder.final_dir if finished else loop.run_folder.checkpoints_dir
+        evaluation = loop.last_eval
+        print(f"{prog}: {'finished' if finished else 'stopped'} at step {loop.step}; "
+              + (f"held-out {describe_eval(evaluation)}; " if evaluation else "") + f"weights in {weights}",
+              file=sys.stderr)
     return 0
-
-
-def end_words(loop) -> tuple[str, Path]:
-    """("finished" or "stopped", where the weights are) at the end of a loop."""
-    finished = loop.step >= loop.total_steps
-    return ("finished" if finished else "stopped"), (loop.run_folder.final_dir if finished
-                                                     else loop.run_folder.checkpoints_dir)

@@ -32,7 +32,6 @@ from bertcore.command_line import (
     add_optimisation_options,
     add_run_options,
     drive,
-    end_words,
     fmt,
     given_options,
     resume_argument,
@@ -121,19 +120,13 @@ def make_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    config = None
 
-    def device_of() -> str | None:
-        nonlocal config
-        config = make_config(args)
-        return config.device
-
-    def make_finetuner(command: list[str]):
+    def make_finetuner(config, command: list[str]):
         from bertcore.finetune import Finetuner
 
         return Finetuner(config, resume=resume_argument(args), command=command)
 
-    return run_command(PROG, argv, make_finetuner, device_of, lambda finetuner: _run(finetuner, args))
+    return run_command(PROG, argv, lambda: make_config(args), make_finetuner, lambda finetuner: _run(finetuner, args))
 
 
 def describe_metrics(metrics, names) -> str:
@@ -157,20 +150,8 @@ def _run(finetuner, args: argparse.Namespace) -> int:
         values = {"loss": fmt(stats.loss), **{name[:3]: fmt(value) for name, value in stats.metrics.items()}}
         return {**values, "tok_s": f"{stats.tokens_per_second:.0f}"}
 
-    def eval_line(stats) -> str:
-        return (f"step {stats.step} (epoch {stats.epoch:.2f}): eval loss {fmt(stats.eval.loss)}, "
-                f"{describe_metrics(stats.eval.metrics, names)}; train loss {fmt(stats.loss)}, "
-                f"{stats.tokens_per_second:.0f} tokens/s, {stats.elapsed_seconds:.0f} s")
-
-    def end_line(finetuner) -> str:
-        ended, weights = end_words(finetuner)
-        evaluation = finetuner.last_eval
-        return (f"{PROG}: {ended} at step {finetuner.step}; "
-                + (f"eval {describe_metrics(evaluation.metrics, names)}; " if evaluation else "")
-                + f"weights in {weights}")
-
-    return drive(finetuner, args, PROG, postfix=postfix, eval_line=eval_line, end_line=end_line)
-
+    return drive(finetuner, args, PROG, postfix=postfix,
+                 describe_eval=lambda evaluation: describe_metrics(evaluation.metrics, names))
 
 if __name__ == "__main__":
     sys.exit(main())
