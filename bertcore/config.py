@@ -19,6 +19,7 @@ from bertcore.atomic import write_json_atomic
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+MAX_LABELS = 1_000_000  # the most classes num_labels may claim (extreme multi-label sets reach ~670k)
 
 
 class FrozenMapping(Mapping):
@@ -109,6 +110,9 @@ class BertConfig:
             num_labels = 2 if num_labels is None else num_labels
             if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
                 raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+            if num_labels > MAX_LABELS:  # a label name per class is made below: refuse before allocating them
+                raise ValueError(f"num_labels is {num_labels}; at most {MAX_LABELS:,} classes are supported (is "
+                                 "the config.json damaged?)")
             id2label = {index: f"LABEL_{index}" for index in range(num_labels)}
         else:
             id2label = _int_keyed(self.id2label)

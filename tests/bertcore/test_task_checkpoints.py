@@ -140,6 +140,17 @@ def test_a_classifier_of_another_size_names_the_labels(tokenizer, tmp_path):
         load_pretrained(folder)
 
 
+def test_an_absurd_num_labels_is_refused_before_anything_is_allocated(tokenizer, tmp_path):
+    folder = save_pretrained(task_model(BertForSequenceClassification, tokenizer), tokenizer, tmp_path / "model")
+    values = json.loads((folder / "config.json").read_text())
+    for field in ("id2label", "label2id"):
+        del values[field]
+    values["num_labels"] = 10**12  # a label name per class would take terabytes
+    (folder / "config.json").write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match=r"num_labels is 1000000000000; at most 1,000,000 classes"):
+        load_pretrained(folder)
+
+
 def test_a_damaged_head_is_named(tokenizer, tmp_path):
     folder = save_pretrained(task_model(BertForQuestionAnswering, tokenizer), tokenizer, tmp_path / "model")
     tensors = load_file(folder / "model.safetensors")
