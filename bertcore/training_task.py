@@ -56,7 +56,9 @@ class TrainingTask(ABC):
     @abstractmethod
     def step_stats(self, sums: list[float], **common: Any):
         """The frozen step record: `common` holds step, total_steps, loss, learning_rate, grad_norm, tokens,
-        tokens_per_second, elapsed_seconds and warning; the task adds its own numbers from `sums`."""
+        tokens_per_second, elapsed_seconds and warning; the task adds its own numbers from `sums`. A dataclass
+        with `eval` and `checkpoint` fields (the loop fills them in with dataclasses.replace) and `to_dict()`
+        (its metrics.jsonl record, "kind": "step")."""
 
     @abstractmethod
     def evaluate(self, forward: Callable[[Any], Any], step: int):
