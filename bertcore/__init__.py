@@ -1,5 +1,6 @@
 """bertcore: BERT from scratch in PyTorch, matching HuggingFace transformers to 1e-5, with its tokenizer, BERT's
-masking, inspection of everything a forward pass computes, and a resumable pretraining loop. Qt-free.
+masking, inspection of everything a forward pass computes, and one resumable training loop for pretraining and
+fine-tuning (classification, tagging, extractive QA). Qt-free.
 
     import bertcore
 
@@ -11,6 +12,10 @@ masking, inspection of everything a forward pass computes, and a resumable pretr
     with bertcore.Trainer(bertcore.TrainingConfig(preset="mini", steps=2000, out_dir="runs/demo")) as trainer:
         for stats in trainer.steps():
             print(stats.step, stats.loss)
+
+    with bertcore.Finetuner(bertcore.FinetuneConfig.for_demo("mood", out_dir="runs/mood")) as finetuner:
+        for stats in finetuner.steps():
+            print(stats.step, stats.loss, stats.eval and stats.eval.metrics)
 
 The names below are imported on first use (PEP 562), so `import bertcore` and its torch-free modules
 (`bertcore.config`, `bertcore.run_folder`, `bertcore.errors`, `bertcore.atomic`) do not import torch: a GUI
@@ -53,6 +58,15 @@ _EXPORTS = {
     "load_finetuning_data": "bertcore.finetune_data",
     "demo_task": "bertcore.demo_tasks",
     "postprocess_qa_predictions": "bertcore.squad",
+    # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
+    "FinetuneConfig": "bertcore.config",
+    "Finetuner": "bertcore.finetune",
+    "TaskStepStats": "bertcore.finetune",
+    "TaskEvalStats": "bertcore.finetune",
+    "read_checkpoint": "bertcore.checkpoint",
+    "model_class_for": "bertcore.task_heads",
+    "TrainingLoop": "bertcore.training_loop",
+    "TrainingTask": "bertcore.training_task",
     # the head lab: which heads matter, what each does, where a prediction forms, what the embeddings learned
     "head_importance": "bertcore.importance",
     "normalize_importance": "bertcore.importance",

@@ -2,7 +2,12 @@
 
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
-plain `BertModel` without pretraining heads) and writes what `transformers.BertForPreTraining` loads.
+plain `BertModel` without pretraining heads) and writes what `transformers` loads as the same class.
+`config.json`'s `architectures` picks the class (`bertcore.task_heads.model_class_for`): BertForPreTraining
+(also for BertModel / BertForMaskedLM, as before task heads existed), BertForSequenceClassification,
+BertForTokenClassification or BertForQuestionAnswering, whose head (and, for sequence classification, pooler)
+must be in the file. `read_checkpoint` gives the checked tensors without building a model (to start a task
+model from them, bertcore.task_heads.start_from_pretrained).
 
 A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
 or sizes its weights do not have (checked before anything is allocated), a vocabulary that is not UTF-8 or
@@ -13,6 +18,7 @@ Saving writes the whole folder beside the target and swaps it in (bertcore.atomi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -22,8 +28,9 @@ from safetensors.torch import load_file, save_file
 from bertcore.atomic import staged_folder
 from bertcore.config import BertConfig
 from bertcore.errors import CheckpointError
-from bertcore.model import BertForPreTraining
+from bertcore.model import BertForPreTraining, BertPreTrainedModel
 from bertcore.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, VOCAB_FILE
+from bertcore.task_heads import model_class_for
 from bertcore.tokenizer import BertTokenizer, TokenizerError
 
 SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.run_folder named every file
@@ -32,10 +39,11 @@ HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
 # Keys that are either buffers rebuilt at load time or tensors tied to another parameter.
 DERIVED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
-# The heads of the BERT architectures (transformers' names). A checkpoint of one of them loads into a model of
-# another: its head is left out (a fine-tuned classifier's encoder can be inspected; a pretrained checkpoint
-# starts a fine-tuning). Any other tensor outside the model's own names is an error naming it.
-KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.")
+# The heads of the BERT architectures (transformers' names), and the pooler that tagging and QA models lack.
+# A checkpoint of one of them loads into a model of another: its head is left out (a fine-tuned classifier's
+# encoder can be inspected; a pretrained checkpoint starts a fine-tuning). Any other tensor outside the model's
+# own names is an error naming it.
+KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.", "bert.pooler.")
 # A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
 # NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
 # embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
@@ -44,14 +52,23 @@ VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
 _LAYER_INDEX = re.compile(r"bert\.encoder\.layer\.(\d+)\.")
 
 
-def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertForPreTraining, BertTokenizer]:
-    """The model (in eval mode) and tokenizer of a standard BERT folder.
+@dataclass(frozen=True)
+class CheckpointContents:
+    """A checkpoint folder read and checked against the class its config.json names, no model built."""
 
-    A checkpoint without MLM/NSP heads loads with `model.has_pretraining_heads = False`: its heads
-    are freshly initialised and their outputs are not to be shown as predictions. Every way the folder can be
-    wrong is a CheckpointError naming the file, field or tensor; the sizes config.json claims are checked
-    against the weights before anything is allocated.
-    """
+    folder: Path
+    config: BertConfig
+    tokenizer: BertTokenizer
+    state_dict: dict[str, torch.Tensor]  # every tensor of the file under this package's names (float, on CPU)
+    model_class: type[BertPreTrainedModel]  # the class config.json's "architectures" names
+    has_head: bool  # False only for a pretraining class without MLM/NSP heads (a bare encoder)
+
+
+def read_checkpoint(path: str | Path) -> CheckpointContents:
+    """Read a standard BERT folder and check it (CheckpointError naming the file, field or tensor), without
+    building a model: the sizes config.json claims are checked against the weights before anything is
+    allocated, then every tensor of the class it names (the head and, for sequence classification, the
+    pooler; a pretraining checkpoint may lack its heads and pooler) for presence, shape and finiteness."""
     folder = Path(path)
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is not a folder; a BERT checkpoint is a folder with {CONFIG_FILE}, "
@@ -61,7 +78,7 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tup
     except (FileNotFoundError, ValueError, TypeError) as error:
         raise CheckpointError(f"cannot read the config of {folder}: {error}") from None
     try:
-        tokenizer = BertTokenizer.from_vocab_file(folder / VOCAB_FILE)
+        tokenizer = BertTokenizer.from_vocab_file(folder)  # vocab.txt, else a tokenizer.json
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
     if reason := _vocabulary_mismatch(tokenizer.vocab_size, config.vocab_size):
@@ -70,17 +87,32 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tup
                               "weights; use the vocab.txt that came with them")
     state_dict = _standard_names(_read_weights(folder))
     _check_sizes(config, state_dict, folder)  # before anything is allocated
+    model_class = model_class_for(config)
     with torch.device("meta"):  # names and shapes only: no memory, no random init
-        skeleton = BertForPreTraining(config)
-    has_heads = _check_weights(skeleton, state_dict, folder)
-    model = BertForPreTraining(config)
-    _copy_weights(model, state_dict)
-    model.has_pretraining_heads = has_heads
-    return model.to(device).eval(), tokenizer
+        skeleton = model_class(config)
+    has_head = _check_weights(skeleton, state_dict, folder)
+    return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head)
 
 
-def save_pretrained(model: BertForPreTraining, tokenizer: BertTokenizer, path: str | Path) -> Path:
-    """Write the folder in the standard layout; a crash midway leaves any previous folder intact."""
+def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, BertTokenizer]:
+    """The model (in eval mode, of the class config.json's `architectures` names) and tokenizer of a standard
+    BERT folder.
+
+    A checkpoint without MLM/NSP heads loads as a BertForPreTraining with `model.has_pretraining_heads = False`:
+    its heads are freshly initialised and their outputs are not to be shown as predictions. Every way the folder
+    can be wrong is a CheckpointError naming the file, field or tensor (see `read_checkpoint`).
+    """
+    contents = read_checkpoint(path)
+    model = contents.model_class(contents.config)
+    _copy_weights(model, contents.state_dict)
+    if isinstance(model, BertForPreTraining):
+        model.has_pretraining_heads = contents.has_head
+    return model.to(device).eval(), contents.tokenizer
+
+
+def save_pretrained(model: BertPreTrainedModel, tokenizer: BertTokenizer, path: str | Path) -> Path:
+    """Write the folder in the standard layout (transformers loads it as the same class); a crash midway leaves
+    any previous folder intact."""
     folder = Path(path)
     if reason := _vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size):
         raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
@@ -92,15 +124,16 @@ def save_pretrained(model: BertForPreTraining, tokenizer: BertTokenizer, path: s
     return folder
 
 
-def write_pretrained_files(model: BertForPreTraining, tokenizer: BertTokenizer, folder: Path) -> None:
+def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer, folder: Path) -> None:
     """config.json, model.safetensors, vocab.txt and tokenizer_config.json into an existing (staging) folder.
 
     Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder."""
     model.config.to_json_file(folder / CONFIG_FILE)
+    with_heads = getattr(model, "has_pretraining_heads", True)  # task models always have their head
     tensors = {
         name: tensor.detach().to("cpu", torch.float32).contiguous()
         for name, tensor in model.state_dict().items()
-        if name not in DERIVED_KEYS and (model.has_pretraining_heads or not name.startswith(HEAD_PREFIXES))
+        if name not in DERIVED_KEYS and (with_heads or not name.startswith(HEAD_PREFIXES))
     }
     save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
     tokenizer.save(folder)
@@ -190,23 +223,31 @@ def _check_sizes(config: BertConfig, state_dict: dict[str, torch.Tensor], folder
                               "weights")
 
 
-def _check_weights(skeleton: BertForPreTraining, state_dict: dict[str, torch.Tensor], folder: Path) -> bool:
+def _check_weights(skeleton: BertPreTrainedModel, state_dict: dict[str, torch.Tensor], folder: Path) -> bool:
     """Every tensor the architecture expects is there with its shape, finite, and nothing unknown is; returns
-    whether the checkpoint carried the pretraining heads. `skeleton` may live on the meta device."""
+    whether the checkpoint carried the model's head (always True for a task model, whose head is required).
+    `skeleton` may live on the meta device."""
     expected = {name: tensor for name, tensor in skeleton.state_dict().items() if name not in DERIVED_KEYS}
     head_names = {name for name in expected if not name.startswith("bert.")}
-    has_heads = bool(head_names & state_dict.keys())
-    required = set(expected) if has_heads else set(expected) - head_names
-    if not has_heads:
-        required -= {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}  # a headless encoder may lack its pooler
+    has_head = bool(head_names & state_dict.keys())
+    required = set(expected)
+    if isinstance(skeleton, BertForPreTraining) and not has_head:
+        # a bare encoder (BertModel) loads without MLM/NSP heads, and may lack its pooler
+        required -= head_names | {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
     missing = sorted(required - state_dict.keys())
+    architecture = type(skeleton).__name__
+    if missing and set(missing) <= head_names:
+        raise CheckpointError(
+            f"{folder} lacks the {architecture} head that config.json's architectures names ({_some(missing)}); "
+            "the weights are of another class: correct architectures in config.json, or load a checkpoint that "
+            "has this head")
     if missing:
         raise CheckpointError(
-            f"{folder} lacks {len(missing)} tensor(s) that its config.json implies: {_some(missing)}; "
-            "the weights and the config do not match"
+            f"{folder} lacks {len(missing)} tensor(s) that its config.json implies ({architecture}): "
+            f"{_some(missing)}; the weights and the config do not match"
         )
     unexpected = sorted(state_dict.keys() - expected.keys())
-    in_encoder = [name for name in unexpected if name.startswith("bert.")]
+    in_encoder = [name for name in unexpected if name.startswith("bert.") and not name.startswith("bert.pooler.")]
     if in_encoder:
         raise CheckpointError(
             f"{folder} has tensor(s) its config.json does not account for: {_some(in_encoder)}; "
@@ -218,21 +259,30 @@ def _check_weights(skeleton: BertForPreTraining, state_dict: dict[str, torch.Ten
             f"{folder} has tensor(s) that belong to no BERT architecture: {_some(unknown)}; is it a BERT "
             "checkpoint (model_type 'bert', parameters named as transformers names them)?"
         )
-    for name in expected.keys() & state_dict.keys():
+    for name in sorted(expected.keys() & state_dict.keys()):  # a stable order: the first bad one is named
         tensor = state_dict[name]
         got, want = tuple(tensor.shape), tuple(expected[name].shape)
         if got != want:
-            raise CheckpointError(f"{folder}: tensor {name} has shape {got} but the config implies {want}")
+            raise CheckpointError(f"{folder}: tensor {name} has shape {got} but the config implies {want}"
+                                  + _label_hint(name, got, want))
         if not tensor.is_floating_point():
             raise CheckpointError(f"{folder}: tensor {name} has dtype {tensor.dtype}, not floating point")
         bad = int((~torch.isfinite(tensor)).sum())
         if bad:
             raise CheckpointError(f"{folder}: tensor {name} holds {bad} NaN/inf value(s); the weights are damaged "
                                   "(saved from a run that diverged?); load an earlier checkpoint")
-    return has_heads
+    return has_head
 
 
-def _copy_weights(model: BertForPreTraining, state_dict: dict[str, torch.Tensor]) -> None:
+def _label_hint(name: str, got: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """For a classifier of another size: the config's labels do not match the head's outputs."""
+    if not name.startswith(("classifier.", "qa_outputs.")) or got[1:] != want[1:]:
+        return ""
+    return (f" ({got[0]} outputs in the weights, {want[0]} labels in config.json's num_labels / id2label; "
+            "make id2label name one label per output)")
+
+
+def _copy_weights(model: BertPreTrainedModel, state_dict: dict[str, torch.Tensor]) -> None:
     """Copy the (checked) tensors into the model; parameters the checkpoint lacks keep their fresh init."""
     with torch.no_grad():
         for name, parameter in model.state_dict().items():

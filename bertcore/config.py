@@ -19,6 +19,7 @@ from bertcore.atomic import write_json_atomic
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+MAX_LABELS = 1_000_000  # the most classes num_labels may claim (extreme multi-label sets reach ~670k)
 
 
 class FrozenMapping(Mapping):
@@ -109,6 +110,9 @@ class BertConfig:
             num_labels = 2 if num_labels is None else num_labels
             if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
                 raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+            if num_labels > MAX_LABELS:  # a label name per class is made below: refuse before allocating them
+                raise ValueError(f"num_labels is {num_labels}; at most {MAX_LABELS:,} classes are supported (is "
+                                 "the config.json damaged?)")
             id2label = {index: f"LABEL_{index}" for index in range(num_labels)}
         else:
             id2label = _int_keyed(self.id2label)
@@ -197,6 +201,14 @@ class BertConfig:
         if not isinstance(values, dict):
             raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
         return cls.from_dict(values)
+
+
+def linear_schedule(step: int, *, lr: float, warmup_steps: int, total_steps: int) -> float:
+    """Learning rate of 1-based `step`: linear warm-up to `lr` over `warmup_steps`, then linear decay to 0 at
+    `total_steps` (BERT's schedule, for pretraining and fine-tuning alike)."""
+    if step <= warmup_steps:
+        return lr * step / max(1, warmup_steps)
+    return lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
@@ -293,26 +305,13 @@ class TrainingConfig:
             raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive number, got {self.lr!r} (BERT-mini likes about 5e-4)")
-        if not self.weight_decay >= 0 or not self.max_grad_norm >= 0:
-            raise ValueError("weight_decay and max_grad_norm must be >= 0")
+        _check_loop_settings(self, lr_hint="BERT-mini likes about 5e-4")
         if not (0 < self.mlm_probability < 1):
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
         if not (0 <= self.short_seq_prob <= 1):
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
         if not (0 <= self.heldout_fraction < 1):
             raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction!r}")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision {self.precision!r} is not one of auto, fp32, bf16")
-        if self.num_threads is not None and self.num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
-        _check_number("divergence_factor", self.divergence_factor)
-        if not (self.divergence_factor == 0 or self.divergence_factor > 1):
-            raise ValueError(f"divergence_factor must be 0 (off) or a number above 1 (e.g. 4), got "
-                             f"{self.divergence_factor!r}; a factor of 1 or less would stop a healthy run")
-        _check_int("divergence_patience", self.divergence_patience, minimum=1)
-        object.__setattr__(self, "adam_betas", tuple(float(b) for b in self.adam_betas))
 
     @property
     def resolved_warmup_steps(self) -> int:
@@ -320,10 +319,7 @@ class TrainingConfig:
 
     def learning_rate(self, step: int) -> float:
         """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
-        warmup = self.resolved_warmup_steps
-        if step <= warmup:
-            return self.lr * step / max(1, warmup)
-        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - warmup))
+        return linear_schedule(step, lr=self.lr, warmup_steps=self.resolved_warmup_steps, total_steps=self.steps)
 
     def replace(self, **changes: Any) -> TrainingConfig:
         return dataclasses.replace(self, **changes)
@@ -335,5 +331,150 @@ class TrainingConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
+def _check_loop_settings(config, *, lr_hint: str) -> None:
+    """The settings every training loop reads (bertcore.training_loop), checked alike for every kind of run."""
+    if not (isinstance(config.lr, int | float) and math.isfinite(config.lr) and config.lr > 0):
+        raise ValueError(f"lr must be a positive number, got {config.lr!r} ({lr_hint})")
+    if not config.weight_decay >= 0 or not config.max_grad_norm >= 0:
+        raise ValueError("weight_decay and max_grad_norm must be >= 0")
+    if config.precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"precision {config.precision!r} is not one of auto, fp32, bf16")
+    if config.num_threads is not None and config.num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {config.num_threads}")
+    _check_number("divergence_factor", config.divergence_factor)
+    if not (config.divergence_factor == 0 or config.divergence_factor > 1):
+        raise ValueError(f"divergence_factor must be 0 (off) or a number above 1 (e.g. 4), got "
+                         f"{config.divergence_factor!r}; a factor of 1 or less would stop a healthy run")
+    _check_int("divergence_patience", config.divergence_patience, minimum=1)
+    object.__setattr__(config, "adam_betas", tuple(float(b) for b in config.adam_betas))
+
+
+FINETUNE_TASKS = ("sequence", "token", "qa")
+# Options of the task's data (bertcore.finetune_data.load_finetuning_data), by task.
+TASK_OPTIONS = {
+    "sequence": ("format", "problem_type", "text_column", "text_b_column", "label_column"),
+    "token": ("format", "tokens_field", "tags_field"),
+    "qa": ("max_query_length", "doc_stride", "max_answer_length", "null_score_diff_threshold", "allow_no_answer"),
+}
+# Settings measured for each demo task (bertcore.demo_tasks) from the shipped default model on a shared 2-core CPU
+# (benchmarks/finetune_demos.py): FinetuneConfig.for_demo and `bert-finetune --demo` start from them. mood reaches
+# 76-77% accuracy (chance 33%) in 300 steps, ~15 s of training; next-line 71-73% (chance 50%) in 150 steps, ~10 s;
+# names entity F1 0.93 in 150 steps, ~12 s. who-says (QA) stays near its baselines: it demonstrates the QA path.
+DEMO_SETTINGS: dict[str, dict[str, Any]] = {
+    "mood": {"steps": 300, "batch_size": 32, "seq_len": 64, "lr": 2e-4},
+    "next-line": {"steps": 150, "batch_size": 32, "seq_len": 96, "lr": 1e-4},
+    "names": {"steps": 150, "batch_size": 32, "seq_len": 96, "lr": 3e-4},
+    "who-says": {"steps": 200, "batch_size": 32, "seq_len": 192, "lr": 3e-4},
+}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """A fine-tuning run (bertcore.finetune.Finetuner, `bert-finetune`): a task, its data, a checkpoint to start
+    from, and the loop's settings, which mean what they mean in TrainingConfig."""
+
+    task: str | None = None  # "sequence" (a label per text or pair), "token" (a tag per word), "qa" (SQuAD spans)
+    train: str | None = None  # training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)
+    eval: str | None = None  # eval file; None = hold out heldout_fraction of the training file
+    demo: str | None = None  # a shipped demo task (bertcore.demo_tasks): fills task, train and eval
+    init_from: str | None = None  # checkpoint folder to start from; None = the shipped default model
+    out_dir: str = "runs/finetune"  # run folder, laid out as bert-train's (bertcore.run_folder)
+    steps: int | None = None  # optimisation steps; None = epochs × steps per epoch (resolved once data is read)
+    epochs: float = 3.0  # passes over the training data when steps is None
+    batch_size: int = 32  # examples (QA: windows) per step per process
+    seq_len: int = 128  # longest input in tokens, specials included; longer texts are cut (QA: windowed)
+    lr: float = 2e-4  # peak learning rate: suits the small default model; 2e-5..5e-5 for BERT-base and larger
+    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
+    weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0  # global gradient-norm clipping; 0 = off
+    seed: int = 0  # the new head's init, the held-out split, the batch order and dropout all derive from it
+    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
+    precision: str = "auto"  # "auto" (bf16 autocast on CUDA when supported, else fp32), "fp32", "bf16"
+    heldout_fraction: float = 0.1  # of the training file held out for evaluation when there is no eval file
+    length_buckets: int = 8  # batches cut from a length-sorted pool of this many steps (less padding); 1 = off
+    eval_every: int | None = None  # evaluation on the whole eval set every N steps and at the end; None = each
+    # epoch; 0 = only at the end
+    checkpoint_every: int = 500  # checkpoint every N steps (and at the end / on stop); 0 = only those
+    keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
+    compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
+    num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
+    divergence_factor: float = 4.0  # as in TrainingConfig (bertcore.divergence); 0 = never stop
+    divergence_patience: int = 10
+    task_options: Mapping[str, Any] = FrozenMapping({})  # the data's options by name (TASK_OPTIONS)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "seq_len", "keep_checkpoints", "length_buckets"):
+            _check_int(name, getattr(self, name), minimum=1)
+        _check_int("checkpoint_every", self.checkpoint_every, minimum=0)
+        for name in ("steps", "eval_every", "warmup_steps"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), minimum=1 if name == "steps" else 0)
+        _check_number("epochs", self.epochs)
+        if self.epochs <= 0:
+            raise ValueError(f"epochs must be above 0, got {self.epochs!r}; or give steps")
+        if self.seq_len < 8:
+            raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
+        if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
+            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
+        if not (0 < self.heldout_fraction < 1):
+            raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
+        _check_loop_settings(self, lr_hint="2e-4 suits the small default model, 2e-5..5e-5 BERT-base")
+        if self.demo is not None and self.demo not in DEMO_SETTINGS:
+            raise ValueError(f"there is no demo task {self.demo!r}; the demo tasks are {', '.join(DEMO_SETTINGS)}")
+        if self.task is not None and self.task not in FINETUNE_TASKS:
+            raise ValueError(f"task {self.task!r} is not one of {', '.join(FINETUNE_TASKS)} (sequence: a label per "
+                             "text or pair; token: a tag per word; qa: answer spans, SQuAD)")
+        if self.demo is None and (self.task is None or self.train is None):
+            raise ValueError("a fine-tuning run needs a task and a training file (--task and --train), or a demo "
+                             f"task (--demo {' | '.join(DEMO_SETTINGS)})")
+        if not isinstance(self.task_options, Mapping):
+            raise ValueError(f"task_options must be a mapping of option name to value, got {self.task_options!r}")
+        object.__setattr__(self, "task_options", FrozenMapping(self.task_options))
+        if self.task is not None:
+            unknown = sorted(set(self.task_options) - set(TASK_OPTIONS[self.task]))
+            if unknown:
+                raise ValueError(f"{', '.join(unknown)} is not an option of the {self.task!r} task; its options are "
+                                 f"{', '.join(TASK_OPTIONS[self.task])}")
+
+    @classmethod
+    def for_demo(cls, name: str, **changes: Any) -> FinetuneConfig:
+        """The settings measured for demo task `name` (DEMO_SETTINGS), with `changes` on top."""
+        if name not in DEMO_SETTINGS:
+            raise ValueError(f"there is no demo task {name!r}; the demo tasks are {', '.join(DEMO_SETTINGS)}")
+        return cls(**{"demo": name, "out_dir": f"runs/finetune-{name}", **DEMO_SETTINGS[name], **changes})
+
+    def resolved(self) -> FinetuneConfig:
+        """task, train and eval filled in from the demo task (when `demo` is set); ValueError when they name other
+        files than the demo's."""
+        if self.demo is None:
+            return self
+        from bertcore.demo_tasks import demo_task
+
+        demo = demo_task(self.demo)
+        wanted = {"task": demo.task, "train": str(demo.train), "eval": str(demo.eval)}
+        for name, value in wanted.items():
+            given = getattr(self, name)
+            if given is not None and given != value and not (name != "task" and Path(given) == Path(value)):
+                raise ValueError(f"{name} is {given!r} but the demo task {self.demo!r} sets it to {value!r}; give "
+                                 "either a demo task or your own task and files")
+        return self.replace(**wanted)
+
+    def replace(self, **changes: Any) -> FinetuneConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        values["adam_betas"] = list(self.adam_betas)
+        values["task_options"] = dict(self.task_options)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> FinetuneConfig:
         known = {field.name for field in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in values.items() if key in known})

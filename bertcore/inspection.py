@@ -2,7 +2,8 @@
 
 text -> Encoding (+ Masking) -> model in eval mode without gradients -> Inspection of numpy arrays:
 the input table, the masking decisions, attention probabilities of every layer and head, hidden states,
-the top-k MLM predictions at each masked position and the NSP probability of IsNext.
+the top-k MLM predictions at each masked position and the NSP probability of IsNext (a model with pretraining
+heads), or the task head's output (a fine-tuned model: bertcore.task_outputs).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import numpy as np
 import torch
 
 from bertcore.masking import MaskDecision, Masking
-from bertcore.model import BertForPreTraining
+from bertcore.model import BertForPreTraining, BertPreTrainedModel
+from bertcore.task_outputs import TaskOutput, task_output
 from bertcore.tokenizer import BertTokenizer, Encoding
 
 
@@ -40,6 +42,9 @@ class Inspection:
     is_next_probability: float | None  # P(B follows A); None when the model has no pretraining heads
     has_pretraining_heads: bool
     head_mask: np.ndarray  # (L, H) float32, 1 = head on, 0 = ablated
+    # A fine-tuned model's answer (bertcore.task_outputs): SequenceTaskOutput, TokenTaskOutput or
+    # QuestionAnsweringTaskOutput (sentence A = the question, B = the context); None for pretraining models.
+    task_output: TaskOutput | None = None
 
     @property
     def num_layers(self) -> int:
@@ -51,7 +56,7 @@ class Inspection:
 
 
 def inspect(
-    model: BertForPreTraining,
+    model: BertPreTrainedModel,
     tokenizer: BertTokenizer,
     text_a: str,
     text_b: str | None = None,
@@ -62,18 +67,23 @@ def inspect(
     max_length: int | None = None,
 ) -> Inspection:
     encoding = tokenizer.encode(text_a, text_b, max_length=max_length or model.config.max_position_embeddings)
-    return inspect_encoding(model, tokenizer, encoding, masking=masking, top_k=top_k, head_mask=head_mask)
+    return inspect_encoding(model, tokenizer, encoding, masking=masking, top_k=top_k, head_mask=head_mask,
+                            context_text=text_b)
 
 
 def inspect_encoding(
-    model: BertForPreTraining,
+    model: BertPreTrainedModel,
     tokenizer: BertTokenizer,
     encoding: Encoding,
     *,
     masking: Masking | None = None,
     top_k: int = 5,
     head_mask: np.ndarray | None = None,
+    context_text: str | None = None,
 ) -> Inspection:
+    """Everything the model computes for one encoded input, for any of bertcore's model classes. MLM predictions
+    and the NSP probability need pretraining heads; a task model gives its `task_output` instead.
+    `context_text` (sentence B's text) is where a QA answer's text is cut from (else its tokens are decoded)."""
     config = model.config
     if len(encoding) > config.max_position_embeddings:
         raise ValueError(
@@ -109,13 +119,15 @@ def inspect_encoding(
             )
             predictions: list[MaskedPrediction] = []
             is_next_probability = None
-            if model.has_pretraining_heads:
+            has_pretraining_heads = getattr(model, "has_pretraining_heads", False)  # only BertForPreTraining has it
+            if has_pretraining_heads:
                 if masking is not None and masking.positions:
                     predictions = _top_predictions(model, tokenizer, outputs.last_hidden_state[0], masking, top_k)
                 nsp_logits = model.cls.seq_relationship(outputs.pooler_output)  # (1, 2)
                 is_next_probability = float(nsp_logits.float().softmax(dim=-1)[0, 0])
             attentions = torch.cat(outputs.attentions).float().cpu().numpy()  # (L, H, T, T)
             hidden_states = torch.cat(outputs.hidden_states).float().cpu().numpy()  # (L + 1, T, D)
+            task = task_output(model, tokenizer, encoding, outputs, context_text)
     finally:
         model.train(was_training)
     return Inspection(
@@ -127,8 +139,9 @@ def inspect_encoding(
         hidden_states=hidden_states,
         predictions=predictions,
         is_next_probability=is_next_probability,
-        has_pretraining_heads=model.has_pretraining_heads,
+        has_pretraining_heads=has_pretraining_heads,
         head_mask=head_mask,
+        task_output=task,
     )
 
 

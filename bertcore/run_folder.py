@@ -1,9 +1,12 @@
 """A training run's folder: the one place that names its files and reads, writes, locks and prunes them.
 
-Shared by every training loop (bertcore.trainer; a fine-tuning loop), the command line and the app's run
-watcher. Torch-free: what a loop stores in a checkpoint it writes itself, through `write_checkpoint`'s callback.
+Shared by the training loop (bertcore.training_loop: pretraining and fine-tuning), the command lines and the
+app's run watcher. Torch-free: what a loop stores in a checkpoint it writes itself, through `write_checkpoint`'s
+callback.
 
-    <run>/run_config.json          {"training": TrainingConfig fields, "model": BertConfig fields, "world_size", ...}
+    <run>/run_config.json          {"training": TrainingConfig or FinetuneConfig fields (a fine-tuning run's
+                                   have "task"), "model": BertConfig fields, "world_size", ...; fine-tuning adds
+                                   "task" (the data's summary) and "init" (what the model started from)}
     <run>/vocab.txt, tokenizer_config.json   the vocabulary in use
     <run>/metrics.jsonl            one JSON object per line ("kind": "step" | "eval" | "checkpoint" | "warning" |
                                    "error"), flushed per line; a resumed run drops the records after its step
@@ -11,6 +14,7 @@ watcher. Torch-free: what a loop stores in a checkpoint it writes itself, throug
                                    tokenizer_config.json) + trainer_state.pt (optimizer, step, ...)
     <run>/checkpoints/latest       text naming the newest complete checkpoint ("step-000500")
     <run>/final/                   the final weights in the standard layout, when the run reached its last step
+                                   (a QA fine-tuning run adds predictions.json: question id -> answer text)
     <run>/summary.json             last step, held-out metrics, last checkpoint, ...; written at the end
     <run>/run.lock                 held (flock, bertcore.run_lock) by the process training in the folder; its pid
 
@@ -57,6 +61,7 @@ SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_JSON_FILE = "tokenizer.json"  # what transformers 5 saves instead of vocab.txt (read, never written)
 
 _STEP_NAME = re.compile(rf"{CHECKPOINT_PREFIX}(\d+)")
 

@@ -25,7 +25,7 @@ from tokenizers.models import WordPiece
 
 from bertcore.atomic import write_json_atomic, write_text_atomic
 from bertcore.errors import TokenizerError
-from bertcore.run_folder import TOKENIZER_CONFIG_FILE, VOCAB_FILE
+from bertcore.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
@@ -95,13 +95,16 @@ class BertTokenizer:
 
     @classmethod
     def from_vocab_file(cls, path: str | Path, lowercase: bool | None = None) -> BertTokenizer:
-        """Load a vocab.txt (one token per line, line number = id) or a folder holding one.
+        """Load a vocab.txt (one token per line, line number = id) or a folder holding one (or, as transformers 5
+        saves a tokenizer, only a tokenizer.json with a WordPiece model: its vocabulary is read from there).
 
         lowercase=None reads "do_lower_case" from a tokenizer_config.json beside the file, else infers it:
         uncased iff no ordinary vocabulary token has an upper-case letter.
         """
         path = Path(path)
         if path.is_dir():
+            if not (path / VOCAB_FILE).is_file() and (path / TOKENIZER_JSON_FILE).is_file():
+                return cls._from_tokenizer_json(path / TOKENIZER_JSON_FILE, lowercase)
             path = path / VOCAB_FILE
         if not path.is_file():
             raise TokenizerError(
@@ -133,6 +136,31 @@ class BertTokenizer:
                 if not (token.startswith("[") and token.endswith("]"))  # [CLS], [unused7], ...
             )
         return cls(vocab, lowercase=lowercase, source=f"the vocabulary file {path}")
+
+    @classmethod
+    def _from_tokenizer_json(cls, path: Path, lowercase: bool | None) -> BertTokenizer:
+        """The WordPiece vocabulary (and lower-casing) of a `tokenizers` tokenizer.json."""
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise TokenizerError(f"{path} cannot be read as JSON ({error}); the tokenizer file is damaged") from None
+        model = values.get("model") if isinstance(values, dict) else None
+        vocab = model.get("vocab") if isinstance(model, dict) else None
+        if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+            kind = model.get("type") if isinstance(model, dict) else None
+            raise TokenizerError(f"{path} holds a {kind or 'unknown'} tokenizer, not BERT's WordPiece; a BERT "
+                                 "checkpoint needs its vocab.txt")
+        ids = sorted((index, token) for token, index in vocab.items() if isinstance(index, int))
+        if [index for index, _ in ids] != list(range(len(vocab))):
+            raise TokenizerError(f"{path}: the WordPiece vocabulary's ids are not 0..{len(vocab) - 1} in turn; the "
+                                 "tokenizer file is damaged")
+        normalizer = values.get("normalizer")
+        if lowercase is None and isinstance(normalizer, dict) and isinstance(normalizer.get("lowercase"), bool):
+            lowercase = normalizer["lowercase"]
+        if lowercase is None:
+            lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
+        return cls([token for _, token in ids], lowercase=True if lowercase is None else lowercase,
+                   source=f"the tokenizer file {path}")
 
     @classmethod
     def train(

@@ -385,7 +385,7 @@ class SnapshotProber:
 
         from bertcore.inspection import inspect_encoding
         from bertcore.masking import mask_like_bert
-        from bertcore.model import BertForPreTraining
+        from bertcore.task_heads import model_class_for
 
         if isinstance(job, CheckpointJob):
             from bertcore.checkpoint import load_pretrained
@@ -397,7 +397,7 @@ class SnapshotProber:
         pairs = job.pairs
         if self._model is None or self._config != config:
             with torch.device("meta"):  # no random init: the snapshot overwrites every weight
-                model = BertForPreTraining(config)
+                model = model_class_for(config)(config)  # a pretraining or a fine-tuning run's class
             self._model = model.to_empty(device="cpu").eval()
             self._config = config
             self._encodings.clear()

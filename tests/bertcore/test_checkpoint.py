@@ -359,6 +359,6 @@ def test_absurd_sizes_are_refused_before_anything_is_allocated(good_folder, monk
     def no_model(*args, **kwargs):
         raise AssertionError("a model was built before the sizes were checked")
 
-    monkeypatch.setattr("bertcore.checkpoint.BertForPreTraining", no_model)
+    monkeypatch.setattr("bertcore.checkpoint.model_class_for", lambda config: no_model)
     with pytest.raises(CheckpointError, match=message):
         load_pretrained(good_folder)

@@ -46,6 +46,17 @@ def test_bert_train_help_does_not_import_torch():
     assert output.split() == ["True", "False"]
 
 
+def test_bert_finetune_help_does_not_import_torch():
+    output = run_python(
+        "import contextlib, io, sys\n"
+        "from bertcore.finetune_cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as help_text, contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "print('--init-from' in help_text.getvalue(), '--demo' in help_text.getvalue(), 'torch' in sys.modules)\n"
+    )
+    assert output.split() == ["True", "True", "False"]
+
+
 def test_every_public_name_resolves_and_is_listed():
     expected = {"BertConfig", "preset", "BertModel", "BertForPreTraining", "BertTokenizer", "mask_like_bert",
                 "load_pretrained", "save_pretrained", "inspect", "inspect_encoding", "Trainer", "TrainingConfig",
