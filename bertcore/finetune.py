@@ -59,7 +59,7 @@ from bertcore.task_heads import (
     start_from_pretrained,
 )
 from bertcore.training_loop import TrainingLoop
-from bertcore.training_task import TrainingTask
+from bertcore.training_task import LoopPlace, TrainingTask
 
 TASK_MODELS = {"sequence": BertForSequenceClassification, "token": BertForTokenClassification,
                "qa": BertForQuestionAnswering}
@@ -167,7 +167,7 @@ class FinetuningTask(TrainingTask):
 
     # ---- set-up ---------------------------------------------------------------------------------------------
 
-    def setup(self, loop: TrainingLoop, resume_from: Path | None) -> None:
+    def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
         from bertcore.checkpoint import read_checkpoint
         from bertcore.resources import default_checkpoint_dir
 

@@ -57,7 +57,7 @@ from bertcore.training_setup import (  # re-exported: their home before bertcore
     warm_up,
     weight_decay_groups,
 )
-from bertcore.training_task import TrainingTask
+from bertcore.training_task import LoopPlace, TrainingTask
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class PretrainingTask(TrainingTask):
         self.warmup_steps = config.resolved_warmup_steps
         self.corpus = read_corpus(Path(config.corpus) if config.corpus else default_corpus_path())
 
-    def setup(self, loop: TrainingLoop, resume_from: Path | None) -> None:
+    def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
         from bertcore.checkpoint import load_pretrained
         from bertcore.config import preset
         from bertcore.model import BertForPreTraining
@@ -156,7 +156,7 @@ class PretrainingTask(TrainingTask):
         self.heldout_batches = (self.data.heldout_batches(config.eval_batches, config.batch_size) if loop.is_main
                                 else [])
 
-    def _train_vocabulary(self, loop: TrainingLoop):
+    def _train_vocabulary(self, loop: LoopPlace):
         from bertcore.tokenizer import BertTokenizer
 
         if loop.is_main:

@@ -10,13 +10,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from bertcore.training_loop import TrainingLoop
+from bertcore.run_folder import RunFolder
+
+
+class LoopPlace(Protocol):
+    """Where a task is trained, as `setup` may ask of the `TrainingLoop` (which satisfies this)."""
+
+    rank: int  # this process's rank; 0 writes the run folder
+    world_size: int  # processes training together (DDP); 1 without torchrun
+    is_main: bool  # rank 0
+    run_folder: RunFolder
 
 
 class TrainingTask(ABC):
@@ -35,7 +43,7 @@ class TrainingTask(ABC):
     smaller_model_hint: str = ""  # appended to the out-of-memory advice
 
     @abstractmethod
-    def setup(self, loop: TrainingLoop, resume_from: Path | None) -> None:
+    def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
         """Build or load the model (from `resume_from`, a checkpoint of this run, when resuming) and the data.
         May use loop.rank / world_size / is_main / run_folder (e.g. rank 0 writes a vocabulary)."""
 
