@@ -97,8 +97,9 @@ def record_values(record: Any) -> dict[str, float]:
 
 def layout_for_run(run_config: dict) -> CurveLayout:
     """The layout of a run folder's run_config.json: fine-tuning when its "training" names a task."""
-    training = run_config.get("training") if isinstance(run_config, dict) else None
-    return FINETUNING if isinstance(training, dict) and training.get("task") else PRETRAINING
+    from explorer.run_watch import is_finetuning_run
+
+    return FINETUNING if is_finetuning_run(run_config) else PRETRAINING
 
 
 def summary_line(layout: CurveLayout, step: int, values: dict[str, float], held_out: dict[str, float]) -> str:
