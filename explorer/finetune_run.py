@@ -6,7 +6,8 @@
 - `make_finetune_run`: `bertcore.finetune.Finetuner` behind the `EngineRun` interface the Train tab's runner
   drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
   `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
-- What a run folder says about itself, in words (`describe_finetune_config`, `run_start`).
+- What a run folder says about itself, in words (`describe_finetune_config`, `run_start`), and an evaluation
+  (`describe_evaluation`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def _epochs_problem(value) -> str | None:
 def finetune_problems(**values: Any) -> dict[str, str]:
     """{field: what is wrong} for the fields given: the Train tab's checks, and fine-tuning's own."""
     problems = field_problems(**{name: value for name, value in values.items()
-                                 if name in ("batch_size", "seq_len", "learning_rate", "seed")
+                                 if name in ("batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every")
+                                 or (name == "eval_every" and value is not None)
                                  or (name == "steps" and value is not None)})
     if "epochs" in values and values.get("steps") is None and (problem := _epochs_problem(values["epochs"])):
         problems["epochs"] = problem
@@ -75,6 +77,7 @@ class FinetuneSettings:
     seed: int = 0
     device: str = "cpu"
     checkpoint_every: int = 100  # the run's checkpoints: each one can go to the inspector or be compared
+    eval_every: int | None = None  # evaluate every N steps and at the end; None: once an epoch; 0: only at the end
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
     resume_from: str | None = None  # a fine-tuning run folder to continue, as `bert-finetune --resume`
     probe_every: int = 0  # (the Train tab's probes; a fine-tuning run is not probed)
@@ -82,7 +85,8 @@ class FinetuneSettings:
     def __post_init__(self) -> None:
         problems = finetune_problems(steps=self.steps, epochs=self.epochs, batch_size=self.batch_size,
                                      seq_len=self.seq_len, learning_rate=self.learning_rate, seed=self.seed,
-                                     warmup_steps=self.warmup_steps)
+                                     warmup_steps=self.warmup_steps, checkpoint_every=self.checkpoint_every,
+                                     eval_every=self.eval_every)
         if problems:
             raise ValueError(next(iter(problems.values())))
         if self.demo is not None and self.demo not in DEMO_SETTINGS:
@@ -114,7 +118,7 @@ class FinetuneSettings:
         values = dict(init_from=init_from, out_dir=self.out_dir, steps=self.steps, epochs=self.epochs,
                       batch_size=self.batch_size, seq_len=self.seq_len, lr=self.learning_rate,
                       warmup_steps=self.warmup_steps, seed=self.seed, device=self.device,
-                      checkpoint_every=self.checkpoint_every)
+                      checkpoint_every=self.checkpoint_every, eval_every=self.eval_every)
         if self.demo is not None:
             return FinetuneConfig(demo=self.demo, **values).resolved()
         return FinetuneConfig(task=self.task, train=self.train, eval=self.eval or None, **values)
@@ -138,7 +142,8 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
     common = dict(init_from=config.init_from or DEFAULT_START, steps=config.steps, epochs=config.epochs,
                   batch_size=config.batch_size, seq_len=config.seq_len, learning_rate=config.lr,
                   warmup_steps=config.warmup_steps, seed=config.seed, device=device,
-                  checkpoint_every=config.checkpoint_every, out_dir=str(run_dir), resume_from=str(run_dir))
+                  checkpoint_every=config.checkpoint_every, eval_every=config.eval_every, out_dir=str(run_dir),
+                  resume_from=str(run_dir))
     if config.demo:
         return FinetuneSettings(demo=config.demo, **common)
     return FinetuneSettings(demo=None, task=config.task, train=config.train, eval=config.eval, **common)
@@ -158,6 +163,18 @@ def describe_finetune_config(config: dict) -> str:
     if config.get("device"):
         parts.append(str(config["device"]))
     return ", ".join(parts)
+
+
+def describe_evaluation(evaluation: Any) -> str:
+    """A `TaskEvalStats` in words: "Held-out at step 200 (1,200 examples): accuracy 0.763 · macro_f1 0.751 ·
+    loss 0.612", the main metric first."""
+    metrics = dict(evaluation.metrics)
+    order = sorted(metrics, key=lambda name: name != evaluation.main_metric)
+    numbers = [f"{name} {metrics[name]:.3f}" for name in order if math.isfinite(metrics[name])]
+    if math.isfinite(evaluation.loss):
+        numbers.append(f"loss {evaluation.loss:.3f}")
+    examples = f" ({evaluation.num_examples:,} examples)" if evaluation.num_examples else ""
+    return f"Held-out at step {evaluation.step:,}{examples}: " + " · ".join(numbers)
 
 
 def run_start(config: dict) -> Path | None:
