@@ -30,6 +30,7 @@ class Curve:
     plot: int  # LOSS_PLOT, METRIC_PLOT or LR_PLOT
     smoothed: bool = False  # a training curve drawn smoothed (an EMA) over its faint raw values
     joined: bool = False  # held-out points joined by a dashed line (a fine-tuning run evaluates a few times)
+    symbol: str = "o"  # a held-out point's marker (pyqtgraph's: "o" circle, "d" diamond)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class CurveLayout:
     held_out: tuple[Curve, ...]
     summary: tuple[tuple[str, str], ...]  # (statistic, label) of the newest step shown in the summary line
     held_out_summary: tuple[tuple[str, str], ...] = ()  # (statistic, label) of the newest evaluation
+    metric_legend_at_bottom: bool = False  # the metric plot's legend in its bottom right (rising curves: empty)
 
     def train_curve(self, key: str) -> Curve | None:
         return next((curve for curve in self.train if curve.key == key), None)
@@ -63,7 +65,8 @@ PRETRAINING = CurveLayout(
 )
 
 # The task metrics, as bertcore.finetune records them; a task has some of them (accuracy and macro_f1,
-# pearson and spearman, entity_f1 and accuracy, exact_match and f1), so colours repeat only across tasks.
+# pearson and spearman, entity_f1 and accuracy, exact_match and f1), so colours repeat only across tasks. The
+# green ones are diamonds: a task's two metrics are often nearly equal, and a diamond on a circle shows both.
 TASK_METRICS = (("accuracy", "#ff7f0e"), ("macro_f1", "#2ca02c"), ("entity_f1", "#2ca02c"),
                 ("exact_match", "#9467bd"), ("f1", "#2ca02c"), ("pearson", "#ff7f0e"), ("spearman", "#2ca02c"))
 FINETUNING = CurveLayout(
@@ -72,9 +75,11 @@ FINETUNING = CurveLayout(
            Curve("accuracy", "accuracy (train batches)", "#ff7f0e", METRIC_PLOT, smoothed=True),
            Curve("learning_rate", "learning rate", "#9467bd", LR_PLOT)),
     held_out=(Curve("loss", "held-out loss", "#1f77b4", LOSS_PLOT, joined=True),
-              *(Curve(key, f"{key} (held-out)", colour, METRIC_PLOT, joined=True) for key, colour in TASK_METRICS)),
+              *(Curve(key, f"{key} (held-out)", colour, METRIC_PLOT, joined=True,
+                      symbol="d" if colour == "#2ca02c" else "o") for key, colour in TASK_METRICS)),
     summary=(("loss", "loss"),),
     held_out_summary=tuple((key, f"held-out {key}") for key, _ in TASK_METRICS),
+    metric_legend_at_bottom=True,
 )
 
 

@@ -150,11 +150,13 @@ class FinetuneForm(QWidget):
         self.start_edit.setPlaceholderText("checkpoint folder")
         self.start_browse = named(QPushButton("Folder…"), "browseStartButton", "Pick the checkpoint folder")
         self.start_browse.clicked.connect(self._browse_start)
-        start_row = QHBoxLayout()
+        self.start_folder_row = QWidget()  # shown for "a checkpoint folder…" only
+        start_row = QHBoxLayout(self.start_folder_row)
+        start_row.setContentsMargins(0, 0, 0, 0)
         start_row.addWidget(self.start_edit, 1)
         start_row.addWidget(self.start_browse)
         form.addRow("Start from", self.start_combo)
-        form.addRow("", start_row)
+        form.addRow(self.start_folder_row)
 
         self.steps_spin = number_spin("stepsSpin", DEMO_SETTINGS["mood"]["steps"], "Optimisation steps in total")
         self.epochs_edit = named(QLineEdit("3"), "epochsEdit", "Epochs",
@@ -237,6 +239,7 @@ class FinetuneForm(QWidget):
             widget.setEnabled(editable and checkpoint)
 
     def _start_chosen(self, *_args) -> None:
+        self.start_folder_row.setVisible(self.start_combo.currentData() == CHECKPOINT_START)
         self._enable_data_fields(self._editable)
 
     def _unit_chosen(self, *_args) -> None:

@@ -95,6 +95,7 @@ class LossPlots(QWidget):
         self.lr_plot.setXLink(self.loss_plot)
         self.lr_plot.setLabel("bottom", "step")
         self.accuracy_plot.setYRange(0.0, 1.0)
+        self._place_metric_legend()
         for plot in self.plots:
             # Plain step numbers: an SI prefix made an empty axis read "step (x0.001)".
             plot.getAxis("bottom").enableAutoSIPrefix(False)
@@ -203,8 +204,8 @@ class LossPlots(QWidget):
         if series is None:
             series = self._eval_series[curve.key] = CurveSeries(self._smoothing)
             pen = pg.mkPen(curve.colour, width=1.5, style=Qt.PenStyle.DashLine) if curve.joined else None
-            item = pg.PlotDataItem(pen=pen, name=curve.name, symbol="o", symbolSize=7, symbolBrush=curve.colour,
-                                   symbolPen="k")
+            item = pg.PlotDataItem(pen=pen, name=curve.name, symbol=curve.symbol, symbolSize=7,
+                                   symbolBrush=curve.colour, symbolPen="k")
             self.plots[curve.plot].addItem(item)
             self._eval_items[curve.key] = item
         return series
@@ -216,7 +217,13 @@ class LossPlots(QWidget):
             return
         self.layout_spec = layout
         self.accuracy_plot.setLabel("left", layout.metric_title)
+        self._place_metric_legend()
         self.clear()
+
+    def _place_metric_legend(self) -> None:
+        """The metric plot's legend top right, or bottom right where the layout's curves rise into the top."""
+        corner = (1, 1) if self.layout_spec.metric_legend_at_bottom else (1, 0)  # as addLegend's offset sign says
+        self.accuracy_plot.legend.anchor(corner, corner, offset=(-10, -2 if corner[1] else 2))
 
     def clear(self) -> None:
         """Forget every point and every curve (a new run, another run folder)."""
