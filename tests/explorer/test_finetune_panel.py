@@ -23,6 +23,7 @@ from bertcore.task_heads import BertForSequenceClassification
 from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer
 from explorer._qt.finetune_panel import NO_EVALUATION, FinetunePanel
 from explorer._qt.main_window import MainWindow
+from explorer.app import _add_training_tab
 from explorer.finetune_run import LOADED_START, FinetuneSettings
 from explorer.startup import load_checkpoint
 
@@ -258,9 +259,11 @@ def test_a_demo_fills_its_measured_settings_and_own_data_enables_the_files(qtbot
 def test_in_the_main_window_closing_mid_run_stops_and_joins(qtbot, settings, pretrained, keyword_task, tmp_path):
     window = MainWindow(settings)
     qtbot.addWidget(window)
-    panel = FinetunePanel(torch_threads=1)
-    window.add_tab(panel, "Fine-tune")
-    assert window.tabs.tabText(window.tabs.count() - 1) == "Fine-tune"
+    _add_training_tab(window)  # as the app adds them, once its window is up
+    titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]
+    assert titles[-2:] == ["Train", "Fine-tune"]
+    panel = window.tabs.widget(window.tabs.count() - 1)
+    assert isinstance(panel, FinetunePanel)
     assert panel.start_run(tiny(pretrained, keyword_task, tmp_path / "run", steps=400, checkpoint_every=0,
                                 eval_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 1, timeout=RUN_TIMEOUT_MS)
