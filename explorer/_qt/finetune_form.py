@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
-from explorer._qt.form_fields import ProblemLabel, number_spin, typed_number
+from explorer._qt.form_fields import DeviceCombo, ProblemLabel, number_spin, typed_number
 from explorer._qt.training_form import default_runs_dir
 from explorer._qt.widget_names import named
 from explorer.finetune_run import (
@@ -38,7 +38,6 @@ from explorer.finetune_run import (
     FinetuneSettings,
     finetune_problems,
 )
-from explorer.training_run import available_devices
 
 OWN_DATA = ""  # the demo combo's data for "My own data files…"
 CHECKPOINT_START = "checkpoint"  # the start combo's data for "a checkpoint folder…"
@@ -189,10 +188,7 @@ class FinetuneForm(QWidget):
         self.seed_spin = number_spin("seedSpin", 0, "The new head's initialisation, the held-out split, the batch "
                                                     "order and dropout all follow it: the same seed, the same run")
         form.addRow("Seed", self.seed_spin)
-        self.device_combo = named(QComboBox(), "deviceCombo", "Device",
-                                  "Where the run computes: the CPU, or a GPU when PyTorch sees one")
-        for device, label in available_devices():
-            self.device_combo.addItem(label, device)
+        self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
         self.checkpoint_spin = number_spin("checkpointEverySpin", 100, "Save a checkpoint every N steps (and at the "
                                                                        "end); 0 = only at the end or on Stop")
@@ -304,10 +300,7 @@ class FinetuneForm(QWidget):
 
     def set_settings(self, settings: FinetuneSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
-        index = self.device_combo.findData(settings.device)
-        if index < 0:
-            raise ValueError(f"device {settings.device!r} is not available here; pick one of "
-                             f"{[self.device_combo.itemData(i) for i in range(self.device_combo.count())]}")
+        index = self.device_combo.index_of(settings.device)
         self.demo_combo.blockSignals(True)  # a demo's measured settings must not overwrite the ones given
         self.demo_combo.setCurrentIndex(self.demo_combo.findData(settings.demo or OWN_DATA))
         self.demo_combo.blockSignals(False)
@@ -342,8 +335,7 @@ class FinetuneForm(QWidget):
 
     def device_label(self, device: str | None = None) -> str:
         """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
-        index = self.device_combo.currentIndex() if device is None else self.device_combo.findData(device)
-        return self.device_combo.itemText(max(0, index))
+        return self.device_combo.label(device)
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on."""

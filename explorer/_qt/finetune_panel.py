@@ -112,8 +112,7 @@ class FinetunePanel(RunPanel):
         return self._inspector_model
 
     def _settings_for_resume(self, folder: Path) -> FinetuneSettings:
-        devices = tuple(self.form.device_combo.itemData(i) for i in range(self.form.device_combo.count()))
-        return settings_for_resume(folder, devices)
+        return settings_for_resume(folder, self.form.device_combo.devices())
 
     def _new_run_name(self, settings: FinetuneSettings) -> str:
         return f"finetune-{settings.what}-{super()._new_run_name(settings)}"

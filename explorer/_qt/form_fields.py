@@ -1,9 +1,12 @@
-"""What the run tabs' forms (Train, Fine-tune) share: number fields that take anything typed, and the settings'
-problems shown as they are typed (each field framed in red, the reasons under the form)."""
+"""What the run tabs' forms (Train, Fine-tune) share: number fields that take anything typed, the settings'
+problems shown as they are typed (each field framed in red, the reasons under the form), and the device field."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
+
+from explorer._qt.widget_names import named
+from explorer.training_run import available_devices
 
 PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
 INT_LIMIT = 2**31 - 1  # what a spin box holds: wide enough that nothing typed is clamped
@@ -47,3 +50,27 @@ class ProblemLabel(QLabel):
             widget.setStyleSheet(PROBLEM_STYLE if field in problems else "")
         self.setText("\n".join(message[:1].upper() + message[1:] for message in problems.values()))
         self.setVisible(bool(problems))
+
+
+class DeviceCombo(QComboBox):
+    """The devices a run may use (objectName deviceCombo): the CPU, and a GPU when PyTorch sees one."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        named(self, "deviceCombo", "Device", "Where the run computes: the CPU, or a GPU when PyTorch sees one")
+        for device, label in available_devices():
+            self.addItem(label, device)
+
+    def devices(self) -> tuple[str, ...]:
+        return tuple(self.itemData(index) for index in range(self.count()))
+
+    def index_of(self, device: str) -> int:
+        """The index of `device`; ValueError, naming the ones there are, when this machine lacks it."""
+        index = self.findData(device)
+        if index < 0:
+            raise ValueError(f"device {device!r} is not available here; pick one of {list(self.devices())}")
+        return index
+
+    def label(self, device: str | None = None) -> str:
+        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
+        return self.itemText(max(0, self.currentIndex() if device is None else self.findData(device)))

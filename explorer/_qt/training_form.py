@@ -29,12 +29,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer._qt.form_fields import ProblemLabel, number_spin, typed_number
+from explorer._qt.form_fields import DeviceCombo, ProblemLabel, number_spin, typed_number
 from explorer.training_run import (
     CONTINUE_LOADED,
     PRESET_NAMES,
     TrainingSettings,
-    available_devices,
     field_problems,
 )
 
@@ -132,11 +131,7 @@ class TrainingForm(QWidget):
         self.lr_edit.setMaximumWidth(150)
         self.lr_edit.setToolTip("Peak learning rate, between 0 and 1: e.g. 1e-3 for tiny and mini, 1e-4 for base")
         form.addRow("Learning rate", self.lr_edit)
-        self.device_combo = QComboBox()
-        self.device_combo.setObjectName("deviceCombo")
-        self.device_combo.setToolTip("Where the run computes: the CPU, or a GPU when PyTorch sees one")
-        for device, label in available_devices():
-            self.device_combo.addItem(label, device)
+        self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
         self.seed_spin = number_spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow "
                                                     "it: the same seed, the same run")
@@ -204,10 +199,7 @@ class TrainingForm(QWidget):
 
     def set_settings(self, settings: TrainingSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
-        index = self.device_combo.findData(settings.device)
-        if index < 0:
-            raise ValueError(f"device {settings.device!r} is not available here; pick one of "
-                             f"{[self.device_combo.itemData(i) for i in range(self.device_combo.count())]}")
+        index = self.device_combo.index_of(settings.device)
         self.custom_corpus_radio.setChecked(settings.corpus is not None)
         self.default_corpus_radio.setChecked(settings.corpus is None)
         self.corpus_edit.setText(settings.corpus or "")
@@ -230,8 +222,7 @@ class TrainingForm(QWidget):
 
     def device_label(self, device: str | None = None) -> str:
         """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
-        index = self.device_combo.currentIndex() if device is None else self.device_combo.findData(device)
-        return self.device_combo.itemText(max(0, index))
+        return self.device_combo.label(device)
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""

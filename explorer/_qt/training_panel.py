@@ -93,8 +93,7 @@ class TrainingPanel(RunPanel):
         return initial_model(settings, *self._inspector_model)
 
     def _settings_for_resume(self, folder: Path) -> TrainingSettings:
-        devices = tuple(self.form.device_combo.itemData(i) for i in range(self.form.device_combo.count()))
-        return settings_for_resume(folder, devices)
+        return settings_for_resume(folder, self.form.device_combo.devices())
 
     def _probe_pairs(self) -> tuple:
         return self.probes.pairs

@@ -1,12 +1,10 @@
 """The Fine-tune tab driven through qtbot: real tiny fine-tuning runs of a small pretrained checkpoint made here,
-on a generated keyword task (does the text name "romeo"?).
+on the generated keyword task of the engine's tests (does the text name "romeo"?).
 
 Every wait is a qtbot wait on a signal or a condition with a timeout; no fixed sleeps.
 """
 
-import csv
 import json
-import random
 import subprocess
 import sys
 from dataclasses import replace
@@ -26,9 +24,9 @@ from explorer._qt.main_window import MainWindow
 from explorer.app import _add_training_tab
 from explorer.finetune_run import LOADED_START, FinetuneSettings
 from explorer.startup import load_checkpoint
+from tests.bertcore.test_finetune import WORDS, keyword_rows, write_csv
 
 RUN_TIMEOUT_MS = 60_000
-WORDS = "romeo king queen lord lady sword crown horse field river night day speak love fight go good old".split()
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -42,25 +40,6 @@ def pretrained(tmp_path_factory) -> Path:
         torch.manual_seed(0)
         model = BertForPreTraining(config)
     return save_pretrained(model, tokenizer, tmp_path_factory.mktemp("pretrained") / "model")
-
-
-def keyword_rows(count: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    rows = []
-    for index in range(count):
-        words = [rng.choice(WORDS[1:]) for _ in range(rng.randint(3, 8))]
-        if index % 2:
-            words.insert(rng.randrange(len(words) + 1), "romeo")
-        rows.append({"text": " ".join(words), "label": "yes" if index % 2 else "no"})
-    return rows
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 @pytest.fixture(scope="module")
