@@ -39,7 +39,8 @@ FORMATS_HELP = (
 
 def _epochs_problem(value) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        return f"epochs is {value!r}; type a number above 0, e.g. 3"
+        shown = f"{value:g}" if isinstance(value, float) and math.isfinite(value) else repr(value)
+        return f"epochs is {shown}; type a number above 0, e.g. 3"
     return None
 
 

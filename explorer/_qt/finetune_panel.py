@@ -61,7 +61,7 @@ class FinetunePanel(RunPanel):
         self.eval_label = named(QLabel(NO_EVALUATION), "finetuneEvalLabel", "Latest held-out evaluation")
         self.eval_label.setWordWrap(True)
         self.eval_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.eval_label.setStyleSheet("font-weight: bold; padding: 2px;")
+        self._show_evaluation_text(NO_EVALUATION)
         self.runner.step.connect(self._show_evaluations)
         self.watcher.statsArrived.connect(self._show_evaluations)
 
@@ -118,7 +118,7 @@ class FinetunePanel(RunPanel):
         return f"finetune-{settings.what}-{super()._new_run_name(settings)}"
 
     def _run_shown(self, run_dir: Path | None) -> None:
-        self.eval_label.setText(NO_EVALUATION)
+        self._show_evaluation_text(NO_EVALUATION)
         self._update_compare_button()
 
     # ---- the newest evaluation, in words ----
@@ -128,7 +128,12 @@ class FinetunePanel(RunPanel):
         evaluations = [record if is_held_out(record) else getattr(record, "eval", None) for record in records]
         evaluations = [evaluation for evaluation in evaluations if evaluation is not None]
         if evaluations:
-            self.eval_label.setText(describe_evaluation(evaluations[-1]))
+            self._show_evaluation_text(describe_evaluation(evaluations[-1]))
+
+    def _show_evaluation_text(self, text: str) -> None:
+        """The newest evaluation in bold; the placeholder before one, plain."""
+        self.eval_label.setText(text)
+        self.eval_label.setStyleSheet("padding: 2px;" + ("" if text == NO_EVALUATION else " font-weight: bold;"))
 
     # ---- comparing ----
     def _update_compare_button(self, *_args) -> None:

@@ -32,3 +32,9 @@ def test_an_evaluation_in_words_names_the_main_metric_first():
     squad = TaskEvalStats(step=5, loss=math.nan, metrics={"exact_match": 0.25, "f1": math.nan}, main_metric="f1",
                           num_examples=0)
     assert describe_evaluation(squad) == "Held-out at step 5: exact_match 0.250"
+
+
+def test_an_epoch_count_out_of_range_is_said_as_typed():
+    assert finetune_problems(steps=None, epochs=0.0)["epochs"].startswith("epochs is 0;")
+    assert finetune_problems(steps=None, epochs="x")["epochs"].startswith("epochs is 'x';")
+    assert not finetune_problems(steps=100, epochs=0.0)  # a run given in steps ignores its epochs
