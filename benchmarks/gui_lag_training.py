@@ -10,9 +10,14 @@ The machine is shared: --baseline first measures the same timer with nothing run
 numbers above it should be read against. --long N measures the plots alone holding N steps while 100 new steps
 a second arrive (what a long GPU run looks like).
 
+--finetune DEMO measures the Fine-tune tab instead, fine-tuning the shipped default model on a demo task (its
+measured settings; --steps, --batch-size and --seq-len only when given); with --window the inspector holds the
+default model, and the screenshots end with the run's final model in the Inspect tab.
+
     .venv/bin/python benchmarks/gui_lag_training.py --baseline 10            # panel alone, idle floor first
     .venv/bin/python benchmarks/gui_lag_training.py --window --screenshots /tmp/shots
     .venv/bin/python benchmarks/gui_lag_training.py --long 100000 --steps 0
+    .venv/bin/python benchmarks/gui_lag_training.py --finetune mood --window --screenshots /tmp/finetune-shots
 """
 
 from __future__ import annotations
@@ -127,9 +132,12 @@ def measure_long_plots(panel, steps: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="training steps (0: no run)")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=None, help="training steps (0: no run; default 300, or the "
+                                                                    "demo's)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default 16, or the demo's")
+    parser.add_argument("--seq-len", type=int, default=None, help="default 64, or the demo's")
+    parser.add_argument("--finetune", metavar="DEMO", default=None,
+                        help="measure the Fine-tune tab on this demo task (mood, next-line, names, who-says)")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--probe-every", type=int, default=10)
     parser.add_argument("--torch-threads", type=int, default=None, help="training thread's intra-op threads")
@@ -143,24 +151,47 @@ def main() -> int:
 
     _app = QApplication.instance() or QApplication([])  # kept referenced for the whole run
     from bertcore.trainer import warm_up
+    from explorer._qt.finetune_panel import FinetunePanel
     from explorer._qt.training_panel import TrainingPanel
+    from explorer.finetune_run import FinetuneSettings
     from explorer.training_run import TrainingSettings
 
     warm_seconds = warm_up()  # the app does this before its window shows
+    out_dir = tempfile.mkdtemp(prefix="gui-lag-run-")
+    if args.finetune:
+        given = {name: value for name, value in (("steps", args.steps), ("batch_size", args.batch_size),
+                                                 ("seq_len", args.seq_len)) if value is not None}
+        settings = FinetuneSettings.for_demo(args.finetune, out_dir=out_dir, **given)
+        make_panel, title, shot = FinetunePanel, "Fine-tune", "finetune"
+    else:
+        settings = TrainingSettings(preset=args.preset, steps=300 if args.steps is None else args.steps,
+                                    batch_size=args.batch_size or 16, seq_len=args.seq_len or 64,
+                                    probe_every=args.probe_every, out_dir=out_dir, checkpoint_every=100,
+                                    eval_every=50)
+        make_panel, title, shot = TrainingPanel, "Train", "train"
+    args.steps = settings.steps
+    args.probe_every = 0 if args.finetune else args.probe_every
     if args.window:
         from PySide6.QtCore import QSettings
 
         from explorer._qt.main_window import MainWindow
 
         window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat))
-        window.new_untrained_model("tiny")
-        window.inspect_tab.input_form.sentence_a_edit.setText("the king is dead. long live the king.")
-        window.inspect_tab.input_form.sentence_b_edit.setText("my lord, the queen is come.")
-        panel = window.add_tab(TrainingPanel(torch_threads=args.torch_threads, niceness=args.niceness), "Train")
+        if args.finetune:
+            from bertcore.resources import default_checkpoint_dir
+
+            window.load_checkpoint(str(default_checkpoint_dir()))
+            window.inspect_tab.input_form.sentence_a_edit.setText("what say you to this, my lord")
+            window.inspect_tab.input_form.sentence_b_edit.setText("")  # the mood of one sentence
+        else:
+            window.new_untrained_model("tiny")
+            window.inspect_tab.input_form.sentence_a_edit.setText("the king is dead. long live the king.")
+            window.inspect_tab.input_form.sentence_b_edit.setText("my lord, the queen is come.")
+        panel = window.add_tab(make_panel(torch_threads=args.torch_threads, niceness=args.niceness), title)
         window.tabs.setCurrentWidget(panel)
         shown = window
     else:
-        panel = TrainingPanel(torch_threads=args.torch_threads, niceness=args.niceness)
+        panel = make_panel(torch_threads=args.torch_threads, niceness=args.niceness)
         shown = panel
     shown.resize(1400, 900)
     shown.show()
@@ -174,9 +205,6 @@ def main() -> int:
     if args.steps <= 0:
         return 0
 
-    settings = TrainingSettings(preset=args.preset, steps=args.steps, batch_size=args.batch_size,
-                                seq_len=args.seq_len, probe_every=args.probe_every,
-                                out_dir=tempfile.mkdtemp(prefix="gui-lag-run-"), checkpoint_every=100, eval_every=50)
     probe = LagProbe()
     first_step_tick = [None]  # index into probe.lateness where training (not set-up) begins
     first_step_at = [None]
@@ -190,11 +218,12 @@ def main() -> int:
                 if step >= at and label not in shots:
                     shots.add(label)
                     args.screenshots.mkdir(parents=True, exist_ok=True)
-                    shown.grab().save(str(args.screenshots / f"train-{label}.png"))
+                    shown.grab().save(str(args.screenshots / f"{shot}-{label}.png"))
 
     probe_landed: list[float] = []
     panel.stepCompleted.connect(on_step)
-    panel.probed.connect(lambda step: probe_landed.append(time.perf_counter() - probe.started))
+    if not args.finetune:
+        panel.probed.connect(lambda step: probe_landed.append(time.perf_counter() - probe.started))
     loop = QEventLoop()
     panel.runEnded.connect(loop.quit)
     redraws_before = panel.plots.redraw_count
@@ -212,11 +241,17 @@ def main() -> int:
     if args.screenshots is not None:
         panel.plots.flush()
         run_event_loop(0.2)
-        shown.grab().save(str(args.screenshots / "train-end.png"))
+        shown.grab().save(str(args.screenshots / f"{shot}-end.png"))
         if args.window:
+            if args.finetune:  # the fine-tuned model, in the inspector
+                inspected = QEventLoop()
+                window.inspectionShown.connect(inspected.quit)
+                QTimer.singleShot(20_000, inspected.quit)
+                panel.use_selected_checkpoint()
+                inspected.exec()
             window.tabs.setCurrentIndex(0)
             run_event_loop(0.5)
-            shown.grab().save(str(args.screenshots / "train-end-inspector.png"))
+            shown.grab().save(str(args.screenshots / f"{shot}-end-inspector.png"))
 
     steps_done = panel.plots.point_count()
     print(f"run ended: {panel.status.status_label.text()}")

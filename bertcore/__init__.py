@@ -77,6 +77,8 @@ _EXPORTS = {
     "position_similarity": "bertcore.embedding_views",
     "nearest_neighbours": "bertcore.embedding_views",
     "project_hidden_states": "bertcore.embedding_views",
+    # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
+    "attention_change": "bertcore.attention_change",
 }
 
 __all__ = ["__version__", *_EXPORTS]

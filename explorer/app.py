@@ -4,7 +4,7 @@
 
 Start-up, in order (see explorer/_qt/splash.py): a splash is painted at once (Qt only); torch and the model
 code are imported in a background thread meanwhile; then the main window is built and shown and the model
-loads in its loader thread; the Train tab is added once the window is up. BERT_EXPLORER_TIMING=1 prints
+loads in its loader thread; the Train and Fine-tune tabs are added once the window is up. BERT_EXPLORER_TIMING=1 prints
 when each of these happened (benchmarks/startup_time.py).
 """
 
@@ -118,9 +118,11 @@ def open_window(args: argparse.Namespace, clock=None):
 
 
 def _add_training_tab(window) -> None:
+    from explorer._qt.finetune_panel import FinetunePanel
     from explorer._qt.training_panel import TrainingPanel
 
     window.add_tab(TrainingPanel(), "Train")
+    window.add_tab(FinetunePanel(), "Fine-tune")
 
 
 def _close_on_signals(window) -> None:

@@ -98,9 +98,10 @@ def recommend_objective(model: Any, checkpoint_path: str | Path | None = None) -
     NSP accuracy that fell from its best by OVERFIT_DROP or more → "mlm"; a history where it held → "mlm+nsp"
     (the pretraining loss, as Michel et al.); no history → "mlm", the loss every masked-LM head carries.
     """
-    if not getattr(model, "has_pretraining_heads", True):
-        return ObjectiveChoice(None, "This model has no MLM/NSP heads (a plain encoder checkpoint), so there is "
-                                     "no pretraining loss to take head importance from. Head roles still work.")
+    if not getattr(model, "has_pretraining_heads", False):  # a bare encoder, or a fine-tuned task model
+        return ObjectiveChoice(None, "This model has no MLM/NSP heads (a plain encoder or a fine-tuned checkpoint), "
+                                     "so there is no pretraining loss to take head importance from. Head roles still "
+                                     "work.")
     history = nsp_history(checkpoint_path) if checkpoint_path else []
     if not history:
         return ObjectiveChoice("mlm", (

@@ -3,24 +3,26 @@
 The layout and the Qt-free reading of a run folder live in `bertcore.run_folder` (their one home, shared with
 the trainers that write it). What is here is the app's view of a run: metrics records (including files written
 by other programs, with their many spellings of a statistic) as the trainer's own `StepStats` / `EvalStats`,
-where a run would resume, and whether it has ended.
+where a run would resume, and whether it has ended. A fine-tuning run's records (`bert-finetune`, the Fine-tune
+tab) are read as `bertcore.finetune.TaskStepStats` / `TaskEvalStats` instead (`record_reader`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bertcore.run_folder import RunFolder, checkpoint_step, list_checkpoints
 
 if TYPE_CHECKING:
     from bertcore.trainer import EvalStats, StepStats
 
-__all__ = ["ResumePoint", "can_resume", "is_eval_record", "normalize_record", "read_curve", "resume_point",
-           "run_has_ended", "stats_from_record"]
+__all__ = ["ResumePoint", "can_resume", "is_eval_record", "is_finetuning_run", "normalize_record", "read_curve",
+           "record_reader", "resume_point", "run_has_ended", "stats_from_record"]
 
 
 def is_eval_record(record: dict) -> bool:
@@ -156,10 +158,31 @@ def can_resume(run_dir: str | os.PathLike | None, ended_as: str | None) -> bool:
     return run_dir is not None and ended_as in ("stopped", "failed") and bool(list_checkpoints(run_dir))
 
 
+def is_finetuning_run(run_config: dict) -> bool:
+    """Whether a run_config.json is a fine-tuning run's: its "training" names a task (bert-train's does not)."""
+    training = run_config.get("training") if isinstance(run_config, dict) else None
+    return isinstance(training, dict) and bool(training.get("task"))
+
+
+def record_reader(run_config: dict) -> Callable[[dict], Any]:
+    """How to read a run's metrics records: `task_stats_from_record` for a fine-tuning run, else
+    `stats_from_record` (pretraining, and files written by other programs)."""
+    if is_finetuning_run(run_config):
+        from bertcore.finetune import task_stats_from_record
+
+        return task_stats_from_record
+    return stats_from_record
+
+
 def read_curve(run_dir: str | os.PathLike, up_to_step: int | None = None) -> list:
-    """Every statistics record of a run's metrics file (as `stats_from_record` reads them), up to a step."""
-    records = RunFolder(run_dir).metrics_tail().poll().records
-    stats = [converted for converted in map(stats_from_record, records) if converted is not None]
+    """Every statistics record of a run's metrics file (as `record_reader` reads them), up to a step."""
+    folder = RunFolder(run_dir)
+    try:
+        reader = record_reader(folder.read_run_config())
+    except (OSError, ValueError):
+        reader = stats_from_record
+    records = folder.metrics_tail().poll().records
+    stats = [converted for converted in map(reader, records) if converted is not None]
     return stats if up_to_step is None else [record for record in stats if record.step <= up_to_step]
 
 

@@ -50,8 +50,20 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     model, tokenizer = load_pretrained(folder, device=device)
     minilm = minilm_path()
     # MiniLM's folder inside its package is called "model": name it as people know it
-    name = MINILM_NAME if minilm is not None and folder.resolve() == minilm.resolve() else folder.name or str(folder)
+    name = MINILM_NAME if minilm is not None and folder.resolve() == minilm.resolve() else display_name(folder)
     return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
+
+
+def display_name(folder: Path) -> str:
+    """A checkpoint folder's name for the window: a run's final/ or checkpoints/step-N/ is named with its run
+    ("mood/final", "mood/step-000300"), any other folder by its own name."""
+    from bertcore.run_folder import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
+
+    if folder.name == FINAL_DIR and folder.parent.name:
+        return f"{folder.parent.name}/{folder.name}"
+    if checkpoint_step(folder.name) is not None and folder.parent.name == CHECKPOINTS_DIR and folder.parent.parent.name:
+        return f"{folder.parent.parent.name}/{folder.name}"
+    return folder.name or str(folder)
 
 
 def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,

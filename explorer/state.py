@@ -37,10 +37,29 @@ class ModelInfo:
     untrained: bool  # randomly initialised: its predictions and attention patterns mean nothing yet
     num_parameters: int
     device: str
-    has_pretraining_heads: bool
+    has_pretraining_heads: bool  # MLM and NSP heads (False for a bare encoder and for a fine-tuned task model)
     num_layers: int
     num_heads: int
     max_positions: int
+    task: str | None = None  # a fine-tuned model's head: "sequence", "token" or "qa" (bertcore.task_heads)
+    task_labels: tuple[str, ...] = ()  # its labels in class-id order (config.id2label); () for qa
+    problem_type: str | None = None  # sequence: single_label_classification, multi_label_classification, regression
+
+    @property
+    def task_description(self) -> str:
+        """The task head in words, e.g. "sequence classification: exclamation, question, statement"."""
+        if self.task is None:
+            return ""
+        if self.task == "qa":
+            return "question answering (start/end of a span)"
+        if self.task == "token":
+            kind = "token classification"
+        else:
+            kind = {"regression": "regression", "multi_label_classification": "multi-label classification"}.get(
+                self.problem_type or "", "sequence classification")
+        shown = ", ".join(self.task_labels[:6]) + (f" and {len(self.task_labels) - 6} more"
+                                                    if len(self.task_labels) > 6 else "")
+        return f"{kind}: {shown}" if kind != "regression" else kind
 
     @property
     def label(self) -> str:
@@ -48,24 +67,43 @@ class ModelInfo:
         name = f"{self.name} (untrained)" if self.untrained else self.name
         parts = [name, f"{_human_count(self.num_parameters)} parameters",
                  f"{self.num_layers} layers × {self.num_heads} heads", self.device]
-        if not self.has_pretraining_heads:
+        if self.task is not None:
+            parts.append(self.task_description)
+        elif not self.has_pretraining_heads:
             parts.append("no MLM/NSP heads")
         return " · ".join(parts)
+
+
+def task_of(model: Any) -> str | None:
+    """"sequence", "token" or "qa" for a fine-tuned model of bertcore.task_heads; None for any other."""
+    from bertcore.task_heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+
+    kinds = {BertForSequenceClassification: "sequence", BertForTokenClassification: "token",
+             BertForQuestionAnswering: "qa"}
+    return kinds.get(type(model))
 
 
 def describe_model(model: Any, name: str, *, path: str | None = None, untrained: bool = False) -> ModelInfo:
     config = model.config
     parameter = next(model.parameters(), None)
+    task = task_of(model)
+    problem_type = None
+    if task == "sequence":  # as transformers infers it when config.json does not say
+        problem_type = config.problem_type or (
+            "regression" if config.num_labels == 1 else "single_label_classification")
     return ModelInfo(
         name=name,
         path=str(path) if path is not None else None,
         untrained=untrained,
         num_parameters=int(model.num_parameters()),
         device=str(parameter.device) if parameter is not None else "cpu",
-        has_pretraining_heads=bool(getattr(model, "has_pretraining_heads", True)),
+        has_pretraining_heads=bool(getattr(model, "has_pretraining_heads", task is None)),
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         max_positions=config.max_position_embeddings,
+        task=task,
+        task_labels=tuple(config.id2label.values()) if task in ("sequence", "token") else (),
+        problem_type=problem_type,
     )
 
 

@@ -14,6 +14,8 @@ training snapshot) can be shown, captioned, until the next edit.
 
 The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
 attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads.
+A fine-tuned model (a task head) shows its task output there instead (`TaskOutputView`, objectName
+`taskOutput`), and a token-classification model adds a "tag" row to the token table.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from explorer._qt.attention_panel import AttentionPanel
 from explorer._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer._qt.logit_lens_view import LogitLensView
 from explorer._qt.predictions_view import PredictionsPanel
+from explorer._qt.task_output_view import TaskOutputView
 from explorer._qt.token_table import TokenLegend, TokenTable
 from explorer._qt.widget_names import named
 from explorer._qt.workers import InspectionThreads, LatestJobWorker
 from explorer.attention_images import PanelPictures, PictureSpec, draw_panel
 from explorer.startup import LoadedModel
 from explorer.state import ExplorerState, InspectRequest, MaskingMode, run_inspection
+from explorer.task_display import tag_cells
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"
@@ -106,9 +110,12 @@ class InspectTab(QWidget):
         self.legend = TokenLegend()
         self.attention_panel = AttentionPanel()
         self.predictions = PredictionsPanel()
+        self.task_output = TaskOutputView()  # in place of the predictions for a fine-tuned model
+        self.task_output.hide()
         self.logit_lens = LogitLensView()  # under the predictions; fed by the head lab (head_lab_controller)
         # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
-        self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection)
+        self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection,
+                                 self.task_output.show_inspection, self._show_tags)
         self.predictions_button = QToolButton()
         self.predictions_button.setObjectName("predictionsToggle")
         self.predictions_button.setAccessibleName("Show the predictions")
@@ -125,6 +132,7 @@ class InspectTab(QWidget):
         self.predictions_side = QSplitter(Qt.Orientation.Vertical)  # the predictions over the logit lens
         self.predictions_side.setObjectName("predictionsSplitter")
         self.predictions_side.addWidget(self.predictions)
+        self.predictions_side.addWidget(self.task_output)
         self.predictions_side.addWidget(self.logit_lens)
         self.predictions_side.setSizes([260, 420])
         self.splitter.addWidget(self.predictions_side)
@@ -181,8 +189,16 @@ class InspectTab(QWidget):
         self._shown_request_id = self.state.latest_request_id  # results for the previous model are dropped
         for render in self.inspection_views:
             render(None)
-        self._fit_predictions(loaded.info.has_pretraining_heads)
-        if not loaded.info.has_pretraining_heads:
+        is_task = loaded.info.task is not None
+        self.predictions.setVisible(not is_task)
+        self.task_output.setVisible(is_task)
+        self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
+        self.token_table.show_tag_row(loaded.info.task == "token")
+        self._fit_predictions(loaded.info.has_pretraining_heads or is_task)
+        if is_task:
+            self.show_info(f"{loaded.info.name} is fine-tuned ({loaded.info.task_description}): beside the "
+                           "attention is what its task head says about the input, in place of MLM/NSP predictions.")
+        elif not loaded.info.has_pretraining_heads:
             self.show_info(f"{loaded.info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), "
                            "so there are no predictions to show: the attention views have the room.")
         self.input_form.set_max_positions(loaded.info.max_positions)
@@ -358,8 +374,16 @@ class InspectTab(QWidget):
     def set_predictions_shown(self, shown: bool) -> None:
         self.predictions_button.setChecked(shown)
 
+    def _show_tags(self, inspection: Any) -> None:
+        """The token table's tag row, from a token-classification inspection of the input the table shows."""
+        output = None if inspection is None else inspection.task_output
+        if output is not None and output.kind == "token" and self.token_table.table_model.encoding is not None \
+                and self.token_table.table_model.encoding.tokens == inspection.encoding.tokens:
+            self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
+
     def _on_predictions_toggled(self, shown: bool) -> None:
-        if self.state.model_info is None or self.state.model_info.has_pretraining_heads:
+        info = self.state.model_info
+        if info is None or info.has_pretraining_heads or info.task is not None:
             self._predictions_wanted = shown
         self.predictions_side.setVisible(shown)
         if shown:

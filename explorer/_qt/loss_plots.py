@@ -1,13 +1,18 @@
-"""Live training curves: loss (total / MLM / NSP), accuracy (MLM / NSP), learning rate, held-out points.
+"""Live training curves: the loss, a metric plot and the learning rate, with held-out points.
 
-Thin over the trainer's own records: `bertcore.trainer.StepStats` (with its step's `EvalStats`) and
-`EvalStats`, as a run yields them or as `run_watch.stats_from_record` reads them from a metrics file.
-Plot items are created once and fed with `setData`; new points land in growing numpy buffers and a
-single-shot timer redraws at most `max_fps` times a second however fast steps arrive. Long runs stay
-smooth: curves are drawn only over the steps in view (clip to view), reduced with the "peak" method (a min
-and a max per pixel column, so spikes stay visible) from an incrementally built `PeakPyramid` rather than
-by pyqtgraph's own `setDownsampling(mode="peak")`, which recomputes over every point at every repaint
-(measured at 100k steps: ~35 ms a frame with pyqtgraph's, see benchmarks/gui_lag_training.py --long).
+What each plot holds follows a `explorer.curve_layout.CurveLayout`: for pretraining the total / MLM / NSP loss
+and MLM / NSP accuracy; for fine-tuning the task's loss and metrics (accuracy, macro_f1, entity_f1,
+exact_match, f1, pearson, spearman) held out, joined. `set_layout` switches (a Train or a Fine-tune run, a
+watched run folder of either kind). Records arrive as the engines yield them or as a metrics file is read back
+(`bertcore.trainer.StepStats` / `EvalStats`, `bertcore.finetune.TaskStepStats` / `TaskEvalStats`).
+
+Plot items are created once per curve (when its first value arrives, so the legend names only what is there)
+and fed with `setData`; new points land in growing numpy buffers (`explorer.curve_series`) and a single-shot
+timer redraws at most `max_fps` times a second however fast steps arrive. Long runs stay smooth: curves are
+drawn only over the steps in view (clip to view), reduced with the "peak" method (a min and a max per pixel
+column, so spikes stay visible) from an incrementally built `PeakPyramid` rather than by pyqtgraph's own
+`setDownsampling(mode="peak")`, which recomputes over every point at every repaint (measured at 100k steps:
+~35 ms a frame with pyqtgraph's, see benchmarks/gui_lag_training.py --long).
 
 Painting cost is what decides the GUI's lag during a run (measured: a repaint of the three plots took
 ~18 ms with a translucent grid and ~3 ms without, most of it replaying the axis pictures), so there is no
@@ -17,7 +22,6 @@ grid, and the step axis spans the run's total steps from the start instead of gr
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -25,77 +29,18 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from bertcore.trainer import EvalStats, StepStats
+from explorer.curve_layout import (
+    METRIC_PLOT,
+    PRETRAINING,
+    Curve,
+    CurveLayout,
+    is_held_out,
+    record_values,
+    summary_line,
+)
+from explorer.curve_series import CurveSeries
 
-# (statistic, legend name, colour) for each plot's training curves.
-LOSS_CURVES = (("loss", "total", "#1f77b4"), ("mlm_loss", "MLM", "#ff7f0e"), ("nsp_loss", "NSP", "#2ca02c"))
-ACCURACY_CURVES = (("mlm_accuracy", "MLM", "#ff7f0e"), ("nsp_accuracy", "NSP", "#2ca02c"))
-LR_CURVES = (("learning_rate", "learning rate", "#9467bd"),)
 LEFT_AXIS_WIDTH = 72  # pixels, the label included
-SMOOTHED = {"loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"}
-
-
-class PeakPyramid:
-    """Min and max of y over blocks of 2, 4, 8, … points, extended incrementally as points arrive.
-
-    What pyqtgraph's "peak" downsampling computes on every repaint (a min/max over all N points of every
-    curve: ~10 ms per frame at 100k steps here) is kept instead: each redraw only folds in the new complete
-    blocks, and a view then costs O(pixels), whatever the run's length. Spikes stay visible.
-    """
-
-    def __init__(self):
-        self._mins: list[np.ndarray] = []  # level k: blocks of 2 ** (k + 1) points, amortised-doubling buffers
-        self._maxs: list[np.ndarray] = []
-        self._counts: list[int] = []  # complete blocks summarised at each level
-
-    def reset(self) -> None:
-        self._mins, self._maxs, self._counts = [], [], []
-
-    @property
-    def levels(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(mins, maxs) per level, as views of the summarised blocks."""
-        return [(mins[:count], maxs[:count])
-                for mins, maxs, count in zip(self._mins, self._maxs, self._counts, strict=True)]
-
-    def update(self, y: np.ndarray) -> None:
-        """Fold in the complete blocks of `y` (all points so far) that are not summarised yet."""
-        below_min, below_max = y, y
-        for level in range(64):
-            complete = len(below_min) // 2
-            if complete == 0:
-                break
-            if level == len(self._counts):
-                self._mins.append(np.empty(max(16, complete)))
-                self._maxs.append(np.empty(max(16, complete)))
-                self._counts.append(0)
-            done = self._counts[level]
-            if complete > done:
-                if complete > len(self._mins[level]):
-                    self._mins[level] = np.resize(self._mins[level], 2 * complete)
-                    self._maxs[level] = np.resize(self._maxs[level], 2 * complete)
-                start, stop = 2 * done, 2 * complete
-                new_mins, new_maxs = self._mins[level][done:complete], self._maxs[level][done:complete]
-                np.minimum(below_min[start:stop:2], below_min[start + 1 : stop : 2], out=new_mins)
-                np.maximum(below_max[start:stop:2], below_max[start + 1 : stop : 2], out=new_maxs)
-                self._counts[level] = complete
-            below_min, below_max = self._mins[level][:complete], self._maxs[level][:complete]
-
-    def view(self, x: np.ndarray, y: np.ndarray, lo: int, hi: int, budget: int) -> tuple[np.ndarray, np.ndarray]:
-        """Points to draw for indices [lo, hi): the raw points when they fit in `budget`, else two points
-        (min, max) per block, with blocks as small as the budget allows."""
-        count = hi - lo
-        if count <= budget or not self._counts:
-            return x[lo:hi], y[lo:hi]
-        level = min(len(self._counts) - 1, max(0, math.ceil(math.log2(2 * count / budget)) - 1))
-        block = 2 ** (level + 1)
-        mins, maxs = self._mins[level][: self._counts[level]], self._maxs[level][: self._counts[level]]
-        first, last = lo // block, min(len(mins), hi // block)
-        starts = np.arange(first, last) * block
-        xs = np.repeat(x[starts], 2)
-        ys = np.empty(2 * (last - first))
-        ys[0::2], ys[1::2] = mins[first:last], maxs[first:last]
-        tail = last * block  # the points after the last complete block, as they are
-        return np.concatenate([xs, x[tail:hi]]), np.concatenate([ys, y[tail:hi]])
 
 
 class ScientificAxis(pg.AxisItem):
@@ -114,95 +59,25 @@ class ScientificAxis(pg.AxisItem):
 
 
 _NOTHING = object()
-_EDITS = itertools.count()  # every change of any series takes the next number: "unchanged since drawn" is cheap
-
-
-class _Series:
-    """x/y values in amortised-doubling numpy buffers, plus a debiased EMA of y (TensorBoard's smoothing),
-    each with a PeakPyramid for drawing long runs. `version` changes whenever the values do."""
-
-    def __init__(self, smoothing: float):
-        self.version = next(_EDITS)
-        self._x = np.empty(1024, dtype=np.float64)
-        self._y = np.empty(1024, dtype=np.float64)
-        self._ema = np.empty(1024, dtype=np.float64)
-        self.size = 0
-        self._smoothing = smoothing
-        self._ema_raw = 0.0
-        self._ema_count = 0
-        self.raw_pyramid = PeakPyramid()
-        self.smooth_pyramid = PeakPyramid()
-
-    def append(self, x: float, y: float) -> None:
-        if not (math.isfinite(x) and math.isfinite(y)):
-            return  # a diverged step: the run's message says so; the curves stay drawable without checks
-        if self.size == len(self._x):
-            self._x = np.resize(self._x, 2 * self.size)
-            self._y = np.resize(self._y, 2 * self.size)
-            self._ema = np.resize(self._ema, 2 * self.size)
-        self._x[self.size] = x
-        self._y[self.size] = y
-        self._ema[self.size] = self._next_ema(y)
-        self.size += 1
-        self.version = next(_EDITS)
-
-    def _next_ema(self, y: float) -> float:
-        self._ema_raw = self._smoothing * self._ema_raw + (1.0 - self._smoothing) * y
-        self._ema_count += 1
-        return self._ema_raw / (1.0 - self._smoothing**self._ema_count)  # debiased
-
-    def set_smoothing(self, smoothing: float) -> None:
-        self._smoothing = smoothing
-        self._ema_raw, self._ema_count = 0.0, 0
-        for index in range(self.size):
-            self._ema[index] = self._next_ema(float(self._y[index]))
-        self.smooth_pyramid.reset()
-        self.version = next(_EDITS)
-
-    def truncate_from(self, x: float) -> None:
-        """Drop every point at or after `x`."""
-        keep = int(np.searchsorted(self.x, x, side="left"))
-        if keep < self.size:
-            self.size = keep
-            self.raw_pyramid.reset()
-            self.set_smoothing(self._smoothing)
-
-    @property
-    def x(self) -> np.ndarray:
-        return self._x[: self.size]
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._y[: self.size]
-
-    @property
-    def smoothed(self) -> np.ndarray:
-        return self._ema[: self.size]
-
-    def display(self, x_min: float, x_max: float, budget: int, smoothed: bool) -> tuple[np.ndarray, np.ndarray]:
-        """What to draw for the steps in [x_min, x_max] (one point beyond each side, so lines reach the edge)."""
-        x, y = self.x, (self.smoothed if smoothed else self.y)
-        pyramid = self.smooth_pyramid if smoothed else self.raw_pyramid
-        pyramid.update(y)
-        lo = max(0, int(np.searchsorted(x, x_min, side="left")) - 1)
-        hi = min(self.size, int(np.searchsorted(x, x_max, side="right")) + 1)
-        return pyramid.view(x, y, lo, hi, budget)
 
 
 class LossPlots(QWidget):
-    """Three linked plots (loss, accuracy, learning rate) with a draggable step marker."""
+    """Three linked plots (loss, a metric, learning rate) with a draggable step marker."""
 
     markerMoved = Signal(int)  # the user dragged the step marker to this step
 
-    def __init__(self, parent: QWidget | None = None, *, max_fps: float = 30.0, smoothing: float = 0.6):
+    def __init__(self, parent: QWidget | None = None, *, max_fps: float = 30.0, smoothing: float = 0.6,
+                 layout: CurveLayout = PRETRAINING):
         super().__init__(parent)
         self.setObjectName("lossPlots")
+        self.layout_spec = layout
         self._smoothing = smoothing
         self._smoothing_on = True
-        self._series: dict[str, _Series] = {}
-        self._eval_series: dict[str, _Series] = {}
+        self._series: dict[str, CurveSeries] = {}
+        self._eval_series: dict[str, CurveSeries] = {}
         self._last_step = -math.inf
-        self._summary = ""
+        self._last_values: dict[str, float] = {}
+        self._last_held_out: dict[str, float] = {}
         self._step_extent: int | None = None  # the step axis spans [0, this] while the user has not zoomed
         self._follow_steps = True
         self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
@@ -213,40 +88,27 @@ class LossPlots(QWidget):
         self.graphics.setObjectName("lossGraphics")
         self.graphics.setBackground("w")
         self.loss_plot = self._make_plot("loss", row=0)
-        self.accuracy_plot = self._make_plot("accuracy", row=1)
+        self.accuracy_plot = self._make_plot(layout.metric_title, row=1)
         self.lr_plot = self._make_plot("learning rate", row=2, left_axis=ScientificAxis("left"))
+        self.plots = (self.loss_plot, self.accuracy_plot, self.lr_plot)  # by curve_layout's plot numbers
         self.accuracy_plot.setXLink(self.loss_plot)
         self.lr_plot.setXLink(self.loss_plot)
         self.lr_plot.setLabel("bottom", "step")
         self.accuracy_plot.setYRange(0.0, 1.0)
-        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
+        self._place_metric_legend()
+        for plot in self.plots:
             # Plain step numbers: an SI prefix made an empty axis read "step (x0.001)".
             plot.getAxis("bottom").enableAutoSIPrefix(False)
             # One width for the value axes, wide enough for "1.0e-04": the linked step axes line up.
             plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
-        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
             plot.getViewBox().sigRangeChangedManually.connect(self._user_moved_view)
 
         self._raw_items: dict[str, pg.PlotDataItem] = {}
         self._smooth_items: dict[str, pg.PlotDataItem] = {}
         self._eval_items: dict[str, pg.PlotDataItem] = {}
-        for plot, curves in ((self.loss_plot, LOSS_CURVES), (self.accuracy_plot, ACCURACY_CURVES),
-                             (self.lr_plot, LR_CURVES)):
-            for key, name, colour in curves:
-                self._series[key] = _Series(smoothing)
-                smoothed = key in SMOOTHED
-                raw_pen = pg.mkPen(pg.mkColor(colour).lighter(160) if smoothed else colour, width=1)
-                self._raw_items[key] = self._make_curve(plot, raw_pen, None if smoothed else name)
-                if smoothed:
-                    self._smooth_items[key] = self._make_curve(plot, pg.mkPen(colour, width=1), name)
-                    self._eval_series[key] = _Series(smoothing)
-                    # Held-out points carry no legend entry; the summary line explains the dots.
-                    item = pg.PlotDataItem(pen=None, symbol="o", symbolSize=7, symbolBrush=colour, symbolPen="k")
-                    plot.addItem(item)
-                    self._eval_items[key] = item
 
         self.markers = []
-        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
+        for plot in self.plots:
             marker = pg.InfiniteLine(angle=90, movable=plot is self.loss_plot, pen=pg.mkPen("#d62728", width=1))
             marker.setVisible(False)
             plot.addItem(marker, ignoreBounds=True)
@@ -317,35 +179,88 @@ class LossPlots(QWidget):
 
     @staticmethod
     def _make_curve(plot: pg.PlotItem, pen, name: str | None) -> pg.PlotDataItem:
-        # _Series holds finite values only, already reduced to the view by its PeakPyramid (the "peak" method).
+        # CurveSeries holds finite values only, already reduced to the view by its PeakPyramid ("peak" method).
         item = pg.PlotDataItem(pen=pen, name=name, skipFiniteCheck=True)
         item.setClipToView(True)
         plot.addItem(item)
         return item
 
+    def _train_series(self, curve: Curve) -> CurveSeries:
+        """The series of a training curve, its items made on first use (so the legend names what is there)."""
+        series = self._series.get(curve.key)
+        if series is None:
+            series = self._series[curve.key] = CurveSeries(self._smoothing)
+            plot = self.plots[curve.plot]
+            if curve.smoothed:
+                faint = pg.mkPen(pg.mkColor(curve.colour).lighter(160), width=1)
+                self._raw_items[curve.key] = self._make_curve(plot, faint, None)
+                self._smooth_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1), curve.name)
+            else:
+                self._raw_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1), curve.name)
+        return series
+
+    def _held_out_series(self, curve: Curve) -> CurveSeries:
+        series = self._eval_series.get(curve.key)
+        if series is None:
+            series = self._eval_series[curve.key] = CurveSeries(self._smoothing)
+            pen = pg.mkPen(curve.colour, width=1.5, style=Qt.PenStyle.DashLine) if curve.joined else None
+            item = pg.PlotDataItem(pen=pen, name=curve.name, symbol=curve.symbol, symbolSize=7,
+                                   symbolBrush=curve.colour, symbolPen="k")
+            self.plots[curve.plot].addItem(item)
+            self._eval_items[curve.key] = item
+        return series
+
     # ---- data in ----
+    def set_layout(self, layout: CurveLayout) -> None:
+        """Draw another kind of run's curves (pretraining or fine-tuning); clears what is drawn."""
+        if layout is self.layout_spec:
+            return
+        self.layout_spec = layout
+        self.accuracy_plot.setLabel("left", layout.metric_title)
+        self._place_metric_legend()
+        self.clear()
+
+    def _place_metric_legend(self) -> None:
+        """The metric plot's legend top right, or bottom right where the layout's curves rise into the top."""
+        corner = (1, 1) if self.layout_spec.metric_legend_at_bottom else (1, 0)  # as addLegend's offset sign says
+        self.accuracy_plot.legend.anchor(corner, corner, offset=(-10, -2 if corner[1] else 2))
+
     def clear(self) -> None:
-        for store in (self._series, self._eval_series):
-            for key in store:
-                store[key] = _Series(self._smoothing)
+        """Forget every point and every curve (a new run, another run folder)."""
+        for items in (self._raw_items, self._smooth_items, self._eval_items):
+            for item in items.values():
+                for plot in self.plots:
+                    if item in plot.items:
+                        plot.removeItem(item)  # and its legend entry
+            items.clear()
+        self._series.clear()
+        self._eval_series.clear()
+        self._drawn.clear()
         self._last_step = -math.inf
+        self._last_values, self._last_held_out = {}, {}
         self._follow_steps = True
         self._showing_planned_steps = False
+        self.accuracy_plot.setYRange(0.0, 1.0)
         self.set_step_extent(None)
         self.summary_label.setText("no steps yet")
         self.set_marker(None)
         self._redraw()
 
     def add_all(self, records) -> None:
-        """Append `StepStats` and `EvalStats`, in order."""
+        """Append step and evaluation records, in order."""
         for stats in records:
             self.add(stats)
 
-    def add(self, stats: StepStats | EvalStats) -> None:
+    def add(self, stats) -> None:
         """A training step (and its held-out evaluation, if it ran one), or a held-out evaluation alone."""
-        if isinstance(stats, EvalStats):
-            for key, series in self._eval_series.items():
-                series.append(float(stats.step), float(getattr(stats, key)))
+        values = record_values(stats)
+        if is_held_out(stats):
+            for key, value in values.items():
+                curve = self.layout_spec.held_out_curve(key)
+                if curve is not None and math.isfinite(value):
+                    self._held_out_series(curve).append(float(stats.step), value)
+                    self._fit_metric_range(curve, value)
+            self._last_held_out = values
             self._schedule()
             return
         step = stats.step
@@ -361,21 +276,21 @@ class LossPlots(QWidget):
                 self.set_step_extent(self._step_extent)  # the plan was a placeholder: follow the data again
         if total is not None and total != self._step_extent and self._follow_steps:
             self.set_step_extent(total)
-        for key, series in self._series.items():
-            series.append(float(step), float(getattr(stats, key)))
-        self._summarise(stats)
+        for curve in self.layout_spec.train:
+            value = values.get(curve.key, math.nan)
+            if math.isfinite(value):
+                self._train_series(curve).append(float(step), value)
+                self._fit_metric_range(curve, value)
+        self._last_values = values
         if stats.eval is not None:
             self.add(stats.eval)
         else:
             self._schedule()
 
-    def _summarise(self, stats: StepStats) -> None:
-        parts = ["dots = held-out", f"step {stats.step:,}"]
-        for key, label in (("loss", "loss"), ("mlm_accuracy", "MLM acc"), ("nsp_accuracy", "NSP acc")):
-            value = getattr(stats, key)
-            if math.isfinite(value):
-                parts.append(f"{label} {value:.3f}")
-        self._summary = "  ·  ".join(parts)
+    def _fit_metric_range(self, curve: Curve, value: float) -> None:
+        """The metric plot spans 0..1, or -1..1 once a correlation (pearson, spearman) goes negative."""
+        if curve.plot == METRIC_PLOT and value < 0 and self.accuracy_plot.viewRange()[1][0] > -1:
+            self.accuracy_plot.setYRange(-1.0, 1.0)
 
     def _schedule(self, *_args) -> None:
         if not self._redraw_timer.isActive():
@@ -408,7 +323,8 @@ class LossPlots(QWidget):
             if self._update_needed(item, series.version):
                 item.setData(series.x, series.y)
         if self._last_step > -math.inf:
-            self.summary_label.setText(self._summary)
+            self.summary_label.setText(summary_line(self.layout_spec, int(self._last_step), self._last_values,
+                                                    self._last_held_out))
 
     def _update_needed(self, item: pg.PlotDataItem, shown: object) -> bool:
         """False when `item` already shows `shown` (what its data depends on); else remember it, True.
@@ -421,7 +337,7 @@ class LossPlots(QWidget):
         self._drawn[id(item)] = shown
         return True
 
-    def _show_curve(self, item: pg.PlotDataItem, series: _Series, view: tuple, smoothed: bool) -> None:
+    def _show_curve(self, item: pg.PlotDataItem, series: CurveSeries, view: tuple, smoothed: bool) -> None:
         if self._update_needed(item, (series.version, view, smoothed)):
             x_min, x_max, budget = view
             item.setData(*series.display(x_min, x_max, budget, smoothed=smoothed))
@@ -438,7 +354,7 @@ class LossPlots(QWidget):
         if smoothing == self._smoothing:
             return
         self._smoothing = smoothing
-        for key in SMOOTHED:
+        for key in self._smooth_items:
             self._series[key].set_smoothing(smoothing)
         self._redraw()
 
@@ -461,14 +377,21 @@ class LossPlots(QWidget):
     # ---- for tests and the panel ----
     def point_count(self, key: str = "loss") -> int:
         """How many training points the `key` curve holds."""
-        return self._series[key].size
+        return self._series[key].size if key in self._series else 0
 
     def eval_point_count(self, key: str = "loss") -> int:
-        return self._eval_series[key].size
+        return self._eval_series[key].size if key in self._eval_series else 0
 
-    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of a training curve, copies."""
-        return self._series[key].x.copy(), self._series[key].y.copy()
+    def series(self, key: str, held_out: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of a training curve (or of a held-out series), copies; empty when it has none."""
+        series = (self._eval_series if held_out else self._series).get(key)
+        if series is None:
+            return np.zeros(0), np.zeros(0)
+        return series.x.copy(), series.y.copy()
+
+    def legend_names(self) -> list[str]:
+        """The legend entries of the three plots, top to bottom (what a user reads the curves by)."""
+        return [label.text for plot in self.plots for _, label in plot.legend.items]
 
     def last_step(self) -> int | None:
         return None if self._last_step == -math.inf else int(self._last_step)

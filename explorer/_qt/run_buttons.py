@@ -1,5 +1,5 @@
-"""The Train tab's run buttons: Start, Pause, Resume, Stop and "Open run folder…", with which of them can
-act now and why (their tooltips). The tab connects their `clicked` and tells them its state (`show_state`)."""
+"""A run tab's buttons (Train, Fine-tune): Start, Pause, Resume, Stop and "Open run folder…", with which of them
+can act now and why (their tooltips). The tab connects their `clicked` and tells them its state (`show_state`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ RESUME_TIP = ("Continues a paused run, or a stopped one (this tab's, or a run fo
 
 
 class RunButtons(QWidget):
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, command: str = "bert-train"):
         super().__init__(parent)
         self.start_button = named(QPushButton("Start"), "startButton", "Start training", START_TIP)
         self.pause_button = named(QPushButton("Pause"), "pauseButton", "Pause training",
@@ -24,7 +24,7 @@ class RunButtons(QWidget):
         self.stop_button = named(QPushButton("Stop"), "stopButton", "Stop training",
                                  "Stop after the current step and save a checkpoint (Resume continues it)")
         self.open_run_button = named(QPushButton("Open run folder…"), "openRunButton", "Open a run folder to watch",
-                                     "Show a run folder written by bert-train or by this tab: its curves follow it "
+                                     f"Show a run folder written by {command} or by this tab: its curves follow it "
                                      "while it grows, and Resume continues it once it stopped")
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
@@ -34,7 +34,7 @@ class RunButtons(QWidget):
         grid.addWidget(self.open_run_button, 1, 0, 1, 4)
 
     def show_state(self, *, running: bool, paused: bool, stopping: bool, resumable: Path | None,
-                   problem: str | None) -> None:
+                   problem: str | None, command: str = "bert-train") -> None:
         """Enable what can act now: a run going (`paused`, or `stopping` at its next step) or not; the run shown
         that Resume can continue (`resumable`); the first problem of the form's settings, if any."""
         self.start_button.setEnabled(not running)
@@ -45,7 +45,7 @@ class RunButtons(QWidget):
             self.resume_button.setToolTip("Continue the paused run")
         elif resumable is not None:
             self.resume_button.setToolTip(f"Continue {resumable} from its latest checkpoint, exactly as "
-                                          "bert-train --resume does; its curves go on from its metrics file")
+                                          f"{command} --resume does; its curves go on from its metrics file")
         else:
             self.resume_button.setToolTip(RESUME_TIP)
         self.stop_button.setEnabled(running and not stopping)

@@ -1,8 +1,10 @@
-"""Follow a run folder written elsewhere (`bert-train --out`, here or on another machine) as it grows.
+"""Follow a run folder written elsewhere (`bert-train --out` or `bert-finetune --out`, here or on another
+machine) as it grows.
 
 A poll timer tails the folder's `metrics.jsonl` (`run_watch.MetricsTail`: complete lines only, restarts
-noticed) and hands its statistics on as the trainer's own `StepStats` / `EvalStats` (`stats_from_record`,
-the one place where foreign spellings are read). Checkpoints are the watched run's weights: each one is
+noticed) and hands its statistics on as the engine's own records (`run_watch.record_reader`: the trainer's
+`StepStats` / `EvalStats`, read by `stats_from_record`, the one place where foreign spellings are read, or a
+fine-tuning run's `TaskStepStats` / `TaskEvalStats`). Checkpoints are the watched run's weights: each one is
 offered for probing once, oldest first, one at a time (`probeCheckpoint`, then `checkpoint_probed()`).
 It notices the end of the run (`ended`): a `summary.json` at the last step (what a finished or stopped run
 writes), an error record, or a `final/` folder and no growth for `quiet_s`; it goes on watching, in case
@@ -18,7 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from bertcore.run_folder import FINAL_DIR, METRICS_FILE, MetricsTail, list_checkpoints, read_run_config
-from explorer.run_watch import run_has_ended, stats_from_record
+from explorer.run_watch import is_finetuning_run, record_reader, run_has_ended, stats_from_record
 from explorer.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
 
 
@@ -41,6 +43,8 @@ class RunWatcher(QObject):
         self.quiet_s = quiet_s
         self._last_growth = time.monotonic()
         self._tail: MetricsTail | None = None
+        self._read_record = stats_from_record  # record_reader of the run's kind, once its run_config.json says
+        self._kind_known = False
         self._checkpoints = CheckpointProbeQueue()
         self._timer = QTimer(self)
         self._timer.setInterval(poll_interval_ms)
@@ -62,11 +66,12 @@ class RunWatcher(QObject):
         except ValueError:
             config = {}
         self.run_dir, self.total_steps = folder, planned_steps(config)
+        self._read_record, self._kind_known = record_reader(config), bool(config)
         if not (folder / METRICS_FILE).exists() and not config:
             text = f"{folder} holds no {METRICS_FILE} yet; watching for it to appear."
         else:
             text = f"Watching {folder}"
-        described = self.description = describe_run_config(config)
+        described = self.description = describe_config(config)
         self.status.emit(f"{text} ({described})" if described else text, "info")
         self.last_step, self.ended_as, self._last_growth = None, None, time.monotonic()
         self.started.emit(str(folder), self.total_steps)
@@ -87,6 +92,12 @@ class RunWatcher(QObject):
         if self._tail is None:
             return
         update = self._tail.poll()
+        if not self._kind_known and update.records:  # its run_config.json is written before any record
+            try:
+                config = read_run_config(self.run_dir)
+                self._read_record, self._kind_known = record_reader(config), True
+            except ValueError:
+                pass
         if update.restarted:
             self.restarted.emit()
         if not update.records:
@@ -96,7 +107,7 @@ class RunWatcher(QObject):
         if self.ended_as is not None:  # it grows again: resumed (by bert-train --resume, say)
             self.ended_as = None
             self.status.emit(f"Watching {self.run_dir}: the run goes on.", "info")
-        stats = [converted for converted in map(stats_from_record, update.records) if converted is not None]
+        stats = [converted for converted in map(self._read_record, update.records) if converted is not None]
         if stats:
             self.last_step = max(record.step for record in stats)
             self.statsArrived.emit(stats)
@@ -142,3 +153,12 @@ class RunWatcher(QObject):
         if checkpoint is not None:
             step, folder = checkpoint
             self.probeCheckpoint.emit(step, str(folder))
+
+
+def describe_config(config: dict) -> str:
+    """A watched run's configuration in one line, for either kind of run."""
+    if is_finetuning_run(config):
+        from explorer.finetune_run import describe_finetune_config
+
+        return describe_finetune_config(config)
+    return describe_run_config(config)

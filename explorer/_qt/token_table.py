@@ -1,6 +1,8 @@
 """BERT's input as a table: one column per position, one row per thing the model is given.
 
-Rows: the token, its id, the segment id, the position id, the attention mask and the masking decision.
+Rows: the token, its id, the segment id, the position id, the attention mask and the masking decision, and
+for a token-classification model a "tag" row: the predicted tag of each word, coloured by tag
+(`show_tag_row`, `set_tags`; `explorer.task_display.tag_cells` decides the cells).
 Special tokens and the two segments have their own colours (see `TokenLegend`); the row labels sit in the
 vertical header, so they stay pinned while a 512-token input scrolls sideways. The table renders an
 `Encoding` and an optional `Masking` (plain data from bertcore) through a model, so even 512 columns
@@ -31,6 +33,7 @@ from bertcore.tokenizer import Encoding
 
 ROWS = ("token", "token id", "segment id", "position id", "attention mask", "masking")
 TOKEN_ROW, ID_ROW, SEGMENT_ROW, POSITION_ROW, ATTENTION_ROW, MASKING_ROW = range(len(ROWS))
+TAG_ROW_NAME = "tag"
 
 # Light fills that keep black text readable; the same colours appear in the legend.
 COLOURS = {
@@ -75,6 +78,8 @@ class TokenTableModel(QAbstractTableModel):
         self.encoding: Encoding | None = None
         self.masking: Masking | None = None
         self.highlighted = -1
+        self.rows: tuple[str, ...] = ROWS  # ROWS, and "tag" while a token-classification model is shown
+        self._tags: list | None = None  # TagCells of the encoding shown; None: not (yet) known
         self._texts: list[list[str]] = [[] for _ in ROWS]  # [row][column]
         self._brushes: list[list[QBrush | None]] = [[] for _ in ROWS]
         self._masked: frozenset[int] = frozenset()
@@ -87,13 +92,31 @@ class TokenTableModel(QAbstractTableModel):
         self.encoding, self.masking = encoding, masking
         if encoding is None or self.highlighted >= len(encoding):
             self.highlighted = -1
+        self._tags = None  # the tags come with the inspection of this input
         self._cache_cells()
         self.endResetModel()
+
+    def show_tag_row(self, shown: bool) -> None:
+        """Add (or remove) the "tag" row; its cells stay empty until `set_tags`."""
+        rows = (*ROWS, TAG_ROW_NAME) if shown else ROWS
+        if rows != self.rows:
+            self.beginResetModel()
+            self.rows, self._tags = rows, None
+            self._cache_cells()
+            self.endResetModel()
+
+    def set_tags(self, cells: list) -> None:
+        """The tag row's cells (`task_display.TagCell`, one per position of the encoding shown)."""
+        if TAG_ROW_NAME not in self.rows or self.encoding is None or len(cells) != len(self.encoding):
+            return
+        self._tags = list(cells)
+        self._cache_cells()
+        self.dataChanged.emit(self.index(len(ROWS), 0), self.index(len(ROWS), len(self.encoding) - 1))
 
     def _cache_cells(self) -> None:
         encoding, masking = self.encoding, self.masking
         if encoding is None:
-            self._texts, self._brushes = [[] for _ in ROWS], [[] for _ in ROWS]
+            self._texts, self._brushes = [[] for _ in self.rows], [[] for _ in self.rows]
             self._masked, self._column_labels = frozenset(), []
             return
         columns = range(len(encoding))
@@ -110,6 +133,11 @@ class TokenTableModel(QAbstractTableModel):
         decisions = [MaskDecision(d) for d in masking.decisions] if masking is not None else []
         decision_brushes = [brushes[d] if d else None for d in decisions] or [None] * len(encoding)
         self._brushes = [kind_brushes] * MASKING_ROW + [decision_brushes]
+        if TAG_ROW_NAME in self.rows:
+            tags = self._tags or []
+            self._texts.append([cell.text for cell in tags] or [""] * len(encoding))
+            self._brushes.append([QBrush(QColor(cell.colour)) if cell.colour else None for cell in tags]
+                                 or [None] * len(encoding))
         self._masked = frozenset(column for column, d in enumerate(decisions) if d)
         self._column_labels = [str(column) for column in columns]
 
@@ -117,17 +145,17 @@ class TokenTableModel(QAbstractTableModel):
         previous, self.highlighted = self.highlighted, position
         for column in (previous, position):
             if self.encoding is not None and 0 <= column < len(self.encoding):
-                self.dataChanged.emit(self.index(0, column), self.index(len(ROWS) - 1, column))
+                self.dataChanged.emit(self.index(0, column), self.index(len(self.rows) - 1, column))
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
-        return 0 if parent.isValid() else len(ROWS)
+        return 0 if parent.isValid() else len(self.rows)
 
     def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() or self.encoding is None else len(self.encoding)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
         if role == Qt.ItemDataRole.DisplayRole:
-            return ROWS[section] if orientation == Qt.Orientation.Vertical else self._column_labels[section]
+            return self.rows[section] if orientation == Qt.Orientation.Vertical else self._column_labels[section]
         if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal:
             return f"position {section}"
         return None
@@ -152,6 +180,8 @@ class TokenTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.FontRole:
             return self._bold if index.row() == TOKEN_ROW and index.column() in self._masked else None
         if role == Qt.ItemDataRole.ToolTipRole and self.encoding is not None:
+            if index.row() == len(ROWS):
+                return self._tags[index.column()].tooltip if self._tags else "the tag comes with the inspection"
             return self.tooltip(index.column())
         return None
 
@@ -199,7 +229,7 @@ class HighlightDelegate(QStyledItemDelegate):
         painter.drawLine(rect.topRight(), rect.bottomRight())
         if index.row() == 0:
             painter.drawLine(rect.topLeft(), rect.topRight())
-        if index.row() == len(ROWS) - 1:
+        if index.row() == model.rowCount() - 1:
             painter.drawLine(rect.bottomLeft(), rect.bottomRight())
         painter.restore()
 
@@ -236,10 +266,24 @@ class TokenTable(QTableView):
 
     def _fit_height(self) -> None:
         """Exactly the header, every row and the scroll bar: the table never needs to scroll vertically."""
-        rows = len(ROWS) * self.verticalHeader().defaultSectionSize()
+        rows = self.table_model.rowCount() * self.verticalHeader().defaultSectionSize()
         header = max(self.horizontalHeader().sizeHint().height(), self.horizontalHeader().height())
         scroll_bar = self.horizontalScrollBar().sizeHint().height()
         self.setFixedHeight(header + rows + scroll_bar + 2 * self.frameWidth() + 2)
+
+    def show_tag_row(self, shown: bool) -> None:
+        """A "tag" row under the others, for a token-classification model; the table grows to hold it."""
+        self.table_model.show_tag_row(shown)
+        self._fit_height()
+
+    def set_tags(self, cells: list) -> None:
+        """The tag row's cells for the input shown (ignored when they are of another input)."""
+        self.table_model.set_tags(cells)
+        header, metrics = self.horizontalHeader(), QFontMetrics(self.font())
+        for column in range(min(len(cells), self.table_model.columnCount())):
+            width = metrics.horizontalAdvance(cells[column].text) + 14
+            if width > header.sectionSize(column):
+                header.resizeSection(column, width)
 
     def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
         self.table_model.set_input(encoding, masking)
@@ -268,7 +312,7 @@ class TokenTable(QTableView):
             raise ValueError("the token table is empty; type a sentence first")
         rows = [["", *(str(column) for column in range(model.columnCount()))]]
         rows += [[label, *(model.cell_text(row, column) for column in range(model.columnCount()))]
-                 for row, label in enumerate(ROWS)]
+                 for row, label in enumerate(model.rows)]
         return write_rows_csv(path, rows)
 
     def highlight_position(self, position: int) -> None:

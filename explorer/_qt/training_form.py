@@ -22,43 +22,26 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGridLayout,
     QGroupBox,
-    QLabel,
     QLineEdit,
     QPushButton,
     QRadioButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from explorer._qt.form_fields import DeviceCombo, ProblemLabel, number_spin, typed_number
 from explorer.training_run import (
     CONTINUE_LOADED,
     PRESET_NAMES,
     TrainingSettings,
-    available_devices,
     field_problems,
 )
-
-PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
-INT_LIMIT = 2**31 - 1  # what a spin box holds: wide enough that nothing typed is clamped
 
 
 def default_runs_dir() -> Path:
     """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
     return Path(base or Path.home() / ".bert-explorer") / "runs"
-
-
-def _spin(name: str, value: int, tip: str) -> QSpinBox:
-    """A whole-number field that takes anything typed (the form says what is out of range, and why)."""
-    spin = QSpinBox()
-    spin.setObjectName(name)
-    spin.setRange(-INT_LIMIT, INT_LIMIT)
-    spin.setValue(value)
-    spin.setGroupSeparatorShown(True)
-    spin.setMaximumWidth(150)
-    spin.setToolTip(tip)
-    return spin
 
 
 class TrainingForm(QWidget):
@@ -76,12 +59,7 @@ class TrainingForm(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._build_corpus_box())
         layout.addWidget(self._build_run_box())
-        self.problem_label = QLabel()
-        self.problem_label.setObjectName("formProblemLabel")
-        self.problem_label.setAccessibleName("Settings out of range")
-        self.problem_label.setWordWrap(True)
-        self.problem_label.setStyleSheet("color: #c62828;")
-        self.problem_label.hide()
+        self.problem_label = ProblemLabel()
         layout.addWidget(self.problem_label)
         self._problems: dict[str, str] = {}
         self.steps_spin.valueChanged.connect(self.stepsChanged)
@@ -142,28 +120,24 @@ class TrainingForm(QWidget):
         self.model_combo.setToolTip("A new, randomly initialised model of a preset size (tiny trains in about "
                                     "a minute on a CPU), or the Inspect tab's model, trained further")
         form.addRow("Model", self.model_combo)
-        self.steps_spin = _spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
+        self.steps_spin = number_spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
         form.addRow("Steps", self.steps_spin)
-        self.batch_spin = _spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
+        self.batch_spin = number_spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
         form.addRow("Batch size", self.batch_spin)
-        self.seq_len_spin = _spin("seqLenSpin", 64, "Longest sequence, [CLS] and [SEP] included (8 … 512)")
+        self.seq_len_spin = number_spin("seqLenSpin", 64, "Longest sequence, [CLS] and [SEP] included (8 … 512)")
         form.addRow("Sequence length", self.seq_len_spin)
         self.lr_edit = QLineEdit("0.001")
         self.lr_edit.setObjectName("learningRateEdit")
         self.lr_edit.setMaximumWidth(150)
         self.lr_edit.setToolTip("Peak learning rate, between 0 and 1: e.g. 1e-3 for tiny and mini, 1e-4 for base")
         form.addRow("Learning rate", self.lr_edit)
-        self.device_combo = QComboBox()
-        self.device_combo.setObjectName("deviceCombo")
-        self.device_combo.setToolTip("Where the run computes: the CPU, or a GPU when PyTorch sees one")
-        for device, label in available_devices():
-            self.device_combo.addItem(label, device)
+        self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
-        self.seed_spin = _spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow it: "
-                                              "the same seed, the same run")
+        self.seed_spin = number_spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow "
+                                                    "it: the same seed, the same run")
         form.addRow("Seed", self.seed_spin)
-        self.probe_every_spin = _spin("probeEverySpin", 25, "Re-inspect the probe pairs every N steps (0 = off); "
-                                                            "can be changed while a run goes")
+        self.probe_every_spin = number_spin("probeEverySpin", 25, "Re-inspect the probe pairs every N steps "
+                                                                  "(0 = off); can be changed while a run goes")
         form.addRow("Probe every", self.probe_every_spin)
         self.out_edit = QLineEdit()
         self.out_edit.setObjectName("runFolderEdit")
@@ -176,13 +150,8 @@ class TrainingForm(QWidget):
     # ---- values ----
     def _number_values(self) -> dict:
         """The number fields as typed (the learning rate as a float, or its text when it is not a number)."""
-        text = self.lr_edit.text().strip()
-        try:
-            learning_rate: float | str = float(text)
-        except ValueError:
-            learning_rate = text
         return {"steps": self.steps_spin.value(), "batch_size": self.batch_spin.value(),
-                "seq_len": self.seq_len_spin.value(), "learning_rate": learning_rate,
+                "seq_len": self.seq_len_spin.value(), "learning_rate": typed_number(self.lr_edit.text()),
                 "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value()}
 
     def problems(self) -> dict[str, str]:
@@ -193,10 +162,7 @@ class TrainingForm(QWidget):
         problems = self.problems()
         widgets = {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
                    "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
-        for field, widget in widgets.items():
-            widget.setStyleSheet(PROBLEM_STYLE if field in problems else "")
-        self.problem_label.setText("\n".join(message[:1].upper() + message[1:] for message in problems.values()))
-        self.problem_label.setVisible(bool(problems))
+        self.problem_label.show_problems(problems, widgets)
         if problems != self._problems:
             self._problems = problems
             self.problemsChanged.emit(dict(problems))
@@ -233,10 +199,7 @@ class TrainingForm(QWidget):
 
     def set_settings(self, settings: TrainingSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
-        index = self.device_combo.findData(settings.device)
-        if index < 0:
-            raise ValueError(f"device {settings.device!r} is not available here; pick one of "
-                             f"{[self.device_combo.itemData(i) for i in range(self.device_combo.count())]}")
+        index = self.device_combo.index_of(settings.device)
         self.custom_corpus_radio.setChecked(settings.corpus is not None)
         self.default_corpus_radio.setChecked(settings.corpus is None)
         self.corpus_edit.setText(settings.corpus or "")
@@ -259,8 +222,7 @@ class TrainingForm(QWidget):
 
     def device_label(self, device: str | None = None) -> str:
         """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
-        index = self.device_combo.currentIndex() if device is None else self.device_combo.findData(device)
-        return self.device_combo.itemText(max(0, index))
+        return self.device_combo.label(device)
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""

@@ -452,7 +452,8 @@ def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
 
 
 def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot):
-    from explorer._qt.loss_plots import LossPlots, PeakPyramid
+    from explorer._qt.loss_plots import LossPlots
+    from explorer.curve_series import PeakPyramid
 
     rng = np.random.default_rng(0)
     x = np.arange(1, 10_001, dtype=float)

@@ -1,0 +1,76 @@
+"""What the run tabs' forms (Train, Fine-tune) share: number fields that take anything typed, the settings'
+problems shown as they are typed (each field framed in red, the reasons under the form), and the device field."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
+
+from explorer._qt.widget_names import named
+from explorer.training_run import available_devices
+
+PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
+INT_LIMIT = 2**31 - 1  # what a spin box holds: wide enough that nothing typed is clamped
+
+
+def number_spin(name: str, value: int, tip: str) -> QSpinBox:
+    """A whole-number field that takes anything typed (the form says what is out of range, and why)."""
+    spin = QSpinBox()
+    spin.setObjectName(name)
+    spin.setRange(-INT_LIMIT, INT_LIMIT)
+    spin.setValue(value)
+    spin.setGroupSeparatorShown(True)
+    spin.setMaximumWidth(150)
+    spin.setToolTip(tip)
+    return spin
+
+
+def typed_number(text: str) -> float | str:
+    """A number field's text as a float, or as it is when it is not a number (the checks say why)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+class ProblemLabel(QLabel):
+    """The reasons the settings cannot be used, under the form (objectName formProblemLabel); hidden when none."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("formProblemLabel")
+        self.setAccessibleName("Settings out of range")
+        self.setWordWrap(True)
+        self.setStyleSheet("color: #c62828;")
+        self.hide()
+
+    def show_problems(self, problems: dict[str, str], widgets: dict[str, QWidget]) -> None:
+        """Frame the field of each problem in red and list the reasons; `widgets` maps field names to fields."""
+        for field, widget in widgets.items():
+            widget.setStyleSheet(PROBLEM_STYLE if field in problems else "")
+        self.setText("\n".join(message[:1].upper() + message[1:] for message in problems.values()))
+        self.setVisible(bool(problems))
+
+
+class DeviceCombo(QComboBox):
+    """The devices a run may use (objectName deviceCombo): the CPU, and a GPU when PyTorch sees one."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        named(self, "deviceCombo", "Device", "Where the run computes: the CPU, or a GPU when PyTorch sees one")
+        for device, label in available_devices():
+            self.addItem(label, device)
+
+    def devices(self) -> tuple[str, ...]:
+        return tuple(self.itemData(index) for index in range(self.count()))
+
+    def index_of(self, device: str) -> int:
+        """The index of `device`; ValueError, naming the ones there are, when this machine lacks it."""
+        index = self.findData(device)
+        if index < 0:
+            raise ValueError(f"device {device!r} is not available here; pick one of {list(self.devices())}")
+        return index
+
+    def label(self, device: str | None = None) -> str:
+        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
+        return self.itemText(max(0, self.currentIndex() if device is None else self.findData(device)))
