@@ -75,7 +75,7 @@ class ChangeTab(WindowTab):
         self.text_a = ""
         self.text_b: str | None = None
         self.result: HeadChange | None = None
-        self.selected = (0, 0)
+        self.selected = (-1, -1)  # the head shown large; none yet: the first result shows its most changed head
         self._pending: ChangeRequest | None = None  # asked for while hidden: computed when shown
         self._submitted = 0  # the number of the newest request, so an old answer is never shown
         self.computer = ChangeComputer()
@@ -201,7 +201,7 @@ class ChangeTab(WindowTab):
         self.status_label.setText(f"A = {names[0]}, B = {names[1]}; {num_layers} layers × {num_heads} heads on "
                                   f"{len(result.positions)} tokens. {result.summary()}")
         layer, head = self.selected
-        if not (layer < num_layers and head < num_heads):
+        if not (0 <= layer < num_layers and 0 <= head < num_heads):
             layer, head = result.change.most_changed
         self.show_head(layer, head)
 

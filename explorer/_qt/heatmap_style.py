@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QGraphicsRectItem
 from explorer.attention_math import colour_gamma, describe_scale
 
 COLOR_MAP_NAME = "viridis"
-DIVERGING_MAP_NAME = "CET-D1"  # blue · white · red: a difference, white at 0, the sign in the hue
+DIVERGING_MAP_NAME = "CET-D9"  # blue · white · red: a difference, white at 0, the sign in the hue
 HIGHLIGHT_BRUSH = QColor(255, 255, 255, 70)
 HIGHLIGHT_PEN = QColor(255, 80, 80, 220)
 SELECTED_PEN = QColor(255, 140, 0)
@@ -36,8 +36,9 @@ def diverging_color_map() -> pg.ColorMap:
 
 @lru_cache(maxsize=1)
 def diverging_lookup() -> np.ndarray:
-    """(256, 4) uint8: the colour table of a signed difference drawn over symmetric levels (−m … m)."""
-    return np.ascontiguousarray(diverging_color_map().getLookupTable(nPts=256, alpha=True), dtype=np.uint8)
+    """(255, 4) uint8: the colour table of a signed difference drawn over symmetric levels (−m … m); an odd count,
+    so that 0 falls exactly on the middle (white) entry rather than rounding to the red side."""
+    return np.ascontiguousarray(diverging_color_map().getLookupTable(nPts=255, alpha=True), dtype=np.uint8)
 
 
 @lru_cache(maxsize=8)

@@ -186,6 +186,12 @@ def test_incomparable_and_unreadable_checkpoints_give_a_message(qtbot, tab, chec
     assert "Checkpoint A" in tab.status_label.text() and "cannot be read" in tab.status_label.text()
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["a"]))  # the same folder twice is fine
     assert np.all(tab.grid.values == 0.0)
+    # no difference is drawn white: the middle of the diverging map, not a shade to one side of it
+    from explorer._qt.heatmap_style import diverging_lookup
+
+    picture = tab.heatmap_difference.image_item.image
+    middle = diverging_lookup()[len(diverging_lookup()) // 2]
+    assert np.all(picture == middle) and middle[:3].min() > 240
 
 
 def test_the_pair_changing_recomputes(qtbot, tab, checkpoints):
