@@ -48,17 +48,18 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
 
     folder = Path(path).expanduser()
     model, tokenizer = load_pretrained(folder, device=device)
-    minilm = minilm_path()
-    # MiniLM's folder inside its package is called "model": name it as people know it
-    name = MINILM_NAME if minilm is not None and folder.resolve() == minilm.resolve() else display_name(folder)
-    return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
+    return LoadedModel(model, tokenizer, describe_model(model, display_name(folder), path=str(folder)))
 
 
 def display_name(folder: Path) -> str:
     """A checkpoint folder's name for the window: a run's final/ or checkpoints/step-N/ is named with its run
-    ("mood/final", "mood/step-000300"), any other folder by its own name."""
+    ("mood/final", "mood/step-000300"), MiniLM as people know it (its folder in its package is called "model"),
+    any other folder by its own name."""
     from bertcore.run_folder import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
 
+    minilm = minilm_path()
+    if minilm is not None and folder.resolve() == minilm.resolve():
+        return MINILM_NAME
     if folder.name == FINAL_DIR and folder.parent.name:
         return f"{folder.parent.name}/{folder.name}"
     if checkpoint_step(folder.name) is not None and folder.parent.name == CHECKPOINTS_DIR and folder.parent.parent.name:

