@@ -10,7 +10,7 @@ words, "use this model in the inspector") is `RunPanel`'s. What is fine-tuning's
   exact_match / f1, pearson / spearman), the learning rate. The newest evaluation is also said in words.
 - "Start from the Inspect tab's model" fine-tunes the inspector's model (`on_model_changed`): its folder when it
   came from one, else a copy saved into the run folder first; the inspector keeps its own.
-- "What changed…" asks, through `compareRequested`, to compare the run's starting checkpoint with the chosen
+- "What changed…" asks, through `compareCheckpoints`, to compare the run's starting checkpoint with the chosen
   one (or the newest); the window hands both folders to the tab that compares them.
 
 The form is `FinetuneForm`; what it drives is plain Python in `explorer.finetune_run`.
@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from bertcore.run_folder import read_run_config
@@ -47,8 +47,6 @@ NO_EVALUATION = ("No held-out evaluation yet: the task's metrics appear after th
 
 class FinetunePanel(RunPanel):
     """The fine-tuning tab; see the module docstring."""
-
-    compareRequested = Signal(str, str)  # the run's starting checkpoint folder, the chosen checkpoint folder
 
     def __init__(self, parent: QWidget | None = None, *, engine_factory: EngineFactory | None = None,
                  torch_threads: int | None = None, niceness: int = 5, poll_interval_ms: int = 250):
@@ -160,7 +158,7 @@ class FinetunePanel(RunPanel):
         return Path(settings.init_from)
 
     def request_compare(self) -> tuple[str, str] | None:
-        """Emit `compareRequested(start, chosen)`: the run's starting checkpoint and the selected one (the newest
+        """Emit `compareCheckpoints(start, chosen)`: the run's starting checkpoint and the selected one (the newest
         when none is selected). None, with the reason in the status line, when either is missing."""
         chosen = self.checkpoints.combo.currentData() or self.checkpoints.latest(self._last_checkpoint)
         start = self.start_checkpoint()
@@ -172,5 +170,5 @@ class FinetunePanel(RunPanel):
             self.status.say("The run does not say which model it started from, so there is nothing to compare "
                             "with.", "error")
             return None
-        self.compareRequested.emit(str(start), str(chosen))
+        self.compareCheckpoints.emit(str(start), str(chosen))
         return str(start), str(chosen)

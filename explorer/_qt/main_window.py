@@ -1,15 +1,16 @@
 """The explorer's main window: the tabs, the menus, the status bar, and the wiring between them.
 
 The window's own jobs are few: it holds the "Inspect" tab (`InspectTab`) and the tabs added beside it
-(`add_tab`, for any `WindowTab`: Head lab, Embeddings, Train; each gets a View menu entry and Ctrl+N, N its
-place), loads and saves models through a `ModelLoader`, shows what
-goes wrong (`errorLabel`, plus a message box for models), and shuts every worker down before it closes.
+(`add_tab`, for any `WindowTab`: Head lab, Embeddings, What changed, Train, Fine-tune; each gets a View menu
+entry and Ctrl+N, N its place), loads and saves models through a `ModelLoader`, shows what goes wrong
+(`errorLabel`, plus a message box for models), and shuts every worker down before it closes.
 Everything is wired here, in `_connect` and `add_tab`, through signals: no part reaches into another.
 
 Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_pair()`, `pairChanged`,
 `model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
-`show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `add_tab(tab, title)`,
+`show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
+`add_tab(tab, title)`, `change_tab`,
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
 `modelLoadFailed`, `closing`.
 """
@@ -83,7 +84,7 @@ class MainWindow(QMainWindow):
         self.modelChanged.connect(self.head_lab.on_model_changed)
         self.add_tab(HeadLabTab(self.head_lab), "Head lab")
         self.add_tab(EmbeddingView(), "Embeddings")
-        self.add_tab(ChangeTab(), "What changed")
+        self.change_tab = self.add_tab(ChangeTab(), "What changed")
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
         if geometry is not None:
@@ -167,8 +168,8 @@ class MainWindow(QMainWindow):
 
     def add_tab(self, tab: WindowTab, title: str) -> WindowTab:
         """Add `tab` beside Inspect and wire it both ways: it hears the pair and the model (now, and whenever
-        they change); it may show an inspection or open a checkpoint in the Inspect tab; it shuts down with
-        the window."""
+        they change); it may show an inspection or open a checkpoint in the Inspect tab, or ask the What
+        changed tab to compare two checkpoints; it shuts down with the window."""
         self._add_tab_page(tab, title)
         self.pairChanged.connect(tab.on_pair_changed)
         self.modelChanged.connect(tab.on_model_changed)
@@ -176,6 +177,7 @@ class MainWindow(QMainWindow):
         tab.showInspection.connect(self.show_external_inspection)
         tab.openCheckpoint.connect(self.load_checkpoint)
         tab.inspectPair.connect(self.inspect_pair)
+        tab.compareCheckpoints.connect(self.compare_checkpoints)
         tab.on_pair_changed(*self.current_pair())
         loaded = self.inspect_tab.loaded_model()
         if loaded is not None:
@@ -240,6 +242,11 @@ class MainWindow(QMainWindow):
         form.sentence_b_edit.setText(text_b or "")
         self.inspect_tab.flush_input()
         self.tabs.setCurrentWidget(self.inspect_tab)
+
+    def compare_checkpoints(self, folder_a: str, folder_b: str) -> None:
+        """Compare two checkpoints (before, after) in the What changed tab on the current input, and show it."""
+        self.change_tab.compare(folder_a, folder_b)
+        self.tabs.setCurrentWidget(self.change_tab)
 
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""

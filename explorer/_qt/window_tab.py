@@ -13,11 +13,12 @@ from PySide6.QtWidgets import QWidget
 
 
 class WindowTab(QWidget):
-    """Base of the main window's tabs (the Train tab, the Head lab, Embeddings; later the Fine-tune tab)."""
+    """Base of the main window's tabs (Head lab, Embeddings, What changed, Train, Fine-tune)."""
 
     showInspection = Signal(object, str)  # an Inspection computed here and its caption, for the Inspect tab
     openCheckpoint = Signal(str)  # a checkpoint folder for the Inspect tab to load as its model
     inspectPair = Signal(str, str)  # a sentence pair (B "" for none) for the Inspect tab to show, typed in
+    compareCheckpoints = Signal(str, str)  # two checkpoint folders (before, after) for the What changed tab
 
     def on_pair_changed(self, text_a: str, text_b: str | None) -> None:
         """The Inspect tab's sentence pair (B empty or None for none), once it encodes; told on `add_tab` too."""

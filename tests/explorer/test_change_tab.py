@@ -233,6 +233,27 @@ def test_the_window_has_the_tab(qtbot, settings):
         window.close()
 
 
+def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot, settings, checkpoints):
+    """The Fine-tune tab's "What changed…" goes through WindowTab.compareCheckpoints and the window."""
+    from explorer._qt.main_window import MainWindow
+    from explorer._qt.window_tab import WindowTab
+
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    try:
+        asking = window.add_tab(WindowTab(), "Asking")
+        window.tabs.setCurrentWidget(asking)
+        window.inspect_pair(TEXT_A, "")
+        with qtbot.waitSignal(window.change_tab.worker.done, timeout=30_000):
+            asking.compareCheckpoints.emit(checkpoints["a"], checkpoints["b"])
+        assert window.tabs.currentWidget() is window.change_tab
+        assert window.change_tab.field_a.folder() == checkpoints["a"]
+        assert window.change_tab.field_b.folder() == checkpoints["b"]
+        qtbot.waitUntil(lambda: window.change_tab.grid.values.shape == (TINY_LAYERS, TINY_HEADS), timeout=30_000)
+    finally:
+        window.close()
+
+
 def test_minilm_is_named_as_people_know_it():
     from explorer.head_change import checkpoint_name
     from explorer.startup import MINILM_NAME, minilm_path

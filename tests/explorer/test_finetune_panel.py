@@ -98,11 +98,11 @@ def test_a_run_draws_its_loss_and_task_metric_and_ends_with_a_task_model(qtbot, 
 
     # "What changed…": the run's start and the chosen checkpoint
     assert panel.compare_button.isEnabled()
-    with qtbot.waitSignal(panel.compareRequested) as compared:
+    with qtbot.waitSignal(panel.compareCheckpoints) as compared:
         panel.compare_button.click()
     assert compared.args == [str(pretrained), str(out / "final")]
     panel.checkpoints.combo.setCurrentIndex(panel.checkpoints.combo.count() - 1)  # the oldest checkpoint
-    with qtbot.waitSignal(panel.compareRequested) as compared:
+    with qtbot.waitSignal(panel.compareCheckpoints) as compared:
         panel.compare_button.click()
     assert compared.args == [str(pretrained), str(list_checkpoints(out)[0][1])]
 
@@ -186,7 +186,7 @@ def test_watching_a_bert_finetune_run_folder_shows_its_curves(qtbot, panel, pret
     qtbot.waitUntil(lambda: panel.plots.eval_point_count("accuracy") == 2, timeout=RUN_TIMEOUT_MS)
     assert panel.eval_label.text().startswith("Held-out at step 8")
     qtbot.waitUntil(lambda: "finished" in status(panel), timeout=RUN_TIMEOUT_MS)
-    with qtbot.waitSignal(panel.compareRequested) as compared:
+    with qtbot.waitSignal(panel.compareCheckpoints) as compared:
         panel.compare_button.click()
     assert compared.args == [str(pretrained), str(out / "final")]
 
