@@ -2,7 +2,8 @@
 
 One image of (L, H) values (rows: layers, top to bottom; columns: heads), the value written in every cell, a
 colour bar naming the unit (Jensen–Shannon divergence, bits), the hovered head's number below, and the
-clicked head framed. Items are made once and fed with `setImage`; only a new grid shape rebuilds the cell texts.
+clicked head framed. Items are made once and fed with new data: the image with `setImage`, the numbers with
+`CellNumbers.set_cells`; only a new grid shape sets the axes again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from explorer._qt.cell_numbers import CellNumbers
 from explorer._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.attention_math import to_rgba
 
@@ -35,7 +37,6 @@ class HeadChangeGrid(QWidget):
         self.values = np.zeros((0, 0), np.float64)  # (L, H) bits, as shown
         self.levels = (0.0, 1.0)
         self.selected = (-1, -1)
-        self.cell_texts: list[pg.TextItem] = []
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
@@ -53,6 +54,9 @@ class HeadChangeGrid(QWidget):
             axis.setTextPen("k")
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
+        self.numbers = CellNumbers()
+        self.numbers.setZValue(5)
+        self.plot.addItem(self.numbers, ignoreBounds=True)
         self.frame = QGraphicsRectItem()
         pen = QPen(SELECTED_PEN, 3)
         pen.setCosmetic(True)
@@ -93,24 +97,12 @@ class HeadChangeGrid(QWidget):
         if new_shape:
             self._build(num_layers, num_heads)
         fractions = (values - levels[0]) / max(levels[1] - levels[0], 1e-12)
-        for index, text in enumerate(self.cell_texts):
-            layer, head = divmod(index, num_heads)
-            text.setText(f"{values[layer, head]:.3f}")
-            text.setColor("k" if fractions[layer, head] > BRIGHT_FRACTION else "w")
+        self.numbers.set_cells([[f"{value:.3f}" for value in row] for row in values], fractions > BRIGHT_FRACTION)
         if self.selected[0] >= num_layers or self.selected[1] >= num_heads:
             self.select(-1, -1)
 
     def _build(self, num_layers: int, num_heads: int) -> None:
-        for text in self.cell_texts:
-            self.plot.removeItem(text)
-        self.cell_texts = []
-        for layer in range(num_layers):
-            for head in range(num_heads):
-                text = pg.TextItem("", anchor=(0.5, 0.5))
-                text.setPos(head + 0.5, layer + 0.5)
-                text.setZValue(5)
-                self.plot.addItem(text, ignoreBounds=True)
-                self.cell_texts.append(text)
+        """The axes and the view for a new grid shape."""
         self.plot.getAxis("left").setTicks([[(layer + 0.5, str(layer + 1)) for layer in range(num_layers)]])
         self.plot.getAxis("bottom").setTicks([[(head + 0.5, str(head + 1)) for head in range(num_heads)]])
         self.plot.vb.setRange(xRange=(0, max(1, num_heads)), yRange=(0, max(1, num_layers)), padding=0)
@@ -120,6 +112,7 @@ class HeadChangeGrid(QWidget):
         """Nothing compared (after a fault)."""
         self.values = np.zeros((0, 0), np.float64)
         self.image_item.clear()
+        self.numbers.set_cells([], np.zeros((0, 0), bool))
         self._build(0, 0)
         self.select(-1, -1)
         self.hover_label.setText(self.HINT)

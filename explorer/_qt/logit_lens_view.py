@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer._qt.cell_numbers import CellNumbers
 from explorer._qt.exporting import export_button, export_png
 from explorer._qt.heatmap_style import color_map
 from explorer._qt.predictions_view import CORRECT_COLOUR, percent
@@ -107,7 +108,9 @@ class LogitLensView(QWidget):
         self.selection.setZValue(10)
         self.selection.setVisible(False)
         self.plot.vb.addItem(self.selection, ignoreBounds=True)
-        self.cell_texts: list[pg.TextItem] = []
+        self.numbers = CellNumbers()
+        self.numbers.setZValue(5)
+        self.plot.vb.addItem(self.numbers, ignoreBounds=True)
         self.hover_label = QLabel(" ")
         self.hover_label.setObjectName("logitLensHoverLabel")
 
@@ -239,25 +242,16 @@ class LogitLensView(QWidget):
     def _write_cell_texts(self, levels: tuple[float, float]) -> None:
         lens = self.lens
         num_rows, num_columns = self.matrix.shape
-        wanted = num_rows * num_columns if num_rows * num_columns <= MAX_CELL_TEXTS else 0
-        while len(self.cell_texts) < wanted:
-            text = pg.TextItem("", anchor=(0.5, 0.5))
-            text.setZValue(5)
-            self.plot.vb.addItem(text, ignoreBounds=True)
-            self.cell_texts.append(text)
-        for index, item in enumerate(self.cell_texts):
-            item.setVisible(index < wanted)
-            if index >= wanted:
-                continue
-            row, column = divmod(index, num_columns)
-            if self.value_kind() == "rank":
-                item.setText(str(int(lens.original_rank[row, column])))
-            else:
-                value = 100 * float(lens.original_probability[row, column])
-                item.setText(f"{value:.0f}" if value >= 9.95 else f"{value:.1f}")
-            bright = (self.matrix[row, column] - levels[0]) / max(1e-12, levels[1] - levels[0]) > 0.6
-            item.setColor(QColor("#111111") if bright else QColor("#f4f4f4"))
-            item.setPos(column + 0.5, row + 0.5)
+        if num_rows * num_columns > MAX_CELL_TEXTS:
+            self.numbers.set_cells([], np.zeros((0, 0), bool))
+            return
+        if self.value_kind() == "rank":
+            texts = [[str(int(rank)) for rank in row] for row in lens.original_rank]
+        else:
+            texts = [[f"{value:.0f}" if value >= 9.95 else f"{value:.1f}" for value in row]
+                     for row in 100 * np.asarray(lens.original_probability, np.float64)]
+        bright = (self.matrix - levels[0]) / max(1e-12, levels[1] - levels[0]) > 0.6
+        self.numbers.set_cells(texts, bright)
 
     def _show_selection(self) -> None:
         lens, column = self.lens, self.selected_column
