@@ -134,7 +134,9 @@ class InspectTab(QWidget):
         self.predictions_side.addWidget(self.predictions)
         self.predictions_side.addWidget(self.task_output)
         self.predictions_side.addWidget(self.logit_lens)
-        self.predictions_side.setSizes([260, 420])
+        # the predictions or the task output (one of them is shown) over the lens; every part gets its share
+        self.predictions_side.setSizes([260, 260, 420])
+        self.predictions_side.setChildrenCollapsible(False)
         self.splitter.addWidget(self.predictions_side)
         self.splitter.setStretchFactor(0, 7)
         self.splitter.setStretchFactor(1, 3)

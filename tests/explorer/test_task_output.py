@@ -180,3 +180,17 @@ def test_the_tag_row_goes_when_a_pretraining_model_follows_a_tagger(qtbot, windo
     open_and_inspect(qtbot, window, tiny_checkpoint, "the cat sat")
     assert "tag" not in window.inspect_tab.token_table.table_model.rows
     assert not task_view(window).isVisibleTo(window)
+
+
+def test_the_logit_lens_and_the_task_output_each_get_room(qtbot, window, task_folders, tiny_checkpoint):
+    """The predictions side holds the predictions or the task output, over the logit lens: whichever is shown
+    has a real height, also after switching model kinds (the lens once got a height of 0)."""
+    window.resize(1600, 1000)
+    side = window.inspect_tab
+    open_and_inspect(qtbot, window, tiny_checkpoint, "the cat sat")
+    qtbot.waitUntil(lambda: side.logit_lens.height() >= 150)
+    assert side.predictions.height() >= 150
+    open_and_inspect(qtbot, window, task_folders["sequence"], "the cat sat")
+    qtbot.waitUntil(lambda: task_view(window).height() >= 150)
+    open_and_inspect(qtbot, window, tiny_checkpoint, "the cat sat")
+    qtbot.waitUntil(lambda: side.logit_lens.height() >= 150 and side.predictions.height() >= 150)
