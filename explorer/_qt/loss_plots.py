@@ -6,13 +6,14 @@ exact_match, f1, pearson, spearman) held out, joined. `set_layout` switches (a T
 watched run folder of either kind). Records arrive as the engines yield them or as a metrics file is read back
 (`bertcore.trainer.StepStats` / `EvalStats`, `bertcore.finetune.TaskStepStats` / `TaskEvalStats`).
 
-Plot items are created once per curve (when its first value arrives, so the legend names only what is there)
-and fed with `setData`; new points land in growing numpy buffers (`explorer.curve_series`) and a single-shot
-timer redraws at most `max_fps` times a second however fast steps arrive. Long runs stay smooth: curves are
-drawn only over the steps in view (clip to view), reduced with the "peak" method (a min and a max per pixel
-column, so spikes stay visible) from an incrementally built `PeakPyramid` rather than by pyqtgraph's own
-`setDownsampling(mode="peak")`, which recomputes over every point at every repaint (measured at 100k steps:
-~35 ms a frame with pyqtgraph's, see benchmarks/gui_lag_training.py --long).
+Plot items are created once per curve, empty, whenever the layout is (re)set, before a run's first step (made at
+that step they held the GUI thread ~60 ms); a curve is named in the legend when its first value arrives, so the
+legend names only what is there. They are fed with `setData`; new points land in growing numpy buffers
+(`explorer.curve_series`) and a single-shot timer redraws at most `max_fps` times a second however fast steps
+arrive. Long runs stay smooth: curves are drawn only over the steps in view (clip to view), reduced with the "peak"
+method (a min and a max per pixel column, so spikes stay visible) from an incrementally built `PeakPyramid` rather
+than by pyqtgraph's own `setDownsampling(mode="peak")`, which recomputes over every point at every repaint
+(measured at 100k steps: ~35 ms a frame with pyqtgraph's, see benchmarks/gui_lag_training.py --long).
 
 Painting cost is what decides the GUI's lag during a run (measured: a repaint of the three plots took
 ~18 ms with a translucent grid and ~3 ms without, most of it replaying the axis pictures), so there is no
@@ -106,6 +107,7 @@ class LossPlots(QWidget):
         self._raw_items: dict[str, pg.PlotDataItem] = {}
         self._smooth_items: dict[str, pg.PlotDataItem] = {}
         self._eval_items: dict[str, pg.PlotDataItem] = {}
+        self._make_train_items()
 
         self.markers = []
         for plot in self.plots:
@@ -178,25 +180,31 @@ class LossPlots(QWidget):
         self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
 
     @staticmethod
-    def _make_curve(plot: pg.PlotItem, pen, name: str | None) -> pg.PlotDataItem:
+    def _make_curve(plot: pg.PlotItem, pen) -> pg.PlotDataItem:
         # CurveSeries holds finite values only, already reduced to the view by its PeakPyramid ("peak" method).
-        item = pg.PlotDataItem(pen=pen, name=name, skipFiniteCheck=True)
+        item = pg.PlotDataItem(pen=pen, skipFiniteCheck=True)
         item.setClipToView(True)
         plot.addItem(item)
         return item
 
-    def _train_series(self, curve: Curve) -> CurveSeries:
-        """The series of a training curve, its items made on first use (so the legend names what is there)."""
-        series = self._series.get(curve.key)
-        if series is None:
-            series = self._series[curve.key] = CurveSeries(self._smoothing)
+    def _make_train_items(self) -> None:
+        """The layout's training curves, empty and not yet in the legend (see the module docstring)."""
+        for curve in self.layout_spec.train:
             plot = self.plots[curve.plot]
             if curve.smoothed:
                 faint = pg.mkPen(pg.mkColor(curve.colour).lighter(160), width=1)
-                self._raw_items[curve.key] = self._make_curve(plot, faint, None)
-                self._smooth_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1), curve.name)
+                self._raw_items[curve.key] = self._make_curve(plot, faint)
+                self._smooth_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
             else:
-                self._raw_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1), curve.name)
+                self._raw_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
+
+    def _train_series(self, curve: Curve) -> CurveSeries:
+        """The series of a training curve; its first value puts the curve in the legend."""
+        series = self._series.get(curve.key)
+        if series is None:
+            series = self._series[curve.key] = CurveSeries(self._smoothing)
+            named = self._smooth_items.get(curve.key, self._raw_items[curve.key])
+            self.plots[curve.plot].legend.addItem(named, curve.name)
         return series
 
     def _held_out_series(self, curve: Curve) -> CurveSeries:
@@ -236,6 +244,7 @@ class LossPlots(QWidget):
         self._series.clear()
         self._eval_series.clear()
         self._drawn.clear()
+        self._make_train_items()
         self._last_step = -math.inf
         self._last_values, self._last_held_out = {}, {}
         self._follow_steps = True
