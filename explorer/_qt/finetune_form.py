@@ -10,7 +10,6 @@ anything typed; a value out of range is framed in red with the reason under the 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -27,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
-from explorer._qt.form_fields import DeviceCombo, ProblemLabel, number_spin, typed_number
+from explorer._qt.form_fields import DeviceCombo, ProblemLabel, RunForm, number_spin, typed_number
 from explorer._qt.training_form import default_runs_dir
 from explorer._qt.widget_names import named
 from explorer.finetune_run import (
@@ -59,16 +58,13 @@ def _optional_int(text: str) -> int | str | None:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-class FinetuneForm(QWidget):
-    stepsChanged = Signal(int)  # the planned number of steps (0: a number of epochs, not known before the data)
-    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 cores)"
-    problemsChanged = Signal(object)  # {field: reason} for the values out of range now (empty: none)
+class FinetuneForm(RunForm):
+    """See the module docstring; `stepsChanged` says 0 while the length is a number of epochs."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("finetuneForm")
         self._extras: dict = {}  # not on the form, kept from set_settings() for settings() (eval_every)
-        self._problems: dict[str, str] = {}
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._build_task_box())
@@ -259,15 +255,10 @@ class FinetuneForm(QWidget):
         """{field: why its value cannot be used}, for the number fields as they are now."""
         return finetune_problems(**self._values())
 
-    def _check(self, *_args) -> None:
-        problems = self.problems()
-        self.problem_label.show_problems(problems, {
-            "steps": self.steps_spin, "epochs": self.epochs_edit, "batch_size": self.batch_spin,
-            "seq_len": self.seq_len_spin, "learning_rate": self.lr_edit, "seed": self.seed_spin,
-            "warmup_steps": self.warmup_edit, "checkpoint_every": self.checkpoint_spin})
-        if problems != self._problems:
-            self._problems = problems
-            self.problemsChanged.emit(dict(problems))
+    def problem_fields(self) -> dict[str, QWidget]:
+        return {"steps": self.steps_spin, "epochs": self.epochs_edit, "batch_size": self.batch_spin,
+                "seq_len": self.seq_len_spin, "learning_rate": self.lr_edit, "seed": self.seed_spin,
+                "warmup_steps": self.warmup_edit, "checkpoint_every": self.checkpoint_spin}
 
     def settings(self) -> FinetuneSettings:
         """The form as a validated FinetuneSettings (ValueError with the problem)."""
@@ -291,12 +282,6 @@ class FinetuneForm(QWidget):
             batch_size=values["batch_size"], seq_len=values["seq_len"], learning_rate=values["learning_rate"],
             warmup_steps=values["warmup_steps"], seed=values["seed"], device=self.device_combo.currentData(),
             checkpoint_every=values["checkpoint_every"], out_dir=self.typed_run_folder(), **self._extras)
-
-    def settings_or_none(self) -> FinetuneSettings | None:
-        try:
-            return self.settings()
-        except ValueError:
-            return None
 
     def set_settings(self, settings: FinetuneSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
@@ -326,16 +311,9 @@ class FinetuneForm(QWidget):
         self.out_edit.setText(settings.out_dir or "")
         self._extras = {"eval_every": settings.eval_every}
 
-    def typed_run_folder(self) -> str | None:
-        return self.out_edit.text().strip() or None
-
     def planned_steps(self) -> int:
         """The run's steps; 0 when it is given in epochs (the steps follow from the data, read at Start)."""
         return 0 if self.length_unit_combo.currentData() == EPOCHS else self.steps_spin.value()
-
-    def device_label(self, device: str | None = None) -> str:
-        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
-        return self.device_combo.label(device)
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on."""

@@ -1,8 +1,12 @@
 """What the run tabs' forms (Train, Fine-tune) share: number fields that take anything typed, the settings'
-problems shown as they are typed (each field framed in red, the reasons under the form), and the device field."""
+problems shown as they are typed (each field framed in red, the reasons under the form), the device field, and
+`RunForm`, the part of a form that `RunPanel` drives which is the same for both."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
 
 from explorer._qt.widget_names import named
@@ -74,3 +78,50 @@ class DeviceCombo(QComboBox):
     def label(self, device: str | None = None) -> str:
         """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
         return self.itemText(max(0, self.currentIndex() if device is None else self.findData(device)))
+
+
+class RunForm(QWidget):
+    """A run tab's form, as `RunPanel` drives it. A subclass builds `device_combo` (a `DeviceCombo`), `out_edit`
+    (the run folder) and `problem_label` (a `ProblemLabel`), connects its fields' changes to `_check`, and gives
+    `problems()`, `problem_fields()`, `settings()`, `set_settings()`, `planned_steps()` and `set_editable()`."""
+
+    stepsChanged = Signal(int)  # the planned number of steps (0: not known before the data is read)
+    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 cores)"
+    problemsChanged = Signal(object)  # {field: reason} for the values out of range now (empty: none)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._problems: dict[str, str] = {}
+
+    def problems(self) -> dict[str, str]:
+        """{field: why its value cannot be used}, for the fields as they are now."""
+        raise NotImplementedError
+
+    def problem_fields(self) -> dict[str, QWidget]:
+        """{field: the widget its problem frames in red}."""
+        raise NotImplementedError
+
+    def settings(self) -> Any:
+        raise NotImplementedError
+
+    def _check(self, *_args) -> None:
+        """Show the problems as they are typed; `problemsChanged` when they change."""
+        problems = self.problems()
+        self.problem_label.show_problems(problems, self.problem_fields())
+        if problems != self._problems:
+            self._problems = problems
+            self.problemsChanged.emit(dict(problems))
+
+    def settings_or_none(self) -> Any:
+        """The validated settings, or None while the form cannot give them."""
+        try:
+            return self.settings()
+        except ValueError:
+            return None
+
+    def typed_run_folder(self) -> str | None:
+        return self.out_edit.text().strip() or None
+
+    def device_label(self, device: str | None = None) -> str:
+        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
+        return self.device_combo.label(device)

@@ -15,11 +15,9 @@
   and the last good checkpoint stay, and the form unlocks. A step the engine marks with a warning shows in
   `trainingWarningLabel`. Closing the window stops the run, which saves a checkpoint, and joins the threads.
 
-A subclass gives the form (a widget with `settings()`, `settings_or_none()`, `set_settings()`, `problems()`,
-`set_editable()`, `typed_run_folder()`, `planned_steps()`, `device_label()`, `device_combo` and the signals
-`stepsChanged`, `deviceChanged`, `problemsChanged`), the engine factory, the curve layout and the command, and
-lays the parts out; the hooks below say what else it does (the Train tab's probes). The tab talks to the main
-window only through `WindowTab`'s signals and slots.
+A subclass gives the form (an `explorer._qt.form_fields.RunForm`), the engine factory, the curve layout and the
+command, and lays the parts out; the hooks below say what else it does (the Train tab's probes). The tab talks
+to the main window only through `WindowTab`'s signals and slots.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from PySide6.QtWidgets import QFileDialog, QVBoxLayout, QWidget
 
 from bertcore.run_folder import read_run_config
 from explorer._qt.checkpoint_picker import CheckpointPicker
+from explorer._qt.form_fields import RunForm
 from explorer._qt.loss_plots import LossPlots
 from explorer._qt.run_buttons import RunButtons
 from explorer._qt.run_status import RunStatus
@@ -59,7 +58,7 @@ class RunPanel(WindowTab):
     runEnded = Signal(str)  # "finished" | "stopped" | "failed"
     stepCompleted = Signal(int)
 
-    def __init__(self, form: QWidget, engine_factory: EngineFactory, warm_up: Callable[[], None], *,
+    def __init__(self, form: RunForm, engine_factory: EngineFactory, warm_up: Callable[[], None], *,
                  layout: CurveLayout = PRETRAINING, torch_threads: int | None = None, niceness: int = 5,
                  poll_interval_ms: int = 250, parent: QWidget | None = None):
         super().__init__(parent)

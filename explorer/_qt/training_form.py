@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer._qt.form_fields import DeviceCombo, ProblemLabel, number_spin, typed_number
+from explorer._qt.form_fields import DeviceCombo, ProblemLabel, RunForm, number_spin, typed_number
 from explorer.training_run import (
     CONTINUE_LOADED,
     PRESET_NAMES,
@@ -44,11 +44,8 @@ def default_runs_dir() -> Path:
     return Path(base or Path.home() / ".bert-explorer") / "runs"
 
 
-class TrainingForm(QWidget):
-    stepsChanged = Signal(int)  # the planned number of steps
+class TrainingForm(RunForm):
     probeEveryChanged = Signal(int)
-    deviceChanged = Signal(str)  # the device's label, e.g. "CPU (2 cores)"
-    problemsChanged = Signal(object)  # {field: reason} for the values out of range now (empty: none)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -61,7 +58,6 @@ class TrainingForm(QWidget):
         layout.addWidget(self._build_run_box())
         self.problem_label = ProblemLabel()
         layout.addWidget(self.problem_label)
-        self._problems: dict[str, str] = {}
         self.steps_spin.valueChanged.connect(self.stepsChanged)
         self.probe_every_spin.valueChanged.connect(lambda value: value >= 0 and self.probeEveryChanged.emit(value))
         for spin in (self.steps_spin, self.batch_spin, self.seq_len_spin, self.seed_spin, self.probe_every_spin):
@@ -158,14 +154,9 @@ class TrainingForm(QWidget):
         """{field: why its value cannot be used}, for the number fields as they are now."""
         return field_problems(**self._number_values())
 
-    def _check(self, *_args) -> None:
-        problems = self.problems()
-        widgets = {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
-                   "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
-        self.problem_label.show_problems(problems, widgets)
-        if problems != self._problems:
-            self._problems = problems
-            self.problemsChanged.emit(dict(problems))
+    def problem_fields(self) -> dict[str, QWidget]:
+        return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
+                "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
 
     def settings(self) -> TrainingSettings:
         """The form as a validated TrainingSettings (ValueError with the problem)."""
@@ -191,12 +182,6 @@ class TrainingForm(QWidget):
             **self._extras,
         )
 
-    def settings_or_none(self) -> TrainingSettings | None:
-        try:
-            return self.settings()
-        except ValueError:
-            return None
-
     def set_settings(self, settings: TrainingSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
         index = self.device_combo.index_of(settings.device)
@@ -214,15 +199,8 @@ class TrainingForm(QWidget):
         self.out_edit.setText(settings.out_dir or "")
         self._extras = {"checkpoint_every": settings.checkpoint_every, "eval_every": settings.eval_every}
 
-    def typed_run_folder(self) -> str | None:
-        return self.out_edit.text().strip() or None
-
     def planned_steps(self) -> int:
         return self.steps_spin.value()
-
-    def device_label(self, device: str | None = None) -> str:
-        """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
-        return self.device_combo.label(device)
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""
