@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
-from explorer.training_run import EngineRun, field_problems, warm_up_engine
+from explorer.training_run import EngineRun, LoopRun, field_problems, warm_up_engine
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.resources.default_checkpoint_dir)
 LOADED_START = "loaded"  # the Inspect tab's model
@@ -204,7 +204,7 @@ def make_finetune_run(settings: FinetuneSettings, init: Any) -> EngineRun:
     return _FinetuneRun(settings, init)
 
 
-class _FinetuneRun(EngineRun):
+class _FinetuneRun(LoopRun):
     """`bertcore.finetune.Finetuner` with the form's settings (or a run folder's own, when it resumes one);
     yields its `TaskStepStats` as they are. `init` is the inspector's (model, tokenizer, folder) for "the loaded
     model": its folder when it came from one, else the model is saved into the run folder first."""
@@ -226,16 +226,3 @@ class _FinetuneRun(EngineRun):
                 folder = str(save_pretrained(model, tokenizer, self.run_dir / "init"))
             init_from = folder
         self._start(Finetuner(settings.to_config(init_from)))
-
-    def _start(self, finetuner) -> None:
-        self.finetuner = finetuner
-        self.model_config = finetuner.model.config
-        self.tokenizer = finetuner.tokenizer
-        self.start_step = finetuner.step
-        self.steps = finetuner.steps()
-
-    def request_stop(self) -> None:
-        self.finetuner.request_stop()
-
-    def snapshot(self) -> dict:
-        return self.finetuner.snapshot_state_dict()

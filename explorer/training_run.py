@@ -222,6 +222,24 @@ class EngineRun(abc.ABC):
 EngineFactory = Callable[[TrainingSettings, Any], EngineRun]
 
 
+class LoopRun(EngineRun):
+    """A `bertcore.training_loop.TrainingLoop` (a pretraining `Trainer`, a `Finetuner`) behind the EngineRun
+    interface; a subclass builds the loop from its settings and hands it to `_start`."""
+
+    def _start(self, loop) -> None:
+        self.loop = loop
+        self.model_config = loop.model.config
+        self.tokenizer = loop.tokenizer
+        self.start_step = loop.step
+        self.steps = loop.steps()
+
+    def request_stop(self) -> None:
+        self.loop.request_stop()
+
+    def snapshot(self) -> dict:
+        return self.loop.snapshot_state_dict()
+
+
 def warm_up_engine() -> None:
     """Pay the engine's one-time costs now, on this thread, not inside a run.
 
@@ -244,7 +262,7 @@ def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
     return _BertcoreRun(settings, init)
 
 
-class _BertcoreRun(EngineRun):
+class _BertcoreRun(LoopRun):
     """`bertcore.trainer.Trainer` with the panel's settings (or a run folder's own, when it resumes one);
     yields its `StepStats` as they are."""
 
@@ -285,19 +303,6 @@ class _BertcoreRun(EngineRun):
             checkpoint_every=settings.checkpoint_every,
         )
         self._start(Trainer(config))
-
-    def _start(self, trainer) -> None:
-        self.trainer = trainer
-        self.model_config = trainer.model.config
-        self.tokenizer = trainer.tokenizer
-        self.start_step = trainer.step
-        self.steps = trainer.steps()
-
-    def request_stop(self) -> None:
-        self.trainer.request_stop()
-
-    def snapshot(self) -> dict:
-        return self.trainer.snapshot_state_dict()
 
 
 # ---------------------------------------------------------------- the training thread's side of a run
