@@ -89,11 +89,19 @@ class AttentionChange:
     attentions_b: np.ndarray  # (L, H, T, T) float32
     divergence: np.ndarray  # (L, H) float64: mean JS divergence in bits over the real query rows
 
+    def ranked_heads(self, count: int | None = None) -> list[tuple[int, int, float]]:
+        """The heads as (layer, head, bits), 0-based, the most moved first (ties in layer-then-head order);
+        the first `count` of them, or all."""
+        flat = self.divergence.reshape(-1)
+        order = np.argsort(-flat, kind="stable")[:count]
+        num_heads = self.divergence.shape[1]
+        return [(int(index // num_heads), int(index % num_heads), float(flat[index])) for index in order]
+
     @property
     def most_changed(self) -> tuple[int, int]:
         """(layer, head), 0-based, of the head that moved most."""
-        layer, head = np.unravel_index(int(np.argmax(self.divergence)), self.divergence.shape)
-        return int(layer), int(head)
+        layer, head, _ = self.ranked_heads(1)[0]
+        return layer, head
 
 
 def attention_change(model_a, tokenizer_a, model_b, tokenizer_b, text_a: str, text_b: str | None = None,

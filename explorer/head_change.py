@@ -85,10 +85,7 @@ class HeadChange:
 
     def most_changed(self, count: int = MOST_CHANGED_COUNT) -> list[tuple[int, int, float]]:
         """The `count` heads that moved most, as (layer, head, bits), 0-based, largest first."""
-        flat = self.divergence.reshape(-1)
-        order = np.argsort(-flat, kind="stable")[:count]
-        num_heads = self.divergence.shape[1]
-        return [(int(index // num_heads), int(index % num_heads), float(flat[index])) for index in order]
+        return self.change.ranked_heads(count)
 
     def summary(self, count: int = MOST_CHANGED_COUNT) -> str:
         """The most-changed heads in one line (1-based, as the grid numbers them)."""
