@@ -30,6 +30,7 @@ def colour_lookup() -> np.ndarray:
     return np.ascontiguousarray(color_map().getLookupTable(nPts=256, alpha=True), dtype=np.uint8)
 
 
+@lru_cache(maxsize=1)
 def diverging_color_map() -> pg.ColorMap:
     return pg.colormap.get(DIVERGING_MAP_NAME)
 
@@ -63,23 +64,19 @@ def make_scale_bar() -> pg.ColorBarItem:
 
 
 def show_scale(bar: pg.ColorBarItem, scale: str, levels: tuple[float, float]) -> None:
-    """Point `bar` at `levels` drawn through `scale` (its colours, its range and its name, on the bar).
-    Only what changed is redone: a new colour map rebuilds the bar's pixmap, a new label re-lays its text."""
-    color_map = scale_color_map(colour_gamma(scale))
-    if bar.colorMap() is not color_map:
-        bar.setColorMap(color_map)
-    if tuple(bar.levels()) != tuple(levels):
-        bar.setLevels(levels)
-    label = describe_scale(scale, levels)
-    axis = bar.getAxis("left")
-    if axis.labelText != label:
-        axis.setLabel(label, **{"font-size": "8pt", "color": "#444"})
+    """Point `bar` at `levels` drawn through `scale` (its colours, its range and its name, on the bar)."""
+    _point_bar(bar, scale_color_map(colour_gamma(scale)), levels, describe_scale(scale, levels))
 
 
 def show_difference_scale(bar: pg.ColorBarItem, levels: tuple[float, float], label: str) -> None:
     """Point `bar` at a signed difference over symmetric `levels`, drawn with the diverging map."""
-    if bar.colorMap().name != DIVERGING_MAP_NAME:
-        bar.setColorMap(diverging_color_map())
+    _point_bar(bar, diverging_color_map(), levels, label)
+
+
+def _point_bar(bar: pg.ColorBarItem, color_map: pg.ColorMap, levels: tuple[float, float], label: str) -> None:
+    """Only what changed is redone: a new colour map rebuilds the bar's pixmap, a new label re-lays its text."""
+    if bar.colorMap() is not color_map:
+        bar.setColorMap(color_map)
     if tuple(bar.levels()) != tuple(levels):
         bar.setLevels(levels)
     axis = bar.getAxis("left")
