@@ -43,9 +43,6 @@ class CurveLayout:
     held_out_summary: tuple[tuple[str, str], ...] = ()  # (statistic, label) of the newest evaluation
     metric_legend_at_bottom: bool = False  # the metric plot's legend in its bottom right (rising curves: empty)
 
-    def train_curve(self, key: str) -> Curve | None:
-        return next((curve for curve in self.train if curve.key == key), None)
-
     def held_out_curve(self, key: str) -> Curve | None:
         return next((curve for curve in self.held_out if curve.key == key), None)
 
