@@ -25,8 +25,8 @@ from explorer._qt.heatmap_style import (
     show_scale,
 )
 from explorer._qt.token_axis import HoverReadout, TokenAxis
-from explorer.attention_images import MatrixPicture, PictureSpec, draw_matrix, fit
-from explorer.attention_math import DEFAULT_COLOUR_SCALE, ViewOptions, colour_gamma, to_rgba
+from explorer.attention_images import MatrixPicture, fit
+from explorer.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
 from explorer.heatmap_layout import picture_pixels
 
 
@@ -147,11 +147,6 @@ class TokenHeatmap(HoverReadout, QWidget):
             self.plot.vb.setRange(xRange=(0, length), yRange=(0, length), padding=0)
             self.plot.vb.updateMatrix()  # now, not while painting (which would paint everything twice)
             QTimer.singleShot(0, self, self._fit_square)  # the axes' widths changed with their labels
-
-    def draw_picture(self, matrix: np.ndarray, levels: tuple[float, float], scale: str) -> MatrixPicture:
-        """The picture of `matrix` at this view's size (for callers that have no worker to draw it)."""
-        spec = PictureSpec(0, 0, ViewOptions(colour_scale=scale), colour_lookup(), 0, self.image_pixels())
-        return draw_matrix(matrix, levels, spec, ())
 
     def clear(self) -> None:
         self.set_matrix(np.zeros((0, 0), np.float32), [], np.zeros(0, np.intp), (0.0, 1.0))
