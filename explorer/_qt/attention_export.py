@@ -3,7 +3,7 @@ as CSV, every attention array as NPZ; each without a dialog (the caller gives th
 do) and from the panel's Export menu, which asks.
 
 `AttentionExports` is mixed into `AttentionPanel`, whose views and drawing it uses: `tabs`, `splitter`,
-`head_grid`, `head_detail`, `overview`, `rollout_page`, `rollout_view`, `inspection`, `layer`,
+`head_grid`, `head_detail`, `overview`, `rollout_view`, `inspection`, `layer`,
 `selected_head`, `layer_view()`, `rollout()`, `_ensure_drawn(view)`, `_refresh_rollout()`.
 """
 
@@ -30,13 +30,16 @@ EXPORTS = (  # (menu text, view, kind); a separator between the pictures and the
 class AttentionExports:
     """The attention panel's exports (see the module docstring for what it uses of the panel)."""
 
-    def view_widget(self, view: str = "current") -> QWidget:
+    def view_parts(self, view: str = "current") -> tuple[QWidget, ...]:
+        """The plots a picture of `view` holds: the views themselves, not their boxes, hint lines or the rollout's
+        combo; "panel" is the whole panel, toolbar and all, as on screen."""
         if view not in VIEW_NAMES:
             raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_NAMES)}")
         if view == "current":
             view = ("heads", "overview", "rollout")[self.tabs.currentIndex()]
-        return {"heads": self.splitter, "grid": self.head_grid, "detail": self.head_detail,
-                "overview": self.overview, "rollout": self.rollout_page, "panel": self}[view]
+        return {"heads": (self.head_grid.graphics, self.head_detail.graphics), "grid": (self.head_grid.graphics,),
+                "detail": (self.head_detail.graphics,), "overview": (self.overview.graphics,),
+                "rollout": (self.rollout_view.graphics,), "panel": (self,)}[view]
 
     def _require_inspection(self, what: str) -> None:
         if self.inspection is None:
@@ -45,12 +48,12 @@ class AttentionExports:
     def export_png(self, path, view: str = "current") -> Path:
         self._require_inspection("PNG")
         self._ensure_drawn(view)
-        return export_png(self.view_widget(view), path)
+        return export_png(self.view_parts(view), path)
 
     def export_svg(self, path, view: str = "current") -> Path:
         self._require_inspection("SVG")
         self._ensure_drawn(view)
-        return export_svg(self.view_widget(view), path)
+        return export_svg(self.view_parts(view), path)
 
     def export_npz(self, path) -> Path:
         """attentions (L, H, T, T), tokens (T,), rollout (L, T, T), head_mask (L, H): the full inspection."""

@@ -1,11 +1,16 @@
-"""PNG / SVG export of any widget without dialogs (the caller chooses the path), and the Export menus that ask."""
+"""PNG / SVG export of any widget without dialogs (the caller chooses the path), and the Export menus that ask.
+
+What is exported is what the caller names: a view's plot, or several side by side as they sit on screen (the
+head grid beside the head large), never the controls around them; whatever lies between two of them is left
+blank.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
@@ -13,12 +18,42 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWid
 from explorer.export_data import _replace_atomically
 
 
-def export_png(widget: QWidget, path, scale: float = 2.0) -> Path:
-    """Renders `widget` (as on screen, at `scale` x its pixel size, for print) into a PNG file."""
-    size = widget.size()
-    if size.isEmpty():
-        raise ValueError(f"cannot export {widget.objectName() or type(widget).__name__}: it has no size yet")
-    image = widget.grab().toImage() if scale == 1 else _render_scaled(widget, scale)
+def _placed(widgets: QWidget | Sequence[QWidget]) -> tuple[list[tuple[QWidget, QPoint]], QSize]:
+    """Each widget with its offset in the rectangle that holds them all as they sit in their window, and that
+    rectangle's size."""
+    widgets = [widgets] if isinstance(widgets, QWidget) else list(widgets)
+    for widget in widgets:
+        if widget.size().isEmpty():
+            raise ValueError(f"cannot export {widget.objectName() or type(widget).__name__}: it has no size yet")
+    rects = [QRect(widget.mapTo(widget.window(), QPoint()), widget.size()) for widget in widgets]
+    area = rects[0]
+    for rect in rects[1:]:
+        area = area.united(rect)
+    return [(widget, rect.topLeft() - area.topLeft()) for widget, rect in zip(widgets, rects, strict=True)], area.size()
+
+
+def _render(painter: QPainter, placed: list[tuple[QWidget, QPoint]]) -> None:
+    for widget, offset in placed:
+        painter.save()
+        painter.translate(offset)
+        QWidget.render(widget, painter, QPoint())  # as on screen (QGraphicsView.render would draw its scene)
+        painter.restore()
+
+
+def export_png(widgets: QWidget | Sequence[QWidget], path, scale: float = 2.0) -> Path:
+    """Renders a widget, or several where they sit beside each other (as on screen, at `scale` x their pixel
+    size, for print), into a PNG file."""
+    placed, size = _placed(widgets)
+    image = QImage(QSize(round(size.width() * scale), round(size.height() * scale)), QImage.Format.Format_ARGB32)
+    image.fill(Qt.GlobalColor.white)  # the plots' own background, so the room between two of them is not a band
+    painter = QPainter(image)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        painter.scale(scale, scale)
+        _render(painter, placed)
+    finally:
+        painter.end()
 
     def write(target: Path) -> None:
         if not image.save(str(target), "PNG"):
@@ -27,26 +62,10 @@ def export_png(widget: QWidget, path, scale: float = 2.0) -> Path:
     return _replace_atomically(Path(path), write)
 
 
-def _render_scaled(widget: QWidget, scale: float):
-    size = widget.size()
-    image = QImage(QSize(round(size.width() * scale), round(size.height() * scale)), QImage.Format.Format_ARGB32)
-    image.fill(widget.palette().window().color())
-    painter = QPainter(image)
-    try:
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
-        painter.scale(scale, scale)
-        widget.render(painter, QPoint())
-    finally:
-        painter.end()
-    return image
-
-
-def export_svg(widget: QWidget, path, title: str = "bert-explorer attention") -> Path:
-    """Renders `widget` into an SVG: axes, labels and lines as vectors, heatmaps as embedded images."""
-    size = widget.size()
-    if size.isEmpty():
-        raise ValueError(f"cannot export {widget.objectName() or type(widget).__name__}: it has no size yet")
+def export_svg(widgets: QWidget | Sequence[QWidget], path, title: str = "bert-explorer attention") -> Path:
+    """Renders a widget, or several where they sit beside each other, into an SVG: axes, labels and lines as
+    vectors, heatmaps as embedded images."""
+    placed, size = _placed(widgets)
 
     def write(target: Path) -> None:
         generator = QSvgGenerator()
@@ -58,7 +77,7 @@ def export_svg(widget: QWidget, path, title: str = "bert-explorer attention") ->
         if not painter.begin(generator):
             raise OSError(f"Qt could not open {target} for SVG output")
         try:
-            widget.render(painter, QPoint())
+            _render(painter, placed)
         finally:
             painter.end()
 
