@@ -69,6 +69,7 @@ class HeadGrid(HoverReadout, QWidget):
         self.layer = 0
         self.columns = 1
         self._length = 1
+        self._resolution = 0  # pixels across each thumbnail's picture: a new one is placed afresh
         self._notes: list[str] | None = None
         self._note_colours: list | None = None
         self._highlighted = -1
@@ -155,8 +156,10 @@ class HeadGrid(HoverReadout, QWidget):
         length = max(1, matrices.shape[-1])
         for head, image in enumerate(self.images):
             image.setImage(thumbnails[head], autoLevels=False)
-        if length != self._length or self.columns == 0:
-            self._length = length
+        # an ImageItem keeps the scale that fitted its previous picture into the cell: a picture of another
+        # resolution (drawn for a new size) has to be placed again, or it overflows its frame
+        if length != self._length or self.columns == 0 or thumbnails.shape[1] != self._resolution:
+            self._length, self._resolution = length, thumbnails.shape[1]
             self._layout()
         self.set_enabled(view.heads_on)
         self.highlight_position(self._highlighted)
