@@ -111,11 +111,14 @@ class AttentionPanel(AttentionExports, QWidget):
         self._resize_timer.timeout.connect(self._redraw_at_new_size)
         for view in (self.head_grid.graphics, self.head_detail.graphics, self.rollout_view.graphics):
             view.installEventFilter(self)
+        for heatmap in (self.head_detail, self.rollout_view):  # zoomed in, a picture needs more pixels
+            heatmap.plot.vb.sigRangeChanged.connect(lambda *_: self._resize_timer.start())
 
         # wiring
         self.toolbar.layerChosen.connect(self.set_layer)
         self.toolbar.layerStepped.connect(lambda step: self.set_layer(self.layer + step))
         self.toolbar.optionsChanged.connect(self._on_options_changed)
+        self.toolbar.viewAllRequested.connect(self.view_all)
         self.rollout_combo.currentIndexChanged.connect(lambda _: self._refresh_rollout())
         self.tabs.currentChanged.connect(self._on_tab_changed)
         self.head_grid.headClicked.connect(lambda head: self.select_head(self.layer, head))
@@ -178,6 +181,11 @@ class AttentionPanel(AttentionExports, QWidget):
         self.layer = layer
         if changed:
             self._refresh_layer()
+
+    def view_all(self) -> None:
+        """Zoom every view out to all its tokens (and the overview to every head)."""
+        for view in (self.head_detail, self.overview, self.rollout_view):
+            view.view_all()
 
     def current_layer(self) -> int:
         return self.layer
@@ -342,6 +350,8 @@ class AttentionPanel(AttentionExports, QWidget):
         if self.inspection is None:
             return
         spec = self._spec()
+        if self.rollout_view.plot.vb.is_zoomed():
+            spec = dataclasses.replace(spec, detail_px=self.rollout_view.image_pixels())
         view, layer = self._layer_pictures(spec).view, spec.rollout_layer
         picture = self._picture("rollout", attention_images.rollout_key(spec, self.inspection),
                                 lambda: attention_images.draw_rollout(self.inspection, view, spec, self.rollout()))

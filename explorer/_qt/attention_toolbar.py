@@ -1,8 +1,8 @@
 """The attention panel's toolbar: the layer stepper, hide-special-tokens / renormalise, the colour scale, room
-for the tools others add (`add_tool`) and the Export button.
+for the tools others add (`add_tool`), View all (undoes the views' zoom) and the Export button.
 
-It holds no inspection: it says what the user asks for (`layerChosen`, `layerStepped`, `optionsChanged`) and
-shows the layer the panel tells it (`show_layer`).
+It holds no inspection: it says what the user asks for (`layerChosen`, `layerStepped`, `optionsChanged`,
+`viewAllRequested`) and shows the layer the panel tells it (`show_layer`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class AttentionToolbar(QWidget):
     layerChosen = Signal(int)  # the slider was moved to this layer
     layerStepped = Signal(int)  # -1 / +1: the previous / next button, or PageUp / PageDown on the slider
     optionsChanged = Signal()  # hide special tokens, renormalise rows or the colour scale changed
+    viewAllRequested = Signal()  # zoom every view out to all its tokens
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -60,6 +61,10 @@ class AttentionToolbar(QWidget):
             "0 … max (linear), or fixed 0 … 1 (comparable across inputs). The colour bar names the scale.")
         for scale, text in SCALE_CHOICES.items():
             self.scale_combo.addItem(text, scale)
+        self.view_all_button = named(QPushButton("View all"), "viewAllButton", "view all tokens",
+                                     "Zoom out to every token. In the head large and the all-layers view the wheel "
+                                     "zooms, a drag pans and a right-drag zooms to the rectangle drawn; the labels "
+                                     "name every token once there is room.")
         self.export_button = named(QToolButton(), "attentionExportButton", "export attention",
                                    "Save a view as PNG or SVG, a matrix as CSV, or every attention array as NPZ")
         self.export_button.setText("Export")
@@ -73,6 +78,8 @@ class AttentionToolbar(QWidget):
         self.controls.addSpacing(12)
         for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo):
             self.controls.addWidget(widget)
+        self.controls.addSpacing(12)
+        self.controls.addWidget(self.view_all_button)
         self.controls.addStretch(1)
         self.controls.addWidget(self.export_button)
 
@@ -83,6 +90,7 @@ class AttentionToolbar(QWidget):
         self.hide_special_check.toggled.connect(self.optionsChanged)
         self.renormalise_check.toggled.connect(self.optionsChanged)
         self.scale_combo.currentIndexChanged.connect(self.optionsChanged)
+        self.view_all_button.clicked.connect(self.viewAllRequested)
 
     def add_tool(self, widget: QWidget) -> None:
         """Put `widget` in the toolbar, before Export (a tab's own toggles; the head-lab modes)."""
@@ -91,7 +99,7 @@ class AttentionToolbar(QWidget):
     def set_controls_enabled(self, enabled: bool) -> None:
         """The toolbar's own controls (not the tools added) work only while there is an inspection."""
         for widget in (self.layer_slider, self.previous_button, self.next_button, self.hide_special_check,
-                       self.renormalise_check, self.scale_combo, self.export_button):
+                       self.renormalise_check, self.scale_combo, self.view_all_button, self.export_button):
             widget.setEnabled(enabled)
 
     def show_layer(self, layer: int, num_layers: int) -> None:

@@ -2,7 +2,9 @@
 
 explorer.attention_images draws the (L*c, H*c) picture (in the inspection worker, or in the panel when
 an option changes); this view shows it, draws the cell grid and layer/head labels as single items, names
-its colour scale on a colour bar, and maps clicks and hovers back to (layer, head) and token positions.
+its colour scale on a colour bar, and maps clicks and hovers back to (layer, head) and token positions. It zooms
+and pans (`explorer._qt.zoom_view`) to look at a few heads closely; a cell stays a block mean of the tokens (up
+to 64 × 64 pixels a head): clicking one opens it in the head detail, which zooms down to single tokens.
 
 Extension hooks: `set_head_frames(colours)` frames chosen heads in a colour (e.g. by importance or role);
 `set_head_notes(texts, colours)` also writes a short note in each head's corner and keeps both in place
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
 from explorer._qt.token_axis import HoverReadout
+from explorer._qt.zoom_view import ZoomViewBox
 from explorer.attention_images import OverviewPicture
 from explorer.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 
@@ -46,7 +49,7 @@ class ModelOverview(HoverReadout, QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("w")
-        self.plot = self.graphics.addPlot()
+        self.plot = self.graphics.addPlot(viewBox=ZoomViewBox())
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -56,7 +59,6 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.hideAxis("left")
         self.plot.setAspectLocked(True)
         self.number_items: list[pg.TextItem] = []
-        self.plot.setMouseEnabled(False, False)
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
         self.grid_lines = pg.PlotCurveItem(pen=GRID_PEN, connect="pairs")
@@ -127,9 +129,16 @@ class ModelOverview(HoverReadout, QWidget):
             self.number_items.append(item)
         for item in self.number_items:
             self.plot.vb.addItem(item, ignoreBounds=True)
-        pad = cell * 0.45
-        self.plot.vb.setRange(xRange=(-pad, max(1, width)), yRange=(-pad, max(1, height)), padding=0.01)
+        pad = cell * 0.45  # room for the layer and head numbers
+        edge = cell * 0.05  # so that the selected head's frame is not cut off at the right and bottom
+        self.plot.vb.set_content(QRectF(-pad, -pad, max(1, width) + pad + edge, max(1, height) + pad + edge),
+                                 min_span=cell)  # at most one head fills the view: its cells are block means
+        self.plot.vb.view_all()
         self._place_notes()
+
+    def view_all(self) -> None:
+        """Zoom out to every layer and head."""
+        self.plot.vb.view_all()
 
     def set_head_mask(self, head_mask: np.ndarray) -> None:
         """Grey veil over every switched-off head (one rect item per ablated head, reused)."""

@@ -22,6 +22,7 @@ class TokenAxis(pg.AxisItem):
         self.labels: list[str] = []
         self.label_positions: list[int] = []  # original position of each label, shown when labels are thinned
         self.stride = 1
+        self.numbered = False  # labels say their position: thinned out, or a zoomed view shows only some
         self.hovered = -1  # index of the hovered row / column, named whatever the stride
         self.font = QFont()
         self.font.setPointSize(point_size)
@@ -35,7 +36,7 @@ class TokenAxis(pg.AxisItem):
         self.label_positions = list(range(len(labels))) if positions is None else [int(p) for p in positions]
         self.hovered = -1
         metrics = QFontMetrics(self.bold_font)
-        widest = max((metrics.horizontalAdvance(self._text(index, thinned=True)) for index in range(len(labels))),
+        widest = max((metrics.horizontalAdvance(self._text(index, numbered=True)) for index in range(len(labels))),
                      default=20)
         if self.orientation in ("left", "right"):
             self.setWidth(widest + 10)
@@ -50,9 +51,10 @@ class TokenAxis(pg.AxisItem):
             self.picture = None
             self.update()
 
-    def _text(self, index: int, thinned: bool) -> str:
-        # thinned out: each label says which position it is, so the gaps can be counted
-        return f"{self.label_positions[index]} {self.labels[index]}" if thinned else self.labels[index]
+    def _text(self, index: int, numbered: bool) -> str:
+        # thinned out or zoomed in, each label says which position it is, so the gaps can be counted and a part
+        # of a long input placed
+        return f"{self.label_positions[index]} {self.labels[index]}" if numbered else self.labels[index]
 
     def tickValues(self, minVal, maxVal, size):
         if not self.labels or size <= 0:
@@ -61,10 +63,12 @@ class TokenAxis(pg.AxisItem):
         if ticks is None:
             return []
         self.stride, centres = ticks
+        low, high = sorted((minVal, maxVal))
+        self.numbered = self.stride > 1 or low > 0.5 or high < len(self.labels) - 0.5
         return [(self.stride, centres)]
 
     def tickStrings(self, values, scale, spacing):
-        return [self._text(int(value), self.stride > 1) if 0 <= int(value) < len(self.labels) else ""
+        return [self._text(int(value), self.numbered) if 0 <= int(value) < len(self.labels) else ""
                 for value in values]
 
     def generateDrawSpecs(self, p):
@@ -82,7 +86,9 @@ class TokenAxis(pg.AxisItem):
         vertical = self.orientation in ("left", "right")
         length = bounds.height() if vertical else bounds.width()
         levels = self.tickValues(low, high, length)
-        values = list(levels[0][1]) if levels else []
+        # a cell cut by the edge of a zoomed view is named only while its centre is in view (nudged in, the
+        # names of the cells on both sides of an edge would be written over each other)
+        values = [value for value in (levels[0][1] if levels else []) if min(low, high) <= value <= max(low, high)]
         text_height = QFontMetrics(self.font).height()
 
         def place(value: float) -> QRectF:
@@ -106,7 +112,7 @@ class TokenAxis(pg.AxisItem):
             text_specs.append((place(value), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text))
         if hovered >= 0:
             flags = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-            text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.stride > 1)))
+            text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
         return axis_spec, tick_specs, text_specs
 
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):

@@ -3,7 +3,8 @@
 It shows a finished picture (`explorer.attention_images`: an RGBA array a worker or the attention panel drew)
 and keeps the values beside it for hovering. The picture is placed over the token grid, 0..t on both axes
 (queries down, keys across), whatever its resolution, so hovering, highlighting and labels work in token
-units. Items are created once.
+units. Items are created once. It zooms (`explorer._qt.zoom_view`): the labels thin out to what fits the tokens
+in view, and `image_pixels` asks for as many more pixels as the zoom needs, up to one per token.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from explorer._qt.heatmap_style import (
     show_scale,
 )
 from explorer._qt.token_axis import HoverReadout, TokenAxis
+from explorer._qt.zoom_view import ZoomViewBox
 from explorer.attention_images import MatrixPicture, fit
 from explorer.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
 from explorer.heatmap_layout import picture_pixels
@@ -57,11 +59,11 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.left_axis = TokenAxis("left")
         self.bottom_axis = TokenAxis("bottom")
-        self.plot = self.graphics.addPlot(axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
+        self.plot = self.graphics.addPlot(viewBox=ZoomViewBox(),
+                                          axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
         self.plot.setTitle(title, size="10pt", color="k")
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)  # square cells: a head's pattern keeps its shape
-        self.plot.setMouseEnabled(False, False)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         for axis in (self.left_axis, self.bottom_axis):
@@ -112,9 +114,15 @@ class TokenHeatmap(HoverReadout, QWidget):
             self.graphics.setFixedWidth(min(self.width(), width))
 
     def image_pixels(self) -> int:
-        """The resolution a picture for this view should have (the plot's current size, rounded up)."""
+        """The resolution a picture for this view should have: the plot's current size times its zoom, rounded
+        up; never more than one pixel per token (a picture has no more to show)."""
         rect = self.plot.vb.sceneBoundingRect()
-        return picture_pixels(min(rect.width(), rect.height()) or 256)
+        pixels = (min(rect.width(), rect.height()) or 256) * self.plot.vb.zoom()
+        return picture_pixels(min(pixels, max(1, len(self.positions))) if self.plot.vb.is_zoomed() else pixels)
+
+    def view_all(self) -> None:
+        """Zoom out to every token."""
+        self.plot.vb.view_all()
 
     def set_matrix(self, matrix: np.ndarray, tokens, positions: np.ndarray, levels: tuple[float, float],
                    scale: str = DEFAULT_COLOUR_SCALE) -> None:
@@ -144,7 +152,9 @@ class TokenHeatmap(HoverReadout, QWidget):
             labels = [self.tokens[position] for position in self.positions]
             self.left_axis.set_labels(labels, self.positions)
             self.bottom_axis.set_labels(labels, self.positions)
-            self.plot.vb.setRange(xRange=(0, length), yRange=(0, length), padding=0)
+            if self.plot.vb.content.width() != length:  # the same tokens in another head keep the zoom
+                self.plot.vb.set_content(QRectF(0, 0, length, length))
+                self.plot.vb.view_all()
             self.plot.vb.updateMatrix()  # now, not while painting (which would paint everything twice)
             QTimer.singleShot(0, self, self._fit_square)  # the axes' widths changed with their labels
 
