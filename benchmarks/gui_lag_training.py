@@ -255,9 +255,10 @@ def main() -> int:
 
     steps_done = panel.plots.point_count()
     print(f"run ended: {panel.status.status_label.text()}")
+    last = panel.lifecycle.shown.last_record
     print(f"{steps_done} steps in {train_seconds:.1f} s of training ({run_seconds:.1f} s with set-up), "
-          f"{steps_done / train_seconds:.1f} steps/s; last step {panel._last_stats.tokens_per_second:,.0f}"
-          f" tokens/s, loss {panel._last_stats.loss:.3f}")
+          f"{steps_done / train_seconds:.1f} steps/s; last step {last.tokens_per_second:,.0f}"
+          f" tokens/s, loss {last.loss:.3f}")
     if panel.runner.probe_worker is not None and panel.runner.probe_worker.compute_seconds:
         probe_ms = np.asarray(panel.runner.probe_worker.compute_seconds) * 1000.0
         print(f"probes: {probe_ms.size} snapshots in the probe thread, median {np.median(probe_ms):.1f} ms, "

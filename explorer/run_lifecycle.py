@@ -34,8 +34,8 @@ from bertcore.run_folder import checkpoint_name, list_checkpoints
 from explorer.events import Event
 from explorer.training_run import StepPace, format_duration
 
-__all__ = ["IllegalTransitionError", "Notice", "ProgressLine", "RunLifecycle", "RunState", "ShownRun",
-           "checkpoint_written", "progress_line", "status_line"]
+__all__ = ["AT_REST", "ENDED", "GOING", "IllegalTransitionError", "Notice", "ProgressLine", "RunLifecycle",
+           "RunState", "ShownRun", "checkpoint_written", "progress_line", "status_line"]
 
 
 class RunState(str, Enum):
@@ -75,7 +75,8 @@ class ShownRun:
 
     run_dir: Path
     planned_steps: int | None  # what its settings (or run config) plan; None when they do not say
-    last_step: int | None = None  # the newest step record's step; None before the first
+    last_record: Any = None  # the newest step record (a `StepStats`-like record); None before the first
+    last_step: int | None = None  # its step (a watched run's end may say a later one)
     total_steps: int | None = None  # what the newest step record says the run will reach
     tokens_per_second: float = math.nan
     checkpoint: Path | None = None  # the newest checkpoint it wrote (reported by a step, or found at its end)
@@ -111,6 +112,7 @@ class RunLifecycle:
         self.shown: ShownRun | None = None
         self.starting: ShownRun | None = None  # a run started, not shown until it says something
         self.pause_requested = False
+        self.outcome: str | None = None  # how the run launched last ended, shown or not ("finished", …)
         self.notice: Notice | None = None
         self.pace = StepPace()  # the time left, from recent (step, elapsed) points
         self._clock = clock
@@ -143,6 +145,7 @@ class RunLifecycle:
         """A new run starts in `run_dir`; what is shown stays until it says something."""
         self._require("start", AT_REST)
         self._before_start = RunState.IDLE if self.state == RunState.WATCHING else self.state
+        self.outcome = None
         self.starting = ShownRun(Path(run_dir), planned_steps)
         self._transition(RunState.PREPARING)
 
@@ -152,6 +155,7 @@ class RunLifecycle:
         (`last_record`, the newest step record read)."""
         self._require("resume", AT_REST)
         self._before_start = RunState.IDLE
+        self.outcome = None
         self.starting = None
         self._show(ShownRun(Path(run_dir), planned_steps, checkpoint=Path(checkpoint), resumed_at=step))
         if last_record is not None:
@@ -213,6 +217,7 @@ class RunLifecycle:
         if how not in ("finished", "stopped"):
             raise ValueError(f"a run ends 'finished' or 'stopped', not {how!r}; a failure is failed()")
         self._require(f"end as {how}", GOING)
+        self.outcome = how
         if self.starting is not None:  # nothing of it was shown: what is shown stays
             self._back_before_start(Notice("Stopped before the first step." + self._still_shown()))
             return
@@ -222,6 +227,7 @@ class RunLifecycle:
     def failed(self, message: str, checkpoint: Path | None) -> None:
         """The run failed; `message` says how and what was kept (`training_run.describe_failure`)."""
         self._require("fail", GOING)
+        self.outcome = "failed"
         if self.starting is not None:
             self._back_before_start(Notice(message + self._still_shown(), "error"))
             return
@@ -246,12 +252,6 @@ class RunLifecycle:
             self._transition(RunState.WATCHING)
         else:
             self._announce("step")
-
-    def watched_checkpoint(self, checkpoint: Path | None) -> None:
-        """The watched run's newest checkpoint (it wrote or pruned one)."""
-        self._require_watched("list its checkpoints")
-        self._show(replace(self.shown, checkpoint=checkpoint))
-        self._announce("step")
 
     def watched_ended(self, how: str, last_step: int | None, checkpoint: Path | None) -> None:
         """The watched run ended `how`; a failure's words are what its folder said just before (the notice)."""
@@ -300,7 +300,7 @@ class RunLifecycle:
     def _take_record(self, record: Any, pace: bool = True) -> None:
         shown = self.shown
         checkpoint = getattr(record, "checkpoint", None)
-        self.shown = replace(shown, last_step=record.step,
+        self.shown = replace(shown, last_record=record, last_step=record.step,
                              total_steps=int(getattr(record, "total_steps", 0) or 0) or shown.total_steps,
                              tokens_per_second=getattr(record, "tokens_per_second", math.nan),
                              checkpoint=Path(checkpoint) if checkpoint else shown.checkpoint)

@@ -41,6 +41,7 @@ from explorer.finetune_run import (
 )
 from explorer.training_run import EngineFactory
 
+FIRST_STATUS = "Pick a demo task or your own data, and where to start from, then Start."
 NO_EVALUATION = ("No held-out evaluation yet: the task's metrics appear after the first one (once an epoch, and "
                  "at the end).")
 
@@ -52,10 +53,9 @@ class FinetunePanel(RunPanel):
                  torch_threads: int | None = None, niceness: int = 5, poll_interval_ms: int = 250):
         super().__init__(FinetuneForm(), engine_factory or make_finetune_run, warm_up_finetuning, layout=FINETUNING,
                          torch_threads=torch_threads, niceness=niceness, poll_interval_ms=poll_interval_ms,
-                         parent=parent)
+                         idle_text=FIRST_STATUS, parent=parent)
         self.setObjectName("finetunePanel")
         self._inspector_model: tuple[Any, Any, str | None] | None = None
-        self.status.say("Pick a demo task or your own data, and where to start from, then Start.")
         self.eval_label = named(QLabel(NO_EVALUATION), "finetuneEvalLabel", "Latest held-out evaluation")
         self.eval_label.setWordWrap(True)
         self.eval_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -92,11 +92,11 @@ class FinetunePanel(RunPanel):
         splitter.setSizes([400, 900])
         QVBoxLayout(self).addWidget(splitter)
         self._show_planned_steps(self.form.planned_steps())
-        self._update_buttons()
 
     # ---- what the window tells the tab ----
     def on_model_changed(self, loaded: Any) -> None:
         """The inspector's model: what "start from the Inspect tab's model" fine-tunes."""
+        super().on_model_changed(loaded)
         self._inspector_model = (loaded.model, loaded.tokenizer, loaded.info.path)
 
     # ---- RunPanel's hooks ----
@@ -160,15 +160,15 @@ class FinetunePanel(RunPanel):
     def request_compare(self) -> tuple[str, str] | None:
         """Emit `compareCheckpoints(start, chosen)`: the run's starting checkpoint and the selected one (the newest
         when none is selected). None, with the reason in the status line, when either is missing."""
-        chosen = self.checkpoints.combo.currentData() or self.checkpoints.latest(self._last_checkpoint)
+        chosen = self.checkpoints.combo.currentData() or self.checkpoints.latest(self.last_checkpoint)
         start = self.start_checkpoint()
         if not chosen:
-            self.status.say("No checkpoint to compare yet: wait for the first one, or for the end of the run.",
-                            "error")
+            self.lifecycle.say("No checkpoint to compare yet: wait for the first one, or for the end of the run.",
+                               "error")
             return None
         if start is None:
-            self.status.say("The run does not say which model it started from, so there is nothing to compare "
-                            "with.", "error")
+            self.lifecycle.say("The run does not say which model it started from, so there is nothing to "
+                               "compare with.", "error")
             return None
         self.compareCheckpoints.emit(str(start), str(chosen))
         return str(start), str(chosen)

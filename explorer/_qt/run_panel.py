@@ -15,6 +15,10 @@
   and the last good checkpoint stay, and the form unlocks. A step the engine marks with a warning shows in
   `trainingWarningLabel`. Closing the window stops the run, which saves a checkpoint, and joins the threads.
 
+The run's lifecycle (idle, preparing, running, paused, stopping, finished / stopped / failed, watching) and the
+facts its status needs live in `explorer.run_lifecycle.RunLifecycle`; the status line, the progress bar and which
+buttons act are rendered from it whenever it announces a change, so none of them states what is no longer true.
+
 A subclass gives the form (an `explorer._qt.form_fields.RunForm`), the engine factory, the curve layout and the
 command, and lays the parts out; the hooks below say what else it does (the Train tab's probes). The tab talks
 to the main window only through `WindowTab`'s signals and slots.
@@ -37,14 +41,15 @@ from explorer._qt.checkpoint_picker import CheckpointPicker
 from explorer._qt.form_fields import RunForm
 from explorer._qt.loss_plots import LossPlots
 from explorer._qt.run_buttons import RunButtons
-from explorer._qt.run_status import RunStatus
+from explorer._qt.run_status import FIRST_STATUS, RunStatus
 from explorer._qt.run_watcher import RunWatcher
 from explorer._qt.training_form import default_runs_dir
 from explorer._qt.training_runner import TrainingRunner
 from explorer._qt.window_tab import WindowTab
 from explorer._qt.workers import OneShotWorker
 from explorer.curve_layout import PRETRAINING, CurveLayout, is_held_out, layout_for_run
-from explorer.run_watch import can_resume, read_curve, resume_point
+from explorer.run_lifecycle import RunLifecycle, RunState, checkpoint_written, progress_line, status_line
+from explorer.run_watch import read_curve, resume_point
 from explorer.training_run import EngineFactory, describe_failure
 
 TAB_OF_KIND = {"pretraining": "Train", "finetuning": "Fine-tune"}
@@ -60,27 +65,21 @@ class RunPanel(WindowTab):
 
     def __init__(self, form: RunForm, engine_factory: EngineFactory, warm_up: Callable[[], None], *,
                  layout: CurveLayout = PRETRAINING, torch_threads: int | None = None, niceness: int = 5,
-                 poll_interval_ms: int = 250, parent: QWidget | None = None):
+                 poll_interval_ms: int = 250, idle_text: str = FIRST_STATUS, parent: QWidget | None = None):
         super().__init__(parent)
         self.curve_layout = layout
         self.command = COMMAND_OF_KIND[layout.kind]
+        self.lifecycle = RunLifecycle(idle_text=idle_text, command=self.command)
         # One core stays with the GUI (and the probe thread) on small machines; both threads are niced.
         self.runner = TrainingRunner(engine_factory, torch_threads or max(1, (os.cpu_count() or 1) - 1), niceness,
                                      parent=self)
         self.runner.step.connect(self._on_step)
-        self.runner.paused.connect(self._on_paused)
-        self.runner.resumed.connect(self._on_resumed)
+        self.runner.paused.connect(self.lifecycle.paused)
+        self.runner.resumed.connect(self.lifecycle.resumed)
         self.runner.ended.connect(self._on_ended)
         self.runner.failed.connect(self._on_errored)
         self.runner.finished.connect(self._on_finished)
-        self._run_dir: Path | None = None
-        self._settings: Any = None
-        self._last_stats: Any = None  # the newest step record shown
-        self._last_checkpoint: Path | None = None  # the newest checkpoint the running engine reported
-        self._pending: tuple[Path, Any] | None = None  # a run started, not shown until it says so
-        self._resumed_at: int | None = None  # the step a resumed run continues from
-        self._ending_status = ""  # how the run shown ended ("finished", "stopped", "failed"; "" while it goes)
-        self._outcome = ""
+        self._settings: Any = None  # the settings of the run launched last
         self._closing = False  # set by shutdown(): the window is going, nothing more is sent to it
         self.steps_received = 0
 
@@ -110,8 +109,10 @@ class RunPanel(WindowTab):
         self.watcher.restarted.connect(self._on_watched_restart)
         self.watcher.statsArrived.connect(self._on_watched_stats)
         self.watcher.checkpointsChanged.connect(self.checkpoints.refresh)
-        self.watcher.status.connect(self.status.say)
+        self.watcher.status.connect(self.lifecycle.say)
         self.watcher.ended.connect(self._on_watched_end)
+        self.lifecycle.changed.connect(self._render)
+        self._render(self.lifecycle, "state")
 
     def _left_column(self) -> QWidget:
         """The form, the buttons, the status and the checkpoints, top to bottom."""
@@ -145,27 +146,40 @@ class RunPanel(WindowTab):
     def _run_ended(self, status: str) -> None:
         """The tab's own run ended: "finished", "stopped" or "failed" (its checkpoints are listed by now)."""
 
-    # ---- shown state ----
+    # ---- what the window tells the tab ----
+    def on_model_changed(self, loaded: Any) -> None:
+        """The inspector's model: a status line naming another one it used no longer holds."""
+        self.lifecycle.model_changed(loaded.info.path)
+
+    # ---- shown state: rendered from the lifecycle ----
+    def _render(self, lifecycle: RunLifecycle, what: str) -> None:
+        line = status_line(lifecycle)
+        self.status.say(line.text, line.kind)
+        self.progress.show_line(progress_line(lifecycle))
+        if what != "step":
+            self._update_buttons()
+
     def _show_planned_steps(self, steps: int) -> None:
-        if not self.is_running and not self.is_watching:  # the empty plots span the run the form plans
+        if not self.lifecycle.is_going and not self.is_watching:  # the empty plots span the run the form plans
             self.plots.show_planned_steps(steps)
 
     def _update_buttons(self) -> None:
-        running = self.is_running
+        lifecycle = self.lifecycle
         problems = self.form.problems()
-        self.buttons.show_state(running=running, paused=self.runner.is_paused, stopping=self.runner.stop_requested,
-                                resumable=None if running else self._resumable(),
+        self.buttons.show_state(lifecycle.state, pause_requested=lifecycle.pause_requested,
+                                resumable=lifecycle.resumable,
                                 problem=next(iter(problems.values())) if problems else None, command=self.command)
-        self.form.set_editable(not running)
-
-    def _resumable(self) -> Path | None:
-        """The run shown, when Resume can continue it."""
-        ended_as = self.watcher.ended_as if self.is_watching else self._ending_status
-        return self._run_dir if can_resume(self._run_dir, ended_as) else None
+        self.form.set_editable(not lifecycle.is_going)
 
     @property
     def is_running(self) -> bool:
+        """The training thread is going (its last words, how the run ended, may still be on their way)."""
         return self.runner.is_running
+
+    @property
+    def _busy(self) -> bool:
+        """A run is going, or its thread has not ended yet: no other run may start, no folder be opened."""
+        return self.lifecycle.is_going or self.runner.is_running
 
     @property
     def is_watching(self) -> bool:
@@ -173,16 +187,18 @@ class RunPanel(WindowTab):
 
     @property
     def run_dir(self) -> Path | None:
-        return self._run_dir
+        shown = self.lifecycle.shown
+        return shown.run_dir if shown is not None else None
 
-    def _clear_run(self, run_dir: Path, planned: int | None, progress: str) -> None:
-        """Forget the previous run's curves, progress and checkpoints (and the subclass' own: `_run_shown`)."""
-        self._run_dir = run_dir
-        self._last_stats = None
-        self._last_checkpoint = None
-        self._ending_status = ""
+    @property
+    def last_checkpoint(self) -> Path | None:
+        """The newest checkpoint the run shown wrote (reported by a step, or found at its end)."""
+        shown = self.lifecycle.shown
+        return shown.checkpoint if shown is not None else None
+
+    def _clear_run(self, run_dir: Path, planned: int | None) -> None:
+        """Forget the previous run's curves, warning and checkpoints (and the subclass' own: `_run_shown`)."""
         self.status.clear_warning()
-        self.progress.begin(planned, progress)
         self.plots.clear()
         self.plots.show_planned_steps(planned)
         self.checkpoints.show_run(run_dir)
@@ -190,19 +206,18 @@ class RunPanel(WindowTab):
 
     def _adopt_pending_run(self) -> None:
         """The run started has said something (a step, a probe): from now on it is what the tab shows."""
-        if self._pending is None:
+        starting = self.lifecycle.starting
+        if starting is None or not self.lifecycle.is_going:
             return
-        run_dir, settings = self._pending
-        self._pending = None
-        self._clear_run(run_dir, settings.steps, "training…")
-        self.status.say(f"Training in {run_dir}", "info")
+        self._clear_run(starting.run_dir, starting.planned_steps)
+        self.lifecycle.begin_showing()
 
     # ---- running ----
     def start_run(self, settings: Any = None) -> bool:
         """Start a run with `settings` (default: the form). False, with a message, when it cannot start; what
         is shown stays until the new run's first step (or probe)."""
-        if self.is_running:
-            self.status.say("A run is already going; stop it first.", "error")
+        if self._busy:
+            self.lifecycle.say("A run is already going; stop it first.", "error")
             return False
         try:
             settings = settings or self.form.settings()
@@ -210,7 +225,7 @@ class RunPanel(WindowTab):
             run_dir = Path(settings.out_dir) if settings.out_dir else default_runs_dir() / self._new_run_name(settings)
             run_dir.mkdir(parents=True, exist_ok=True)
         except (ValueError, OSError) as error:
-            self.status.say(f"Cannot start: {error}", "error")
+            self.lifecycle.say(f"Cannot start: {error}", "error")
             return False
         self.watcher.stop()
         if settings != self.form.settings_or_none():
@@ -221,20 +236,19 @@ class RunPanel(WindowTab):
             except ValueError:
                 pass  # e.g. a device this machine lacks: the engine says so in its own message
         settings = replace(settings, out_dir=str(run_dir))
-        self._pending = (run_dir, settings)
-        self._resumed_at = None
-        self._launch(settings, init, f"Starting in {run_dir}: preparing the data and the model…")
+        self.lifecycle.start(run_dir, settings.steps)
+        self._launch(settings, init)
         return True
 
     def resume_run(self, run_dir: str | os.PathLike | None = None) -> bool:
         """Continue `run_dir` (default: the run shown) from its latest checkpoint, exactly as the command line's
         `--out RUN --resume` does. False, with the reason, when there is nothing to resume."""
-        if self.is_running:
-            self.status.say("A run is already going; stop it first.", "error")
+        if self._busy:
+            self.lifecycle.say("A run is already going; stop it first.", "error")
             return False
-        folder = Path(run_dir) if run_dir is not None else self._run_dir
+        folder = Path(run_dir) if run_dir is not None else self.run_dir
         if folder is None:
-            self.status.say("Nothing to resume: start a run, or open a stopped run's folder.", "error")
+            self.lifecycle.say("Nothing to resume: start a run, or open a stopped run's folder.", "error")
             return False
         try:
             if problem := self._other_kind(folder):
@@ -243,151 +257,105 @@ class RunPanel(WindowTab):
             settings = self._settings_for_resume(folder)
             curve = read_curve(folder, point.step)
         except (ValueError, OSError) as error:
-            self.status.say(f"Cannot resume: {error}", "error")
+            self.lifecycle.say(f"Cannot resume: {error}", "error")
             return False
         self.watcher.stop()
         try:
             self.form.set_settings(replace(settings, out_dir=self.form.typed_run_folder(), resume_from=None))
         except ValueError:
             pass
-        if folder != self._run_dir:
-            self._clear_run(folder, point.total_steps, "resuming…")
+        if folder != self.run_dir:
+            self._clear_run(folder, point.total_steps)
         else:  # the same run: its own metrics file is what it continues
-            self._run_dir, self._ending_status = folder, ""
             self.plots.clear()
-            self.progress.begin(point.total_steps, "resuming…")
         self.plots.add_all(curve)
         self.plots.flush()
         steps = [record for record in curve if not is_held_out(record)]
-        if steps:
-            self._last_stats = steps[-1]
-            self.progress.show_step(steps[-1], point.total_steps)
         self.checkpoints.show_run(folder)
-        self._pending = None
-        self._resumed_at = point.step
-        self._launch(settings, None, f"Resuming {folder} from step {point.step:,} ({point.checkpoint.name})…")
+        self.lifecycle.resume_from(folder, point.total_steps, point.step, point.checkpoint,
+                                   last_record=steps[-1] if steps else None)
+        self._launch(settings, None)
         return True
 
-    def _launch(self, settings: Any, init: Any, status: str) -> None:
+    def _launch(self, settings: Any, init: Any) -> None:
         self._settings = settings
         self.steps_received = 0
-        self._outcome = ""  # how this run ended, for runEnded
-        self.status.say(status, "info")
         self.status.show_device(self.form.device_label(settings.device))
         self.runner.launch(settings, init, self._probe_pairs)
-        self._update_buttons()
         self.runStarted.emit(str(settings.resume_from or settings.out_dir))
 
     def pause(self) -> None:
-        if self.is_running:
+        if self.lifecycle.state in (RunState.PREPARING, RunState.RUNNING) and not self.lifecycle.pause_requested:
             self.runner.pause()
-            self.status.say("Pausing at the next step…")
-            self._update_buttons()
+            self.lifecycle.request_pause()
 
     def resume(self) -> None:
         """Continue the paused run; with nothing running, resume the run shown from its latest checkpoint."""
-        if self.is_running:
+        if self.lifecycle.state == RunState.PAUSED:
+            self.runner.resume()  # the lifecycle goes on when the training thread says it did
+        elif self.lifecycle.pause_requested:
             self.runner.resume()
-            self._update_buttons()
-        else:
+            self.lifecycle.cancel_pause()
+        elif not self.lifecycle.is_going:
             self.resume_run()
 
     def stop(self) -> None:
         """Stop at the next step boundary; the engine saves a checkpoint on the way out."""
-        if self.is_running:
+        if self.lifecycle.is_going and self.lifecycle.state != RunState.STOPPING:
             self.runner.request_stop()
-            self.status.say("Stopping at the next step and saving a checkpoint…")
-            self._update_buttons()
+            self.lifecycle.request_stop()
 
     # ---- what the run says (GUI thread; only the run going now: see TrainingRunner) ----
     def _on_step(self, stats: Any) -> None:
         self._adopt_pending_run()
-        if self.steps_received == 0:
-            resumed = f" (resumed at step {self._resumed_at:,})" if self._resumed_at is not None else ""
-            self.status.say(f"Training in {self._run_dir}{resumed}", "info")
         self.status.show_warnings([stats])
         self.plots.add(stats)
         if stats.checkpoint:
-            self._last_checkpoint = Path(stats.checkpoint)
             self.checkpoints.refresh()
         self.steps_received += 1
-        self._last_stats = stats
-        self.progress.show_step(stats, self._settings.steps if self._settings else None)
+        self.lifecycle.step_done(stats)
         self.stepCompleted.emit(stats.step)
 
-    def _on_paused(self) -> None:
-        self.status.say(f"Paused after step {self._last_step()}. Resume continues the same run.")
-        self._update_buttons()
-
-    def _on_resumed(self) -> None:
-        self.progress.forget_pace()
-        self.status.say("Training…")
-        self._update_buttons()
-
-    def _last_step(self) -> int:
-        return self._last_stats.step if self._last_stats is not None else 0
-
     def _on_ended(self, status: str) -> None:
-        self._outcome = status
-        if self._pending is not None:  # stopped before its first step: nothing of it to show
-            self._pending = None
-            self.status.say("Stopped before the first step." + self._still_shown(), "info")
-            self._restore_progress()
+        shown = self.lifecycle.shown if self.lifecycle.starting is None else None
+        if shown is None:  # stopped before its first step: nothing of it to show
+            self.lifecycle.ended(status, None)
             return
-        self._ending_status = status
         self.checkpoints.refresh()
-        checkpoint = self.checkpoints.latest(self._last_checkpoint)
-        where = f" Checkpoint: {checkpoint}." if checkpoint else ""
-        if status == "finished":
-            self.status.say(f"Finished at step {self._last_step()}.{where}", "ok")
-        else:
-            self.status.say(f"Stopped after step {self._last_step()}.{where}", "ok" if checkpoint else "info")
+        # The engine saves on stop without a step to report it: what is on disk says which checkpoint it wrote.
+        self.lifecycle.ended(status, checkpoint_written(shown.run_dir, shown.last_step))
         self._run_ended(status)
 
     def _on_errored(self, failure: Any, last_step: Any) -> None:
-        self._outcome = "failed"
-        if self._pending is not None:  # it failed before showing anything: what is shown stays as it was
-            self._pending = None
-            self.status.say(describe_failure(failure, None, None) + self._still_shown(), "error")
-            self._restore_progress()
+        shown = self.lifecycle.shown if self.lifecycle.starting is None else None
+        if shown is None:  # it failed before showing anything: what is shown stays as it was
+            self.lifecycle.failed(describe_failure(failure, None, None), None)
             return
-        self._ending_status = "failed"
         self.checkpoints.refresh()
-        self.status.say(describe_failure(failure, last_step, self.checkpoints.latest(self._last_checkpoint)),
-                        "error")
-        self.progress.mark_failed()
+        checkpoint = checkpoint_written(shown.run_dir, shown.last_step)
+        self.lifecycle.failed(describe_failure(failure, last_step, checkpoint), checkpoint)
         self._run_ended("failed")
-
-    def _still_shown(self) -> str:
-        return f" (still showing the run in {self._run_dir})" if self._run_dir is not None else ""
-
-    def _restore_progress(self) -> None:
-        if self._last_stats is not None:
-            self.progress.show_step(self._last_stats, self._last_stats.total_steps or None)
-        else:
-            self.progress.begin(1, "idle")
 
     def _on_finished(self) -> None:
         # Only tidy up here: never start new work from a finished slot (workers.py, rule 6).
         self.plots.flush()
-        self._update_buttons()
-        self.runEnded.emit(self._outcome or "stopped")
+        self.runEnded.emit(self.lifecycle.outcome or "stopped")
 
     # ---- checkpoints and the inspector's model ----
     def use_selected_checkpoint(self) -> Path | None:
         """Ask the inspector to load the selected checkpoint (newest first) as its model."""
         path = self.checkpoints.choose()
         if path is None:
-            self.status.say("No checkpoint yet: wait for the first one, or for the end of the run.", "error")
+            self.lifecycle.say("No checkpoint yet: wait for the first one, or for the end of the run.", "error")
         return Path(path) if path else None
 
     def _open_checkpoint(self, path: str) -> None:
+        self.lifecycle.inspector_uses(path)  # before asking: the window may say the model changed at once
         self.openCheckpoint.emit(path)
-        self.status.say(f"The inspector now uses {path}.", "ok")
 
     # ---- watching a run folder ----
     def _browse_run_folder(self) -> None:
-        start = self._run_dir.parent if self._run_dir is not None else default_runs_dir()
+        start = self.run_dir.parent if self.run_dir is not None else default_runs_dir()
         path = QFileDialog.getExistingDirectory(self, f"Run folder (written by {self.command} --out, or by this "
                                                       "tab)", str(start))
         if path:
@@ -406,29 +374,23 @@ class RunPanel(WindowTab):
 
     def watch_run_folder(self, path: str | os.PathLike) -> bool:
         """Show a run written elsewhere (`<command> --out path`), following its metrics as they grow."""
-        if self.is_running:
-            self.status.say("Stop the current run before opening another run folder.", "error")
+        if self._busy:
+            self.lifecycle.say("Stop the current run before opening another run folder.", "error")
             return False
         if problem := self._other_kind(Path(path)):
-            self.status.say(f"Cannot open it here: {problem}.", "error")
+            self.lifecycle.say(f"Cannot open it here: {problem}.", "error")
             return False
         return self.watcher.watch(path)
 
     def _on_watch_started(self, folder: str, planned: int | None) -> None:
-        self._pending = None
-        self._clear_run(Path(folder), planned, "waiting for the run's first step…")
+        self._clear_run(Path(folder), planned)
+        self.lifecycle.watch(Path(folder), planned, self.watcher.description)
         self.runner.restart_prober()
 
     def _on_watched_end(self, how: str, last_step: int) -> None:
         self.checkpoints.refresh()
-        described = f" ({self.watcher.description})" if self.watcher.description else ""
-        if how == "finished":
-            self.status.say(f"The watched run finished at step {last_step:,}{described}.", "ok")
-        elif how == "stopped":
-            self.status.say(f"The watched run stopped after step {last_step:,}{described}. Resume continues it "
-                            f"from its latest checkpoint, as {self.command} --resume does.", "info")
-        self.progress.setFormat(self.progress.format() + f"  ·  {how}")
-        self._update_buttons()
+        run_dir = self.run_dir
+        self.lifecycle.watched_ended(how, last_step, checkpoint_written(run_dir, last_step or None))
 
     def _on_watched_restart(self) -> None:
         self.plots.clear()
@@ -439,9 +401,7 @@ class RunPanel(WindowTab):
         steps = [record for record in stats if not is_held_out(record)]
         self.status.show_warnings(steps)
         if steps:
-            self._last_stats = steps[-1]
-            self.progress.show_step(steps[-1], self.watcher.total_steps)
-        self._update_buttons()
+            self.lifecycle.watched_steps(steps)
 
     # ---- closing ----
     def closeEvent(self, event) -> None:  # the tab opened on its own, as a window (development)

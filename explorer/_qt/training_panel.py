@@ -71,7 +71,6 @@ class TrainingPanel(RunPanel):
         splitter.setSizes([330, 900])
         QVBoxLayout(self).addWidget(splitter)
         self._show_planned_steps(self.form.planned_steps())
-        self._update_buttons()
 
     # ---- what the window tells the tab ----
     def on_pair_changed(self, text_a: str, text_b: str | None = None) -> None:
@@ -80,6 +79,7 @@ class TrainingPanel(RunPanel):
 
     def on_model_changed(self, loaded: Any) -> None:
         """The inspector's model: what "continue the loaded model" trains further."""
+        super().on_model_changed(loaded)
         self._inspector_model = (loaded.model, loaded.tokenizer)
 
     def _send_snapshot(self, inspection: Any, caption: str) -> None:
@@ -110,7 +110,7 @@ class TrainingPanel(RunPanel):
             self.watcher.checkpoint_probed()
 
     def _on_probe_failed(self, step: int, failure: Any) -> None:
-        self.status.say(f"Probing at step {step} failed: {failure.text}", "error")
+        self.lifecycle.say(f"Probing at step {step} failed: {failure.text}", "error")
         if self.is_watching:  # e.g. a checkpoint the writer pruned meanwhile: go on with the next
             self.watcher.checkpoint_probed()
 

@@ -118,7 +118,7 @@ def test_a_start_that_ends_before_its_first_step_leaves_the_run_shown_as_it_was(
     lifecycle.start(Path("/runs/run-2"), 50)
     assert progress_line(lifecycle).text.startswith("step 3 / 300")  # still the first run's
     lifecycle.failed("The corpus cannot be used: latin-1.", None)
-    assert lifecycle.state == RunState.FINISHED and lifecycle.shown.run_dir == RUN
+    assert lifecycle.state == RunState.FINISHED and lifecycle.shown.run_dir == RUN and lifecycle.outcome == "failed"
     assert status_line(lifecycle).text == f"The corpus cannot be used: latin-1. (still showing the run in {RUN})"
     lifecycle.start(Path("/runs/run-3"), 50)
     lifecycle.request_stop()
