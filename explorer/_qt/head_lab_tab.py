@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer._qt import shortcuts
 from explorer._qt.exporting import export_button
 from explorer._qt.head_lab_controller import HeadLabController
 from explorer._qt.importance_table import ImportanceTable
@@ -154,6 +155,10 @@ class HeadLabTab(WindowTab):
         controller.corpusProgress.connect(self._on_progress)
         controller.corpusEnded.connect(self._on_run_ended)
         controller.curveChanged.connect(self.plot.show_curve)
+        inspect_tab = controller.inspect_tab  # "mask a token (Ctrl+M …)" is what the scores of this input wait for
+        self.shortcuts = shortcuts.install(self, {
+            "mask_like_bert": inspect_tab.mask_like_bert, "reroll": inspect_tab.reroll_masking,
+            "clear_masks": inspect_tab.clear_masks}, shortcuts.HEAD_LAB)
         self._show_objective(controller.objective or "", controller.objective_reason)
         self.show_scores(controller.shown_scores())
         self._update_buttons()

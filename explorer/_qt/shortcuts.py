@@ -2,7 +2,8 @@
 shortcuts), so the list cannot drift from what the keys do.
 
 A row names its keys, what they do, where they work and the handler's name; whoever owns the handlers
-installs its rows: the main window its menu actions (`key_for`), the Inspect tab the rest (`install`).
+installs its rows: the main window its menu actions (`key_for`), the Inspect tab the rest (`install`), and
+the Head lab tab the masking keys its captions name (it scores heads on the input the Inspect tab masks).
 The tabs' keys follow the tabs: Ctrl+N shows the N-th, whichever tabs the window has (`tab_shortcut`).
 """
 
@@ -16,7 +17,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QWidget
 
-WINDOW, INSPECT = "anywhere", "Inspect tab"
+WINDOW, INSPECT, HEAD_LAB = "anywhere", "Inspect tab", "Head lab tab"
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,24 @@ class Shortcut:
     handler: str  # the name its owner installs it under
     description: str
     where: str = WINDOW
+    also: tuple[str, ...] = ()  # further tabs that install it too
+
+    def works_in(self, where: str) -> bool:
+        return where == self.where or where in self.also
+
+    def places(self) -> str:
+        """Where it works, as Help lists it: "Inspect tab, Head lab tab"."""
+        return ", ".join((self.where, *self.also))
 
 
+MASKING_TABS = (HEAD_LAB,)  # the masking keys work here too: its captions ask for a masked token
 SHORTCUTS = (
     Shortcut("Alt+A", "focus_sentence_a", "Type sentence A", INSPECT),
     Shortcut("Alt+B", "focus_sentence_b", "Type sentence B", INSPECT),
     Shortcut("Ctrl+M", "mask_like_bert", "Mask like BERT: 15% of the tokens, 80% [MASK] / 10% random / 10% kept",
-             INSPECT),
-    Shortcut("Ctrl+R", "reroll", "Re-roll the masking with the next seed", INSPECT),
-    Shortcut("Ctrl+Shift+M", "clear_masks", "Clear every mask", INSPECT),
+             INSPECT, MASKING_TABS),
+    Shortcut("Ctrl+R", "reroll", "Re-roll the masking with the next seed", INSPECT, MASKING_TABS),
+    Shortcut("Ctrl+Shift+M", "clear_masks", "Clear every mask", INSPECT, MASKING_TABS),
     Shortcut("PgUp", "previous_layer", "Previous layer in the attention views", INSPECT),
     Shortcut("PgDown", "next_layer", "Next layer in the attention views", INSPECT),
     Shortcut("Ctrl+P", "toggle_predictions", "Show or hide the predictions (give the heads the room)", INSPECT),
@@ -70,7 +80,7 @@ def install(owner: QWidget, handlers: dict[str, Callable[[], object]], where: st
     anywhere inside `owner` (so a tab's keys rest while another tab is shown)."""
     installed = []
     for shortcut in SHORTCUTS:
-        if shortcut.where != where or shortcut.handler not in handlers:
+        if not shortcut.works_in(where) or shortcut.handler not in handlers:
             continue
         key = QShortcut(QKeySequence(shortcut.keys), owner)
         key.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
@@ -85,7 +95,7 @@ def shortcuts_html(tabs: Sequence[Shortcut] = ()) -> str:
     table = [row for row in SHORTCUTS if row.where != WINDOW] + [*tabs]
     table += [row for row in SHORTCUTS if row.where == WINDOW]
     rows = [(QKeySequence(shortcut.keys).toString(QKeySequence.SequenceFormat.NativeText), shortcut.description,
-             shortcut.where) for shortcut in table]
+             shortcut.places()) for shortcut in table]
     rows += list(WIDGET_KEYS)
     cells = "".join(f"<tr><td><b>{html.escape(keys)}</b></td><td>{html.escape(text)}</td>"
                     f"<td><i>{html.escape(where)}</i></td></tr>" for keys, text, where in rows)

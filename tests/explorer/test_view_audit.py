@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter, QWheelEvent
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
+from explorer._qt import shortcuts
 from explorer._qt.attention_panel import AttentionPanel
+from explorer._qt.main_window import MainWindow
 from explorer.demo_inspection import demo_inspection
 from explorer.heatmap_layout import short_label
 
@@ -27,6 +29,17 @@ def panel(qtbot):
     widget.show()
     qtbot.waitExposed(widget)
     return widget
+
+
+@pytest.fixture
+def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    return window
 
 
 def wheel(qtbot, graphics, scene_pos: QPointF, notches: int) -> None:
@@ -176,3 +189,23 @@ def test_thumbnails_redrawn_for_a_new_size_stay_inside_their_frames(qtbot, panel
     for image, frame in zip(grid.images, grid.frames, strict=True):
         drawn, framed = image.mapRectToView(image.boundingRect()), frame.rect()
         assert (drawn.width(), drawn.height()) == pytest.approx((framed.width(), framed.height()), rel=1e-3)
+
+
+# -- 3. the masking keys work where their hint is shown ----------------------------------------------------------
+
+def test_ctrl_m_masks_like_bert_in_the_head_lab_tab_whose_caption_names_it(qtbot, window):
+    assert window.inspect_tab.state.inspection.masking is None  # the window's own first pair, nothing masked
+    lab = window.findChild(QWidget, "headLabTab")
+    window.tabs.setCurrentWidget(lab)
+    qtbot.waitUntil(lambda: "Ctrl+M" in lab.caption_label.text(), timeout=WAIT_MS)
+    lab.source_combo.setFocus()
+    qtbot.waitUntil(lab.source_combo.hasFocus)
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
+        qtbot.keyClick(lab.source_combo, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier)
+    assert shown.args[0].masking is not None and shown.args[0].masking.positions
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
+        qtbot.keyClick(lab.source_combo, Qt.Key.Key_M,
+                       Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert shown.args[0].masking is None
+    masking_rows = [row for row in shortcuts.SHORTCUTS if row.handler in ("mask_like_bert", "clear_masks")]
+    assert all("Head lab" in row.places() for row in masking_rows)  # Help ▸ Keyboard shortcuts says so
