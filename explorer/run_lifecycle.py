@@ -14,7 +14,8 @@ ends as the tab's own do, marked `watched`.
 
 A `Notice` is what was said beside the state (a Start refused, a probe that failed, a watched run's own words,
 "the inspector now uses …"): it shows instead of the state's line until the next transition. The inspector's
-line also goes when the window loads another model (`model_changed`). Steps do not clear a notice.
+line also goes when the window loads another model (`model_changed`), and gives way to the window's message when
+that checkpoint cannot be opened (`model_load_failed`). Steps do not clear a notice.
 
 Qt-free: the Qt tab (`explorer._qt.run_panel.RunPanel`) drives it from its workers' signals and renders on
 `changed`. A transition not in the diagram above is a bug in the caller: `IllegalTransitionError`.
@@ -278,6 +279,14 @@ class RunLifecycle:
         notice = self.notice
         if notice is not None and notice.about_model is not None and not _same_folder(notice.about_model, path):
             self.notice = None
+            self._announce("notice")
+
+    def model_load_failed(self, message: str) -> None:
+        """The window could not open a model; `message` (the window's) names it. When it is the one a notice
+        says the inspector uses, that notice was never true: the window's message takes its place."""
+        notice = self.notice
+        if notice is not None and notice.about_model is not None and notice.about_model in message:
+            self.notice = Notice(message, "error")
             self._announce("notice")
 
     # ---- inside ----

@@ -173,6 +173,7 @@ class MainWindow(QMainWindow):
         self._add_tab_page(tab, title)
         self.pairChanged.connect(tab.on_pair_changed)
         self.modelChanged.connect(tab.on_model_changed)
+        self.modelLoadFailed.connect(tab.on_model_load_failed)
         self.closing.connect(tab.shutdown)
         tab.showInspection.connect(self.show_external_inspection)
         tab.openCheckpoint.connect(self.load_checkpoint)

@@ -151,6 +151,10 @@ class RunPanel(WindowTab):
         """The inspector's model: a status line naming another one it used no longer holds."""
         self.lifecycle.model_changed(loaded.info.path)
 
+    def on_model_load_failed(self, message: str) -> None:
+        """A checkpoint this tab sent that the window could not open: the status says so, not that it is used."""
+        self.lifecycle.model_load_failed(message)
+
     # ---- shown state: rendered from the lifecycle ----
     def _render(self, lifecycle: RunLifecycle, what: str) -> None:
         line = status_line(lifecycle)

@@ -26,6 +26,9 @@ class WindowTab(QWidget):
     def on_model_changed(self, loaded: Any) -> None:
         """The Inspect tab's model (`explorer.startup.LoadedModel`), whenever it changes; told on `add_tab` too."""
 
+    def on_model_load_failed(self, message: str) -> None:
+        """The window could not open a model (its message names it and says why); the Inspect tab keeps its own."""
+
     def shutdown(self, timeout_ms: int = 120_000) -> bool:
         """The window is closing: stop and join this tab's workers. True when they have ended."""
         return True

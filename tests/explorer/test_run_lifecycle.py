@@ -249,3 +249,13 @@ def test_the_inspector_line_goes_when_the_window_loads_another_model():
     lifecycle.say("No checkpoint yet", "error")
     lifecycle.model_changed(None)  # a notice about something else stays
     assert status_line(lifecycle).text == "No checkpoint yet"
+
+
+def test_the_inspector_line_gives_way_to_the_message_when_that_checkpoint_could_not_be_opened():
+    lifecycle = running(make()[0])
+    lifecycle.inspector_uses(RUN / "final")
+    lifecycle.model_load_failed("Could not open checkpoint /models/other: no config.json")  # another one's
+    assert status_line(lifecycle).text == f"The inspector now uses {RUN / 'final'}."
+    lifecycle.model_load_failed(f"Could not open checkpoint {RUN / 'final'}: no weights — still showing tiny")
+    line = status_line(lifecycle)
+    assert line.text.startswith(f"Could not open checkpoint {RUN / 'final'}") and line.kind == "error"

@@ -112,3 +112,20 @@ def test_the_inspector_line_goes_when_the_window_loads_another_model(qtbot, sett
     text = panel.status.status_label.text()
     assert "inspector now uses" not in text, text
     assert text.startswith("Stopped after step")
+
+
+def test_the_inspector_line_gives_way_to_the_windows_error_when_the_checkpoint_cannot_be_opened(
+        qtbot, settings, panel, tmp_path):
+    from explorer._qt.main_window import MainWindow
+
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.add_tab(panel, "Train")
+    stopped_run(qtbot, panel, tmp_path / "run", 3)
+    chosen = Path(panel.checkpoints.combo.currentData())
+    (chosen / "model.safetensors").write_bytes(b"not weights")  # e.g. a disk that lost it meanwhile
+    with qtbot.waitSignal(window.modelLoadFailed, timeout=RUN_TIMEOUT_MS):
+        panel.checkpoints.use_button.click()
+    text = panel.status.status_label.text()
+    assert "inspector now uses" not in text, text
+    assert text.startswith(f"Could not open checkpoint {chosen}") and "c62828" in panel.status.status_label.styleSheet()
