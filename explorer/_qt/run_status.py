@@ -42,7 +42,8 @@ class RunStatus(QWidget):
     def say(self, text: str, kind: str = "info") -> None:
         """The status line: `kind` "info", "ok" or "error"."""
         self.status_label.setText(text)
-        self.status_label.setStyleSheet(STATUS_STYLES[kind])
+        if self.status_label.styleSheet() != STATUS_STYLES[kind]:  # a new style sheet re-polishes the label
+            self.status_label.setStyleSheet(STATUS_STYLES[kind])
 
     def show_device(self, label: str) -> None:
         self.device_label.setText(f"Trains on: {label}")
