@@ -43,11 +43,11 @@ CHECKPOINT_START = "checkpoint"  # the start combo's data for "a checkpoint fold
 STEPS, EPOCHS = "steps", "epochs"
 
 
-def demo_descriptions() -> dict[str, str]:
-    """{demo name: what its labels are, in one line} (bertcore.demo_tasks)."""
+def shipped_demos() -> dict:
+    """{demo name: its bertcore.demo_tasks.DemoTask}: its task and what its labels are, in one line."""
     from bertcore.demo_tasks import demo_tasks
 
-    return {demo.name: demo.description for demo in demo_tasks()}
+    return {demo.name: demo for demo in demo_tasks()}
 
 
 def _optional_int(text: str) -> int | str | None:
@@ -90,7 +90,7 @@ class FinetuneForm(RunForm):
         self.demo_combo = named(QComboBox(), "demoCombo", "Demo task",
                                 "A demo task made from the built-in corpus (its settings are filled in), or your "
                                 "own data files")
-        self.descriptions = demo_descriptions()
+        self.demos = shipped_demos()
         for name in DEMO_SETTINGS:
             self.demo_combo.addItem(f"{name} demo", name)
         self.demo_combo.addItem("My own data files…", OWN_DATA)
@@ -212,11 +212,13 @@ class FinetuneForm(RunForm):
             self.lr_edit.setText(f"{measured.learning_rate:g}")
 
     def _show_demo(self) -> None:
-        """The chosen demo's labels in words, and the data fields enabled for own data only."""
+        """The chosen demo's task and labels in words, and the data fields enabled for own data only."""
         own = self._own_data()
-        labels = self.descriptions.get(self.demo_combo.currentData(), "")
+        demo = self.demos.get(self.demo_combo.currentData())
+        if demo is not None:  # the task box shows the demo's own task, greyed: a demo fixes it
+            self.task_combo.setCurrentIndex(self.task_combo.findData(demo.task))
         self.demo_label.setText("Your own files: pick the task and the training file (Formats… says what each "
-                                "task reads)." if own else f"Labels: {labels}")
+                                "task reads)." if own or demo is None else f"Labels: {demo.description}")
         self.demo_combo.setToolTip(self.demo_label.text())
         self._enable_data_fields(self._editable)
 
@@ -290,7 +292,8 @@ class FinetuneForm(RunForm):
         self.demo_combo.setCurrentIndex(self.demo_combo.findData(settings.demo or OWN_DATA))
         self.demo_combo.blockSignals(False)
         self._show_demo()
-        self.task_combo.setCurrentIndex(max(0, self.task_combo.findData(settings.task)))
+        if settings.demo is None:  # a demo's task was shown by _show_demo (its settings carry none)
+            self.task_combo.setCurrentIndex(max(0, self.task_combo.findData(settings.task)))
         self.train_edit.setText(settings.train or "")
         self.eval_edit.setText(settings.eval or "")
         start = settings.init_from
