@@ -1,0 +1,1842 @@
+"""Fault audit: feed bertcore broken checkpoints, broken run folders and broken task files, and classify each outcome.
+
+    .venv/bin/python benchmarks/fault_audit.py                     # all three families, 2 jobs
+    .venv/bin/python benchmarks/fault_audit.py --family checkpoint --quick --jobs 4
+
+Three families of concrete cases, each made in a temporary folder:
+
+- checkpoint: a tiny bertcore-saved checkpoint and transformers-saved BertForPreTraining / BertModel /
+  BertForSequenceClassification folders, each damaged (files deleted, cut, flipped; config.json values of wrong
+  types and sizes, deep JSON; FIFOs, /dev/zero and dangling symlinks; vocabularies that do not fit; NaN, misshapen,
+  extra or missing tensors; pickles that would run code; safetensors headers of garbage). `load_pretrained` runs
+  in a forked child of a process that imported bertcore once, with a 10 s timeout and RLIMIT_AS of 3 GB, so a
+  hang or a memory blow-up is counted, not suffered; a hang is confirmed in a fresh interpreter.
+- run: `bert-train` (python -m bertcore.cli) on a tiny model: kill -9 and --resume (the resumed loss curve is
+  compared with an uninterrupted run's), run files as symlinks to a victim file outside the folder, FIFOs,
+  read-only folders (chattr +i), a full disk (a small tmpfs), corrupt trainer_state.pt / run_config.json /
+  latest, divergence, Ctrl-C twice, two runs in one folder, bad corpora and options.
+- finetune: `bert-finetune` (python -m bertcore.finetune_cli) for one step on CSV/TSV/JSONL/CoNLL/SQuAD files
+  with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings.
+
+Each case records what it expects: "fail" (the input is wrong: it must be refused), "ok" (valid: it must work) or
+"any" (either is right, e.g. a flipped byte inside safetensors' tensor data, which no checksum covers). Outcomes:
+
+    ok         a valid input that worked (or an "any" case that worked and passed its checks)
+    clear      refused with exit code 1 or 2 (or, loading, a CheckpointError) and a message, no traceback
+    refused    a valid input refused (with a clear message)
+    traceback  a traceback on stderr, an undocumented exception type, an exit code other than 0/1/2, a crash
+    silent     succeeded although the input was wrong, or succeeded with a wrong result (the case says which)
+    hang       no answer within the timeout
+    victim     a file outside the run folder was changed or created, or a pickle's code ran (data loss)
+
+Prints a table per family and every case whose outcome is not ok or clear, with its one-line message.
+A measuring script, not a test: it exits 0 whatever it finds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+import random
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+LOAD_TIMEOUT_S = 10.0
+LOAD_MEMORY_BYTES = 3 * 1024**3
+CLI_TIMEOUT_S = 60.0
+OUTCOMES = ("ok", "clear", "refused", "traceback", "silent", "hang", "victim")
+TRACEBACK = "Traceback (most recent call last)"
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# 99 tokens: an odd vocab_size that no power-of-two padding rule can excuse a shorter vocabulary for.
+TINY_VOCAB = SPECIALS + [f"w{i}" for i in range(94)]
+TINY_SIZES = dict(vocab_size=99, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37,
+                  max_position_embeddings=64, type_vocab_size=2)
+
+
+@dataclass
+class Outcome:
+    kind: str
+    message: str
+
+
+@dataclass
+class Result:
+    family: str
+    name: str
+    expect: str
+    outcome: Outcome
+    seconds: float
+
+
+# ---- processes -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Proc:
+    rc: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+
+
+def last_line(text: str, width: int = 220) -> str:
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return (lines[-1] if lines else "(no message)")[:width]
+
+
+def error_line(text: str, width: int = 220) -> str:
+    """The line that says what went wrong: an 'error:' line or the last line of a traceback."""
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "error:" in line.lower() or "Error" in line.split(":")[0]:
+            return line[:width]
+    return last_line(text, width)
+
+
+def run_cli(module: str, args: list[str], cwd: Path, timeout: float = CLI_TIMEOUT_S) -> Proc:
+    return finish(start_cli(module, args, cwd), timeout)
+
+
+def start_cli(module: str, args: list[str], cwd: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    return subprocess.Popen([PYTHON, "-m", module, *map(str, args)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            start_new_session=True)
+
+
+def finish(process: subprocess.Popen, timeout: float) -> Proc:
+    started = time.monotonic()
+    try:
+        out, err = process.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        timed_out = True
+    return Proc(process.returncode, out, err, timed_out, time.monotonic() - started)
+
+
+def judge(expect: str, proc: Proc, *, victim: str | None = None, wrong: str | None = None) -> Outcome:
+    """The outcome of a command line run: see the module docstring. `wrong` says what is wrong with a success."""
+    if victim:
+        return Outcome("victim", victim)
+    if proc.timed_out:
+        return Outcome("hang", f"no exit within {proc.seconds:.0f} s; last: {last_line(proc.stderr)}")
+    if TRACEBACK in proc.stderr or TRACEBACK in proc.stdout:
+        return Outcome("traceback", error_line(proc.stderr))
+    if proc.rc not in (0, 1, 2):
+        return Outcome("traceback", f"exit code {proc.rc}: {last_line(proc.stderr)}")
+    if proc.rc == 0:
+        if wrong:
+            return Outcome("silent", wrong)
+        if expect == "fail":
+            return Outcome("silent", f"exit 0 on wrong input: {last_line(proc.stderr)}")
+        return Outcome("ok", last_line(proc.stderr))
+    if not proc.stderr.strip():
+        return Outcome("traceback", f"exit code {proc.rc} with no message")
+    if expect == "ok":
+        return Outcome("refused", error_line(proc.stderr))
+    return Outcome("clear", error_line(proc.stderr))
+
+
+class Victims:
+    """Files outside the run folder that a case points the run's files at; any change to them is data loss."""
+
+    def __init__(self, root: Path):
+        self.root = root / "victims"
+        (self.root / "folder" / "inner").mkdir(parents=True)
+        self.file = self.root / "precious.txt"
+        self.file.write_text("precious data, not the run's\n")
+        self.folder = self.root / "folder"
+        (self.folder / "keep.txt").write_text("keep me\n")
+        (self.folder / "inner" / "deep.txt").write_text("keep me too\n")
+        self.missing = self.root / "not-yet.txt"  # a dangling symlink's target: must not be created
+        self.before = self.snapshot()
+
+    def snapshot(self) -> dict[str, str]:
+        seen = {}
+        for path in sorted(self.root.rglob("*")):
+            rel = str(path.relative_to(self.root))
+            if path.is_symlink():
+                seen[rel] = "symlink:" + os.readlink(path)
+            elif path.is_file():
+                seen[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                seen[rel] = "folder"
+        return seen
+
+    def damage(self) -> str | None:
+        after = self.snapshot()
+        if after == self.before:
+            return None
+        gone = sorted(self.before.keys() - after.keys())
+        new = sorted(after.keys() - self.before.keys())
+        changed = sorted(k for k in self.before.keys() & after.keys() if self.before[k] != after[k])
+        parts = [f"{label}: {', '.join(names[:3])}" for label, names in
+                 (("deleted", gone), ("created", new), ("changed", changed)) if names]
+        return "outside the run folder, " + "; ".join(parts)
+
+
+def make_fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def replace_with_symlink(path: Path, target: Path | str) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    path.symlink_to(target)
+
+
+def deep_json(levels: int = 100_000) -> str:
+    return "[" * levels + "]" * levels
+
+
+def unfreeze(root: Path) -> None:
+    """Undo chattr +i anywhere under root (cases may freeze files), so the temporary folder can be removed."""
+    subprocess.run(["chattr", "-R", "-i", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ---- family 1: checkpoints -------------------------------------------------------------------------------------
+
+@dataclass
+class CheckpointCase:
+    name: str
+    base: str  # which tiny checkpoint it damages: ours, hf-pretraining, hf-model, hf-seqcls
+    expect: str
+    damage: Callable[[Path], None]
+    marker: bool = False  # the damage plants a pickle that would create <folder>/../PWNED
+    want: dict = field(default_factory=dict)  # digest values a successful load must have
+
+
+def build_checkpoint_bases(root: Path) -> dict[str, Path]:
+    import torch
+
+    import bertcore
+
+    bases = {}
+    torch.manual_seed(0)
+    tokenizer = bertcore.BertTokenizer(TINY_VOCAB)
+    ours = bertcore.BertForPreTraining(bertcore.BertConfig(**TINY_SIZES))
+    bases["ours"] = bertcore.save_pretrained(ours, tokenizer, root / "ours")
+    padded = bertcore.BertForPreTraining(bertcore.BertConfig(**{**TINY_SIZES, "vocab_size": 104}))
+    bertcore.save_pretrained(padded, bertcore.BertTokenizer([*TINY_VOCAB, "x1", "x2", "x3", "x4", "x5"]),
+                             root / "ours-104")
+    lines = (root / "ours-104" / "vocab.txt").read_text().splitlines()[:99]
+    (root / "ours-104" / "vocab.txt").write_text("\n".join(lines) + "\n")  # 104 rows padded from 99 (a multiple of 8)
+    (root / "ours-104" / "tokenizer_config.json").unlink()  # as NVIDIA's padded checkpoints come: no record of 104
+    bases["ours-104"] = root / "ours-104"
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    for name, cls, extra in (("hf-pretraining", transformers.BertForPreTraining, {}),
+                             ("hf-model", transformers.BertModel, {}),
+                             ("hf-seqcls", transformers.BertForSequenceClassification,
+                              dict(num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"},
+                                   label2id={"neg": 0, "neu": 1, "pos": 2}))):
+        torch.manual_seed(1)
+        model = cls(transformers.BertConfig(**TINY_SIZES, **extra))
+        model.save_pretrained(root / name, safe_serialization=True)
+        (root / name / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+        bases[name] = root / name
+    return bases
+
+
+def _edit_bytes(path: Path, edit: Callable[[bytes], bytes]) -> None:
+    path.write_bytes(edit(path.read_bytes()))
+
+
+def _flip(offset_of: Callable[[int], int]) -> Callable[[bytes], bytes]:
+    def edit(data: bytes) -> bytes:
+        if not data:
+            return data
+        at = min(max(offset_of(len(data)), 0), len(data) - 1)
+        return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+    return edit
+
+
+def _garbage(data: bytes) -> bytes:
+    return random.Random(len(data)).randbytes(max(len(data), 16))
+
+
+FILE_DAMAGES: list[tuple[str, Callable[[Path], None]]] = [
+    ("deleted", lambda p: p.unlink()),
+    ("emptied", lambda p: p.write_bytes(b"")),
+    ("cut to half", lambda p: _edit_bytes(p, lambda d: d[: len(d) // 2])),
+    ("last byte cut", lambda p: _edit_bytes(p, lambda d: d[:-1])),
+    ("first byte flipped", lambda p: _edit_bytes(p, _flip(lambda n: 0))),
+    ("middle byte flipped", lambda p: _edit_bytes(p, _flip(lambda n: n // 2))),
+    ("replaced by garbage", lambda p: _edit_bytes(p, _garbage)),
+]
+
+
+def _file_damage_expectation(file: str, damage: str) -> str:
+    if file == "tokenizer_config.json":
+        return "any"  # optional: only says whether to lower-case
+    if damage == "last byte cut":
+        return "any" if file in ("config.json", "vocab.txt") else "fail"  # maybe just the final newline
+    if file == "model.safetensors" and damage == "middle byte flipped":
+        return "any"  # inside tensor data: no checksum covers it
+    return "fail"
+
+
+def _config_edit(**changes) -> Callable[[Path], None]:
+    """Set (or, with the value DELETE, remove) config.json fields."""
+    def damage(folder: Path) -> None:
+        path = folder / "config.json"
+        config = json.loads(path.read_text())
+        for key, value in changes.items():
+            if value is DELETE:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        path.write_text(json.dumps(config, allow_nan=True))
+    return damage
+
+
+DELETE = object()
+
+
+def _config_text(text: str | bytes) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        path = folder / "config.json"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return damage
+
+
+def _config_text_with(template: Callable[[str], str]) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        path = folder / "config.json"
+        path.write_text(template(path.read_text()))
+    return damage
+
+
+def _weights_edit(edit: Callable[[dict], dict]) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        path = folder / "model.safetensors"
+        save_file(edit(load_file(path)), path, metadata={"format": "pt"})
+    return damage
+
+
+def _set(name_part: str, make: Callable) -> Callable[[dict], dict]:
+    def edit(tensors: dict) -> dict:
+        name = next(n for n in sorted(tensors) if name_part in n)
+        tensors[name] = make(tensors[name])
+        return tensors
+    return edit
+
+
+def _drop(predicate: Callable[[str], bool]) -> Callable[[dict], dict]:
+    return lambda tensors: {n: t for n, t in tensors.items() if not predicate(n)}
+
+
+def _rename(mapping: Callable[[str], str]) -> Callable[[dict], dict]:
+    return lambda tensors: {mapping(n): t for n, t in tensors.items()}
+
+
+def _nan_at(tensor):
+    tensor = tensor.clone()
+    tensor.view(-1)[3] = float("nan")
+    return tensor
+
+
+def _inf_at(tensor):
+    tensor = tensor.clone()
+    tensor.view(-1)[-1] = float("inf")
+    return tensor
+
+
+def _vocab_lines(count_of: Callable[[list[str]], list[str]]) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        path = folder / "vocab.txt"
+        path.write_text("\n".join(count_of(path.read_text().splitlines())) + "\n")
+    return damage
+
+
+def _vocab_bytes(edit: Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    return lambda folder: _edit_bytes(folder / "vocab.txt", edit)
+
+
+class _RunsCode:
+    """Unpickling this creates the marker file: the proof that a loader ran code from a checkpoint."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _bin_from(make: Callable[[dict, Path], object], *, legacy: bool = False, keep_safetensors: bool = False):
+    """Replace the weights with a pytorch_model.bin holding make(state_dict, marker)."""
+    def damage(folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        state_dict = load_file(folder / "model.safetensors")
+        if not keep_safetensors:
+            (folder / "model.safetensors").unlink()
+        payload = make(state_dict, folder.parent / "PWNED")
+        if legacy:
+            with open(folder / "pytorch_model.bin", "wb") as handle:
+                pickle.dump(payload, handle)
+        else:
+            torch.save(payload, folder / "pytorch_model.bin")
+    return damage
+
+
+def _safetensors_header(header: bytes | None = None, *, length: int | None = None, tail: bytes = b""):
+    """Rewrite model.safetensors' header (an 8-byte little-endian length, then JSON) keeping the tensor data."""
+    def damage(folder: Path) -> None:
+        path = folder / "model.safetensors"
+        data = path.read_bytes()
+        (old_length,) = struct.unpack("<Q", data[:8])
+        body = data[8 + old_length:]
+        new_header = data[8:8 + old_length] if header is None else header
+        path.write_bytes(struct.pack("<Q", len(new_header) if length is None else length) + new_header + body + tail)
+    return damage
+
+
+def _header_json_edit(edit: Callable[[dict], dict]):
+    def damage(folder: Path) -> None:
+        path = folder / "model.safetensors"
+        data = path.read_bytes()
+        (length,) = struct.unpack("<Q", data[:8])
+        header = edit(json.loads(data[8:8 + length]))
+        encoded = json.dumps(header).encode()
+        encoded += b" " * (-len(encoded) % 8)
+        path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data[8 + length:])
+    return damage
+
+
+def _first_tensor(header: dict) -> str:
+    return next(name for name in sorted(header) if name != "__metadata__")
+
+
+def _header_offsets(offsets) -> Callable[[dict], dict]:
+    def edit(header: dict) -> dict:
+        header[_first_tensor(header)]["data_offsets"] = offsets
+        return header
+    return edit
+
+
+def _header_field(key: str, value) -> Callable[[dict], dict]:
+    def edit(header: dict) -> dict:
+        header[_first_tensor(header)][key] = value
+        return header
+    return edit
+
+
+def _path_damage(file: str, kind: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        path = folder / file
+        path.unlink(missing_ok=True)
+        if kind == "folder":
+            path.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dev-zero":
+            path.symlink_to("/dev/zero")
+        elif kind == "dev-urandom":
+            path.symlink_to("/dev/urandom")
+        elif kind == "dangling":
+            path.symlink_to(folder / "no-such-file")
+        elif kind == "self-loop":
+            path.symlink_to(path.name)
+    return damage
+
+
+def checkpoint_cases() -> list[CheckpointCase]:
+    import torch
+
+    cases: list[CheckpointCase] = []
+    heads = {"hf-pretraining": True, "hf-model": False}
+    for base in ("ours", "hf-pretraining", "hf-model", "hf-seqcls"):
+        want = {"class": "BertForSequenceClassification"} if base == "hf-seqcls" else {}
+        if base in heads:
+            want["heads"] = heads[base]
+        cases.append(CheckpointCase(f"{base}: intact", base, "ok", lambda f: None, want=want))
+        files = ["config.json", "model.safetensors",
+            "vocab.txt"] + (["tokenizer_config.json"] if base == "ours" else [])
+        for file in files:
+            for label, damage in FILE_DAMAGES:
+                cases.append(CheckpointCase(f"{base}: {file} {label}", base, _file_damage_expectation(file, label),
+                                            lambda f, file=file, damage=damage: damage(f / file)))
+        for kind in ("folder", "fifo", "dev-zero", "dangling"):
+            cases.append(CheckpointCase(f"{base}: config.json a {kind}", base, "fail", _path_damage("config.json",
+                kind)))
+
+    # config.json: missing keys, wrong types and values
+    size_keys = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings"]
+    for key in size_keys:
+        if key == "num_attention_heads":
+            continue  # no tensor shape says it: transformers' default (12) divides 24 too, so below as "any"
+        cases.append(CheckpointCase(f"config without {key}", "ours", "fail", _config_edit(**{key: DELETE})))
+    for key in ("num_attention_heads", "type_vocab_size", "architectures", "model_type", "hidden_act",
+                "layer_norm_eps"):
+        cases.append(CheckpointCase(f"config without {key}", "ours", "any", _config_edit(**{key: DELETE})))
+    cases.append(CheckpointCase("seqcls config without architectures", "hf-seqcls", "any",
+                                _config_edit(architectures=DELETE)))
+    for key, value in [("vocab_size", "99"), ("vocab_size", True), ("vocab_size", None), ("vocab_size", [99]),
+                       ("vocab_size", {"n": 99}), ("vocab_size", -99), ("vocab_size", 0), ("vocab_size", 10**12),
+                       ("vocab_size", 99.5), ("hidden_size", "24"), ("hidden_size", -24), ("hidden_size", 2**63),
+                       ("num_hidden_layers", 1_000_000), ("num_hidden_layers", -2), ("num_hidden_layers", 0),
+                       ("num_hidden_layers", "2"), ("num_attention_heads", 5), ("num_attention_heads", 0),
+                       ("num_attention_heads", -3), ("intermediate_size", 10**9), ("intermediate_size", "37"),
+                       ("max_position_embeddings", 10**100), ("max_position_embeddings", -1),
+                       ("type_vocab_size", 0), ("type_vocab_size", 10**7), ("hidden_act", 5),
+                       ("hidden_act", "no_such_activation"), ("layer_norm_eps", "x"), ("layer_norm_eps", -1.0),
+                       ("layer_norm_eps", float("nan")), ("layer_norm_eps", float("inf")),
+                       ("hidden_dropout_prob", 1.5), ("hidden_dropout_prob", -0.1), ("hidden_dropout_prob", "0.1"),
+                       ("attention_probs_dropout_prob", float("nan")), ("architectures", ["GPT2LMHeadModel"]),
+                       ("architectures", [5]),
+                       ("initializer_range", "x"), ("id2label", {"x": "a"}), ("id2label", [1, 2]),
+                       ("pad_token_id", 10**6), ("pad_token_id", -5)]:
+        cases.append(CheckpointCase(f"config {key} = {json.dumps(value, allow_nan=True)[:40]}", "ours", "fail",
+                                    _config_edit(**{key: value})))
+    cases += [
+        CheckpointCase("config vocab_size = 99.0", "ours", "any", _config_edit(vocab_size=99.0)),
+        CheckpointCase('config architectures = "BertForPreTraining" (not a list)', "ours", "any",
+                       _config_edit(architectures="BertForPreTraining")),
+        CheckpointCase("config architectures = []", "ours", "any", _config_edit(architectures=[])),
+        CheckpointCase("config num_labels = -1 (a pretraining model)", "ours", "any", _config_edit(num_labels=-1)),
+        CheckpointCase("config model_type = gpt2", "ours", "any", _config_edit(model_type="gpt2")),
+        CheckpointCase("seqcls id2label of 2 for a 3-way head", "hf-seqcls", "fail",
+                       _config_edit(id2label={"0": "a", "1": "b"}, label2id={"a": 0, "b": 1}, num_labels=2)),
+        CheckpointCase("seqcls id2label keys not numbers", "hf-seqcls", "fail",
+                       _config_edit(id2label={"a": "x", "b": "y", "c": "z"})),
+        CheckpointCase("seqcls problem_type = nonsense", "hf-seqcls", "fail", _config_edit(problem_type="nonsense")),
+        CheckpointCase("config a JSON list", "ours", "fail", _config_text("[1, 2, 3]")),
+        CheckpointCase("config a JSON number", "ours", "fail", _config_text("42")),
+        CheckpointCase("config a JSON string", "ours", "fail", _config_text('"bert"')),
+        CheckpointCase("config JSON null", "ours", "fail", _config_text("null")),
+        CheckpointCase("config {}", "ours", "fail", _config_text("{}")),
+        CheckpointCase("config nested 100,000 levels", "ours", "fail", _config_text(deep_json())),
+        CheckpointCase("config field nested 100,000 levels", "ours", "fail",
+                       _config_text_with(lambda t: t.rstrip().rstrip("}") + ', "deep": ' + deep_json() + "}")),
+        CheckpointCase("config with a BOM", "ours", "any", _config_text_with(lambda t: "\ufeff" + t)),
+        CheckpointCase("config UTF-16", "ours", "fail", lambda f: (f / "config.json").write_bytes(
+            (f / "config.json").read_text().encode("utf-16"))),
+        CheckpointCase("config with a Latin-1 byte in a string", "ours", "fail",
+                       lambda f: _edit_bytes(f / "config.json", lambda d: d.replace(b'"bert"', b'"b\xe9rt"'))),
+        CheckpointCase("config vocab_size twice (last wrong)", "ours", "fail",
+                       _config_text_with(lambda t: t.rstrip().rstrip("}") + ', "vocab_size": 98}')),
+        CheckpointCase("config a self-loop symlink", "ours", "fail", _path_damage("config.json", "self-loop")),
+        CheckpointCase("config 20 MB of spaces then the JSON", "ours", "any",
+                       _config_text_with(lambda t: " " * 20_000_000 + t)),
+    ]
+
+    # vocab.txt
+    for by in (1, 7, 63):
+        cases.append(CheckpointCase(f"vocab {by} line(s) short", "ours", "fail", _vocab_lines(lambda v,
+            by=by: v[:-by])))
+        cases.append(CheckpointCase(f"vocab {by} line(s) long", "ours", "fail",
+                                    _vocab_lines(lambda v, by=by: v + [f"extra{i}" for i in range(by)])))
+        cases.append(CheckpointCase(f"hf-pretraining vocab {by} line(s) short", "hf-pretraining", "fail",
+                                    _vocab_lines(lambda v, by=by: v[:-by])))
+    cases += [
+        CheckpointCase("vocab 99 lines for vocab_size 104 (padding to a multiple of 8)", "ours-104", "ok",
+                       lambda f: None),
+        CheckpointCase("vocab with a BOM", "ours", "any", _vocab_bytes(lambda d: b"\xef\xbb\xbf" + d)),
+        CheckpointCase("vocab with CRLF line ends", "ours", "any", _vocab_bytes(lambda d: d.replace(b"\n", b"\r\n"))),
+        CheckpointCase("vocab with a blank line in the middle", "ours", "fail",
+                       _vocab_lines(lambda v: [*v[:50], "", *v[51:]])),
+        CheckpointCase("vocab with a token twice", "ours", "fail", _vocab_lines(lambda v: [*v[:60], v[10], *v[61:]])),
+        CheckpointCase("vocab without [MASK]", "ours", "fail", _vocab_lines(lambda v: [t if t != "[MASK]" else "zz"
+                                                                                     for t in v])),
+        CheckpointCase("vocab with a Latin-1 byte", "ours", "fail", _vocab_bytes(lambda d: d.replace(b"w5\n",
+            b"\xe9\n"))),
+        CheckpointCase("vocab UTF-16", "ours", "fail", _vocab_bytes(lambda d: d.decode().encode("utf-16"))),
+        CheckpointCase("vocab with a NUL byte token", "ours", "any", _vocab_bytes(lambda d: d.replace(b"w5\n",
+            b"\x00\n"))),
+        CheckpointCase("vocab a FIFO", "ours", "fail", _path_damage("vocab.txt", "fifo")),
+        CheckpointCase("vocab a folder", "ours", "fail", _path_damage("vocab.txt", "folder")),
+        CheckpointCase("vocab a symlink to /dev/zero", "ours", "fail", _path_damage("vocab.txt", "dev-zero")),
+        CheckpointCase("vocab a dangling symlink", "ours", "fail", _path_damage("vocab.txt", "dangling")),
+        CheckpointCase("tokenizer_config a FIFO", "ours", "any", _path_damage("tokenizer_config.json", "fifo")),
+        CheckpointCase("tokenizer_config a symlink to /dev/zero", "ours", "any",
+                       _path_damage("tokenizer_config.json", "dev-zero")),
+        CheckpointCase("tokenizer_config nested 100,000 levels", "ours", "any",
+                       lambda f: (f / "tokenizer_config.json").write_text(deep_json())),
+        CheckpointCase("tokenizer_config do_lower_case = 'no'", "ours", "any",
+                       lambda f: (f / "tokenizer_config.json").write_text('{"do_lower_case": "no"}')),
+        CheckpointCase("vocab missing, a tokenizer.json of garbage", "ours", "fail",
+                       lambda f: ((f / "vocab.txt").unlink(), (f / "tokenizer.json").write_text("{garbage"))),
+        CheckpointCase("vocab missing, a tokenizer.json nested 100,000 levels", "ours", "fail",
+                       lambda f: ((f / "vocab.txt").unlink(), (f / "tokenizer.json").write_text(deep_json()))),
+        CheckpointCase("vocab missing, a tokenizer.json of a BPE model", "ours", "fail",
+                       lambda f: ((f / "vocab.txt").unlink(), (f / "tokenizer.json").write_text(json.dumps(
+                           {"model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(TINY_VOCAB)},
+                                      "merges": []}})))),
+    ]
+
+    # weights in model.safetensors
+    cases += [
+        CheckpointCase("a NaN in the word embeddings", "ours", "fail", _weights_edit(_set("word_embeddings", _nan_at))),
+        CheckpointCase("an inf in a LayerNorm bias", "ours", "fail", _weights_edit(_set("LayerNorm.bias", _inf_at))),
+        CheckpointCase("a NaN in the MLM head bias", "ours", "fail", _weights_edit(_set("cls.predictions.bias",
+            _nan_at))),
+        CheckpointCase("a NaN in hf-seqcls's classifier", "hf-seqcls", "fail",
+                       _weights_edit(_set("classifier.weight", _nan_at))),
+        CheckpointCase("a query weight transposed", "ours", "any",  # square (24x24): undetectable by shape
+                       _weights_edit(_set("query.weight", lambda t: t.t().contiguous()))),
+        CheckpointCase("an intermediate weight transposed", "ours", "fail",
+                       _weights_edit(_set("intermediate.dense.weight", lambda t: t.t().contiguous()))),
+        CheckpointCase("word embeddings one row short", "ours", "fail", _weights_edit(_set("word_embeddings",
+                                                                                        lambda t: t[:-1].clone()))),
+        CheckpointCase("a bias 0-d", "ours", "fail", _weights_edit(_set("attention.output.dense.bias",
+                                                                        lambda t: t[0].clone()))),
+        CheckpointCase("a weight as int64", "ours", "fail", _weights_edit(_set("key.weight",
+                                                                               lambda t: t.to(torch.int64)))),
+        CheckpointCase("a weight as bool", "ours", "fail", _weights_edit(_set("key.weight", lambda t: t > 0))),
+        CheckpointCase("all weights float16", "ours", "any", _weights_edit(lambda d: {n: t.half() for n,
+            t in d.items()})),
+        CheckpointCase("all weights bfloat16", "ours", "any",
+                       _weights_edit(lambda d: {n: t.bfloat16() for n, t in d.items()})),
+        CheckpointCase("all weights float64", "ours", "any",
+                       _weights_edit(lambda d: {n: t.double() for n, t in d.items()})),
+        CheckpointCase("an extra tensor foo.bar", "ours", "fail",
+                       _weights_edit(lambda d: {**d, "foo.bar": torch.zeros(3)})),
+        CheckpointCase("an extra encoder layer", "ours", "fail", _weights_edit(lambda d: {
+            **d, **{n.replace("layer.1.", "layer.2."): t.clone() for n, t in d.items() if "layer.1." in n}})),
+        CheckpointCase("layer 1 missing", "ours", "fail", _weights_edit(_drop(lambda n: "layer.1." in n))),
+        CheckpointCase("one tensor missing (value.bias)", "ours", "fail",
+                       _weights_edit(_drop(lambda n: "layer.0.attention.self.value.bias" in n))),
+        CheckpointCase("MLM/NSP heads missing (a bare encoder)", "ours", "ok",
+                       _weights_edit(_drop(lambda n: n.startswith("cls."))), want={"heads": False}),
+        CheckpointCase("only the NSP head missing", "ours", "fail",
+                       _weights_edit(_drop(lambda n: n.startswith("cls.seq_relationship")))),
+        CheckpointCase("hf-seqcls classifier missing", "hf-seqcls", "fail",
+                       _weights_edit(_drop(lambda n: n.startswith("classifier.")))),
+        CheckpointCase("hf-seqcls pooler missing", "hf-seqcls", "fail",
+                       _weights_edit(_drop(lambda n: "pooler" in n))),
+        CheckpointCase("no tensors at all", "ours", "fail", _weights_edit(lambda d: {})),
+        CheckpointCase("names without the bert. prefix", "ours", "ok",
+                       _weights_edit(_rename(lambda n: n[len("bert."):] if n.startswith("bert.") else n))),
+        CheckpointCase("TF-era gamma/beta LayerNorm names", "ours", "ok", _weights_edit(_rename(
+            lambda n: n.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")))),
+        CheckpointCase("hf-pretraining: weights of hf-model's shape (heads missing)", "hf-pretraining", "ok",
+                       _weights_edit(_drop(lambda n: n.startswith("cls."))), want={"heads": False}),
+        CheckpointCase("a 1-element vector in place of the position embeddings", "ours", "fail",
+                       _weights_edit(_set("position_embeddings", lambda t: t.reshape(-1)[:1].clone()))),
+        CheckpointCase("safetensors a symlink to /dev/zero", "ours", "fail", _path_damage("model.safetensors",
+                                                                                          "dev-zero")),
+        CheckpointCase("safetensors a symlink to /dev/urandom", "ours", "fail",
+                       _path_damage("model.safetensors", "dev-urandom")),
+        CheckpointCase("safetensors a FIFO", "ours", "fail", _path_damage("model.safetensors", "fifo")),
+        CheckpointCase("safetensors a folder", "ours", "fail", _path_damage("model.safetensors", "folder")),
+        CheckpointCase("safetensors a dangling symlink", "ours", "fail", _path_damage("model.safetensors", "dangling")),
+    ]
+    # safetensors header garbage
+    cases += [
+        CheckpointCase("safetensors header length 2**63", "ours", "fail", _safetensors_header(length=2**63)),
+        CheckpointCase("safetensors header length 0", "ours", "fail", _safetensors_header(length=0)),
+        CheckpointCase("safetensors header length past the end", "ours", "fail", _safetensors_header(length=10**8)),
+        CheckpointCase("safetensors header not JSON", "ours", "fail",
+            _safetensors_header(header=b"{not json" + b" " * 7)),
+        CheckpointCase("safetensors header a JSON list", "ours", "fail", _safetensors_header(header=b"[1,2,3] ")),
+        CheckpointCase("safetensors header nested 100,000 levels", "ours", "fail",
+                       _safetensors_header(header=deep_json().encode())),
+        CheckpointCase("safetensors header offsets past the data", "ours", "fail",
+                       _header_json_edit(_header_offsets([0, 10**12]))),
+        CheckpointCase("safetensors header offsets reversed", "ours", "fail",
+                       _header_json_edit(_header_offsets([100, 0]))),
+        CheckpointCase("safetensors header offsets negative", "ours", "fail",
+                       _header_json_edit(_header_offsets([-8, 0]))),
+        CheckpointCase("safetensors header dtype XX", "ours", "fail", _header_json_edit(_header_field("dtype", "XX"))),
+        CheckpointCase("safetensors header shape of 10**12 x 10**12", "ours", "fail",
+                       _header_json_edit(_header_field("shape", [10**12, 10**12]))),
+        CheckpointCase("safetensors header shape negative", "ours", "fail",
+                       _header_json_edit(_header_field("shape", [-1, 24]))),
+        CheckpointCase("safetensors header metadata not strings", "ours", "any",
+                       _header_json_edit(lambda h: {**h, "__metadata__": {"format": {"x": [1]}}})),
+        CheckpointCase("safetensors with 1 MB of trailing bytes", "ours", "any",
+            _safetensors_header(tail=b"\0" * 2**20)),
+    ]
+    # pytorch_model.bin
+    cases += [
+        CheckpointCase(".bin of plain tensors", "ours", "ok", _bin_from(lambda sd, m: sd)),
+        CheckpointCase(".bin pickle that runs code (torch.save)", "ours", "fail",
+                       _bin_from(lambda sd, m: {**sd, "evil": _RunsCode(m)}), marker=True),
+        CheckpointCase(".bin pickle that runs code (plain pickle)", "ours", "fail",
+                       _bin_from(lambda sd, m: _RunsCode(m), legacy=True), marker=True),
+        CheckpointCase(".bin evil beside a good safetensors", "ours", "ok",
+                       _bin_from(lambda sd, m: _RunsCode(m), keep_safetensors=True), marker=True),
+        CheckpointCase(".bin holding a list", "ours", "fail", _bin_from(lambda sd, m: list(sd.values()))),
+        CheckpointCase(".bin holding ints", "ours", "fail", _bin_from(lambda sd, m: {n: 1 for n in sd})),
+        CheckpointCase(".bin holding a training checkpoint", "ours", "fail",
+                       _bin_from(lambda sd, m: {"model": sd, "step": 3})),
+        CheckpointCase(".bin with int keys", "ours", "fail", _bin_from(lambda sd, m: dict(enumerate(sd.values())))),
+        CheckpointCase(".bin with a NaN", "ours", "fail",
+                       _bin_from(lambda sd, m: {**sd, "bert.embeddings.word_embeddings.weight":
+                                                _nan_at(sd["bert.embeddings.word_embeddings.weight"])})),
+        CheckpointCase(".bin of a numpy array", "ours", "fail",
+                       _bin_from(lambda sd, m: {n: t.numpy() for n, t in sd.items()})),
+        CheckpointCase(".bin cut to half", "ours", "fail", lambda f: (_bin_from(lambda sd, m: sd)(f), _edit_bytes(
+            f / "pytorch_model.bin", lambda d: d[: len(d) // 2]))),
+        CheckpointCase(".bin of garbage", "ours", "fail", lambda f: (_bin_from(lambda sd, m: sd)(f), _edit_bytes(
+            f / "pytorch_model.bin", _garbage))),
+        CheckpointCase(".bin a symlink to /dev/zero", "ours", "fail", lambda f: (
+            (f / "model.safetensors").unlink(), (f / "pytorch_model.bin").symlink_to("/dev/zero"))),
+        CheckpointCase(".bin a FIFO", "ours", "fail", lambda f: (
+            (f / "model.safetensors").unlink(), os.mkfifo(f / "pytorch_model.bin"))),
+    ]
+    # the folder itself
+    cases += [
+        CheckpointCase("the path is a file", "ours", "fail", lambda f: (shutil.rmtree(f), f.write_text("x"))),
+        CheckpointCase("the path does not exist", "ours", "fail", lambda f: shutil.rmtree(f)),
+        CheckpointCase("the folder is empty", "ours", "fail", lambda f: (shutil.rmtree(f), f.mkdir())),
+        CheckpointCase("the path is a symlink to the checkpoint", "ours", "ok",
+                       lambda f: (f.rename(f.with_name("real")), f.symlink_to(f.with_name("real")))),
+        CheckpointCase("the path is a FIFO", "ours", "fail", lambda f: (shutil.rmtree(f), os.mkfifo(f))),
+    ]
+    return cases
+
+
+def digest_problem(case: CheckpointCase, digest: dict) -> str | None:
+    """What is wrong with a successful load (a vocabulary that does not fit, NaN weights, ...), or None."""
+    vocab, config_vocab = digest["tokenizer_vocab"], digest["config_vocab"]
+    fits = vocab == config_vocab or (vocab < config_vocab and any(
+        config_vocab == -(-vocab // m) * m for m in (8, 16, 32, 64, 128, 256, 512, 1024)))
+    if not fits:
+        return f"loaded a {vocab}-token vocabulary for vocab_size {config_vocab}"
+    if not digest["finite"]:
+        return "loaded weights holding NaN/inf"
+    if digest["token0"] != "[PAD]":
+        return f"token 0 is {digest['token0']!r}, not '[PAD]' (a BOM or stray bytes kept in a token)"
+    if digest["odd_tokens"]:
+        return f"{digest['odd_tokens']} token(s) hold a BOM, a carriage return or nothing"
+    for key, value in case.want.items():
+        if digest.get(key) != value:
+            return f"{key} is {digest.get(key)!r}, expected {value!r}"
+    return None
+
+
+def _load_and_describe(folder: str) -> dict:
+    """Run in the child: load_pretrained and describe what came back (or what was raised)."""
+    import bertcore
+    from bertcore.errors import CheckpointError
+
+    try:
+        model, tokenizer = bertcore.load_pretrained(folder)
+    except CheckpointError as error:
+        return {"status": "refused", "message": str(error)}
+    except BaseException as error:
+        return {"status": "exception", "type": f"{type(error).__module__}.{type(error).__qualname__}",
+                "message": str(error)[:400], "traceback": traceback.format_exc()[-3000:]}
+    import torch
+
+    tokens = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+    return {"status": "loaded", "class": type(model).__name__, "config_vocab": model.config.vocab_size,
+            "tokenizer_vocab": tokenizer.vocab_size, "token0": tokens[0] if tokens else None,
+            "odd_tokens": sum(1 for t in tokens if "\ufeff" in t or "\r" in t or not t),
+            "finite": all(bool(torch.isfinite(p).all()) for p in model.state_dict().values() if p.is_floating_point()),
+            "heads": getattr(model, "has_pretraining_heads", None)}
+
+
+def _child_load(folder: str, result_path: str, log_path: str) -> None:
+    """The forked (or fresh) child: output to a log file, an address-space limit, one load, the result as JSON."""
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    resource.setrlimit(resource.RLIMIT_AS, (LOAD_MEMORY_BYTES, LOAD_MEMORY_BYTES))
+    result = _load_and_describe(folder)
+    Path(result_path).write_text(json.dumps(result))
+
+
+def load_server() -> None:
+    """`--_load-server`: import bertcore once, then load each folder named on stdin in a forked child."""
+    import bertcore.checkpoint  # noqa: F401 - imported once here, shared by every forked child
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _child_load(request["folder"], request["result"], request["log"])
+            except BaseException:
+                code = 3
+            os._exit(code)
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        status = None
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.005)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        reply = {"timeout": status is None, "signal": os.WTERMSIG(status) if status and os.WIFSIGNALED(status) else 0,
+                 "code": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+class LoadServer:
+    def __init__(self):
+        self.process = subprocess.Popen([PYTHON, __file__, "--_load-server"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
+
+    def load(self, folder: Path, workdir: Path) -> tuple[dict, dict]:
+        result, log = workdir / "load-result.json", workdir / "load-log.txt"
+        self.process.stdin.write(json.dumps({"folder": str(folder), "result": str(result), "log": str(log)}) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        outcome = json.loads(result.read_text()) if result.is_file() and result.stat().st_size else {}
+        reply["log"] = log.read_text(errors="replace") if log.is_file() else ""
+        return reply, outcome
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def load_fresh(folder: Path, workdir: Path) -> tuple[dict, dict]:
+    """The same load in a fresh interpreter: confirms that a hang or a crash is not an artefact of forking (or of
+    a busy machine). The timeout starts once the interpreter has imported bertcore (it touches `ready`)."""
+    result, log, ready = workdir / "fresh-result.json", workdir / "fresh-log.txt", workdir / "fresh-ready"
+    process = subprocess.Popen([PYTHON, __file__, "--_load-one", str(folder), str(result), str(log)], cwd=workdir,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        process.wait(timeout=LOAD_TIMEOUT_S)
+        reply = {"timeout": False, "signal": max(-process.returncode, 0), "code": process.returncode}
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        reply = {"timeout": True, "signal": 0, "code": None}
+    outcome = json.loads(result.read_text()) if result.is_file() and result.stat().st_size else {}
+    reply["log"] = log.read_text(errors="replace") if log.is_file() else ""
+    return reply, outcome
+
+
+def run_checkpoint_case(case: CheckpointCase, bases: dict[str, Path], root: Path, server: LoadServer) -> Outcome:
+    workdir = Path(tempfile.mkdtemp(dir=root, prefix="ckpt-"))
+    folder = workdir / "checkpoint"
+    shutil.copytree(bases[case.base], folder, symlinks=True)
+    case.damage(folder)
+    reply, outcome = server.load(folder, workdir)
+    if reply["timeout"] or reply["signal"] or not outcome:
+        reply, outcome = load_fresh(folder, workdir)
+    marker = workdir / "PWNED"
+    if marker.exists():
+        return Outcome("victim", "the pickle's code RAN (it created a file) while loading")
+    if reply["timeout"]:
+        return Outcome("hang", f"load_pretrained gave no answer within {LOAD_TIMEOUT_S:.0f} s")
+    if not outcome:
+        why = f"killed by signal {reply['signal']}" if reply["signal"] else f"exit code {reply['code']}"
+        return Outcome("traceback", f"the loading process died ({why}): {last_line(reply['log'])}")
+    if outcome["status"] == "exception":
+        return Outcome("traceback", f"{outcome['type']}: {outcome['message'][:180]}")
+    if outcome["status"] == "refused":
+        message = outcome["message"].replace("\n", " ")[:220]
+        return Outcome("refused" if case.expect == "ok" else "clear", message)
+    problem = digest_problem(case, outcome)
+    if problem:
+        return Outcome("silent", problem)
+    if case.expect == "fail":
+        return Outcome("silent", f"loaded as {outcome['class']} although the checkpoint is wrong")
+    return Outcome("ok", f"loaded as {outcome['class']}")
+
+
+# ---- shared: a tiny pretraining run ----------------------------------------------------------------------------
+
+class Workspace:
+    """The corpus, vocabulary and finished runs that the run and fine-tuning cases start from (made once)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.corpus = root / "corpus.txt"
+        text = (REPO / "assets" / "corpus" / "tinyshakespeare.txt").read_text()
+        self.corpus.write_text(text[:20_000])
+        self.vocab = REPO / "assets" / "vocab.txt"
+        self.finished: Path | None = None  # a finished 4-step run (checkpoints at 2 and 4, final/)
+        self.reference: dict[int, float] | None = None  # per-step loss of an uninterrupted LONG_STEPS run
+        self.lock = threading.Lock()
+
+    def train_args(self, out: Path, *extra) -> list[str]:
+        """A new tiny run; with "--resume" among `extra`, only the options a resume takes (the rest are recorded)."""
+        common = ["--no-progress", "--device", "cpu", "--num-threads", "1", "--out", out, *extra]
+        if "--resume" in extra:
+            return common
+        model = [] if "--init-from" in extra else ["--vocab", self.vocab, "--preset", "tiny", "--hidden-size", "32",
+                                                   "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "1"]
+        return ["--corpus", self.corpus, *model, "--batch-size", "4", "--seq-len", "32", "--eval-batches", "1",
+                *common]
+
+    def prepare(self) -> None:
+        finished = self.root / "finished-run"
+        proc = run_cli("bertcore.cli", self.train_args(finished, "--steps", "4", "--checkpoint-every", "2",
+                                                       "--eval-every", "2"), self.root, timeout=180)
+        if proc.rc != 0:
+            raise SystemExit(f"the tiny base run failed (exit {proc.rc}):\n{proc.stderr[-3000:]}")
+        self.finished = finished
+        reference = self.root / "reference-run"
+        proc = run_cli("bertcore.cli", self.train_args(reference, *LONG_RUN), self.root, timeout=300)
+        if proc.rc != 0:
+            raise SystemExit(f"the reference run failed (exit {proc.rc}):\n{proc.stderr[-3000:]}")
+        self.reference = step_losses(reference)[0]
+
+
+LONG_STEPS = 100
+LONG_RUN = ["--steps", str(LONG_STEPS), "--checkpoint-every", "10", "--eval-every", "1000", "--keep-checkpoints", "3"]
+
+
+def step_losses(run: Path) -> tuple[dict[int, float], list[int]]:
+    """{step: loss} (the last record of each step) and the steps recorded more than once."""
+    losses, seen, twice = {}, set(), []
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return {}, []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("kind") == "step":
+            step = record["step"]
+            if step in seen:
+                twice.append(step)
+            seen.add(step)
+            losses[step] = record["loss"]
+    return losses, twice
+
+
+def curve_problem(run: Path, reference: dict[int, float]) -> str | None:
+    """How a resumed run's loss curve differs from the uninterrupted one's, or None."""
+    losses, twice = step_losses(run)
+    if twice:
+        return f"metrics.jsonl records step(s) {twice[:3]} twice after the resume"
+    missing = sorted(set(reference) - set(losses))
+    if missing:
+        return f"metrics.jsonl lacks step(s) {missing[:3]}"
+    for step in sorted(reference):
+        if abs(losses[step] - reference[step]) > 1e-5 * max(1.0, abs(reference[step])):
+            return f"resumed loss at step {step} is {losses[step]:.6f}, uninterrupted {reference[step]:.6f}"
+    return None
+
+
+def wait_for_step(run: Path, process: subprocess.Popen, step: int, timeout: float = 60.0) -> int:
+    """Wait until metrics.jsonl records `step` (or the process ends); the newest step seen."""
+    deadline = time.monotonic() + timeout
+    newest = 0
+    while time.monotonic() < deadline and process.poll() is None:
+        losses, _ = step_losses(run)
+        newest = max(losses, default=0)
+        if newest >= step:
+            return newest
+        time.sleep(0.01)
+    return newest
+
+
+def wait_for_folder(run: Path, process: subprocess.Popen, timeout: float = 60.0) -> int:
+    """Wait until the run folder holds its first file (so a kill lands before run_config.json is whole)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if run.is_dir() and any(run.iterdir()):
+            break
+        time.sleep(0.002)
+    return 0
+
+
+def weights_finite(folder: Path) -> bool:
+    import torch
+    from safetensors.torch import load_file
+
+    return all(bool(torch.isfinite(t).all()) for t in load_file(folder / "model.safetensors").values())
+
+
+def latest_problem(run: Path) -> str | None:
+    """Whether checkpoints/latest names a complete, readable checkpoint inside the run (None when it does)."""
+    latest = run / "checkpoints" / "latest"
+    if not latest.exists():
+        return None
+    name = latest.read_text().strip()
+    folder = (run / "checkpoints" / name).resolve()
+    if not folder.is_relative_to(run.resolve()):
+        return f"latest names {name}, outside the run"
+    for file in ("config.json", "model.safetensors", "vocab.txt", "trainer_state.pt"):
+        if not (folder / file).is_file():
+            return f"latest names {name}, which lacks {file}"
+    try:
+        weights_finite(folder)
+    except Exception as error:
+        return f"latest names {name}, whose weights do not read ({error})"
+    return None
+
+
+# ---- family 2: run folders -------------------------------------------------------------------------------------
+
+@dataclass
+class RunCase:
+    name: str
+    expect: str
+    scenario: Callable[[Workspace, Path, Victims], Outcome]
+
+
+def _copy_finished(ws: Workspace, case_dir: Path) -> Path:
+    run = case_dir / "run"
+    shutil.copytree(ws.finished, run, symlinks=True)
+    return run
+
+
+def _train(ws: Workspace, case_dir: Path, run: Path, *extra, timeout: float = CLI_TIMEOUT_S) -> Proc:
+    return run_cli("bertcore.cli", ws.train_args(run, *extra), case_dir, timeout)
+
+
+def _resume(ws: Workspace, case_dir: Path, run: Path, *extra, timeout: float = CLI_TIMEOUT_S) -> Proc:
+    return _train(ws, case_dir, run, "--resume", "--steps", "8", *extra, timeout=timeout)
+
+
+def planted(expect: str, plant: Callable[[Path, Victims], None], *, resume: bool) -> Callable:
+    """A scenario: plant something in a run folder (a finished one to resume, or a new empty one), run, and
+    check the victims outside."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        if resume:
+            run = _copy_finished(ws, case_dir)
+        else:
+            run = case_dir / "run"
+            run.mkdir()
+        plant(run, victims)
+        victims.before = victims.snapshot()  # what the planting itself put beside the victims is no damage
+        proc = _resume(ws, case_dir, run) if resume else _train(ws, case_dir, run, "--steps", "2")
+        return judge(expect, proc, victim=victims.damage())
+    return scenario
+
+
+def kill_and_resume(at_step: int, *, every: str = "10", sig: int = signal.SIGKILL):
+    """Run LONG_STEPS steps, send `sig` once metrics.jsonl reaches `at_step`, then --resume and compare the loss
+    curve with the uninterrupted run's."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        run = case_dir / "run"
+        extra = [*LONG_RUN[:2], "--checkpoint-every", every, *LONG_RUN[4:]]
+        process = start_cli("bertcore.cli", ws.train_args(run, *extra), case_dir)
+        reached = wait_for_step(run, process, at_step) if at_step > 0 else wait_for_folder(run, process)
+        if process.poll() is not None:
+            return Outcome("ok", f"(not exercised: the run ended before step {at_step})")
+        os.kill(process.pid, sig)
+        first = finish(process, CLI_TIMEOUT_S)
+        if sig != signal.SIGKILL and (stopped := judge("ok", first)).kind != "ok":
+            return Outcome(stopped.kind, f"at the {signal.Signals(sig).name} near step {reached}: {stopped.message}")
+        if problem := latest_problem(run):
+            return Outcome("silent", f"after the {signal.Signals(sig).name} near step {reached}: {problem}")
+        # checkpoints every step are for the kill to land in one; the rest of the run needs no more of them
+        faster = ["--checkpoint-every", "50"] if every == "1" else []
+        proc = run_cli("bertcore.cli", ws.train_args(run, "--resume", *faster), case_dir, timeout=120)
+        expect = "any" if at_step < int(every) else "ok"  # killed before its first checkpoint: refusing is right
+        wrong = curve_problem(run, ws.reference) if proc.rc == 0 else None
+        outcome = judge(expect, proc, victim=victims.damage(), wrong=wrong)
+        outcome.message = f"stopped near step {reached}, resumed: {outcome.message}"
+        return outcome
+    return scenario
+
+
+def ctrl_c_twice(delay: float) -> Callable:
+    """SIGINT, then SIGINT again `delay` s later (during the stopping checkpoint): exit 0/1/2, no traceback."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        run = case_dir / "run"
+        process = start_cli("bertcore.cli", ws.train_args(run, *LONG_RUN), case_dir)
+        reached = wait_for_step(run, process, 15)
+        if process.poll() is not None:
+            return Outcome("ok", "(not exercised: the run ended first)")
+        os.kill(process.pid, signal.SIGINT)
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGINT)
+        proc = finish(process, CLI_TIMEOUT_S)
+        outcome = judge("any", proc)
+        if outcome.kind in ("ok", "clear") and (problem := latest_problem(run)):
+            outcome = Outcome("silent", problem)
+        outcome.message = f"two Ctrl-C {delay * 1000:.0f} ms apart near step {reached}: exit {proc.rc}: " \
+                          f"{outcome.message}"
+        return outcome
+    return scenario
+
+
+def chattr_case(target: str, *, resume: bool = True) -> Callable:
+    """Make a file or folder of the run immutable (root ignores permissions; chattr +i binds it too)."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        run = _copy_finished(ws, case_dir) if resume else case_dir / "run"
+        run.mkdir(exist_ok=True)
+        path = run / target if target else run
+        frozen = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+        if frozen.returncode != 0:
+            return Outcome("ok", f"(skipped: chattr +i failed here: {last_line(frozen.stderr)})")
+        try:
+            proc = _resume(ws, case_dir, run) if resume else _train(ws, case_dir, run, "--steps", "2")
+        finally:
+            unfreeze(case_dir)
+        return judge("fail", proc, victim=victims.damage())
+    return scenario
+
+
+def disk_full(size: str) -> Callable:
+    """A new run in a tmpfs of `size`: a clear error, exit 1/2, and the latest checkpoint (if any) whole; then
+    the folder copied to a roomy disk resumes."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        mount_point = case_dir / "small-disk"
+        mount_point.mkdir()
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            return Outcome("ok", f"(skipped: cannot mount a tmpfs here: {last_line(mounted.stderr)})")
+        try:
+            run = mount_point / "run"
+            proc = _train(ws, case_dir, run, "--steps", "6", "--checkpoint-every", "2", "--eval-every", "2")
+            if proc.rc == 0:
+                return judge("any", proc)  # it fitted after all
+            damaged = latest_problem(run) if run.exists() else None
+            outcome = judge("fail", proc, wrong=damaged)
+            if damaged and outcome.kind == "clear":
+                return Outcome("silent", f"disk full, then: {damaged}")
+            if outcome.kind != "clear" or not (run / "checkpoints" / "latest").exists():
+                outcome.message = f"tmpfs {size}: {outcome.message}"
+                return outcome
+            roomy = case_dir / "copied-run"
+            shutil.copytree(run, roomy, symlinks=True)
+        finally:
+            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+        resumed = _train(ws, case_dir, roomy, "--resume")
+        after = judge("ok", resumed)
+        if after.kind != "ok":
+            after.message = f"tmpfs {size}: the run stopped clearly, but its copy did not resume: {after.message}"
+            return after
+        return Outcome("clear", f"tmpfs {size}: {outcome.message} (and its copy resumed)")
+    return scenario
+
+
+def diverge_then_resume(lr: str) -> Callable:
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        run = case_dir / "run"
+        first = _train(ws, case_dir, run, "--steps", "80", "--checkpoint-every", "5", "--eval-every", "1000",
+                       "--lr", lr, "--warmup-steps", "0")
+        outcome = judge("fail", first)
+        if outcome.kind != "clear":
+            outcome.message = f"--lr {lr}: {outcome.message}"
+            return outcome
+        proc = run_cli("bertcore.cli", ws.train_args(run, "--resume"), case_dir)
+        wrong = None
+        if proc.rc == 0 and (run / "final").is_dir() and not weights_finite(run / "final"):
+            wrong = "the resumed run finished with NaN/inf weights"
+        after = judge("any", proc, wrong=wrong)
+        after.message = f"--lr {lr} stopped clearly; plain --resume: exit {proc.rc}: {after.message}"
+        return after
+    return scenario
+
+
+def two_runs_one_folder(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+    run = case_dir / "run"
+    first = start_cli("bertcore.cli", ws.train_args(run, *LONG_RUN), case_dir)
+    wait_for_step(run, first, 5)
+    second = run_cli("bertcore.cli", ws.train_args(run, "--resume"), case_dir)
+    first_done = finish(first, 120)
+    if first_done.rc != 0:
+        return Outcome("victim", f"the first run failed after the second was refused: {error_line(first_done.stderr)}")
+    return judge("fail", second, wrong=curve_problem(run, ws.reference))
+
+
+def simple(expect: str, make_args: Callable[[Workspace, Path], list[str]], *, prepare=None) -> Callable:
+    """A new run with some options or inputs changed."""
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        if prepare:
+            prepare(case_dir, victims)
+        proc = run_cli("bertcore.cli", make_args(ws, case_dir), case_dir)
+        return judge(expect, proc, victim=victims.damage())
+    return scenario
+
+
+def on_finished(expect: str, damage: Callable[[Path, Victims], None], *extra: str) -> Callable:
+    """Damage a finished run, then --resume it (to 8 steps)."""
+    return planted(expect, damage, resume=True) if not extra else _on_finished_with(expect, damage, extra)
+
+
+def _on_finished_with(expect, damage, extra):
+    def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+        run = _copy_finished(ws, case_dir)
+        damage(run, victims)
+        victims.before = victims.snapshot()
+        return judge(expect, _train(ws, case_dir, run, *extra), victim=victims.damage())
+    return scenario
+
+
+def _write(relative: str, data: str | bytes) -> Callable[[Path, Victims], None]:
+    def damage(run: Path, victims: Victims) -> None:
+        path = run / relative
+        path.unlink(missing_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return damage
+
+
+def _latest_state(edit: Callable[[Path], None]) -> Callable[[Path, Victims], None]:
+    def damage(run: Path, victims: Victims) -> None:
+        name = (run / "checkpoints" / "latest").read_text().strip()
+        edit(run / "checkpoints" / name)
+    return damage
+
+
+def _corpus(data: bytes | None = None, *, kind: str = "") -> Callable[[Workspace, Path], list[str]]:
+    def make_args(ws: Workspace, case_dir: Path) -> list[str]:
+        corpus = case_dir / "corpus.txt"
+        if kind == "fifo":
+            os.mkfifo(corpus)
+        elif kind == "dev-zero":
+            corpus.symlink_to("/dev/zero")
+        elif kind == "empty-folder":
+            corpus.mkdir()
+        elif kind == "missing":
+            pass
+        else:
+            corpus.write_bytes(data)
+        args = ws.train_args(case_dir / "run", "--steps", "2")
+        args[args.index("--corpus") + 1] = corpus
+        return args
+    return make_args
+
+
+def _vocab_file(data: bytes) -> Callable[[Workspace, Path], list[str]]:
+    def make_args(ws: Workspace, case_dir: Path) -> list[str]:
+        vocab = case_dir / "vocab.txt"
+        vocab.write_bytes(data)
+        args = ws.train_args(case_dir / "run", "--steps", "2")
+        args[args.index("--vocab") + 1] = vocab
+        return args
+    return make_args
+
+
+def _options(*extra: str) -> Callable[[Workspace, Path], list[str]]:
+    return lambda ws, case_dir: ws.train_args(case_dir / "run", "--steps", "2", *extra)
+
+
+def run_cases() -> list[RunCase]:
+    def symlink_victim(relative: str) -> Callable[[Path, Victims], None]:
+        return lambda run, victims: replace_with_symlink(run / relative, victims.file)
+
+    def symlink_folder(relative: str) -> Callable[[Path, Victims], None]:
+        return lambda run, victims: replace_with_symlink(run / relative, victims.folder)
+
+    cases = [
+        RunCase("kill -9 at step 3 (no checkpoint yet), --resume", "any", kill_and_resume(3)),
+        RunCase("kill -9 at step 15, --resume: same loss curve", "ok", kill_and_resume(15)),
+        RunCase("kill -9 at step 47, --resume: same loss curve", "ok", kill_and_resume(47)),
+        RunCase("kill -9 at step 9, checkpoint every step, --resume", "ok", kill_and_resume(9, every="1")),
+        RunCase("kill -9 at step 22, checkpoint every step, --resume", "ok", kill_and_resume(22, every="1")),
+        RunCase("kill -9 before run_config.json is written, --resume", "any", kill_and_resume(0)),
+        RunCase("Ctrl-C at step 20, --resume: same loss curve", "ok", kill_and_resume(20, sig=signal.SIGINT)),
+        RunCase("SIGTERM at step 20, --resume: same loss curve", "ok", kill_and_resume(20, sig=signal.SIGTERM)),
+        RunCase("Ctrl-C twice, 0 ms apart", "any", ctrl_c_twice(0.0)),
+        RunCase("Ctrl-C twice, 30 ms apart", "any", ctrl_c_twice(0.03)),
+        RunCase("Ctrl-C twice, 150 ms apart", "any", ctrl_c_twice(0.15)),
+        RunCase("a second run in a folder in use", "fail", two_runs_one_folder),
+        RunCase("run.lock a symlink to a victim file (new run)", "any", planted("any", symlink_victim("run.lock"),
+                                                                                resume=False)),
+        RunCase("run.lock a symlink to a victim file (resume)", "any", planted("any", symlink_victim("run.lock"),
+                                                                               resume=True)),
+        RunCase("run.lock a dangling symlink out of the folder", "any", planted(
+            "any", lambda run, v: replace_with_symlink(run / "run.lock", v.missing), resume=False)),
+        RunCase("run.lock a FIFO", "any", planted("any", lambda run, v: make_fifo(run / "run.lock"), resume=False)),
+        RunCase("run.lock a folder", "any", planted("any", lambda run, v: (run / "run.lock").mkdir(), resume=False)),
+        RunCase("metrics.jsonl a symlink to a victim (resume)", "any",
+                planted("any", symlink_victim("metrics.jsonl"), resume=True)),
+        RunCase("metrics.jsonl a symlink to a victim (new run)", "any",
+                planted("any", symlink_victim("metrics.jsonl"), resume=False)),
+        RunCase("summary.json a symlink to a victim (resume)", "any",
+                planted("any", symlink_victim("summary.json"), resume=True)),
+        RunCase("run_config.json a symlink to a victim (new run)", "any",
+                planted("any", symlink_victim("run_config.json"), resume=False)),
+        RunCase("vocab.txt a symlink to a victim (new run)", "any",
+                planted("any", symlink_victim("vocab.txt"), resume=False)),
+        RunCase("tokenizer_config.json a symlink to a victim (resume)", "any",
+                planted("any", symlink_victim("tokenizer_config.json"), resume=True)),
+        RunCase("checkpoints/latest a symlink to a victim (resume)", "any",
+                planted("any", symlink_victim("checkpoints/latest"), resume=True)),
+        RunCase("final a symlink to a victim folder (resume)", "any",
+                planted("any", symlink_folder("final"), resume=True)),
+        RunCase("checkpoints a symlink to a victim folder (new run)", "any",
+                planted("any", symlink_folder("checkpoints"), resume=False)),
+        RunCase("the oldest checkpoint a symlink to a victim folder (resume prunes it)", "any",
+                planted("any", symlink_folder("checkpoints/step-000002"), resume=True)),
+        RunCase("metrics.jsonl a FIFO (resume)", "any", planted("any", lambda run, v: make_fifo(run / "metrics.jsonl"),
+                                                                resume=True)),
+        RunCase("metrics.jsonl a folder (resume)", "fail", planted(
+            "fail", lambda run, v: ((run / "metrics.jsonl").unlink(), (run / "metrics.jsonl").mkdir()), resume=True)),
+        RunCase("metrics.jsonl binary garbage (resume)", "any", on_finished("any", _write("metrics.jsonl",
+                                                                                            b"\x00\xff" * 500))),
+        RunCase("read-only run folder (chattr +i), resume", "fail", chattr_case("")),
+        RunCase("read-only checkpoints folder (chattr +i), resume", "fail", chattr_case("checkpoints")),
+        RunCase("read-only metrics.jsonl (chattr +i), resume", "fail", chattr_case("metrics.jsonl")),
+        RunCase("read-only empty run folder (chattr +i), new run", "fail", chattr_case("", resume=False)),
+        RunCase("latest names a folder outside the run", "fail", on_finished("fail", lambda run, v: (
+            run / "checkpoints" / "latest").write_text("../../victims/folder"))),
+        RunCase("latest names an absolute path outside the run", "fail", on_finished("fail", lambda run, v: (
+            run / "checkpoints" / "latest").write_text(str(v.folder)))),
+        RunCase("latest names a missing checkpoint", "any", on_finished("any", _write("checkpoints/latest",
+                                                                                       "step-000099"))),
+        RunCase("latest empty", "any", on_finished("any", _write("checkpoints/latest", ""))),
+        RunCase("latest binary garbage", "any", on_finished("any", _write("checkpoints/latest", b"\xff\x00\xfe"))),
+        RunCase("--resume PATH outside the run", "fail", _on_finished_with("fail", lambda run, v: shutil.copytree(
+            run / "checkpoints" / "step-000004", v.root / "elsewhere"), ["--resume", "victims/elsewhere"])),
+        RunCase("trainer_state.pt cut to half", "fail", on_finished("fail", _latest_state(
+            lambda f: _edit_bytes(f / "trainer_state.pt", lambda d: d[: len(d) // 2])))),
+        RunCase("trainer_state.pt empty", "fail", on_finished("fail", _latest_state(
+            lambda f: (f / "trainer_state.pt").write_bytes(b"")))),
+        RunCase("trainer_state.pt garbage", "fail", on_finished("fail", _latest_state(
+            lambda f: _edit_bytes(f / "trainer_state.pt", _garbage)))),
+        RunCase("trainer_state.pt a pickle that runs code", "fail", _evil_state_case),
+        RunCase("trainer_state.pt an empty dict", "fail", on_finished("fail", _latest_state(
+            lambda f: _torch_save({}, f / "trainer_state.pt")))),
+        RunCase("trainer_state.pt missing (an older checkpoint is whole)", "any", on_finished("any", _latest_state(
+            lambda f: (f / "trainer_state.pt").unlink()))),
+        RunCase("latest checkpoint's model.safetensors cut to half", "fail", on_finished("fail", _latest_state(
+            lambda f: _edit_bytes(f / "model.safetensors", lambda d: d[: len(d) // 2])))),
+        RunCase("latest checkpoint's config.json deleted (an older one is whole)", "any", on_finished(
+            "any", _latest_state(
+            lambda f: (f / "config.json").unlink()))),
+        RunCase("run_config.json missing, --resume", "fail", on_finished("fail", lambda run, v: (
+            run / "run_config.json").unlink())),
+        RunCase("run_config.json garbage, --resume", "fail", on_finished("fail", _write("run_config.json", "{oops"))),
+        RunCase("run_config.json nested 100,000 levels, --resume", "fail", on_finished(
+            "fail", _write("run_config.json", deep_json()))),
+        RunCase("run_config.json a list, --resume", "fail", on_finished("fail", _write("run_config.json", "[]"))),
+        RunCase("run_config.json steps = 'x', --resume", "fail", on_finished("fail", _edit_run_config(
+            lambda c: c["training"].update(steps="x")))),
+        RunCase("run_config.json without 'model', --resume", "any", on_finished("any", _edit_run_config(
+            lambda c: c.pop("model")))),
+        RunCase("resume a finished run (no new steps)", "any", _on_finished_with("any", lambda r, v: None,
+                                                                               ["--resume"])),
+        RunCase("resume a folder that does not exist", "fail", simple("fail", lambda ws, d: ws.train_args(
+            d / "nowhere", "--resume"))),
+        RunCase("a new run in a folder holding a run", "fail", _on_finished_with("fail", lambda r, v: None,
+                                                                                ["--steps", "2"])),
+        RunCase("diverging (--lr 30), then plain --resume", "any", diverge_then_resume("30")),
+        RunCase("NaN loss (--lr 1e30), then plain --resume", "any", diverge_then_resume("1e30")),
+        RunCase("disk full: tmpfs 100k", "fail", disk_full("100k")),
+        RunCase("disk full: tmpfs 600k", "fail", disk_full("600k")),
+        RunCase("disk full: tmpfs 1500k", "fail", disk_full("1500k")),
+        RunCase("disk full: tmpfs 4m", "fail", disk_full("4m")),
+        RunCase("disk full: tmpfs 9m", "fail", disk_full("9m")),
+        RunCase("--out an existing file", "fail", simple("fail", lambda ws, d: ws.train_args(d / "file"),
+                                                         prepare=lambda d, v: (d / "file").write_text("x"))),
+        RunCase("corpus missing", "fail", simple("fail", _corpus(kind="missing"))),
+        RunCase("corpus empty", "fail", simple("fail", _corpus(b""))),
+        RunCase("corpus not UTF-8", "fail", simple("fail", _corpus("señor, to be or not\n".encode("latin-1") * 200))),
+        RunCase("corpus UTF-16", "fail", simple("fail", _corpus(("to be or not to be\n" * 300).encode("utf-16")))),
+        RunCase("corpus a FIFO", "fail", simple("fail", _corpus(kind="fifo"))),
+        RunCase("corpus a symlink to /dev/zero", "fail", simple("fail", _corpus(kind="dev-zero"))),
+        RunCase("corpus a folder with no .txt", "fail", simple("fail", _corpus(kind="empty-folder"))),
+        RunCase("corpus one short line", "fail", simple("fail", _corpus(b"to be\n"))),
+        RunCase("--vocab empty", "fail", simple("fail", _vocab_file(b""))),
+        RunCase("--vocab not UTF-8", "fail", simple("fail", _vocab_file(b"[PAD]\n[UNK]\n\xff\xfe\n"))),
+        RunCase("--vocab without [MASK]", "fail", simple("fail", _vocab_file(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n"))),
+        RunCase("--steps 0", "fail", simple("fail", _options("--steps", "0"))),
+        RunCase("--steps -5", "fail", simple("fail", _options("--steps", "-5"))),
+        RunCase("--batch-size 0", "fail", simple("fail", _options("--batch-size", "0"))),
+        RunCase("--seq-len 2", "fail", simple("fail", _options("--seq-len", "2"))),
+        RunCase("--seq-len 100000", "fail", simple("fail", _options("--seq-len", "100000"))),
+        RunCase("--lr nan", "fail", simple("fail", _options("--lr", "nan"))),
+        RunCase("--lr -1", "fail", simple("fail", _options("--lr", "-1"))),
+        RunCase("--weight-decay 1e30", "fail", simple("fail", _options("--weight-decay", "1e30"))),
+        RunCase("--mlm-probability 0", "fail", simple("fail", _options("--mlm-probability", "0"))),
+        RunCase("--mlm-probability 1.5", "fail", simple("fail", _options("--mlm-probability", "1.5"))),
+        RunCase("--heldout-fraction 1", "fail", simple("fail", _options("--heldout-fraction", "1"))),
+        RunCase("--keep-checkpoints 0", "any", simple("any", _options("--keep-checkpoints", "0"))),
+        RunCase("--num-threads 0", "fail", simple("fail", _options("--num-threads", "0"))),
+        RunCase("--num-heads 5 (32 not divisible)", "fail", simple("fail", _options("--num-heads", "5"))),
+        RunCase("--device cuda:7 (absent)", "fail", simple("fail", _options("--device", "cuda:7"))),
+        RunCase("--init-from a checkpoint with NaN weights", "fail", simple(
+            "fail", lambda ws, d: _options("--init-from", d / "nan-ckpt")(ws, d), prepare=_nan_checkpoint)),
+    ]
+    return cases
+
+
+def _torch_save(obj, path: Path) -> None:
+    import torch
+
+    torch.save(obj, path)
+
+
+def _evil_state_case(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
+    run = _copy_finished(ws, case_dir)
+    name = (run / "checkpoints" / "latest").read_text().strip()
+    import torch
+
+    torch.save({"step": 4, "evil": _RunsCode(case_dir / "PWNED")}, run / "checkpoints" / name / "trainer_state.pt")
+    proc = _resume(ws, case_dir, run)
+    if (case_dir / "PWNED").exists():
+        return Outcome("victim", "the pickle in trainer_state.pt RAN (it created a file) on --resume")
+    return judge("fail", proc, victim=victims.damage())
+
+
+def _edit_run_config(edit: Callable[[dict], object]) -> Callable[[Path, Victims], None]:
+    def damage(run: Path, victims: Victims) -> None:
+        path = run / "run_config.json"
+        config = json.loads(path.read_text())
+        edit(config)
+        path.write_text(json.dumps(config))
+    return damage
+
+
+def _nan_checkpoint(case_dir: Path, victims: Victims) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder = case_dir / "nan-ckpt"
+    shutil.copytree(WORKSPACE.finished / "final", folder)
+    tensors = load_file(folder / "model.safetensors")
+    name = "bert.embeddings.word_embeddings.weight"
+    tensors[name] = _nan_at(tensors[name])
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+WORKSPACE: Workspace  # set in main; _nan_checkpoint reads the finished run's weights from it
+
+
+def run_run_case(case: RunCase, ws: Workspace, root: Path) -> Outcome:
+    case_dir = Path(tempfile.mkdtemp(dir=root, prefix="run-"))
+    victims = Victims(case_dir)
+    try:
+        return case.scenario(ws, case_dir, victims)
+    finally:
+        unfreeze(case_dir)
+
+
+# ---- family 3: fine-tuning task files --------------------------------------------------------------------------
+
+@dataclass
+class FinetuneCase:
+    name: str
+    expect: str
+    task: str
+    files: dict[str, bytes | str | None]  # file name -> content (None: made by `make`)
+    args: list = field(default_factory=list)  # option, value, ...: "{file}" is the case folder's file, None drops
+    make: Callable[[Path], None] | None = None
+    examples: int | None = None  # a success must have read this many examples (train + eval)
+
+
+def _rows_csv(rows: list[list[str]], delimiter: str = ",") -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n",
+                        quoting=csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE, escapechar="\\")
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def finetune_sources() -> dict:
+    import csv
+
+    with open(REPO / "assets" / "tasks" / "mood" / "train.csv", newline="") as handle:
+        rows = list(csv.reader(handle))[1:31]
+    with open(REPO / "assets" / "tasks" / "next-line" / "train.tsv") as handle:
+        pairs = [line.rstrip("\n").split("\t") for line in handle][1:31]
+    sentences, current = [], []
+    for line in (REPO / "assets" / "tasks" / "names" / "train.conll").read_text().splitlines():
+        if not line.strip():
+            if current:
+                sentences.append(current)
+                current = []
+            if len(sentences) == 30:
+                break
+        else:
+            current.append(line.split())
+    squad = json.loads((REPO / "assets" / "tasks" / "who-says" / "train.json").read_text())
+    squad["data"][0]["paragraphs"] = squad["data"][0]["paragraphs"][:3]
+    squad["data"] = squad["data"][:1]
+    return {"rows": rows, "pairs": pairs, "sentences": sentences, "squad": squad}
+
+
+def finetune_cases(src: dict) -> list[FinetuneCase]:
+    rows, pairs, sentences, squad = src["rows"], src["pairs"], src["sentences"], src["squad"]
+    header = [["text", "label"]]
+    csv_ok = _rows_csv(header + rows)
+    n = len(rows)
+
+    def csv_with(edit: Callable[[list[list[str]]], list[list[str]]], delimiter=",") -> str:
+        return _rows_csv(edit([list(r) for r in header + rows]), delimiter)
+
+    def jsonl(records: list) -> str:
+        return "".join(json.dumps(r) + "\n" for r in records)
+
+    records = [{"text": t, "label": lab} for t, lab in rows]
+    regression = [[t, str(i % 5 + 0.5)] for i, (t, _) in enumerate(rows)]
+
+    def regress_with(bad: str) -> str:
+        return _rows_csv(header + regression[:10] + [[rows[10][0], bad]] + regression[11:])
+
+    conll_ok = "\n\n".join("\n".join(" ".join(w) for w in s) for s in sentences) + "\n"
+
+    def conll_with(edit: Callable[[list[list[list[str]]]], None]) -> str:
+        copy = [[list(w) for w in s] for s in sentences]
+        edit(copy)
+        return "\n\n".join("\n".join(" ".join(w) for w in s) for s in copy) + "\n"
+
+    token_records = [{"tokens": [w[0] for w in s], "tags": [w[-1] for w in s]} for s in sentences]
+
+    def squad_with(edit: Callable[[dict], None]) -> str:
+        copy = json.loads(json.dumps(squad))
+        edit(copy)
+        return json.dumps(copy)
+
+    def first_qa(data: dict) -> dict:
+        return next(qa for qa in data["data"][0]["paragraphs"][0]["qas"] if qa["answers"])
+
+    def first_paragraph(data: dict) -> dict:
+        return data["data"][0]["paragraphs"][0]
+
+    def one_file(task: str, file: str) -> Callable[..., FinetuneCase]:
+        def make(name: str, expect: str, content, args=(), examples=None) -> FinetuneCase:
+            return FinetuneCase(name, expect, task, {file: content}, ["--train", "{" + file + "}", *args],
+                                examples=examples)
+        return make
+
+    seq, tsv, jl, qa = (one_file("sequence", "train.csv"), one_file("sequence", "train.tsv"),
+                        one_file("sequence", "train.jsonl"), one_file("qa", "train.json"))
+
+    def tok(name: str, expect: str, content, file: str = "train.conll") -> FinetuneCase:
+        return one_file("token", file)(name, expect, content)
+
+    deep = deep_json()
+    pair_ok = _rows_csv([["text", "text_b", "label"], *pairs], "\t")
+    cases = [
+        seq("CSV valid", "ok", csv_ok, examples=n),
+        tsv("TSV pairs valid", "ok", pair_ok),
+        jl("JSONL valid", "ok", jsonl(records), examples=n),
+        seq("CSV regression valid", "ok", _rows_csv(header + regression), examples=n),
+        tok("CoNLL valid", "ok", conll_ok),
+        tok("token JSONL valid", "ok", jsonl(token_records), file="train.jsonl"),
+        qa("SQuAD 2.0 valid", "ok", json.dumps(squad)),
+        seq("CSV header 'text,text,label'", "fail", csv_with(lambda r: [["text", "text", "label"]] +
+                                                                 [[x[0], x[0], x[1]] for x in r[1:]])),
+        seq("CSV header 'text,label,label'", "fail", csv_with(lambda r: [["text", "label", "label"]] +
+                                                                  [[x[0], x[1], "statement"] for x in r[1:]])),
+        seq("CSV no label column", "fail", csv_with(lambda r: [["text", "mood"], *r[1:]])),
+        seq("CSV no text column", "fail", csv_with(lambda r: [["sentence", "label"], *r[1:]])),
+        seq("CSV no header", "fail", csv_with(lambda r: r[1:])),
+        seq("CSV unclosed quote on row 5", "fail", csv_ok.replace(rows[4][0], '"' + rows[4][0].replace('"', ""), 1)),
+        seq("CSV empty file", "fail", ""),
+        seq("CSV header only", "fail", "text,label\n"),
+        seq("CSV with a BOM", "ok", "\ufeff" + csv_ok, examples=n),
+        seq("CSV with CRLF line ends", "ok", csv_ok.replace("\n", "\r\n"), examples=n),
+        seq("CSV with blank lines between rows", "any", csv_ok.replace("\n", "\n\n"), examples=n),
+        seq("CSV UTF-16", "fail", csv_ok.encode("utf-16")),
+        seq("CSV with a Latin-1 byte", "fail", csv_ok.encode().replace(b"e", b"\xe9", 1)),
+        seq("CSV a row with an extra cell", "fail", csv_with(lambda r: [*r[:6], r[6] + ["surplus"], *r[7:]])),
+        seq("CSV a row with one cell", "fail", csv_with(lambda r: [*r[:6], r[6][:1], *r[7:]])),
+        seq("CSV an empty label cell", "fail", csv_with(lambda r: [*r[:6], [r[6][0], ""], *r[7:]])),
+        seq("CSV a whitespace-only text", "fail", csv_with(lambda r: [*r[:6], ["   ", r[6][1]], *r[7:]])),
+        seq("CSV a NUL byte in a row", "any", csv_ok.replace(rows[3][0], rows[3][0] + "\0", 1)),
+        seq("CSV labels mixing 1.0 and names", "fail", csv_with(lambda r: [*r[:6], [r[6][0], "1.0"], *r[7:]])),
+        seq("CSV regression label 1.5e308", "fail", regress_with("1.5e308")),
+        seq("CSV regression label inf", "fail", regress_with("inf")),
+        seq("CSV regression label -inf", "fail", regress_with("-inf")),
+        seq("CSV regression label nan", "fail", regress_with("nan")),
+        seq("CSV regression label '1,5'", "fail", regress_with("1,5")),
+        seq("CSV one class only", "any", _rows_csv(header + [[t, "statement"] for t, _ in rows])),
+        seq("CSV a 100,000-word text", "ok", csv_with(lambda r: [*r[:6], ["word " * 100000, r[6][1]], *r[7:]]),
+            examples=n),
+        seq("CSV --text-column that is absent", "fail", csv_ok, ["--text-column", "sentence"]),
+        seq("CSV --label-column = the text column", "fail", csv_ok, ["--label-column", "text"]),
+        seq("CSV --problem-type regression with names", "fail", csv_ok, ["--problem-type", "regression"]),
+        seq("CSV --problem-type nonsense", "fail", csv_ok, ["--problem-type", "nonsense"]),
+        tsv("TSV header 'text\\ttext\\tlabel'", "fail", pair_ok.replace("text_b", "text", 1)),
+        tsv("TSV a row with an extra tab", "fail", pair_ok.replace("\tnext\n", "\tnext\textra\n", 1)),
+        tsv("TSV a row without its label", "fail", pair_ok.replace("\tnext\n", "\n", 1)),
+        tsv("TSV an empty text_b", "fail", _rows_csv([["text", "text_b", "label"], *pairs[:5], [pairs[5][0], "",
+            pairs[5][2]], *pairs[6:]], "\t")),
+        jl("JSONL a broken line", "fail", jsonl(records[:5]) + "{broken\n" + jsonl(records[5:])),
+        jl("JSONL a line that is a list", "fail", jsonl(records[:5]) + "[1, 2]\n" + jsonl(records[5:])),
+        jl("JSONL a label that is an object", "fail", jsonl([*records[:5], {"text": "x y", "label": {"a": 1}},
+            *records[5:]])),
+        jl("JSONL a text that is a number", "fail", jsonl([*records[:5], {"text": 5, "label": "statement"},
+            *records[5:]])),
+        jl("JSONL a label true", "fail", jsonl([*records[:5], {"text": "x y", "label": True}, *records[5:]])),
+        jl("JSONL a label null", "fail", jsonl([*records[:5], {"text": "x y", "label": None}, *records[5:]])),
+        jl("JSONL a line nested 100,000 levels", "fail", jsonl(records[:5]) + deep + "\n" + jsonl(records[5:])),
+        jl("JSONL a text nested 100,000 levels", "fail", jsonl(records[:5]) + '{"text": ' + deep
+           + ', "label": "statement"}\n' + jsonl(records[5:])),
+        jl("JSONL with a BOM", "ok", "\ufeff" + jsonl(records), examples=n),
+        jl("JSONL a label 1e999 (inf)", "fail", jsonl(records[:5]) + '{"text": "x y", "label": 1e999}\n'
+           + jsonl(records[5:])),
+        jl("JSONL a label NaN", "fail", jsonl(records[:5]) + '{"text": "x y", "label": NaN}\n' + jsonl(records[5:])),
+        FinetuneCase("a .json array of records", "fail", "sequence", {"train.json": json.dumps(records)},
+                     ["--train", "{train.json}"]),
+        FinetuneCase("an unknown extension .xlsx", "fail", "sequence", {"train.xlsx": csv_ok},
+                     ["--train", "{train.xlsx}"]),
+        FinetuneCase("no extension", "fail", "sequence", {"train": csv_ok}, ["--train", "{train}"]),
+        FinetuneCase("--format xlsx", "fail", "sequence", {"train.csv": csv_ok},
+                     ["--train", "{train.csv}", "--format", "xlsx"]),
+        FinetuneCase("--train a folder", "fail", "sequence", {}, ["--train", "{.}"]),
+        FinetuneCase("--train missing", "fail", "sequence", {}, ["--train", "{missing.csv}"]),
+        FinetuneCase("--train a FIFO", "fail", "sequence", {"train.csv": None}, ["--train", "{train.csv}"],
+                     make=lambda d: os.mkfifo(d / "train.csv")),
+        FinetuneCase("--train a symlink to /dev/zero", "fail", "sequence", {"train.csv": None},
+                     ["--train", "{train.csv}"], make=lambda d: (d / "train.csv").symlink_to("/dev/zero")),
+        FinetuneCase("--eval with a label training never saw", "fail", "sequence",
+                     {"train.csv": csv_ok, "eval.csv": _rows_csv([*header, [rows[0][0], "sarcasm"], *rows[1:5]])},
+                     ["--train", "{train.csv}", "--eval", "{eval.csv}"]),
+        FinetuneCase("--eval empty", "fail", "sequence", {"train.csv": csv_ok, "eval.csv": ""},
+                     ["--train", "{train.csv}", "--eval", "{eval.csv}"]),
+        FinetuneCase("--eval with other columns", "fail", "sequence",
+                     {"train.csv": csv_ok, "eval.csv": _rows_csv([["sentence", "mood"], *rows[:5]])},
+                     ["--train", "{train.csv}", "--eval", "{eval.csv}"]),
+        FinetuneCase("--task token with a CSV", "fail", "token", {"train.csv": csv_ok}, ["--train", "{train.csv}"]),
+        FinetuneCase("--task qa with a CSV", "fail", "qa", {"train.csv": csv_ok}, ["--train", "{train.csv}"]),
+        tok("CoNLL an extra column on one line", "fail", conll_with(lambda s: s[2].__setitem__(
+            1, [*s[2][1][:1], "NN", *s[2][1][1:]]))),
+        tok("CoNLL a word without a tag", "fail", conll_with(lambda s: s[2].__setitem__(1, s[2][1][:1]))),
+        tok("CoNLL an I- tag after O", "any", conll_with(lambda s: s[0].__setitem__(0, [s[0][0][0], "I-PER"]))),
+        tok("CoNLL a tag without a BIO prefix", "any", conll_with(lambda s: s[0].__setitem__(0, [s[0][0][0], "PER"]))),
+        tok("CoNLL empty", "fail", ""),
+        tok("CoNLL only -DOCSTART-", "fail", "-DOCSTART- O\n\n"),
+        tok("CoNLL with a Latin-1 byte", "fail", conll_ok.encode().replace(b"O\n", b"\xe9 O\n", 1)),
+        tok("CoNLL with a BOM", "ok", "\ufeff" + conll_ok),
+        tok("CoNLL a 3,000-word sentence", "any", conll_with(lambda s: s.__setitem__(0, [["word", "O"]] * 3000))),
+        tok("token JSONL tokens and tags of different lengths", "fail", jsonl(
+            [*token_records[:3], {"tokens": ["a", "b"], "tags": ["O"]}, *token_records[3:]]), file="train.jsonl"),
+        tok("token JSONL tags a string", "fail", jsonl(
+            [*token_records[:3], {"tokens": ["a", "b"], "tags": "O O"}, *token_records[3:]]), file="train.jsonl"),
+        tok("token JSONL a word with a space", "fail", jsonl(
+            [*token_records[:3], {"tokens": ["a b", "c"], "tags": ["O", "O"]}, *token_records[3:]]),
+            file="train.jsonl"),
+        tok("token JSONL nested 100,000 levels", "fail", jsonl(token_records[:3]) + deep + "\n", file="train.jsonl"),
+        qa("SQuAD answer outside the context", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            answer_start=len(first_paragraph(d)["context"]) + 50))),
+        qa("SQuAD answer_start off by 3", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            answer_start=first_qa(d)["answers"][0]["answer_start"] + 3))),
+        qa("SQuAD answer_start negative", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            answer_start=-1))),
+        qa("SQuAD answer_start a string", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            answer_start=str(first_qa(d)["answers"][0]["answer_start"])))),
+        qa("SQuAD answer_start 1e20", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            answer_start=10**20))),
+        qa("SQuAD answer text empty (answerable)", "fail", squad_with(lambda d: first_qa(d)["answers"][0].update(
+            text=""))),
+        qa("SQuAD no 'data'", "fail", json.dumps({"version": "v2.0"})),
+        qa("SQuAD top level a list", "fail", json.dumps(squad["data"])),
+        qa("SQuAD no 'context'", "fail", squad_with(lambda d: first_paragraph(d).pop("context"))),
+        qa("SQuAD context a number", "fail", squad_with(lambda d: first_paragraph(d).update(context=5))),
+        qa("SQuAD no 'qas'", "fail", squad_with(lambda d: first_paragraph(d).pop("qas"))),
+        qa("SQuAD a question without 'id'", "fail", squad_with(lambda d: first_qa(d).pop("id"))),
+        qa("SQuAD two questions with one id", "fail", squad_with(lambda d: first_paragraph(d)["qas"][1].update(
+            id=first_paragraph(d)["qas"][0]["id"]))),
+        qa("SQuAD answers not a list", "fail", squad_with(lambda d: first_qa(d).update(answers="Romeo"))),
+        qa("SQuAD is_impossible with an answer", "fail", squad_with(lambda d: first_qa(d).update(is_impossible=True))),
+        qa("SQuAD nested 100,000 levels", "fail", deep),
+        qa("SQuAD a context nested 100,000 levels", "fail",
+           json.dumps(squad)[:-2] + ', "deep": ' + deep + "}]}"),
+        qa("SQuAD not JSON", "fail", "{'data': oops"),
+        qa("SQuAD with a BOM", "ok", "\ufeff" + json.dumps(squad)),
+        qa("SQuAD --doc-stride 0", "fail", json.dumps(squad), ["--doc-stride", "0"]),
+        qa("SQuAD --doc-stride larger than --seq-len", "fail", json.dumps(squad), ["--doc-stride", "500"]),
+        qa("SQuAD --max-answer-length 0", "fail", json.dumps(squad), ["--max-answer-length", "0"]),
+        qa("SQuAD --max-query-length 0", "fail", json.dumps(squad), ["--max-query-length", "0"]),
+        seq("--weight-decay 1e30", "fail", csv_ok, ["--weight-decay", "1e30"]),
+        seq("--weight-decay -1", "fail", csv_ok, ["--weight-decay", "-1"]),
+        seq("--lr 1e30", "fail", csv_ok, ["--lr", "1e30"]),
+        seq("--lr inf", "fail", csv_ok, ["--lr", "inf"]),
+        seq("--lr nan", "fail", csv_ok, ["--lr", "nan"]),
+        seq("--lr 0", "fail", csv_ok, ["--lr", "0"]),
+        seq("--epochs -1 (no --steps)", "fail", csv_ok, ["--epochs", "-1", "--steps", None]),
+        seq("--epochs 0 (no --steps)", "fail", csv_ok, ["--epochs", "0", "--steps", None]),
+        seq("--epochs nan (no --steps)", "fail", csv_ok, ["--epochs", "nan", "--steps", None]),
+        seq("--steps -1", "fail", csv_ok, ["--steps", "-1"]),
+        seq("--batch-size 0", "fail", csv_ok, ["--batch-size", "0"]),
+        seq("--seq-len 3", "fail", csv_ok, ["--seq-len", "3"]),
+        seq("--seq-len 100000 (the model has 512 positions)", "fail", csv_ok, ["--seq-len", "100000"]),
+        seq("--max-grad-norm -1", "fail", csv_ok, ["--max-grad-norm", "-1"]),
+        seq("--warmup-steps -3", "fail", csv_ok, ["--warmup-steps", "-3"]),
+        seq("--heldout-fraction 1.5", "fail", csv_ok, ["--heldout-fraction", "1.5"]),
+        seq("--heldout-fraction 0 (no eval set)", "any", csv_ok, ["--heldout-fraction", "0"]),
+        seq("--divergence-factor -1", "fail", csv_ok, ["--divergence-factor", "-1"]),
+        seq("--init-from a missing folder", "fail", csv_ok, ["--init-from", "{no-such-checkpoint}"]),
+        FinetuneCase("--init-from a checkpoint with NaN weights", "fail", "sequence", {"train.csv": csv_ok},
+                     ["--train", "{train.csv}", "--init-from", "{nan-ckpt}"],
+                     make=lambda d: _nan_checkpoint(d, None)),
+    ]
+    return cases
+
+
+def run_finetune_case(case: FinetuneCase, ws: Workspace, root: Path) -> Outcome:
+    case_dir = Path(tempfile.mkdtemp(dir=root, prefix="ft-"))
+    victims = Victims(case_dir)
+    for name, content in case.files.items():
+        if content is not None:
+            (case_dir / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    if case.make:
+        case.make(case_dir)
+    options = {"--task": case.task, "--init-from": str(ws.finished / "final"), "--steps": "1", "--batch-size": "4",
+               "--seq-len": "32", "--device": "cpu", "--num-threads": "1", "--out": str(case_dir / "run")}
+    for option, value in zip(case.args[::2], case.args[1::2], strict=True):  # every option here takes a value
+        if value is None:
+            options.pop(option, None)  # None: leave the option out (e.g. --steps, so that --epochs counts)
+        else:
+            options[option] = str(case_dir / value[1:-1]) if value.startswith("{") and value.endswith("}") else value
+    argv = [item for pair in options.items() for item in pair] + ["--no-progress"]
+    proc = run_cli("bertcore.finetune_cli", argv, case_dir)
+    wrong = None
+    if proc.rc == 0 and case.examples is not None:
+        counted = _examples_read(proc.stderr)
+        if counted is not None and counted != case.examples:
+            wrong = f"read {counted} examples of the file's {case.examples}"
+    return judge(case.expect, proc, victim=victims.damage(), wrong=wrong)
+
+
+def _examples_read(stderr: str) -> int | None:
+    import re
+
+    match = re.search(r"(\d+) training / (\d+) eval examples", stderr)
+    return int(match.group(1)) + int(match.group(2)) if match else None
+
+
+# ---- driving ---------------------------------------------------------------------------------------------------
+
+def run_family(family: str, cases: list, runner: Callable, jobs: int) -> list[Result]:
+    results: list[Result] = []
+
+    def one(case) -> Result:
+        started = time.monotonic()
+        try:
+            outcome = runner(case)
+        except Exception as error:
+            outcome = Outcome("traceback", f"AUDIT ERROR {type(error).__name__}: {error} "
+                                           f"({traceback.format_exc().splitlines()[-3].strip()})")
+        return Result(family, case.name, case.expect, outcome, time.monotonic() - started)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for result in pool.map(one, cases):
+            results.append(result)
+            mark = "." if result.outcome.kind in ("ok", "clear") else result.outcome.kind[0].upper()
+            print(mark, end="", flush=True)
+    print(flush=True)
+    return results
+
+
+def report(results: list[Result], family: str, seconds: float) -> None:
+    counts = {kind: sum(1 for r in results if r.outcome.kind == kind) for kind in OUTCOMES}
+    print(f"\n== {family}: {len(results)} cases in {seconds:.0f} s")
+    print("  tried  " + "  ".join(f"{k:>9}" for k in OUTCOMES))
+    print(f"  {len(results):5d}  " + "  ".join(f"{counts[k]:9d}" for k in OUTCOMES))
+    for result in results:
+        if result.outcome.kind not in ("ok", "clear"):
+            print(f"  [{result.outcome.kind}] {result.name} (expect {result.expect}): {result.outcome.message}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", choices=("checkpoint", "run", "finetune", "all"), default="all")
+    parser.add_argument("--quick", action="store_true", help="every third case of each family")
+    parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    parser.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--verbose", action="store_true", help="print every case's outcome")
+    parser.add_argument("--_load-server", action="store_true", dest="load_server", help=argparse.SUPPRESS)
+    parser.add_argument("--_load-one", nargs=3, dest="load_one", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.load_server:
+        load_server()
+        return 0
+    if args.load_one:
+        import bertcore.checkpoint  # noqa: F401 - imported before the timeout starts
+
+        Path(args.load_one[1]).with_name("fresh-ready").touch()
+        _child_load(*args.load_one)
+        return 0
+
+    families = ("checkpoint", "run", "finetune") if args.family == "all" else (args.family,)
+    def pick(cases: list) -> list:
+        cases = [case for case in cases if args.only is None or args.only in case.name]
+        return cases[::3] if args.quick else cases
+
+    started = time.monotonic()
+    all_results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="fault-audit-") as temp:
+        root = Path(temp)
+        try:
+            global WORKSPACE
+            WORKSPACE = Workspace(root / "workspace")
+            if args.list:
+                for family, cases in (("checkpoint", checkpoint_cases()), ("run", run_cases()),
+                                      ("finetune", finetune_cases(finetune_sources()))):
+                    if family in families:
+                        for case in pick(cases):
+                            print(f"{family:10s} {case.expect:4s} {case.name}")
+                return 0
+            if "run" in families or "finetune" in families:
+                print("preparing a tiny finished run and an uninterrupted reference run ...", flush=True)
+                WORKSPACE.prepare()
+            for family in families:
+                family_started = time.monotonic()
+                print(f"{family}: ", end="", flush=True)
+                if family == "checkpoint":
+                    bases = build_checkpoint_bases(root / "bases")
+                    servers = threading.local()
+                    made: list[LoadServer] = []
+
+                    def load_case(case, bases=bases, servers=servers, made=made):
+                        if not hasattr(servers, "server"):
+                            servers.server = LoadServer()
+                            made.append(servers.server)
+                        return run_checkpoint_case(case, bases, root, servers.server)
+
+                    results = run_family(family, pick(checkpoint_cases()), load_case, args.jobs)
+                    for server in made:
+                        server.close()
+                elif family == "run":
+                    results = run_family(family, pick(run_cases()),
+                                         lambda case: run_run_case(case, WORKSPACE, root), args.jobs)
+                else:
+                    results = run_family(family, pick(finetune_cases(finetune_sources())),
+                                         lambda case: run_finetune_case(case, WORKSPACE, root), args.jobs)
+                report(results, family, time.monotonic() - family_started)
+                if args.verbose:
+                    for result in results:
+                        print(f"    {result.outcome.kind:9s} {result.seconds:5.1f}s {result.name}: "
+                              f"{result.outcome.message}")
+                all_results += results
+        finally:
+            unfreeze(root)
+            for mount in Path("/proc/mounts").read_text().splitlines():
+                point = mount.split()[1]
+                if point.startswith(str(root)):
+                    subprocess.run(["umount", "-l", point], capture_output=True)
+    total = {kind: sum(1 for r in all_results if r.outcome.kind == kind) for kind in OUTCOMES}
+    print(f"\nall: {len(all_results)} cases in {time.monotonic() - started:.0f} s; "
+          + ", ".join(f"{k} {v}" for k, v in total.items()))
+    with contextlib.suppress(OSError):
+        print("load average:", Path("/proc/loadavg").read_text().strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
