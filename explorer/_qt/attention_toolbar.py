@@ -47,12 +47,14 @@ class AttentionToolbar(QWidget):
         self.layer_slider.setRange(0, 0)
         self.layer_slider.setPageStep(1)
         self.layer_slider.setTickPosition(QSlider.TickPosition.TicksBelow)
-        self.layer_slider.setMinimumWidth(140)
+        # The toolbar, the tools added to it and the predictions beside the panel share the window's default
+        # 1400 px: every control takes only the width it needs, or the window grows past the screen.
+        self.layer_slider.setMinimumWidth(70)
         self.layer_label = named(QLabel(NO_LAYER_TEXT), "layerLabel", "current layer")
-        self.layer_label.setMinimumWidth(90)
-        self.hide_special_check = named(QCheckBox("Hide special tokens"), "hideSpecialCheck", "hide special tokens",
+        self.layer_label.setMinimumWidth(self.layer_label.fontMetrics().horizontalAdvance("Layer 24 / 24") + 4)
+        self.hide_special_check = named(QCheckBox("Hide specials"), "hideSpecialCheck", "hide special tokens",
                                         "Drop the [CLS], [SEP] and [PAD] rows and columns in every view")
-        self.renormalise_check = named(QCheckBox("Renormalise rows"), "renormaliseCheck", "renormalise rows",
+        self.renormalise_check = named(QCheckBox("Renormalise"), "renormaliseCheck", "renormalise rows",
                                        "Rescale each row to sum to 1 over the tokens still shown")
         self.scale_combo = named(QComboBox(), "colourScaleCombo", "colour scale",
             "How attention becomes colour, the same for everything shown together so heads stay comparable:\n"
@@ -61,10 +63,13 @@ class AttentionToolbar(QWidget):
             "0 … max (linear), or fixed 0 … 1 (comparable across inputs). The colour bar names the scale.")
         for scale, text in SCALE_CHOICES.items():
             self.scale_combo.addItem(text, scale)
-        self.view_all_button = named(QPushButton("View all"), "viewAllButton", "view all tokens",
+        self.scale_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.scale_combo.setMinimumContentsLength(10)  # "colour: 0 … 99" shows; the list shows them whole
+        self.view_all_button = named(QToolButton(), "viewAllButton", "view all tokens",
                                      "Zoom out to every token. In the head large and the all-layers view the wheel "
                                      "zooms, a drag pans and a right-drag zooms to the rectangle drawn; the labels "
                                      "name every token once there is room.")
+        self.view_all_button.setText("View all")
         self.export_button = named(QToolButton(), "attentionExportButton", "export attention",
                                    "Save a view as PNG or SVG, a matrix as CSV, or every attention array as NPZ")
         self.export_button.setText("Export")
@@ -75,10 +80,10 @@ class AttentionToolbar(QWidget):
         self.controls.setSpacing(2)
         for widget in (self.previous_button, self.layer_slider, self.next_button, self.layer_label):
             self.controls.addWidget(widget)
-        self.controls.addSpacing(12)
+        self.controls.addSpacing(6)
         for widget in (self.hide_special_check, self.renormalise_check, self.scale_combo):
             self.controls.addWidget(widget)
-        self.controls.addSpacing(12)
+        self.controls.addSpacing(6)
         self.controls.addWidget(self.view_all_button)
         self.controls.addStretch(1)
         self.controls.addWidget(self.export_button)

@@ -4,6 +4,10 @@ A heatmap of layers (rows: the embeddings, then layer 1 … L) × masked positio
 probability the MLM head gives the original token when it reads that layer's hidden state, or by its rank.
 Clicking a column lists that position's top-k tokens layer by layer below (green: the original token). The
 last row is the model's own prediction. It renders a `bertcore.lens.LogitLens` or says why there is none.
+
+It sits under the predictions in a narrow pane at the window's default size, so it asks for the height its
+rows need (`_fit_rows`: every layer labelled in the heatmap, every layer's row in the table, up to
+ROWS_ALWAYS_SHOWN) and the hovered cell is named in the caption line over the table instead of a line of its own.
 """
 
 from __future__ import annotations
@@ -37,6 +41,15 @@ from explorer._qt.token_axis import TokenAxis
 LENS_VALUES = {"probability": "P(original)", "rank": "rank of original"}
 MAX_CELL_TEXTS = 240  # values written in the cells up to this many cells; beyond, the hover tells
 EMPTY_TEXT = "Mask a token (Ctrl+M or click one) to see where its prediction forms, layer by layer."
+ROWS_ALWAYS_SHOWN = 7  # the embeddings and 6 layers get their room; a deeper model's lens scrolls and thins labels
+PLOT_MARGIN_PX = 12  # the plot's own margins around its view and axes
+
+
+def short_layer_name(name: str) -> str:
+    """"embeddings" -> "emb.", "layer 3" -> "L3": a row name of the lens' top-k table."""
+    if name.startswith("layer "):
+        return "L" + name.removeprefix("layer ")
+    return "emb." if name == "embeddings" else name
 
 
 class LogitLensView(QWidget):
@@ -86,7 +99,7 @@ class LogitLensView(QWidget):
         self.graphics.setObjectName("logitLensPlot")
         self.graphics.setBackground("w")
         self.left_axis = TokenAxis("left")
-        self.bottom_axis = TokenAxis("bottom")
+        self.bottom_axis = TokenAxis("bottom", upright=True)  # a few wide columns: labels side by side
         self.plot = self.graphics.addPlot(axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
         self.plot.invertY(True)
         self.plot.setMenuEnabled(False)
@@ -111,15 +124,15 @@ class LogitLensView(QWidget):
         self.numbers = CellNumbers()
         self.numbers.setZValue(5)
         self.plot.vb.addItem(self.numbers, ignoreBounds=True)
-        self.hover_label = QLabel(" ")
-        self.hover_label.setObjectName("logitLensHoverLabel")
 
         self.top_table = QTableWidget()
         self.top_table.setObjectName("logitLensTopK")
         self.top_table.setAccessibleName("top-k tokens per layer at the selected position")
         self.top_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.top_table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.top_table.verticalHeader().setDefaultSectionSize(self.top_table.fontMetrics().height() + 6)
+        self.top_table.verticalHeader().setDefaultSectionSize(self.top_table.fontMetrics().height() + 4)
+        self.top_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.caption = " "  # what the caption says while no cell is hovered
         self.top_caption = QLabel(" ")
         self.top_caption.setObjectName("logitLensTopKCaption")
         self.top_caption.setWordWrap(True)
@@ -129,7 +142,6 @@ class LogitLensView(QWidget):
         plot_layout.setContentsMargins(0, 0, 0, 0)
         plot_layout.setSpacing(1)
         plot_layout.addWidget(self.graphics, 1)
-        plot_layout.addWidget(self.hover_label)
         table_box = QWidget()
         table_layout = QVBoxLayout(table_box)
         table_layout.setContentsMargins(0, 0, 0, 0)
@@ -235,9 +247,20 @@ class LogitLensView(QWidget):
         self.color_bar.setVisible(self.value_kind() == "probability")
         self.left_axis.set_labels(list(lens.layer_names))
         self.bottom_axis.set_labels([f"{token}" for token in lens.original_tokens], lens.positions)
+        self._fit_rows(num_rows)
         self.plot.vb.setRange(xRange=(0, num_columns), yRange=(0, num_rows), padding=0)
         self._write_cell_texts(levels)
         self._show_selection()
+
+    def _fit_rows(self, num_rows: int) -> None:
+        """Minimum heights that give every row (up to ROWS_ALWAYS_SHOWN) a label in the heatmap and a line in the
+        table: the window's splitters never give a widget less than its minimum."""
+        rows = min(num_rows, ROWS_ALWAYS_SHOWN)
+        self.graphics.setMinimumHeight(rows * self.left_axis.min_spacing_px + self.bottom_axis.minimumHeight()
+                                       + PLOT_MARGIN_PX)
+        table = self.top_table
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth()
+                               + rows * table.verticalHeader().defaultSectionSize())
 
     def _write_cell_texts(self, levels: tuple[float, float]) -> None:
         lens = self.lens
@@ -266,23 +289,31 @@ class LogitLensView(QWidget):
         settled = int(lens.settled_layer[column])
         where = (f"right from {lens.layer_names[settled]} on" if settled >= 0
                  else "the model's final guess is wrong")
-        self.top_caption.setText(f"Position {position}: the model saw {seen!r}, the original is {original!r} — "
-                                 f"{where}. Top-{lens.top_ids.shape[-1]} at every layer (green: {original!r}):")
+        said = f"the model saw {seen!r}, " if seen != original else ""
+        self.caption = (f"Position {position}, {original!r} ({said}green): {where}. "
+                        f"Top-{lens.top_ids.shape[-1]} per layer:")
+        self.top_caption.setText(self.caption)
         top_k = lens.top_ids.shape[-1]
         table = self.top_table
         table.clear()
         table.setRowCount(lens.num_rows)
         table.setColumnCount(top_k)
         table.setHorizontalHeaderLabels([f"#{rank}" for rank in range(1, top_k + 1)])
-        table.setVerticalHeaderLabels(list(lens.layer_names))
+        # short row names ("emb.", "L1" …), the full ones in their tooltips: the k columns get the width
+        for row, name in enumerate(lens.layer_names):
+            header_item = QTableWidgetItem(short_layer_name(name))
+            header_item.setToolTip(name)
+            table.setVerticalHeaderItem(row, header_item)
         for row in range(lens.num_rows):
             for rank in range(top_k):
                 token = str(lens.top_tokens[row, column, rank])
-                item = QTableWidgetItem(f"{token}  {percent(float(lens.top_probabilities[row, column, rank]))}")
+                item = QTableWidgetItem(f"{token} {percent(float(lens.top_probabilities[row, column, rank]))}")
+                item.setToolTip(f"{lens.layer_names[row]}, #{rank + 1}: {item.text()}")
                 if token == original:
                     item.setBackground(QBrush(CORRECT_COLOUR))
                 table.setItem(row, rank, item)
         table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self._fit_rows(lens.num_rows)  # now that the table has its header
 
     # ---- mouse ----
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int]:
@@ -300,14 +331,18 @@ class LogitLensView(QWidget):
         if column >= 0:
             self.select_column(column)
 
+    def leaveEvent(self, event) -> None:
+        self.top_caption.setText(self.caption)
+        super().leaveEvent(event)
+
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         row, column = self.cell_at(scene_pos)
         if row < 0:
-            self.hover_label.setText(" ")
+            self.top_caption.setText(self.caption)
             return
         lens = self.lens
         best = str(lens.top_tokens[row, column, 0])
-        self.hover_label.setText(
+        self.top_caption.setText(
             f"{lens.layer_names[row]}, position {int(lens.positions[column])} ({lens.original_tokens[column]!r}): "
             f"P = {percent(float(lens.original_probability[row, column]))}, rank "
             f"{int(lens.original_rank[row, column])}; best guess {best!r} — click to list the top-k")

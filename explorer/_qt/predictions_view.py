@@ -15,6 +15,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QProgressBar,
@@ -30,6 +31,9 @@ from bertcore.masking import MaskDecision
 PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
 CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
 FIXED_COLUMNS = ("pos", "model saw", "answer")
+# the panel asks for room for this many masked positions (BERT's 15% of the default pair), more scroll: the
+# logit lens under it needs the rest of the pane's height at the window's default size
+ROWS_ALWAYS_SHOWN = 3
 BAR_COLOUR = QColor("#8fb3e0")
 CORRECT_COLOUR = QColor("#7cc47c")
 
@@ -137,8 +141,9 @@ class PredictionsPanel(QWidget):
         self.setObjectName("predictionsPanel")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
 
-        title = QLabel("<b>Next sentence prediction</b>")
+        title = QLabel("<b>Next sentence prediction:</b>")
         self.nsp_label = QLabel("–")
         self.nsp_label.setObjectName("nspLabel")
         self.nsp_label.setAccessibleName("Next sentence probability")
@@ -148,9 +153,11 @@ class PredictionsPanel(QWidget):
         self.nsp_bar.setAccessibleName("Next sentence probability bar")
         self.nsp_bar.setRange(0, 1000)
         self.nsp_bar.setTextVisible(False)
-        self.nsp_bar.setMaximumHeight(10)
+        self.nsp_bar.setMaximumHeight(8)
 
-        mlm_title = QLabel("<b>Masked-token predictions</b> (top-k; green = the original token)")
+        self.mlm_title = mlm_title = QLabel()
+        mlm_title.setToolTip("The k most likely tokens at every masked position, each a bar as long as its "
+                             "probability; green where the guess is the original token")
         self.note_label = QLabel()
         self.note_label.setObjectName("predictionsNote")
         self.note_label.setWordWrap(True)
@@ -171,9 +178,17 @@ class PredictionsPanel(QWidget):
         header.setMinimumSectionSize(40)
         header.setDefaultSectionSize(96)
         self.view.verticalHeader().setDefaultSectionSize(2 * self.view.fontMetrics().height() + 8)
+        self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
 
-        for widget in (title, self.nsp_label, self.nsp_bar, mlm_title, self.note_label):
-            layout.addWidget(widget)
+        # The pane beside the attention is narrow and shares its height with the logit lens: the NSP heading shares
+        # its line with the answer, and the table asks for the room its rows and bars need (`_fit_table`).
+        nsp_row = QHBoxLayout()
+        nsp_row.addWidget(title)
+        nsp_row.addWidget(self.nsp_label, 1)
+        layout.addLayout(nsp_row)
+        layout.addWidget(self.nsp_bar)
+        layout.addWidget(self.mlm_title)
+        layout.addWidget(self.note_label)  # only when there is no table to show: it says why
         layout.addWidget(self.view, 1)
         self.show_inspection(None)
 
@@ -191,7 +206,37 @@ class PredictionsPanel(QWidget):
                              str(rank), token, f"{float(probability):.6g}"])
         return write_rows_csv(path, rows)
 
+    def _show_note_or_table(self) -> None:
+        """The note under the heading says why there is no table; with predictions there is no note."""
+        if self.model.predictions:
+            self.note_label.setText("")
+        self.note_label.setVisible(bool(self.note_label.text()))
+        self.view.setVisible(not self.note_label.text())
+        count = len(self.model.predictions)
+        self.mlm_title.setText(f"<b>Masked-token predictions</b>{f' at {count}' if count else ''} "
+                               "(green: the original)")
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """Ask for the room the table's rows (up to ROWS_ALWAYS_SHOWN) and readable bars need: the window's
+        splitters give a widget at least its minimum, so at the default size nothing is cut off."""
+        view, header = self.view, self.view.horizontalHeader()
+        rows = min(max(1, self.model.rowCount()), ROWS_ALWAYS_SHOWN)
+        frame = 2 * view.frameWidth()
+        view.setMinimumHeight(header.sizeHint().height() + rows * view.verticalHeader().defaultSectionSize() + frame)
+        metrics = view.fontMetrics()
+        fixed = sum(max(header.sectionSizeHint(column), view.sizeHintForColumn(column))
+                    for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
+        bar = metrics.horizontalAdvance("0.013%") + 8  # the longest percentage, with the cell's margins
+        bars = self.model.top_k * bar
+        scroll = view.verticalScrollBar().sizeHint().width() if self.model.rowCount() > ROWS_ALWAYS_SHOWN else 0
+        view.setMinimumWidth(fixed + bars + frame + scroll if bars else 0)
+
     def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
+        self._show(inspection, has_pair)
+        self._show_note_or_table()
+
+    def _show(self, inspection, has_pair: bool | None) -> None:
         if inspection is None:
             self.model.set_predictions([])
             self.nsp_label.setText("–")
@@ -228,6 +273,5 @@ class PredictionsPanel(QWidget):
                 mode = QHeaderView.ResizeMode.ResizeToContents if column < len(FIXED_COLUMNS) \
                     else QHeaderView.ResizeMode.Stretch
                 header.setSectionResizeMode(column, mode)
-            self.note_label.setText(f"{len(inspection.predictions)} masked position(s).")
         else:
             self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")

@@ -15,10 +15,12 @@ HOVER_LABEL_BRUSH = QColor(255, 236, 160)
 class TokenAxis(pg.AxisItem):
     """Token names at cell centres (cell i spans i..i+1): every k-th one, k chosen so that they fit the
     axis' pixels, plus the hovered token's, always, in bold on a highlight. A bottom axis draws its labels
-    rotated by 90° so long WordPieces do not collide."""
+    rotated by 90° so long WordPieces do not collide, or `upright` when its cells are few and wide (the logit
+    lens' masked positions): one line of text high instead of the longest label's width."""
 
-    def __init__(self, orientation: str, point_size: int = 8):
+    def __init__(self, orientation: str, point_size: int = 8, upright: bool = False):
         super().__init__(orientation)
+        self.upright = upright and orientation in ("top", "bottom")
         self.labels: list[str] = []
         self.label_positions: list[int] = []  # original position of each label, shown when labels are thinned
         self.stride = 1
@@ -40,6 +42,9 @@ class TokenAxis(pg.AxisItem):
                      default=20)
         if self.orientation in ("left", "right"):
             self.setWidth(widest + 10)
+        elif self.upright:
+            self.min_spacing_px = widest + 8  # side by side, labels need their width
+            self.setHeight(QFontMetrics(self.font).height() + 8)
         else:
             self.setHeight(widest + 10)
         self.picture = None
@@ -98,20 +103,26 @@ class TokenAxis(pg.AxisItem):
                 y = min(max(y, text_height / 2), bounds.height() - text_height / 2)
                 return QRectF(0, y - text_height / 2, bounds.width() - 6, text_height)
             x = (value - low) / (high - low) * bounds.width()
+            if self.upright:
+                half = min(self.min_spacing_px, bounds.width()) / 2
+                x = min(max(x, half), bounds.width() - half)
+                return QRectF(x - half, 4, 2 * half, text_height)
             x = min(max(x, text_height / 2), bounds.width() - text_height / 2)
             return QRectF(x, 5, bounds.height() - 6, text_height)  # unrotated; drawPicture rotates
 
         hovered = self.hovered if 0 <= self.hovered < len(self.labels) else -1
         hovered_centre = hovered + 0.5
+        flags = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop if self.upright \
+            else Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        room = self.min_spacing_px if self.upright else text_height * 1.1
         text_specs = []
         for value, text in zip(values, self.tickStrings(values, 1, 1), strict=True):
             if hovered >= 0:  # leave room for the hovered label
                 gap_px = abs(value - hovered_centre) * length / abs(high - low)  # (inverted: high < low)
-                if gap_px < text_height * 1.1:
+                if gap_px < room:
                     continue
-            text_specs.append((place(value), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text))
+            text_specs.append((place(value), flags, text))
         if hovered >= 0:
-            flags = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
             text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
         return axis_spec, tick_specs, text_specs
 
@@ -123,13 +134,14 @@ class TokenAxis(pg.AxisItem):
             text = text.lstrip("\0")
             p.setFont(self.bold_font if hovered else self.font)
             p.save()
-            if self.orientation not in ("left", "right"):
+            if self.orientation not in ("left", "right") and not self.upright:
                 p.translate(rect.x(), rect.y())
                 p.rotate(-90)  # text runs upwards, ending just under the cell it names
                 rect = QRectF(-rect.width(), -rect.height() / 2, rect.width(), rect.height())
             if hovered:
                 width = QFontMetrics(self.bold_font).horizontalAdvance(text) + 6
-                p.fillRect(QRectF(rect.right() - width + 3, rect.top(), width, rect.height()), HOVER_LABEL_BRUSH)
+                left = rect.center().x() - width / 2 if self.upright else rect.right() - width + 3
+                p.fillRect(QRectF(left, rect.top(), width, rect.height()), HOVER_LABEL_BRUSH)
             p.drawText(rect, int(flags), text)
             p.restore()
 

@@ -209,3 +209,54 @@ def test_ctrl_m_masks_like_bert_in_the_head_lab_tab_whose_caption_names_it(qtbot
     assert shown.args[0].masking is None
     masking_rows = [row for row in shortcuts.SHORTCUTS if row.handler in ("mask_like_bert", "clear_masks")]
     assert all("Head lab" in row.places() for row in masking_rows)  # Help ▸ Keyboard shortcuts says so
+
+
+# -- 2. the predictions and the logit lens are readable at the window's default size -----------------------------
+
+DEFAULT_SIZE = (1400, 900)  # MainWindow's size when no geometry was saved
+
+
+def test_predictions_and_logit_lens_are_readable_at_the_default_window_size(qtbot, settings):
+    from explorer import startup
+
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    assert (window.width(), window.height()) == DEFAULT_SIZE
+    loaded = startup.new_untrained_model()  # the model the app opens with: 4 layers, so 5 rows in the lens
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(loaded.model, loaded.tokenizer, "default-model")
+    tab = window.inspect_tab
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
+        tab.mask_like_bert(0)
+    inspection = shown.args[0]
+    lens = tab.logit_lens
+    qtbot.waitUntil(lambda: lens.lens is not None, timeout=WAIT_MS)
+    qtbot.wait(50)
+
+    assert (window.width(), window.height()) == DEFAULT_SIZE  # what the panes ask for fits: the window did not grow
+    table = tab.predictions.view
+    rows = table.model().rowCount()
+    assert rows == len(inspection.predictions) >= 2
+    content_height = table.horizontalHeader().height() + sum(table.rowHeight(row) for row in range(rows))
+    assert table.viewport().height() + table.horizontalHeader().height() >= content_height, "rows cut off"
+    assert not table.horizontalScrollBar().isVisible()
+    metrics = table.fontMetrics()
+    readable = metrics.horizontalAdvance("0.013%") + 8  # a bar's percentage, and over it a six-letter token
+    for column in range(3, table.model().columnCount()):
+        assert table.columnWidth(column) >= readable, (column, table.columnWidth(column))
+    last = table.model().columnCount() - 1
+    assert table.columnViewportPosition(last) + table.columnWidth(last) <= table.viewport().width()
+    for row in range(rows):  # the two lines of a top-k cell (token, percentage) fit its height
+        assert table.rowHeight(row) >= 2 * metrics.height() + 4
+
+    layers = inspection.num_layers + 1  # the embeddings, then every layer
+    assert lens.left_axis.labels and len(lens.left_axis.labels) == layers
+    row_pixels = lens.plot.vb.sceneBoundingRect().height() / layers
+    assert row_pixels >= lens.left_axis.min_spacing_px, "layer labels are thinned out"
+    top = lens.top_table
+    assert top.rowCount() == layers
+    needed = sum(top.rowHeight(row) for row in range(layers))
+    assert top.viewport().height() >= needed, (top.viewport().height(), needed)
+    assert not top.verticalScrollBar().isVisible()
