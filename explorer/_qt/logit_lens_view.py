@@ -224,7 +224,7 @@ class LogitLensView(QWidget):
     def export_png(self, path) -> Path:
         if self.lens is None:
             raise ValueError("there is no logit lens to export; mask a token first")
-        return export_png(self, path)
+        return export_png(self.graphics, path)  # the heatmap, not the value combo and Export button over it
 
     # ---- drawing ----
     def _draw(self) -> None:

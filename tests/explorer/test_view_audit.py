@@ -260,3 +260,13 @@ def test_predictions_and_logit_lens_are_readable_at_the_default_window_size(qtbo
     needed = sum(top.rowHeight(row) for row in range(layers))
     assert top.viewport().height() >= needed, (top.viewport().height(), needed)
     assert not top.verticalScrollBar().isVisible()
+
+
+def test_the_logit_lens_png_is_its_heatmap_without_the_value_combo_and_export_button(qtbot, window, tmp_path):
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.inspect_tab.mask_like_bert(0)
+    lens = window.inspect_tab.logit_lens
+    qtbot.waitUntil(lambda: lens.lens is not None, timeout=WAIT_MS)
+    image = QImage(str(lens.export_png(tmp_path / "lens.png")))
+    assert (image.width() / 2, image.height() / 2) == (lens.graphics.width(), lens.graphics.height())
+    assert lens.graphics.height() < lens.height() - lens.value_combo.height()
