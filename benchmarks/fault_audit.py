@@ -481,15 +481,15 @@ def checkpoint_cases() -> list[CheckpointCase]:
         if base in heads:
             want["heads"] = heads[base]
         cases.append(CheckpointCase(f"{base}: intact", base, "ok", lambda f: None, want=want))
-        files = ["config.json", "model.safetensors",
-            "vocab.txt"] + (["tokenizer_config.json"] if base == "ours" else [])
+        files = ["config.json", "model.safetensors", "vocab.txt"]
+        files += ["tokenizer_config.json"] if base == "ours" else []
         for file in files:
             for label, damage in FILE_DAMAGES:
                 cases.append(CheckpointCase(f"{base}: {file} {label}", base, _file_damage_expectation(file, label),
                                             lambda f, file=file, damage=damage: damage(f / file)))
         for kind in ("folder", "fifo", "dev-zero", "dangling"):
-            cases.append(CheckpointCase(f"{base}: config.json a {kind}", base, "fail", _path_damage("config.json",
-                kind)))
+            cases.append(CheckpointCase(f"{base}: config.json a {kind}", base, "fail",
+                                        _path_damage("config.json", kind)))
 
     # config.json: missing keys, wrong types and values
     size_keys = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -554,8 +554,8 @@ def checkpoint_cases() -> list[CheckpointCase]:
 
     # vocab.txt
     for by in (1, 7, 63):
-        cases.append(CheckpointCase(f"vocab {by} line(s) short", "ours", "fail", _vocab_lines(lambda v,
-            by=by: v[:-by])))
+        cases.append(CheckpointCase(f"vocab {by} line(s) short", "ours", "fail",
+                                    _vocab_lines(lambda v, by=by: v[:-by])))
         cases.append(CheckpointCase(f"vocab {by} line(s) long", "ours", "fail",
                                     _vocab_lines(lambda v, by=by: v + [f"extra{i}" for i in range(by)])))
         cases.append(CheckpointCase(f"hf-pretraining vocab {by} line(s) short", "hf-pretraining", "fail",
@@ -570,11 +570,11 @@ def checkpoint_cases() -> list[CheckpointCase]:
         CheckpointCase("vocab with a token twice", "ours", "fail", _vocab_lines(lambda v: [*v[:60], v[10], *v[61:]])),
         CheckpointCase("vocab without [MASK]", "ours", "fail", _vocab_lines(lambda v: [t if t != "[MASK]" else "zz"
                                                                                      for t in v])),
-        CheckpointCase("vocab with a Latin-1 byte", "ours", "fail", _vocab_bytes(lambda d: d.replace(b"w5\n",
-            b"\xe9\n"))),
+        CheckpointCase("vocab with a Latin-1 byte", "ours", "fail",
+                       _vocab_bytes(lambda d: d.replace(b"w5\n", b"\xe9\n"))),
         CheckpointCase("vocab UTF-16", "ours", "fail", _vocab_bytes(lambda d: d.decode().encode("utf-16"))),
-        CheckpointCase("vocab with a NUL byte token", "ours", "any", _vocab_bytes(lambda d: d.replace(b"w5\n",
-            b"\x00\n"))),
+        CheckpointCase("vocab with a NUL byte token", "ours", "any",
+                       _vocab_bytes(lambda d: d.replace(b"w5\n", b"\x00\n"))),
         CheckpointCase("vocab a FIFO", "ours", "fail", _path_damage("vocab.txt", "fifo")),
         CheckpointCase("vocab a folder", "ours", "fail", _path_damage("vocab.txt", "folder")),
         CheckpointCase("vocab a symlink to /dev/zero", "ours", "fail", _path_damage("vocab.txt", "dev-zero")),
@@ -598,10 +598,11 @@ def checkpoint_cases() -> list[CheckpointCase]:
 
     # weights in model.safetensors
     cases += [
-        CheckpointCase("a NaN in the word embeddings", "ours", "fail", _weights_edit(_set("word_embeddings", _nan_at))),
+        CheckpointCase("a NaN in the word embeddings", "ours", "fail",
+                       _weights_edit(_set("word_embeddings", _nan_at))),
         CheckpointCase("an inf in a LayerNorm bias", "ours", "fail", _weights_edit(_set("LayerNorm.bias", _inf_at))),
-        CheckpointCase("a NaN in the MLM head bias", "ours", "fail", _weights_edit(_set("cls.predictions.bias",
-            _nan_at))),
+        CheckpointCase("a NaN in the MLM head bias", "ours", "fail",
+                       _weights_edit(_set("cls.predictions.bias", _nan_at))),
         CheckpointCase("a NaN in hf-seqcls's classifier", "hf-seqcls", "fail",
                        _weights_edit(_set("classifier.weight", _nan_at))),
         CheckpointCase("a query weight transposed", "ours", "any",  # square (24x24): undetectable by shape
@@ -615,8 +616,8 @@ def checkpoint_cases() -> list[CheckpointCase]:
         CheckpointCase("a weight as int64", "ours", "fail", _weights_edit(_set("key.weight",
                                                                                lambda t: t.to(torch.int64)))),
         CheckpointCase("a weight as bool", "ours", "fail", _weights_edit(_set("key.weight", lambda t: t > 0))),
-        CheckpointCase("all weights float16", "ours", "any", _weights_edit(lambda d: {n: t.half() for n,
-            t in d.items()})),
+        CheckpointCase("all weights float16", "ours", "any",
+                       _weights_edit(lambda d: {n: t.half() for n, t in d.items()})),
         CheckpointCase("all weights bfloat16", "ours", "any",
                        _weights_edit(lambda d: {n: t.bfloat16() for n, t in d.items()})),
         CheckpointCase("all weights float64", "ours", "any",
@@ -1563,8 +1564,8 @@ def finetune_cases(src: dict) -> list[FinetuneCase]:
         seq("CSV regression label nan", "fail", regress_with("nan")),
         seq("CSV regression label '1,5'", "fail", regress_with("1,5")),
         seq("CSV one class only", "any", _rows_csv(header + [[t, "statement"] for t, _ in rows])),
-        seq("CSV a 100,000-word text", "ok", csv_with(lambda r: [*r[:6], ["word " * 100000, r[6][1]], *r[7:]]),
-            examples=n),
+        seq("CSV a 100,000-word text", "ok",
+            csv_with(lambda r: [*r[:6], ["word " * 100000, r[6][1]], *r[7:]]), examples=n),
         seq("CSV --text-column that is absent", "fail", csv_ok, ["--text-column", "sentence"]),
         seq("CSV --label-column = the text column", "fail", csv_ok, ["--label-column", "text"]),
         seq("CSV --problem-type regression with names", "fail", csv_ok, ["--problem-type", "regression"]),
@@ -1572,14 +1573,14 @@ def finetune_cases(src: dict) -> list[FinetuneCase]:
         tsv("TSV header 'text\\ttext\\tlabel'", "fail", pair_ok.replace("text_b", "text", 1)),
         tsv("TSV a row with an extra tab", "fail", pair_ok.replace("\tnext\n", "\tnext\textra\n", 1)),
         tsv("TSV a row without its label", "fail", pair_ok.replace("\tnext\n", "\n", 1)),
-        tsv("TSV an empty text_b", "fail", _rows_csv([["text", "text_b", "label"], *pairs[:5], [pairs[5][0], "",
-            pairs[5][2]], *pairs[6:]], "\t")),
+        tsv("TSV an empty text_b", "fail",
+            _rows_csv([["text", "text_b", "label"], *pairs[:5], [pairs[5][0], "", pairs[5][2]], *pairs[6:]], "\t")),
         jl("JSONL a broken line", "fail", jsonl(records[:5]) + "{broken\n" + jsonl(records[5:])),
         jl("JSONL a line that is a list", "fail", jsonl(records[:5]) + "[1, 2]\n" + jsonl(records[5:])),
-        jl("JSONL a label that is an object", "fail", jsonl([*records[:5], {"text": "x y", "label": {"a": 1}},
-            *records[5:]])),
-        jl("JSONL a text that is a number", "fail", jsonl([*records[:5], {"text": 5, "label": "statement"},
-            *records[5:]])),
+        jl("JSONL a label that is an object", "fail",
+           jsonl([*records[:5], {"text": "x y", "label": {"a": 1}}, *records[5:]])),
+        jl("JSONL a text that is a number", "fail",
+           jsonl([*records[:5], {"text": 5, "label": "statement"}, *records[5:]])),
         jl("JSONL a label true", "fail", jsonl([*records[:5], {"text": "x y", "label": True}, *records[5:]])),
         jl("JSONL a label null", "fail", jsonl([*records[:5], {"text": "x y", "label": None}, *records[5:]])),
         jl("JSONL a line nested 100,000 levels", "fail", jsonl(records[:5]) + deep + "\n" + jsonl(records[5:])),
