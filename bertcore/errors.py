@@ -20,6 +20,8 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
       TokenizerError               bad input to the tokenizer, or a broken vocabulary file
       CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
       TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
+    Exception
+      DownloadCancelled            the user stopped a model download; nothing of it is left in the cache
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ from pathlib import Path
 
 class CheckpointError(ValueError):
     """A checkpoint folder that is missing, incomplete, corrupt or does not fit its config."""
+
+
+class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it
+    """The user stopped a model download (bertcore.hub.download_model's `cancel`). None of its files are left
+    in the cache's snapshot and no ref points to it: the model is as it was before, or absent."""
+
+    def __init__(self, message: str, repo_id: str):
+        super().__init__(message)
+        self.repo_id = repo_id
 
 
 class TokenizerError(ValueError):

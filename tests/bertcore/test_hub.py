@@ -1,0 +1,559 @@
+"""bertcore.hub: cache look-ups and listing on hand-built cache layouts, downloads from a fake Hub on 127.0.0.1.
+
+Every test runs with HF_HOME / HF_HUB_CACHE in its own temporary folder and HF_ENDPOINT on a closed local port
+unless it sets its own: nothing here reads the real ~/.cache or reaches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from bertcore.errors import CheckpointError, DownloadCancelled
+from bertcore.hub import (
+    CachedModel,
+    ResolvedModel,
+    default_cache_dir,
+    describe_head,
+    download_model,
+    list_cached_models,
+    looks_like_repo_id,
+    resolve_model,
+)
+
+COMMIT_A = "a" * 40
+COMMIT_B = "b" * 40
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens here once the socket is closed
+
+
+@pytest.fixture(autouse=True)
+def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private HF home and cache, no token, telemetry off, and an endpoint that refuses connections."""
+    home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME",
+                 "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    # huggingface_hub read these from the environment when it was imported (the transformers fixture may have
+    # switched it offline first): set them as this test's environment says.
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+    return home / "hub"
+
+
+# --- a hand-built cache --------------------------------------------------------------------------------------
+
+
+def _safetensors_bytes(shapes: dict[str, tuple[tuple[int, ...], str]]) -> bytes:
+    """A valid safetensors file with zero-filled tensors: name -> (shape, dtype)."""
+    widths = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+    header, offset = {}, 0
+    for name, (shape, dtype) in shapes.items():
+        size = widths[dtype]
+        for dimension in shape:
+            size *= dimension
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return struct.pack("<Q", len(encoded)) + encoded + bytes(offset)
+
+
+def _cache_repo(cache: Path, repo_id: str, files: dict[str, bytes], commit: str = COMMIT_A,
+                ref: str | None = "main") -> Path:
+    """models--org--name with blobs named by content and snapshot links into them, as huggingface_hub lays out."""
+    storage = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshot = storage / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (storage / "blobs").mkdir(exist_ok=True)
+    for name, content in files.items():
+        blob = storage / "blobs" / hashlib.sha256(content).hexdigest()
+        blob.write_bytes(content)
+        link = snapshot / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    if ref is not None:
+        (storage / "refs").mkdir(exist_ok=True)
+        (storage / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+def _config(model_type: str = "bert", architectures: list[str] | None = None, **fields: object) -> bytes:
+    values = {"model_type": model_type, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 8}
+    if architectures is not None:
+        values["architectures"] = architectures
+    values.update(fields)
+    return json.dumps(values).encode()
+
+
+TINY_SHAPES = {"bert.embeddings.word_embeddings.weight": ((10, 8), "F32"),
+               "bert.embeddings.position_ids": ((1, 16), "I64"),  # a buffer, not a parameter
+               "cls.predictions.bias": ((10,), "F16")}
+TINY_PARAMETERS = 10 * 8 + 10
+
+
+def test_a_cached_repo_id_resolves_to_the_snapshot_refs_main_names(hub_env: Path):
+    _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"old"}, commit=COMMIT_A,
+                ref=None)
+    newest = _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"new"},
+                         commit=COMMIT_B)
+
+    resolved = resolve_model("org/tiny")
+
+    assert resolved == ResolvedModel(folder=newest, repo_id="org/tiny", revision=COMMIT_B, display_name="org/tiny")
+    assert resolve_model("org/tiny", revision=COMMIT_A).folder == hub_env / "models--org--tiny" / "snapshots" / COMMIT_A
+
+
+def test_the_cache_is_found_from_the_environment_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
+    assert default_cache_dir() == tmp_path / "elsewhere" / "hub"
+    snapshot = _cache_repo(tmp_path / "elsewhere" / "hub", "bert-tiny",
+                           {"config.json": _config(), "model.safetensors": b"w"})
+    assert resolve_model("bert-tiny").folder == snapshot
+    monkeypatch.delenv("HF_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "huggingface" / "hub"
+
+
+def test_an_existing_folder_wins_over_a_cached_repo_of_that_name(hub_env: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"w"})
+    (tmp_path / "work" / "org" / "tiny").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+
+    resolved = resolve_model("org/tiny")
+
+    assert resolved.folder.resolve() == (tmp_path / "work" / "org" / "tiny").resolve()
+    assert (resolved.repo_id, resolved.revision, resolved.display_name) == (None, None, "tiny")
+
+
+def test_a_snapshot_folder_opened_directly_is_named_by_its_repo_id_not_its_hash(hub_env: Path):
+    snapshot = _cache_repo(hub_env, "google-bert/bert-base-uncased",
+                           {"config.json": _config(), "model.safetensors": b"w"})
+
+    by_snapshot = resolve_model(str(snapshot))
+    by_repo_folder = resolve_model(snapshot.parent.parent)  # a file dialog may pick models--org--name itself
+
+    assert by_snapshot == ResolvedModel(folder=snapshot, repo_id="google-bert/bert-base-uncased", revision=COMMIT_A,
+                                        display_name="google-bert/bert-base-uncased")
+    assert by_repo_folder == by_snapshot
+
+
+def test_a_repo_id_not_in_the_cache_is_an_error_naming_it_and_how_to_get_it(hub_env: Path):
+    with pytest.raises(CheckpointError) as caught:
+        resolve_model("org/absent")
+    message = str(caught.value)
+    assert "org/absent" in message and str(hub_env) in message
+    assert "Download from the Hub" in message and "hf download org/absent" in message
+
+
+def test_a_repo_cached_without_weights_says_only_part_was_downloaded(hub_env: Path):
+    _cache_repo(hub_env, "org/tokenizer-only", {"config.json": _config(), "vocab.txt": b"[PAD]\n"})
+    with pytest.raises(CheckpointError, match=r"org/tokenizer-only is in the Hugging Face cache .* without weights"):
+        resolve_model("org/tokenizer-only")
+
+
+@pytest.mark.parametrize("path", ["./nothing/here", "/no/such/folder", "a/b/c", "x--y", "bad name"])
+def test_a_missing_path_that_is_no_repo_id_is_an_error_naming_the_path(path: str):
+    with pytest.raises(CheckpointError, match="does not exist") as caught:
+        resolve_model(path)
+    assert str(Path(path)) in str(caught.value)
+
+
+def test_repo_ids_are_told_from_paths():
+    assert all(map(looks_like_repo_id, ["bert-base-uncased", "google-bert/bert-base-uncased", "a.b/c_d-1"]))
+    assert not any(map(looks_like_repo_id, ["/abs", "./rel", "a/b/c", "-x", "x.", "a--b", "a..b", "", "a/"]))
+
+
+def test_listing_describes_each_supported_repo_and_leaves_out_the_rest(hub_env: Path):
+    shared_vocab = b"[PAD]\n[UNK]\nthe\n"
+    mlm = _cache_repo(hub_env, "org/tiny-mlm", {
+        "config.json": _config(architectures=["BertForMaskedLM"]),
+        "model.safetensors": _safetensors_bytes(TINY_SHAPES),
+        "vocab.txt": shared_vocab, "copy/vocab.txt": shared_vocab})  # one blob, linked twice: counted once
+    _cache_repo(hub_env, "org/sentiment", {
+        "config.json": _config("roberta", ["RobertaForSequenceClassification"],
+                               id2label={"0": "neg", "1": "neu", "2": "pos"}),
+        "model.safetensors.index.json": json.dumps({"weight_map": {"a": "model-1.safetensors",
+                                                                   "b": "model-2.safetensors"}}).encode(),
+        "model-1.safetensors": _safetensors_bytes({"a": ((3, 4), "F32")}),
+        "model-2.safetensors": _safetensors_bytes({"b": ((5,), "BF16")})})
+    _cache_repo(hub_env, "org/old-bin", {"config.json": _config(architectures=["BertForPreTraining"]),
+                                         "pytorch_model.bin": bytes(4000)})
+    _cache_repo(hub_env, "org/gpt", {"config.json": _config("gpt2"), "model.safetensors": b"w"})  # another family
+    _cache_repo(hub_env, "org/no-config", {"model.safetensors": b"w"})
+    _cache_repo(hub_env, "org/bad-json", {"config.json": b"{not json", "model.safetensors": b"w"})
+    _cache_repo(hub_env, "org/no-weights", {"config.json": _config()})
+    _cache_repo(hub_env, "org/bad-header", {"config.json": _config(), "model.safetensors": b"\xff" * 8})
+    dangling = _cache_repo(hub_env, "org/dangling", {"config.json": _config(), "model.safetensors": b"gone"})
+    (dangling / "model.safetensors").resolve().unlink()
+    lost = _cache_repo(hub_env, "org/lost-snapshot", {"config.json": _config(), "model.safetensors": b"w"})
+    (lost.parent.parent / "refs" / "main").write_text(COMMIT_B)
+    (hub_env / "models--not-a-repo").mkdir()
+    (hub_env / "datasets--org--data").mkdir()
+
+    models = {model.repo_id: model for model in list_cached_models()}
+
+    assert set(models) == {"org/tiny-mlm", "org/sentiment", "org/old-bin"}
+    tiny = models["org/tiny-mlm"]
+    assert tiny == CachedModel(
+        repo_id="org/tiny-mlm", folder=mlm, revision=COMMIT_A, model_type="bert", supported_now=True,
+        size_bytes=sum(len(content) for content in (_config(architectures=["BertForMaskedLM"]),
+                                                     _safetensors_bytes(TINY_SHAPES), shared_vocab)),
+        parameters=TINY_PARAMETERS, parameters_estimated=False, num_layers=2, num_heads=4, head="MLM",
+        last_used=tiny.last_used)
+    sentiment = models["org/sentiment"]
+    assert (sentiment.parameters, sentiment.supported_now) == (3 * 4 + 5, False)
+    assert sentiment.head == "sequence classification: 3 labels (neg, neu, pos)"
+    old = models["org/old-bin"]
+    assert (old.parameters, old.parameters_estimated, old.head) == (1000, True, "pretraining (MLM + NSP)")
+    assert old.describe().startswith("~1.0K parameters · 2 layers × 4 heads · pretraining (MLM + NSP) · ")
+
+
+def test_last_used_is_the_newest_access_and_listing_does_not_touch_it(hub_env: Path):
+    snapshot = _cache_repo(hub_env, "org/tiny", {"config.json": _config(),
+                                                 "model.safetensors": _safetensors_bytes(TINY_SHAPES)})
+    day = 86400.0
+    modified = 1_700_000_000.0
+    for name, accessed in (("config.json", modified + 2 * day), ("model.safetensors", modified + 5 * day)):
+        os.utime(snapshot / name, (accessed, modified))
+    os.utime(hub_env / "models--org--tiny" / "refs" / "main", (modified, modified))
+
+    first = list_cached_models()
+    second = list_cached_models()
+
+    assert first[0].last_used == second[0].last_used == modified + 5 * day
+    assert os.stat(snapshot / "config.json").st_atime == modified + 2 * day
+
+
+def test_listing_orders_by_last_use_and_copes_with_no_cache(hub_env: Path):
+    assert list_cached_models() == []  # the cache folder does not exist yet
+    for index, repo_id in enumerate(["org/older", "org/newer"]):
+        snapshot = _cache_repo(hub_env, repo_id, {"config.json": _config(),
+                                                  "model.safetensors": _safetensors_bytes(TINY_SHAPES)})
+        for name in ("config.json", "model.safetensors"):
+            os.utime(snapshot / name, (1e9 + index, 1e9 + index))
+        os.utime(snapshot.parent.parent / "refs" / "main", (1e9, 1e9))
+    assert [model.repo_id for model in list_cached_models()] == ["org/newer", "org/older"]
+
+
+@pytest.mark.parametrize("config, head", [
+    ({"architectures": ["BertForPreTraining"]}, "pretraining (MLM + NSP)"),
+    ({"architectures": ["AlbertForPreTraining"]}, "pretraining (MLM + SOP)"),
+    ({"architectures": ["BertModel"]}, "encoder only"),
+    ({"architectures": ["XLMRobertaForMaskedLM"]}, "MLM"),
+    ({"architectures": ["BertForTokenClassification"], "id2label": {"1": "B-PER", "0": "O"}},
+     "token classification: 2 labels (O, B-PER)"),
+    ({"architectures": ["BertForSequenceClassification"], "id2label": {"0": "LABEL_0", "1": "LABEL_1"}},
+     "sequence classification: 2 labels"),
+    ({"architectures": ["BertForSequenceClassification"], "id2label": {str(i): f"c{i}" for i in range(8)}},
+     "sequence classification: 8 labels (c0, c1, c2, c3, c4, c5, … 2 more)"),
+    ({"architectures": ["BertForQuestionAnswering"]}, "extractive question answering (span start/end)"),
+    ({}, "encoder (config.json names no architecture)"),
+])
+def test_the_head_is_described_from_architectures_and_labels(config: dict, head: str):
+    assert describe_head(config) == head
+
+
+def test_importing_hub_imports_neither_torch_nor_huggingface_hub():
+    code = "import sys, bertcore.hub; print(sorted({'torch', 'huggingface_hub'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# --- a fake Hub on 127.0.0.1 ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeHub:
+    """Answers what huggingface_hub asks of a Hub: the model info API and HEAD/GET on resolve URLs."""
+
+    repos: dict[str, dict[str, bytes]]
+    commit: str = HUB_COMMIT
+    token: str | None = None  # when set, requests without "Authorization: Bearer <token>" get 401
+    forbidden: bool = False  # every request gets 403
+    failing_files: set[str] = field(default_factory=set)  # GETs of these get 500
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    url: str = ""
+
+    def answer(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        path = unquote(urlsplit(handler.path).path)
+        self.requests.append((method, handler.path))
+        if self.forbidden:
+            return self._send(handler, 403, b'{"error": "forbidden"}', {"X-Error-Message": "forbidden"})
+        if self.token is not None and handler.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._send(handler, 401, b'{"error": "Invalid username or password."}')
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "models"]:
+            repo_id = "/".join(parts[2:4])
+            if repo_id not in self.repos:
+                return self._send(handler, 404, b'{"error": "Repository not found"}',
+                                  {"X-Error-Code": "RepoNotFound"})
+            info = {"id": repo_id, "sha": self.commit, "siblings": [
+                {"rfilename": name, "size": len(content)} for name, content in self.repos[repo_id].items()]}
+            return self._send(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"})
+        if len(parts) >= 5 and parts[2] == "resolve":
+            repo_id, filename = "/".join(parts[:2]), "/".join(parts[4:])
+            content = self.repos.get(repo_id, {}).get(filename)
+            if content is None:
+                return self._send(handler, 404, b"", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": self.commit})
+            if method == "GET" and filename in self.failing_files:
+                return self._send(handler, 500, b"boom")
+            headers = {"X-Repo-Commit": self.commit, "ETag": f'"{hashlib.sha256(content).hexdigest()}"'}
+            return self._send(handler, 200, content if method == "GET" else b"", headers, length=len(content))
+        return self._send(handler, 404, b"")
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str] | None = None,
+              length: int | None = None) -> None:
+        handler.send_response(status)
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body) if length is None else length))
+        handler.end_headers()
+        if body:
+            handler.wfile.write(body)
+
+
+@pytest.fixture()
+def serve(monkeypatch: pytest.MonkeyPatch):
+    """serve(repos) -> a FakeHub listening on 127.0.0.1, with HF_ENDPOINT pointing at it."""
+    servers = []
+
+    def start(repos: dict[str, dict[str, bytes]], **options: object) -> FakeHub:
+        hub = FakeHub(repos, **options)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                hub.answer(self, "GET")
+
+            def do_HEAD(self):
+                hub.answer(self, "HEAD")
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        hub.url = f"http://127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        return hub
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, transformers) -> dict[str, bytes]:
+    """A BertForMaskedLM saved by transformers (2 layers, 4 heads), with a matching vocab.txt: the files of a repo."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"word{i}" for i in range(94))]
+    config = transformers.BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=64)
+    model = transformers.BertForMaskedLM(config)
+    model.save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    files = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    files["parameters"] = str(model.num_parameters()).encode()  # not a repo file: the count to expect
+    return files
+
+
+def _repo(checkpoint: dict[str, bytes], **extra: bytes) -> dict[str, bytes]:
+    files = {name: content for name, content in checkpoint.items() if name != "parameters"}
+    files.update(extra)
+    return files
+
+
+def test_a_download_is_found_by_repo_id_with_the_network_off(serve, tiny_checkpoint, hub_env: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    repo = _repo(tiny_checkpoint, **{"pytorch_model.bin": b"not wanted: safetensors exist",
+                                     "flax_model.msgpack": b"not wanted", "README.md": b"# tiny"})
+    hub = serve({"org/tiny-bert": repo})
+    reports: list[tuple[int, int, str]] = []
+
+    resolved = download_model("org/tiny-bert", progress=lambda *report: reports.append(report))
+
+    snapshot = hub_env / "models--org--tiny-bert" / "snapshots" / HUB_COMMIT
+    assert resolved == ResolvedModel(folder=snapshot, repo_id="org/tiny-bert", revision=HUB_COMMIT,
+                                     display_name="org/tiny-bert")
+    fetched = {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}
+    assert set(os.listdir(snapshot)) == fetched
+    assert all((snapshot / name).read_bytes() == repo[name] for name in fetched)
+    assert (hub_env / "models--org--tiny-bert" / "refs" / "main").read_text() == HUB_COMMIT
+    total = sum(len(repo[name]) for name in fetched)
+    assert reports[-1] == (total, total, "tokenizer_config.json")
+    assert [done for done, _, _ in reports] == sorted(done for done, _, _ in reports)
+    assert {name for _, _, name in reports} == fetched
+    assert not any("msgpack" in path or "pytorch_model" in path for _, path in hub.requests)
+
+    hub_requests = len(hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert resolve_model("org/tiny-bert") == resolved
+    [listed] = list_cached_models()
+    assert (listed.repo_id, listed.parameters, listed.head) == ("org/tiny-bert",
+                                                                int(tiny_checkpoint["parameters"]), "MLM")
+    assert len(hub.requests) == hub_requests
+
+
+def test_pytorch_weights_are_fetched_only_when_the_repo_has_no_safetensors(serve, tiny_checkpoint):
+    repo = _repo(tiny_checkpoint, **{"pytorch_model.bin": b"\x00" * 400})
+    del repo["model.safetensors"]
+    serve({"org/old": repo})
+
+    resolved = download_model("org/old")
+
+    assert (resolved.folder / "pytorch_model.bin").read_bytes() == b"\x00" * 400
+    assert "model.safetensors" not in os.listdir(resolved.folder)
+
+
+def test_a_sharded_checkpoint_brings_its_shards_and_they_are_counted(serve, tiny_checkpoint, hub_env: Path):
+    header = _safetensors_bytes
+    repo = _repo(tiny_checkpoint)
+    del repo["model.safetensors"]
+    repo["model.safetensors.index.json"] = json.dumps({"metadata": {}, "weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}).encode()
+    repo["model-00001-of-00002.safetensors"] = header({"a": ((6, 7), "F32")})
+    repo["model-00002-of-00002.safetensors"] = header({"b": ((5,), "F32")})
+    repo["model-00003-of-00003.safetensors"] = b"a stale shard no index names"
+    serve({"org/sharded": repo})
+    reports: list[tuple[int, int, str]] = []
+
+    resolved = download_model("org/sharded", progress=lambda *report: reports.append(report))
+
+    shards = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+    assert shards <= set(os.listdir(resolved.folder))
+    assert "model-00003-of-00003.safetensors" not in os.listdir(resolved.folder)
+    fetched = shards | {"config.json", "model.safetensors.index.json", "vocab.txt", "tokenizer_config.json"}
+    assert reports[-1][:2] == (sum(len(repo[name]) for name in fetched),) * 2
+    [listed] = list_cached_models(hub_env)
+    assert listed.parameters == 6 * 7 + 5
+
+
+@pytest.mark.parametrize("stop_at", ["inside the weights", "after the config"])
+def test_cancelling_leaves_nothing_of_the_download_in_the_cache(serve, tiny_checkpoint, hub_env: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, stop_at: str):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # the weights arrive in many chunks
+    hub = serve({"org/tiny-bert": _repo(tiny_checkpoint)})
+    reports: list[tuple[int, int, str]] = []
+
+    def cancel() -> bool:
+        if stop_at == "inside the weights":
+            weights = [done for done, _, name in reports if name == "model.safetensors"]
+            return len(weights) >= 3  # a few chunks of it written, many to come
+        return any(name == "config.json" for _, _, name in reports) and reports[-1][0] > 0
+
+    with pytest.raises(DownloadCancelled, match="org/tiny-bert") as caught:
+        download_model("org/tiny-bert", progress=lambda *report: reports.append(report), cancel=cancel)
+
+    assert caught.value.repo_id == "org/tiny-bert"
+    storage = hub_env / "models--org--tiny-bert"
+    left = sorted(str(path.relative_to(hub_env)) for path in storage.rglob("*")) if storage.exists() else []
+    assert left == []
+    assert not [path for path in hub_env.rglob("*") if path.name.endswith(".incomplete")]
+    if stop_at == "inside the weights":
+        weights_gets = [path for method, path in hub.requests if method == "GET" and "model.safetensors" in path]
+        assert weights_gets and reports[-1][0] < sum(len(content) for content in _repo(tiny_checkpoint).values())
+    with pytest.raises(CheckpointError, match="not in the Hugging Face cache"):
+        resolve_model("org/tiny-bert")
+    assert download_model("org/tiny-bert").folder == storage / "snapshots" / HUB_COMMIT  # and it can start over
+
+
+def test_a_failed_file_leaves_no_snapshot_and_a_retry_fetches_only_the_rest(serve, tiny_checkpoint, hub_env: Path):
+    hub = serve({"org/tiny-bert": _repo(tiny_checkpoint)}, failing_files={"vocab.txt"})
+
+    with pytest.raises(CheckpointError, match=r"answered 500 while downloading org/tiny-bert; try again later"):
+        download_model("org/tiny-bert")
+
+    storage = hub_env / "models--org--tiny-bert"
+    assert not (storage / "snapshots").exists() and not (storage / "refs").exists()
+    hub.failing_files.clear()
+    hub.requests.clear()
+    download_model("org/tiny-bert")
+    assert [path for method, path in hub.requests if method == "GET" and "/resolve/" in path] == [
+        f"/org/tiny-bert/resolve/{HUB_COMMIT}/{name}" for name in ("vocab.txt", "tokenizer_config.json")]
+
+
+def test_an_unreachable_endpoint_says_to_check_the_connection_or_open_a_copied_folder():
+    with pytest.raises(CheckpointError) as caught:
+        download_model("org/tiny-bert")
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach {os.environ['HF_ENDPOINT']} to download org/tiny-bert")
+    assert "HF_ENDPOINT" in message and "open the folder" in message
+
+
+def test_offline_mode_refuses_before_any_request(serve, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch):
+    hub = serve({"org/tiny-bert": _repo(tiny_checkpoint)})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError, match=r"offline mode is on \(HF_HUB_OFFLINE .*open the folder"):
+        download_model("org/tiny-bert")
+    assert hub.requests == []
+
+
+def test_a_missing_repo_is_named(serve):
+    serve({})
+    with pytest.raises(CheckpointError, match=r"there is no model org/missing on http://127\.0\.0\.1:\d+ \(404\)"):
+        download_model("org/missing")
+
+
+def test_a_private_repo_says_a_token_is_needed_and_hf_token_is_read_at_call_time(serve, tiny_checkpoint,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
+    hub = serve({"org/private": _repo(tiny_checkpoint)}, token="hf_secret")
+    with pytest.raises(CheckpointError, match=r"org/private without a token \(401\).*set HF_TOKEN"):
+        download_model("org/private")
+    monkeypatch.setenv("HF_TOKEN", "hf_wrong")
+    with pytest.raises(CheckpointError, match=r"refused the token sent for org/private \(401\)"):
+        download_model("org/private")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    assert download_model("org/private").repo_id == "org/private"
+    hub.token = None
+
+
+def test_a_forbidden_repo_says_the_token_needs_read_access(serve, tiny_checkpoint):
+    serve({"org/gated": _repo(tiny_checkpoint)}, forbidden=True)
+    with pytest.raises(CheckpointError, match=r"forbids reading org/gated with this token \(403\).*HF_TOKEN"):
+        download_model("org/gated", token="hf_some")
+
+
+def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
+    hub = serve({"org/tf-only": {"config.json": _config(), "tf_model.h5": b"h5", "vocab.txt": b"[PAD]\n"}})
+    with pytest.raises(CheckpointError, match="org/tf-only has no weights in PyTorch form"):
+        download_model("org/tf-only")
+    assert [method for method, _ in hub.requests] == ["GET"]  # the listing only
