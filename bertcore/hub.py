@@ -175,13 +175,15 @@ def _repo_id_of_storage(name: str) -> str | None:
 
 
 def _snapshot_for(storage: Path, revision: str) -> Path | None:
-    """The snapshot a revision names (a ref's commit hash, or a commit hash itself); without that ref (a repo
-    downloaded by commit hash), the most recently written snapshot."""
+    """The snapshot a revision names (a ref's commit hash, or a commit hash itself); for "main" without its ref
+    (a repo downloaded by commit hash), the most recently written snapshot."""
     snapshots = storage / "snapshots"
     commit = revision if _COMMIT_HASH.fullmatch(revision) else _read_ref(storage / "refs" / revision)
     if commit is not None:
         snapshot = snapshots / commit
         return snapshot if snapshot.is_dir() else None
+    if revision != "main":
+        return None  # another branch or tag that was never downloaded: not whatever happens to be newest
     try:
         candidates = [entry for entry in os.scandir(snapshots) if entry.is_dir()]
     except OSError:

@@ -132,6 +132,8 @@ def test_a_cached_repo_id_resolves_to_the_snapshot_refs_main_names(hub_env: Path
 
     assert resolved == ResolvedModel(folder=newest, repo_id="org/tiny", revision=COMMIT_B, display_name="org/tiny")
     assert resolve_model("org/tiny", revision=COMMIT_A).folder == hub_env / "models--org--tiny" / "snapshots" / COMMIT_A
+    with pytest.raises(CheckpointError, match="no usable snapshot for 'v2'"):
+        resolve_model("org/tiny", revision="v2")
 
 
 def test_the_cache_is_found_from_the_environment_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
