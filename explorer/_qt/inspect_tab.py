@@ -13,7 +13,8 @@ arrives last. An inspection that arrives is rendered by every view in `inspectio
 training snapshot) can be shown, captioned, until the next edit.
 
 The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
-attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads.
+attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads (a
+training snapshot shown over such a model has its own predictions, and they come back for as long as it shows).
 A fine-tuned model (a task head) shows its task output there instead (`TaskOutputView`, objectName
 `taskOutput`), and a token-classification model adds a "tag" row to the token table.
 """
@@ -90,6 +91,8 @@ class InspectTab(QWidget):
         self.setObjectName("inspectTab")
         self.state = ExplorerState()
         self._showing_external = False
+        self._note_under_external = ""  # the model's note, hidden while a snapshot shows and back after it
+        self._side_has_content = True  # what is shown has predictions or a task output to put beside the attention
         self._shown_request_id = 0  # the request whose inspection is on screen: older results are dropped
         self._last_emitted_pair: tuple[str, str] | None = None
         self._predictions_wanted = True  # the user's choice, for models that have predictions to show
@@ -192,11 +195,8 @@ class InspectTab(QWidget):
         for render in self.inspection_views:
             render(None)
         is_task = loaded.info.task is not None
-        self.predictions.setVisible(not is_task)
-        self.task_output.setVisible(is_task)
         self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
-        self.token_table.show_tag_row(loaded.info.task == "token")
-        self._fit_predictions(loaded.info.has_pretraining_heads or is_task)
+        self._fit_side(loaded.info.has_pretraining_heads, loaded.info.task)
         if is_task:
             self.show_info(f"{loaded.info.name} is fine-tuned ({loaded.info.task_description}): beside the "
                            "attention is what its task head says about the input, in place of MLM/NSP predictions.")
@@ -213,7 +213,13 @@ class InspectTab(QWidget):
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""
         self.state.supersede_requests()  # a live result still in flight must not replace it
         self._shown_request_id = self.state.latest_request_id
+        if not self._showing_external:
+            # the note speaks of the live model (MiniLM: "no predictions to show"), not of the snapshot
+            self._note_under_external = self.info_label.text()
+            self.show_info("")
         self._showing_external = True
+        output = inspection.task_output
+        self._fit_side(inspection.has_pretraining_heads, None if output is None else output.kind)
         self.caption_label.setText(f"Showing: {caption} — edit the input to return to the live model")
         self.caption_label.show()
         self.token_table.set_input(inspection.encoding, inspection.masking)
@@ -275,9 +281,15 @@ class InspectTab(QWidget):
             self.inspect_worker.submit(request.request_id, InspectJob(request, self.attention_panel.picture_spec()))
 
     def _leave_external(self) -> None:
+        if not self._showing_external:
+            return
         self._showing_external = False
         self.caption_label.hide()
         self.caption_label.clear()
+        self.show_info(self._note_under_external)
+        info = self.state.model_info
+        if info is not None:
+            self._fit_side(info.has_pretraining_heads, info.task)
 
     def _on_pad_changed(self, pad_to: int) -> None:
         self.state.pad_to = pad_to or None
@@ -384,17 +396,24 @@ class InspectTab(QWidget):
             self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
 
     def _on_predictions_toggled(self, shown: bool) -> None:
-        info = self.state.model_info
-        if info is None or info.has_pretraining_heads or info.task is not None:
+        if self._side_has_content:
             self._predictions_wanted = shown
         self.predictions_side.setVisible(shown)
         if shown:
             width = sum(self.splitter.sizes()) or 1000
             self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
 
-    def _fit_predictions(self, has_heads: bool) -> None:
-        """A model without pretraining heads has nothing to predict: its attention gets the whole width."""
-        self.predictions_button.setChecked(self._predictions_wanted and has_heads)
+    def _fit_side(self, has_pretraining_heads: bool, task: str | None) -> None:
+        """Beside the attention goes what the shown inspection's model has: MLM/NSP predictions, or a task head's
+        output (and the tag row for a token task); a model with neither gives the attention the whole width. The
+        live model decides, or a snapshot while it is shown (a pretraining run's snapshot over MiniLM has
+        predictions)."""
+        is_task = task is not None
+        self.predictions.setVisible(not is_task)
+        self.task_output.setVisible(is_task)
+        self.token_table.show_tag_row(task == "token")
+        self._side_has_content = has_pretraining_heads or is_task
+        self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
         if request_id == self.state.latest_request_id and request_id > self._shown_request_id:
