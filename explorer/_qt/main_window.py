@@ -9,6 +9,7 @@ Everything is wired here, in `_connect` and `add_tab`, through signals: no part 
 Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_pair()`, `pairChanged`,
 `model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
+`use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
 `add_tab(tab, title)`, `change_tab`,
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
@@ -21,12 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, Signal
+import PySide6
+import torch
+from PySide6.QtCore import QSettings, Qt, Signal, qVersion
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 from bertcore.config import PRESETS
-from explorer import APP_NAME, startup
+from explorer import APP_NAME, __version__, startup
 from explorer._qt import shortcuts
 from explorer._qt.change_tab import ChangeTab
 from explorer._qt.embedding_view import EmbeddingView
@@ -63,6 +66,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.settings = settings if settings is not None else default_settings()
         self.error_box: QMessageBox | None = None
+        self.about_box: QMessageBox | None = None  # Help ▸ About, the last one opened
         self.loader = ModelLoader(self.settings, device, parent=self)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
@@ -141,7 +145,7 @@ class MainWindow(QMainWindow):
         help_menu.setObjectName("helpMenu")
         self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
                                              shortcuts.key_for("show_shortcuts"))
-        self._action(help_menu, "&About bert-explorer", self._about)
+        self._action(help_menu, "&About bert-explorer", self.show_about)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
         action = QAction(text, self)
@@ -176,7 +180,7 @@ class MainWindow(QMainWindow):
         self.modelLoadFailed.connect(tab.on_model_load_failed)
         self.closing.connect(tab.shutdown)
         tab.showInspection.connect(self.show_external_inspection)
-        tab.openCheckpoint.connect(self.load_checkpoint)
+        tab.openCheckpoint.connect(self.use_checkpoint)
         tab.inspectPair.connect(self.inspect_pair)
         tab.compareCheckpoints.connect(self.compare_checkpoints)
         tab.on_pair_changed(*self.current_pair())
@@ -208,6 +212,12 @@ class MainWindow(QMainWindow):
     def load_checkpoint(self, path: str) -> None:
         """Open a checkpoint folder off the GUI thread; on failure the message shows and the old model stays."""
         self.loader.load_checkpoint(path)
+
+    def use_checkpoint(self, path: str) -> None:
+        """A tab's "use this model in the inspector": open the checkpoint there and bring the Inspect tab forward,
+        where its loading, then the model or why it could not be opened, show."""
+        self.load_checkpoint(path)
+        self.tabs.setCurrentWidget(self.inspect_tab)
 
     def open_minilm(self) -> None:
         self.loader.open_minilm()
@@ -313,9 +323,22 @@ class MainWindow(QMainWindow):
         box.open()
         return box
 
-    def _about(self) -> None:
-        QMessageBox.about(self, "About bert-explorer",
-                          "bert-explorer shows the inside of BERT: its input, masking, predictions and attention.")
+    def show_about(self) -> QMessageBox:
+        """Help ▸ About: what a bug report needs, the app's version, the model open now, torch's and Qt's."""
+        info = self.inspect_tab.state.model_info
+        model = "none loaded yet" if info is None else info.label + (f"\n    from {info.path}" if info.path else "")
+        text = (f"bert-explorer {__version__} shows the inside of BERT: its input, masking, predictions and "
+                f"attention.\n\nModel: {model}\nPyTorch {torch.__version__}\n"
+                f"Qt {qVersion()} (PySide6 {PySide6.__version__})")
+        if self.about_box is not None:
+            self.about_box.close()
+        self.about_box = QMessageBox(QMessageBox.Icon.Information, "About bert-explorer", text,
+                                     QMessageBox.StandardButton.Close, self)
+        self.about_box.setObjectName("aboutBox")
+        self.about_box.setTextFormat(Qt.TextFormat.PlainText)  # a folder's name is not markup
+        self.about_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # to paste in a report
+        self.about_box.open()
+        return self.about_box
 
     def _show_error(self, message: str, dialog_title: str | None = None) -> None:
         self.inspect_tab.show_error(message)
