@@ -270,3 +270,16 @@ def test_the_logit_lens_png_is_its_heatmap_without_the_value_combo_and_export_bu
     image = QImage(str(lens.export_png(tmp_path / "lens.png")))
     assert (image.width() / 2, image.height() / 2) == (lens.graphics.width(), lens.graphics.height())
     assert lens.graphics.height() < lens.height() - lens.value_combo.height()
+
+
+def test_the_rollout_zooms_down_to_one_pixel_per_token(qtbot, panel):
+    num_tokens = 800  # more than the rollout has pixels
+    panel.set_inspection(demo_inspection(num_tokens, 2, 3))
+    panel.tabs.setCurrentIndex(2)
+    rollout = panel.rollout_view
+    view_box = rollout.plot.vb
+    qtbot.waitUntil(lambda: view_box.sceneBoundingRect().width() > 100)
+    assert rollout.image_item.image.shape[0] < num_tokens  # block means while the whole input is shown
+    wheel(qtbot, rollout.graphics, view_box.mapViewToScene(QPointF(100, 100)), 12)
+    qtbot.waitUntil(lambda: rollout.image_item.image.shape[0] == num_tokens, timeout=2_000)
+    np.testing.assert_allclose(rollout.matrix, panel.rollout()[panel.rollout_layer()], rtol=1e-5, atol=1e-7)
