@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -93,8 +94,10 @@ class ChangeTab(WindowTab):
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.grid = HeadChangeGrid()
-        self.heatmap_a = TokenHeatmap("A")
-        self.heatmap_b = TokenHeatmap("B")
+        # Short fixed titles: a checkpoint's name (often a long run folder) goes in the status line and the
+        # tooltips; in a title it would be wider than the square plot under it, squeezing that plot.
+        self.heatmap_a = TokenHeatmap("A (before)")
+        self.heatmap_b = TokenHeatmap("B (after)")
         self.heatmap_difference = TokenHeatmap("B − A", value_name="B − A", difference=True)
         for heatmap, name in ((self.heatmap_a, "changeHeatmapA"), (self.heatmap_b, "changeHeatmapB"),
                               (self.heatmap_difference, "changeHeatmapDifference")):
@@ -115,6 +118,9 @@ class ChangeTab(WindowTab):
         detail_layout.addWidget(self.detail_label)
         heatmaps = QHBoxLayout()
         for heatmap in (self.heatmap_a, self.heatmap_b, self.heatmap_difference):
+            # A third of the row each, whatever width a heatmap last fixed for its square plot: that width
+            # must not become the row's minimum, or the window could never be made narrower again.
+            heatmap.setSizePolicy(QSizePolicy.Policy.Ignored, heatmap.sizePolicy().verticalPolicy())
             heatmaps.addWidget(heatmap, 1)
         detail_layout.addLayout(heatmaps, 1)
         splitter = QSplitter(Qt.Orientation.Vertical)
@@ -224,8 +230,8 @@ class ChangeTab(WindowTab):
         self.grid.select(layer, head)
         detail = self.result.head_detail(layer, head)
         names = self.result.names
-        self.heatmap_a.set_title(f"A: {names[0]}")
-        self.heatmap_b.set_title(f"B: {names[1]}")
+        self.heatmap_a.setToolTip(f"A (before): {names[0]}")
+        self.heatmap_b.setToolTip(f"B (after): {names[1]}")
         self.heatmap_a.set_matrix(detail.attention_a, detail.tokens, detail.positions, detail.levels)
         self.heatmap_b.set_matrix(detail.attention_b, detail.tokens, detail.positions, detail.levels)
         self.heatmap_difference.set_matrix(detail.difference, detail.tokens, detail.positions,
