@@ -9,6 +9,13 @@ place whole. A failure removes the temporary and re-raises: the previous file or
     with atomic_path(path) as temporary:   a library writes `temporary` itself (torch.save, safetensors)
     with staged_folder(folder) as staging: fill `staging`; it replaces `folder` on success
     fsync_tree(folder)                 flush every file under a folder (and the folder) to disk
+    remove_atomically(path)            rename a file or folder away, then delete it: never half-deleted in place
+    open_plain_file(path, flags)       os.open that never follows a link and opens only a regular file
+    with library_write(path, "torch.save", RuntimeError):   a library's failed write becomes an OSError
+
+A rename replaces a symbolic link at the target, never the file it points to, so the atomic writes above never
+write through a link; a file opened in place (a lock, an appended log) is opened with `open_plain_file`, which
+refuses a link, a folder, a FIFO or a device there (NotAFileError) instead of writing into what it leads to.
 
 Written files get ordinary permissions, 0o666 & ~umask, whatever the writing library did. The umask is read
 without changing it: `os.umask()` can only read it by setting it, process-wide, for a moment in which another
@@ -18,8 +25,10 @@ thread creating a file would get the wrong permissions.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -30,6 +39,20 @@ from typing import Any
 
 # Suffixes of the hidden temporaries below; a folder's leftovers of a crash match `.*<suffix>`.
 TEMPORARY_SUFFIXES = (".tmp", ".partial", ".old")
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # 0 on Windows, where a link is looked for before opening
+# A library that failed to write a file while less than this was free on its disk most likely found it full.
+FULL_DISK_BYTES = 1 << 20
+
+
+class NotAFileError(OSError):
+    """A symbolic link, a folder, a FIFO, a socket or a device where a plain file belongs; `str(error)` and
+    `error.strerror` say which ("… is a symbolic link (to /etc/passwd), not a file")."""
+
+
+class LibraryWriteError(OSError):
+    """A library's failed write of a file (torch.save's RuntimeError, safetensors' SafetensorError) as the
+    OSError every caller that handles a failed write handles; `errno` is set when it is known or evident
+    (errno.ENOSPC when the disk was all but full at the failure)."""
 
 
 def current_umask() -> int:
@@ -69,6 +92,117 @@ def fsync_directory(folder: Path) -> None:
         pass  # some file systems refuse to fsync a folder; the rename is still atomic
     finally:
         os.close(descriptor)
+
+
+def describe_os_error(error: OSError) -> str:
+    """"No space left on device (ENOSPC)": an OSError's reason and its errno's name, for messages."""
+    name = errno.errorcode.get(error.errno) if isinstance(error.errno, int) else None
+    reason = error.strerror or str(error)
+    return f"{reason} ({name})" if name else reason
+
+
+def describe_non_file(path: str | os.PathLike) -> str | None:
+    """What is at `path` when it is not a plain file ("a symbolic link (to X)", "a folder", "a FIFO (named
+    pipe)", "a socket", "a device"); None for a regular file or nothing (the link itself is looked at)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISLNK(mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return "a symbolic link"
+        return f"a symbolic link (to {target})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def open_plain_file(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+    """`os.open(path, flags, mode)` that opens only a regular file (creating it when `flags` has O_CREAT):
+    a symbolic link at `path` is never followed (O_NOFOLLOW), a FIFO is never waited on, and a link, a
+    folder, a FIFO, a socket or a device there is a NotAFileError saying which. Returns the descriptor."""
+    path = Path(path)
+    if not NO_FOLLOW and path.is_symlink():  # no O_NOFOLLOW (Windows): look first
+        raise NotAFileError(errno.ELOOP, f"{path} is {describe_non_file(path)}, not a file", str(path))
+    nonblocking = getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(path, flags | NO_FOLLOW | nonblocking | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as error:
+        what = describe_non_file(path)
+        if what is not None:  # ELOOP (a link), EISDIR, ENXIO (a FIFO nobody reads), ...
+            raise NotAFileError(error.errno, f"{path} is {what}, not a file", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            what = describe_non_file(path) or "not a regular file"
+            raise NotAFileError(errno.EINVAL, f"{path} is {what}, not a file", str(path))
+        if nonblocking:
+            import fcntl
+
+            fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~nonblocking)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+@contextlib.contextmanager
+def library_write(path: str | os.PathLike, library: str, *errors: type[Exception]) -> Iterator[None]:
+    """Around one library call that writes `path`: the exception types `errors` it raises for a failed write
+    (torch.save: RuntimeError; safetensors: SafetensorError) become a LibraryWriteError, an OSError, so that a
+    full disk is handled the same whichever library met it. Anything else passes unchanged."""
+    try:
+        yield
+    except OSError:
+        raise
+    except errors as error:
+        text = " ".join(str(error).split())[:300] or type(error).__name__
+        number = _errno_in(text, Path(path).parent)
+        reason = os.strerror(number) if number is not None else f"{library} failed: {text}"
+        raise LibraryWriteError(number, reason, str(path)) from error
+
+
+def _errno_in(text: str, folder: Path) -> int | None:
+    """The errno a library's message names ("... (os error 28)"), or ENOSPC when `folder`'s disk is all but
+    full, else None."""
+    named = re.search(r"os error (\d+)", text)
+    if named:
+        return int(named.group(1))
+    try:
+        if shutil.disk_usage(folder).free < FULL_DISK_BYTES:
+            return errno.ENOSPC
+    except OSError:
+        pass
+    return None
+
+
+def remove_atomically(path: str | os.PathLike) -> None:
+    """Delete a file, a link or a folder tree: it is first renamed to a hidden `.old` sibling (atomic), so that
+    an interruption leaves crash debris for `remove_leftovers`, never a half-deleted folder under its name.
+    A link is deleted, never what it leads to. Errors are ignored (what could not be deleted stays)."""
+    path = Path(path)
+    retired = _hidden_sibling(path, ".old")
+    try:
+        os.replace(path, retired)
+    except OSError:
+        return
+    _delete(retired)
+
+
+def _delete(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _fsync_file(path: Path) -> None:
@@ -148,18 +282,19 @@ def _swap_into_place(staging: Path, folder: Path) -> None:
     """Rename `staging` to `folder`; an existing `folder` is renamed away first and then deleted.
 
     (No portable call exchanges two folders atomically. A crash between the two renames leaves the old folder
-    under a hidden `.old` name and none under `folder`, never a mixture of both.)"""
-    if not folder.exists():
+    under a hidden `.old` name and none under `folder`, never a mixture of both.) A symbolic link at `folder`
+    is replaced like a folder, and only the link is deleted, never what it leads to."""
+    if not os.path.lexists(folder):
         os.replace(staging, folder)
         return
     retired = _hidden_sibling(folder, ".old")
-    os.replace(folder, retired)
+    os.replace(folder, retired)  # renames a link itself, never its target
     try:
         os.replace(staging, folder)
     except BaseException:
         os.replace(retired, folder)  # put the previous folder back
         raise
-    shutil.rmtree(retired, ignore_errors=True)
+    _delete(retired)
 
 
 def remove_leftovers(folder: str | os.PathLike) -> list[Path]:

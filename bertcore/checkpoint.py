@@ -12,6 +12,8 @@ model from them, bertcore.task_heads.start_from_pretrained).
 A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
 or sizes its weights do not have (checked before anything is allocated), a vocabulary that is not UTF-8 or
 does not fit vocab_size, weights that are missing, misshapen, NaN/inf, not tensors, or of no BERT architecture.
+Every file is read only as a regular file (links followed) of a bounded size (bertcore.file_reading): a FIFO,
+a device, a socket or a folder in a file's place is named as what it is, never opened to block or read forever.
 Saving writes the whole folder beside the target and swaps it in (bertcore.atomic): never half a checkpoint.
 """
 
@@ -28,10 +30,18 @@ from safetensors.torch import load_file, save_file
 from bertcore.atomic import staged_folder
 from bertcore.config import BertConfig
 from bertcore.errors import CheckpointError
+from bertcore.file_reading import (
+    CONFIG_JSON_LIMIT,
+    check_regular_file,
+    file_kind,
+    open_regular_file,
+    present,
+    read_json,
+)
 from bertcore.model import BertForPreTraining, BertPreTrainedModel
-from bertcore.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, VOCAB_FILE
+from bertcore.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.task_heads import model_class_for
-from bertcore.tokenizer import BertTokenizer, TokenizerError
+from bertcore.tokenizer import BertTokenizer, TokenizerError, recorded_vocab_sizes
 
 SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.run_folder named every file
 PYTORCH_NAME = PYTORCH_FILE
@@ -47,7 +57,10 @@ KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.", "bert.poole
 # A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
 # NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
 # embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
-# that is another model's, whose ids would index the wrong embeddings: an error naming both numbers.
+# that is another model's, whose ids would index the wrong embeddings: an error naming both numbers. Reading a
+# folder, even a padded size must be confirmed by the tokenizer files (tokenizer_config.json's "vocab_size",
+# which BertTokenizer.save writes, or a tokenizer.json's token count): a vocab.txt that lost a few lines looks
+# the same as a padded one by its line count, and would shift every later id onto the wrong embedding.
 VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
 _LAYER_INDEX = re.compile(r"bert\.encoder\.layer\.(\d+)\.")
 
@@ -71,20 +84,18 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
     pooler; a pretraining checkpoint may lack its heads and pooler) for presence, shape and finiteness."""
     folder = Path(path)
     if not folder.is_dir():
-        raise CheckpointError(f"{folder} is not a folder; a BERT checkpoint is a folder with {CONFIG_FILE}, "
+        try:
+            found = f"is {file_kind(folder.stat().st_mode)}, not a folder"
+        except OSError:
+            found = "does not exist (it is not a folder)"
+        raise CheckpointError(f"{folder} {found}; a BERT checkpoint is a folder with {CONFIG_FILE}, "
                               f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE}")
-    try:
-        config = BertConfig.from_json_file(folder / CONFIG_FILE)
-    except (FileNotFoundError, ValueError, TypeError) as error:
-        raise CheckpointError(f"cannot read the config of {folder}: {error}") from None
+    config = _read_config(folder)
     try:
         tokenizer = BertTokenizer.from_vocab_file(folder)  # vocab.txt, else a tokenizer.json
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
-    if reason := _vocabulary_mismatch(tokenizer.vocab_size, config.vocab_size):
-        raise CheckpointError(f"{folder / VOCAB_FILE} has {tokenizer.vocab_size} tokens but {CONFIG_FILE} says "
-                              f"vocab_size {config.vocab_size}: {reason}. The vocabulary does not belong to these "
-                              "weights; use the vocab.txt that came with them")
+    _check_vocabulary(folder, tokenizer, config.vocab_size)
     state_dict = _standard_names(_read_weights(folder))
     _check_sizes(config, state_dict, folder)  # before anything is allocated
     model_class = model_class_for(config)
@@ -112,22 +123,37 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tup
 
 def save_pretrained(model: BertPreTrainedModel, tokenizer: BertTokenizer, path: str | Path) -> Path:
     """Write the folder in the standard layout (transformers loads it as the same class); a crash midway leaves
-    any previous folder intact."""
+    any previous folder intact. A write that fails (disk full, read-only, permissions), whatever the writing
+    library raises, is a CheckpointSaveError (a CheckpointError) naming the folder and the reason; nothing
+    half-written is left."""
+    from bertcore.atomic import describe_os_error
+    from bertcore.errors import CheckpointSaveError
+
     folder = Path(path)
     if reason := _vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size):
         raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                               f"{model.config.vocab_size}: {reason}. They do not belong together")
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} exists and is not a folder; choose another place to save")
-    with staged_folder(folder) as staging:
-        write_pretrained_files(model, tokenizer, staging)
+    try:
+        with staged_folder(folder) as staging:
+            write_pretrained_files(model, tokenizer, staging)
+    except OSError as error:
+        previous = "; the folder that was there is intact" if folder.is_dir() else ""
+        raise CheckpointSaveError(
+            f"could not save the model to {folder}: {describe_os_error(error)}. Nothing half-written was left"
+            f"{previous}. Free disk space (or choose a writable folder) and save again", folder, error.errno,
+        ) from error
     return folder
 
 
 def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer, folder: Path) -> None:
     """config.json, model.safetensors, vocab.txt and tokenizer_config.json into an existing (staging) folder.
 
-    Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder."""
+    Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder. A failed write
+    is an OSError whatever the library met it (safetensors' SafetensorError becomes one: bertcore.atomic)."""
+    from bertcore.atomic import library_write
+
     model.config.to_json_file(folder / CONFIG_FILE)
     with_heads = getattr(model, "has_pretraining_heads", True)  # task models always have their head
     tensors = {
@@ -135,7 +161,8 @@ def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer,
         for name, tensor in model.state_dict().items()
         if name not in DERIVED_KEYS and (with_heads or not name.startswith(HEAD_PREFIXES))
     }
-    save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
+    with library_write(folder / SAFETENSORS_FILE, "safetensors", SafetensorError):
+        save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
     tokenizer.save(folder)
 
 
@@ -149,16 +176,84 @@ def _vocabulary_mismatch(num_tokens: int, vocab_size: int) -> str | None:
     return None
 
 
+def _read_config(folder: Path) -> BertConfig:
+    """config.json, read only as a regular file of bounded size (never a FIFO, a device or a folder), as a
+    BertConfig; CheckpointError naming the file and what is wrong with it."""
+    path = folder / CONFIG_FILE
+    try:
+        values = read_json(path, limit=CONFIG_JSON_LIMIT, error=CheckpointError, what="a config.json")
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} does not exist; a BERT checkpoint needs a config.json") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
+    try:
+        return BertConfig.from_dict(values)
+    except (ValueError, TypeError) as error:
+        raise CheckpointError(f"{path} is not a usable BERT config: {error}") from None
+    except RecursionError:
+        raise CheckpointError(f"{path} is not a usable BERT config: a value in it is nested too deeply") from None
+
+
+def _check_vocabulary(folder: Path, tokenizer: BertTokenizer, vocab_size: int) -> None:
+    """The vocabulary fits the embedding table: as many tokens as rows, or fewer only where the table is padded
+    (its size rounded up, VOCAB_PADDING_MULTIPLES) and the tokenizer files record that the vocabulary really has
+    that many tokens (`recorded_vocab_sizes`). CheckpointError naming the files and the counts otherwise."""
+    vocab_path = tokenizer.vocab_file or folder / VOCAB_FILE
+    num_tokens = tokenizer.vocab_size
+    if reason := _vocabulary_mismatch(num_tokens, vocab_size):
+        raise CheckpointError(f"{vocab_path} has {num_tokens} tokens but {CONFIG_FILE} says vocab_size "
+                              f"{vocab_size}: {reason}. The vocabulary does not belong to these weights; use the "
+                              "vocab.txt that came with them")
+    if num_tokens == vocab_size:
+        return
+    try:
+        records = recorded_vocab_sizes(folder)
+    except TokenizerError as error:
+        raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
+    for record_path, recorded in records:
+        if recorded != num_tokens:
+            change = "lost lines" if recorded > num_tokens else "gained lines"
+            raise CheckpointError(
+                f"{vocab_path} has {num_tokens} tokens but {record_path.name} records a vocabulary of {recorded} "
+                f"({CONFIG_FILE} says vocab_size {vocab_size}): {vocab_path.name} {change}, which moves every "
+                "later token onto another token's embedding. Use the vocabulary files that came with the weights")
+    if not records:
+        multiple = next(m for m in VOCAB_PADDING_MULTIPLES if -(-num_tokens // m) * m == vocab_size)
+        raise CheckpointError(
+            f"{vocab_path} has {num_tokens} tokens but {CONFIG_FILE} says vocab_size {vocab_size}, and nothing in "
+            f"the folder says which is right: the embedding table may be padded (rounded up to a multiple of "
+            f"{multiple}, as NVIDIA pads BERT's 30522 to 30528), or {vocab_path.name} may have lost "
+            f"{vocab_size - num_tokens} lines, which would move every later token onto another token's embedding. "
+            f"If the vocabulary is complete, record its size: add \"vocab_size\": {num_tokens} to "
+            f"{folder / TOKENIZER_CONFIG_FILE} (bertcore's saves write it); otherwise use the vocab.txt that came "
+            "with the weights")
+
+
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
     safetensors_path, pytorch_path = folder / SAFETENSORS_FILE, folder / PYTORCH_FILE
-    if safetensors_path.is_file():
+    if present(safetensors_path):  # anything by that name: a folder or a FIFO is named, not passed over
+        try:
+            check_regular_file(safetensors_path, error=CheckpointError)  # (safetensors reads it by its path)
+        except FileNotFoundError:
+            raise CheckpointError(f"{safetensors_path} disappeared while it was being read; is another program "
+                                  "changing the folder?") from None
         try:
             return load_file(safetensors_path)
-        except (SafetensorError, OSError, ValueError) as error:
+        except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
+            raise CheckpointError(f"{safetensors_path} cannot be read ({error.strerror or error})") from None
+        except (SafetensorError, ValueError) as error:
             raise CheckpointError(f"{safetensors_path} is corrupt or truncated ({error})") from None
-    if pytorch_path.is_file():
+    if present(pytorch_path):
         try:
-            state_dict = torch.load(pytorch_path, map_location="cpu", weights_only=True)
+            with open_regular_file(pytorch_path, error=CheckpointError) as file:
+                state_dict = torch.load(file, map_location="cpu", weights_only=True)
+        except CheckpointError:
+            raise
+        except FileNotFoundError:
+            raise CheckpointError(f"{pytorch_path} disappeared while it was being read; is another program "
+                                  "changing the folder?") from None
+        except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
+            raise CheckpointError(f"{pytorch_path} cannot be read ({error.strerror or error})") from None
         except Exception as error:  # an unpickling error carries many types; all mean the same here
             raise CheckpointError(
                 f"{pytorch_path} cannot be read as plain tensors ({type(error).__name__}: {error}); it is "

@@ -7,9 +7,13 @@
 
 The run folder layout (run_config.json, metrics.jsonl, checkpoints/, final/, summary.json) is described in
 bertcore/run_folder.py; one process trains in a folder at a time (a second is refused, naming the first's pid).
-Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second Ctrl-C aborts at once.
+Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second Ctrl-C waits for a checkpoint
+being written ("still writing the checkpoint, please wait…") and otherwise aborts at once, without one.
+--resume continues from the newest checkpoint whose loss was sane: after a NaN or a diverging loss, the
+checkpoints written once the loss had gone bad are passed over, and a warning names them (--resume PATH uses PATH).
 Exit status: 0 done or stopped, 1 training failed (NaN or diverging loss, out of memory, a checkpoint that
-could not be written), 2 bad arguments or input (corpus, vocabulary, checkpoint, a run folder in use).
+could not be written) or aborted by a second Ctrl-C, 2 bad arguments or input (corpus, vocabulary, checkpoint,
+a run folder in use, not writable, or not a bert-train run).
 
 `bert-train --help` answers without importing torch: this module imports it only once a run starts.
 """
@@ -117,6 +121,8 @@ def _run(trainer, args: argparse.Namespace) -> int:
         source = f"resuming from {trainer.resumed_from} at step {trainer.step}" if trainer.resumed_from else "new run"
         print(f"bert-train: {source}; {trainer.model.num_parameters():,} parameters on {trainer.device} "
               f"× {trainer.world_size} process(es); run folder {trainer.out_dir}", file=sys.stderr)
+        if trainer.resume_note:
+            print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
 
     return drive(trainer, args, "bert-train",
                  describe_eval=lambda evaluation: (f"MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy "

@@ -1,6 +1,15 @@
 """What `bert-train` (bertcore.cli) and `bert-finetune` (bertcore.finetune_cli) share: the optimisation and run
 options, finding the run a --resume continues, joining a torchrun process group, and driving a training loop
-with a progress bar, Ctrl-C handling and the exit codes (0 done or stopped, 1 training failed, 2 bad input).
+with a progress bar, Ctrl-C handling and the exit codes:
+
+    0  finished, or stopped (Ctrl-C or SIGTERM once: after the current step, with a checkpoint)
+    1  training failed (NaN or diverging loss, out of memory, a checkpoint or file that could not be written),
+       or was aborted (Ctrl-C a second time while no checkpoint was being written: at once, without one)
+    2  bad arguments or input (a data file, a checkpoint, a run folder in use, not writable, or not a run)
+
+A second Ctrl-C while the stopping checkpoint (or the final weights) is being written does not cut it short: the
+command says "still writing the checkpoint, please wait…" and ends when it is written. No Ctrl-C ends in a
+traceback.
 
 Torch-free at import, so that `--help` answers at once: torch comes in when a run starts.
 """
@@ -15,7 +24,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bertcore.run_folder import RUN_CONFIG_FILE, RunFolder
+from bertcore.run_folder import (
+    CHECKPOINTS_DIR,
+    LOCK_FILE,
+    METRICS_FILE,
+    RUN_CONFIG_FILE,
+    VOCAB_FILE,
+    RunFolder,
+)
 
 # Option -> config field, for the options both commands have (TrainingConfig and FinetuneConfig share the names).
 SHARED_OPTION_FIELDS = {
@@ -81,8 +97,21 @@ def resumed_run_dir(args: argparse.Namespace, prog: str) -> Path:
         named = Path(args.resume).absolute()
         run_dir = named if RunFolder(named).run_config_path.is_file() else named.parent.parent
     if not RunFolder(run_dir).run_config_path.is_file():
-        raise ValueError(f"{run_dir} holds no {RUN_CONFIG_FILE}, so it is not a {prog} run folder to resume")
+        raise ValueError(_why_not_resumable(run_dir, prog))
     return run_dir
+
+
+def _why_not_resumable(run_dir: Path, prog: str) -> str:
+    """Why a folder without run_config.json cannot be resumed, as the folder shows it."""
+    if not run_dir.exists():
+        return (f"{run_dir} does not exist, so it holds no {RUN_CONFIG_FILE} and there is no {prog} run to resume; "
+                "start a new run without --resume, or name the run folder it wrote (--out)")
+    left = [name for name in (LOCK_FILE, METRICS_FILE, VOCAB_FILE, CHECKPOINTS_DIR) if (run_dir / name).exists()]
+    if left:
+        return (f"{run_dir} holds no {RUN_CONFIG_FILE}: a run started in it (it left {', '.join(left)}) but was "
+                "stopped before its settings were written, so there is nothing to resume. Start it again without "
+                "--resume (the same --out is fine), or delete the folder")
+    return f"{run_dir} holds no {RUN_CONFIG_FILE}, so it is not a {prog} run folder to resume"
 
 
 def resume_argument(args: argparse.Namespace) -> bool | str:
@@ -118,8 +147,8 @@ def fmt(value: float) -> str:
 def run_command(prog: str, argv: list[str] | None, make_config: Callable[[], object],
                 make_loop: Callable[[object, list[str]], object], drive_loop: Callable[[object], int]) -> int:
     """The main() of a training command: `make_config()` and `make_loop(config, command line)` build the loop (a bad
-    argument or input -> its message and exit 2), `drive_loop(loop)` runs it (0 or 1); a torchrun process group is
-    joined and left around it."""
+    argument or input -> its message and exit 2; Ctrl-C while it is built -> exit 1, nothing trained),
+    `drive_loop(loop)` runs it (0 or 1); a torchrun process group is joined and left around it."""
     distributed = False
     try:
         from bertcore.errors import TrainingError
@@ -131,8 +160,15 @@ def run_command(prog: str, argv: list[str] | None, make_config: Callable[[], obj
         except (ValueError, TrainingError) as error:  # CheckpointError, TaskDataError, ... are ValueErrors
             print(f"{prog}: error: {error}", file=sys.stderr)
             return 2
-        with loop:
-            code = drive_loop(loop)
+        except KeyboardInterrupt:  # the loop (and its lock) was let go of by its own constructor
+            print(f"\n{prog}: interrupted before training started; nothing was trained", file=sys.stderr)
+            return 1
+        try:
+            with loop:
+                code = drive_loop(loop)
+        except KeyboardInterrupt:  # a Ctrl-C after drive_loop let go of its handler (it handles the ones before)
+            print(f"\n{prog}: interrupted", file=sys.stderr)
+            return 1
         if distributed and code == 0:
             import torch.distributed as dist
 
@@ -147,12 +183,17 @@ def run_command(prog: str, argv: list[str] | None, make_config: Callable[[], obj
             dist.destroy_process_group()
 
 
+class _Aborted(KeyboardInterrupt):
+    """A second Ctrl-C (or SIGTERM) while no checkpoint was being written: stop at once."""
+
+
 def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[object], dict],
           describe_eval: Callable[[object], str]) -> int:
     """Iterate the loop's steps with a progress bar (rank 0 only): `postfix(stats)` for the bar, a line per
     evaluation and one at the end, with `describe_eval(evaluation)` for the task's metrics. Ctrl-C (or SIGTERM)
-    stops after the current step with a checkpoint; a second one aborts. Returns 0 (finished or stopped) or 1 (a
-    TrainingError, printed)."""
+    stops after the current step with a checkpoint. A second one while a checkpoint (or the final weights) is
+    being written waits for it, saying so; at any other moment it aborts at once, without a checkpoint. Returns
+    0 (finished or stopped) or 1 (a TrainingError, printed; or aborted)."""
     from tqdm import tqdm
 
     from bertcore.errors import TrainingError
@@ -163,12 +204,18 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
     def on_signal(signum, frame):
         nonlocal interrupts
         interrupts += 1
-        if interrupts > 1:
-            raise KeyboardInterrupt
-        loop.request_stop()
-        if show:
-            print(f"\n{prog}: stopping after this step and writing a checkpoint (Ctrl-C again to abort)",
-                  file=sys.stderr)
+        if interrupts == 1:
+            loop.request_stop()
+            if show:
+                print(f"\n{prog}: stopping after this step and writing a checkpoint (Ctrl-C again to abort without "
+                      "it)", file=sys.stderr)
+            return
+        writing = getattr(loop, "writing", None)
+        if writing:  # cutting a write short would only lose it: let it finish, then the loop stops
+            if show:
+                print(f"\n{prog}: still writing {writing}, please wait…", file=sys.stderr, flush=True)
+            return
+        raise _Aborted
 
     in_main_thread = threading.current_thread() is threading.main_thread()  # signals only work there
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
@@ -189,6 +236,18 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
     except TrainingError as error:
         progress.close()
         print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1
+    except _Aborted:
+        progress.close()
+        if show:
+            kept = loop.last_checkpoint
+            if kept is not None and kept == loop.run_folder.checkpoint_path(loop.step):
+                done = f"after writing its checkpoint {kept}; resume from it with --resume"
+            else:
+                done = ("without writing a checkpoint; " + (f"the latest is {kept}: resume from it with --resume"
+                                                            if kept else "no checkpoint was written")
+                        + " (one Ctrl-C stops with a checkpoint)")
+            print(f"\n{prog}: aborted at step {loop.step} {done}", file=sys.stderr)
         return 1
     finally:
         progress.close()

@@ -6,13 +6,15 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
 
     ValueError
       CheckpointError              a checkpoint folder that is missing, corrupt or does not fit its config
+        CheckpointSaveError        `save_pretrained` could not write the folder (disk full, read-only, permissions)
     RuntimeError
       TrainingError                a training run that cannot go on
         NonFiniteLossError         the loss or gradient norm became NaN/inf (no update applied)
         DivergenceError            the smoothed loss stayed far above its best value (finite, but exploding)
         OutOfMemoryTrainingError   the device ran out of memory
         RunFolderError             the run folder cannot be used as asked (pointer leading outside it, corrupt
-                                   trainer state, changed by another run)
+                                   trainer state, changed by another run, a link or a folder where one of its
+                                   files belongs, no sane checkpoint to resume)
           RunFolderBusyError       another process (or another open Trainer) is training in it
           RunFolderWriteError      a file of it could not be written (disk full, read-only, permissions)
             CheckpointWriteError   a checkpoint could not be written; the previous one is still the latest
@@ -31,6 +33,17 @@ from pathlib import Path
 
 class CheckpointError(ValueError):
     """A checkpoint folder that is missing, incomplete, corrupt or does not fit its config."""
+
+
+class CheckpointSaveError(CheckpointError):
+    """`save_pretrained` could not write the folder (disk full, read-only, permissions; whatever the writing
+    library raised). Nothing half-written was left, and a previous folder of that name is intact; `errno` says
+    why when it is known (e.g. errno.ENOSPC: disk full)."""
+
+    def __init__(self, message: str, path: Path, errno: int | None):
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
 
 
 class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it

@@ -13,10 +13,12 @@ blank line between sentences) or JSONL with `tokens` and `tags`; qa = SQuAD v1.1
 seeded 10% of the training file is held out. --init-from defaults to the shipped default model.
 
 The run folder is bert-train's (bertcore.run_folder; metrics.jsonl records in bertcore.finetune), with
-final/predictions.json for qa. Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint.
+final/predictions.json for qa. Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second
+Ctrl-C waits for a checkpoint being written and otherwise aborts at once, without one. --resume continues from
+the newest checkpoint whose loss was sane (a warning names those passed over after a NaN or a divergence).
 Exit status: 0 done or stopped, 1 training failed (NaN or diverging loss, out of memory, a checkpoint that could
-not be written), 2 bad arguments or input (a data file, a checkpoint, a run folder in use): the message names
-the file, the line and the fix.
+not be written) or aborted by a second Ctrl-C, 2 bad arguments or input (a data file, a checkpoint, a run folder
+in use, not writable, or not a run): the message names the file, the line and the fix.
 
 `bert-finetune --help` answers without importing torch.
 """
@@ -139,6 +141,8 @@ def _run(finetuner, args: argparse.Namespace) -> int:
         source = (f"resuming from {finetuner.resumed_from} at step {finetuner.step}" if finetuner.resumed_from
                   else finetuner.init_note)
         print(f"{PROG}: {source}", file=sys.stderr)
+        if finetuner.resume_note:
+            print(f"{PROG}: warning: {finetuner.resume_note}", file=sys.stderr)
         print(f"{PROG}: {config.task} task, {len(data.train_features):,} training / {len(data.eval_features):,} "
               f"eval {'windows' if config.task == 'qa' else 'examples'} (eval: {data.eval_source}); "
               f"{config.steps:,} steps of {config.batch_size} at lr {config.lr:g}; "

@@ -11,7 +11,9 @@ callback.
     <run>/metrics.jsonl            one JSON object per line ("kind": "step" | "eval" | "checkpoint" | "warning" |
                                    "error"), flushed per line; a resumed run drops the records after its step
     <run>/checkpoints/step-000500/ the standard BERT folder (config.json, model.safetensors, vocab.txt,
-                                   tokenizer_config.json) + trainer_state.pt (optimizer, step, ...)
+                                   tokenizer_config.json) + trainer_state.pt (optimizer, step, ...) + sanity.json
+                                   ({"step", "sane", "smoothed_loss", "reason"}: whether the loss was sane when it
+                                   was written; set to false with the reason when its weights later proved bad)
     <run>/checkpoints/latest       text naming the newest complete checkpoint ("step-000500")
     <run>/final/                   the final weights in the standard layout, when the run reached its last step
                                    (a QA fine-tuning run adds predictions.json: question id -> answer text)
@@ -21,6 +23,14 @@ callback.
 A checkpoint is filled in a hidden staging folder and renamed into place (bertcore.atomic), and only then is
 `latest` replaced, so a crash, a kill or a full disk never leaves a half checkpoint as the latest. `latest`
 must name a folder inside checkpoints/; a pointer (or a --resume path) leading elsewhere is refused.
+
+Resuming without naming a checkpoint continues from the newest one whose loss was sane (`resume_choice`): after
+a NaN or a diverging loss, the checkpoints written once the loss had gone bad are passed over (and named), and
+pruning never deletes the newest sane checkpoint.
+
+Nothing is written through a symbolic link: files are replaced by rename (which replaces a link, never what it
+leads to), and the files opened in place (run.lock, metrics.jsonl) are opened without following a link; a link,
+folder, FIFO or device where one of them belongs is a RunFolderError saying so.
 
 Reading a run that is still being written (the app watching `bert-train`): `MetricsTail` parses only complete
 lines, keeps a partial last line until its newline arrives, and notices a file that was truncated or replaced
@@ -32,16 +42,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertcore.atomic import remove_leftovers, staged_folder, write_json_atomic, write_text_atomic
+from bertcore.atomic import (
+    NotAFileError,
+    describe_os_error,
+    open_plain_file,
+    remove_atomically,
+    remove_leftovers,
+    staged_folder,
+    write_json_atomic,
+    write_text_atomic,
+)
 from bertcore.errors import CheckpointWriteError, RunFolderError, RunFolderWriteError
 from bertcore.run_lock import RunLock
 
@@ -55,6 +74,7 @@ LATEST_POINTER = "latest"
 FINAL_DIR = "final"
 CHECKPOINT_PREFIX = "step-"
 TRAINER_STATE_FILE = "trainer_state.pt"
+SANITY_FILE = "sanity.json"  # in a checkpoint: whether the loss was sane (torch-free, unlike trainer_state.pt)
 # The standard BERT checkpoint folder (bertcore.checkpoint writes it; named here so finding one needs no torch).
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -86,12 +106,17 @@ class MetricsLog:
 
     def __init__(self, path: str | os.PathLike, truncate_after_step: int | None = None):
         self.path = Path(path)
+        # Opened in place, so never through a link: a link (or a folder, FIFO, ...) named metrics.jsonl is a
+        # RunFolderError, not an append to whatever it leads to.
         with _raising_write_error(self.path, "the metrics file"):
-            if truncate_after_step is not None and self.path.exists():
-                kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                        if line.strip() and _record_step(line) <= truncate_after_step]
-                write_text_atomic(self.path, "".join(line + "\n" for line in kept))
-            self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+            if truncate_after_step is not None:
+                text = _read_plain_file(self.path)
+                if text is not None:
+                    kept = [line for line in text.splitlines()
+                            if line.strip() and _record_step(line) <= truncate_after_step]
+                    write_text_atomic(self.path, "".join(line + "\n" for line in kept))
+            descriptor = open_plain_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            self._file = os.fdopen(descriptor, "a", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()  # a checkpoint written from another thread logs too
 
     def write(self, record: dict[str, Any]) -> None:
@@ -104,6 +129,17 @@ class MetricsLog:
     def close(self) -> None:
         with self._lock, contextlib.suppress(OSError):  # a full disk may refuse the last flush; nothing to add
             self._file.close()
+
+
+def _read_plain_file(path: Path) -> str | None:
+    """The text of a regular file (a torn UTF-8 sequence replaced), None when there is none; NotAFileError for
+    a link, folder, FIFO or device in its place."""
+    try:
+        descriptor = open_plain_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read().decode("utf-8", errors="replace")
 
 
 def _record_step(line: str) -> int:
@@ -187,6 +223,27 @@ class MetricsTail:
 
 
 # ---- the folder -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResumeChoice:
+    """The checkpoint a resume continues from (`RunFolder.resume_choice`)."""
+
+    folder: Path
+    skipped: tuple[Path, ...] = ()  # newer checkpoints passed over: written after the loss went bad, newest first
+    sane: bool | None = True  # whether its loss was sane (False only for a named one; None: it does not say)
+
+    def note(self) -> str | None:
+        """A sentence about what was passed over (or that a named checkpoint is not sane), or None."""
+        if self.skipped:
+            names = ", ".join(folder.name for folder in self.skipped)
+            return (f"resuming from {self.folder.name}, the newest checkpoint written while the loss was sane; "
+                    f"passed over the newer {names}, written after the loss went bad (NaN, or exploding). To "
+                    f"continue from one of them anyway, name it: --resume {self.skipped[0]}")
+        if self.sane is False:
+            return (f"resuming from {self.folder.name} as asked, although it was written after the loss went bad "
+                    "(NaN, or exploding)")
+        return None
+
+
 class RunFolder:
     """The files of one training run by name, and the operations on them. Creating one touches nothing."""
 
@@ -276,6 +333,31 @@ class RunFolder:
         found = [(checkpoint_step(p.name), p) for p in self.checkpoints_dir.iterdir()]
         return [folder for step, folder in sorted((s, p) for s, p in found if s is not None) if folder.is_dir()]
 
+    def checkpoint_sanity(self, folder: Path) -> dict[str, Any] | None:
+        """A checkpoint's sanity.json ({"step", "sane", "smoothed_loss", "reason"}), or None when it has none
+        (written before there was one) or it is unreadable."""
+        try:
+            values = json.loads((Path(folder) / SANITY_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        return values if isinstance(values, dict) and isinstance(values.get("sane"), bool) else None
+
+    def is_sane(self, folder: Path) -> bool | None:
+        """Whether the loss was sane when `folder` was written and its weights have not proved bad since; None
+        when its sanity.json does not say (a checkpoint written before there was one)."""
+        values = self.checkpoint_sanity(folder)
+        return None if values is None else values["sane"]
+
+    def mark_unsound(self, folder: Path, reason: str) -> None:
+        """Record in `folder`'s sanity.json that its weights proved bad after it was written (`reason` says how,
+        e.g. "its weights gave a loss of nan at step 41"): a resume passes over it from now on.
+        RunFolderWriteError when it cannot be written."""
+        values = self.checkpoint_sanity(folder) or {"step": checkpoint_step(Path(folder).name)}
+        values.update(sane=False, reason=reason)
+        path = Path(folder) / SANITY_FILE
+        with _raising_write_error(path, "the checkpoint's sanity record"):
+            write_json_atomic(path, values)
+
     def is_resumable(self, folder: Path) -> bool:
         """A complete checkpoint of this run: inside checkpoints/ (symlinks resolved), with config and trainer state."""
         return (self._inside_checkpoints(folder) and (folder / TRAINER_STATE_FILE).is_file()
@@ -310,7 +392,32 @@ class RunFolder:
 
     def checkpoint_to_resume(self, path: str | os.PathLike | None = None) -> Path:
         """The checkpoint to continue from: `path` (which must be a complete checkpoint of this run), or, when
-        None or the run folder itself, the latest one. RunFolderError naming the problem otherwise."""
+        None or the run folder itself, the newest one whose loss was sane (see `resume_choice`).
+        RunFolderError naming the problem otherwise."""
+        return self.resume_choice(path).folder
+
+    def resume_candidates(self) -> list[Path]:
+        """The complete checkpoints a resume without a named one may continue from, the preferred first: the one
+        `latest` names, then the older ones, newest first (without a usable pointer: all, newest first)."""
+        complete = [folder for folder in self.checkpoint_folders() if self.is_resumable(folder)]
+        pointed = self.read_latest_pointer()
+        if pointed is None or not self.is_resumable(pointed):
+            return complete[::-1]
+        step = checkpoint_step(pointed.name)
+        older = [folder for folder in complete if folder.name != pointed.name
+                 and (step is None or checkpoint_step(folder.name) < step)]
+        return [pointed, *older[::-1]]
+
+    def resume_choice(self, path: str | os.PathLike | None = None, *,
+                      judge: Callable[[Path], bool] | None = None) -> ResumeChoice:
+        """The checkpoint to continue from, and the newer ones passed over.
+
+        A named checkpoint (`path`, not the run folder itself) is that one, sane or not, if it is a complete
+        checkpoint of this run. Otherwise the newest of `resume_candidates` whose loss was sane: a checkpoint
+        whose sanity.json says it was not (written while the loss was exploding, or its weights gave a NaN or
+        an exploding loss afterwards) is skipped; `judge(folder)` decides for one without sanity.json (the
+        loop reads its trainer_state.pt), and without a judge such a checkpoint counts as sane.
+        RunFolderError when there is no checkpoint, or none sane."""
         if path is not None and Path(path).resolve() not in (self.path.resolve(), self.checkpoints_dir.resolve()):
             folder = Path(path)
             if not self._inside_checkpoints(folder):
@@ -321,24 +428,58 @@ class RunFolder:
             if not self.is_resumable(folder):
                 raise RunFolderError(f"{folder} is not a complete checkpoint (it needs {CONFIG_FILE} and "
                                      f"{TRAINER_STATE_FILE}); resume another one, or the run folder's latest")
-            return folder
-        found = self.latest_resumable()
-        if found is None:
+            return ResumeChoice(folder, (), self._judged(folder, judge))
+        candidates = self.resume_candidates()
+        if not candidates:
             raise RunFolderError(f"there is no checkpoint to resume in {self.path}; start a new run without --resume")
-        return found
+        skipped: list[Path] = []
+        for folder in candidates:
+            if self._judged(folder, judge) is not False:
+                return ResumeChoice(folder, tuple(skipped), True)
+            skipped.append(folder)
+        raise RunFolderError(
+            f"every checkpoint in {self.checkpoints_dir} ({', '.join(f.name for f in skipped)}) was written after "
+            "the loss went bad (NaN, or exploding), so there is none sane to resume from. Start a new run with a "
+            f"lower learning rate, or resume one of them anyway by naming it (--resume {skipped[0]})")
+
+    def newest_sane_checkpoint(self, before: Path | None = None, *,
+                               judge: Callable[[Path], bool] | None = None) -> Path | None:
+        """The newest complete checkpoint whose loss was sane (older than `before` when given), or None; one
+        without sanity.json counts as sane unless `judge(folder)` says otherwise."""
+        limit = checkpoint_step(Path(before).name) if before is not None else None
+        for folder in reversed(self.checkpoint_folders()):
+            if limit is not None and checkpoint_step(folder.name) >= limit:
+                continue
+            if self.is_resumable(folder) and self._judged(folder, judge) is not False:
+                return folder
+        return None
+
+    def _judged(self, folder: Path, judge: Callable[[Path], bool] | None) -> bool | None:
+        sane = self.is_sane(folder)
+        if sane is None and judge is not None:
+            sane = bool(judge(folder))
+        return sane
 
     def write_checkpoint(self, step: int, write_files: Callable[[Path], None], *, keep: int,
-                         protect: Iterable[Path | None] = ()) -> Path:
+                         protect: Iterable[Path | None] = (), sane: bool = True,
+                         smoothed_loss: float | None = None) -> Path:
         """Write checkpoints/step-NNNNNN whole, point `latest` at it and delete the oldest checkpoints beyond the
-        newest `keep` (never one in `protect`); returns the folder. `write_files(folder)` fills a staging folder.
+        newest `keep` (never one in `protect`, nor the newest sane one); returns the folder. `write_files(folder)`
+        fills a staging folder; its sanity.json records `sane` (the loss was sane when it was written) and
+        `smoothed_loss`.
 
-        On a write error (disk full, ...) nothing half-written stays, `latest` still names the previous
+        On a write error (disk full, ...; a library's own exception becomes an OSError through
+        bertcore.atomic.library_write) nothing half-written stays, `latest` still names the previous
         checkpoint, and CheckpointWriteError says so."""
         folder = self.checkpoint_path(step)
         previous = self.latest_resumable()
+        loss = smoothed_loss if smoothed_loss is not None and math.isfinite(smoothed_loss) else None
+        sanity = {"step": step, "sane": sane, "smoothed_loss": loss,
+                  "reason": None if sane else "written while the smoothed loss was far above its best"}
         try:
             with staged_folder(folder) as staging:
                 write_files(staging)
+                write_json_atomic(staging / SANITY_FILE, sanity)
             write_text_atomic(self.latest_pointer_path, folder.name + "\n")
         except OSError as error:
             kept = f"{previous} is still the latest checkpoint" if previous else "there is no earlier checkpoint"
@@ -362,12 +503,19 @@ class RunFolder:
         return self.final_dir
 
     def prune_checkpoints(self, keep: int, protect: Iterable[Path | None] = ()) -> list[Path]:
-        """Delete the oldest step folders beyond the newest `keep`, sparing those in `protect`; returns them."""
+        """Delete the oldest step folders beyond the newest `keep`, sparing those in `protect` and the newest sane
+        one (after a NaN or a divergence it is the one to go back to); returns them. A folder is renamed away
+        before it is deleted, so an interruption never leaves half a checkpoint under its name; a link to a
+        folder elsewhere is left alone."""
         spared = {folder.name for folder in protect if folder is not None}
+        newest_sane = self.newest_sane_checkpoint()
+        if newest_sane is not None:
+            spared.add(newest_sane.name)
         folders = self.checkpoint_folders()
-        deleted = [folder for folder in folders[: max(0, len(folders) - keep)] if folder.name not in spared]
+        deleted = [folder for folder in folders[: max(0, len(folders) - keep)]
+                   if folder.name not in spared and not folder.is_symlink()]
         for folder in deleted:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_atomically(folder)
         return deleted
 
     def _inside_checkpoints(self, folder: Path) -> bool:
@@ -379,14 +527,27 @@ class RunFolder:
 def _raising_write_error(path: Path, what: str):
     try:
         yield
+    except NotAFileError as error:
+        raise RunFolderError(
+            f"cannot write {what} {path}: {error.strerror}. bertcore never writes through a link, nor into a folder, "
+            "FIFO or device where one of a run's files belongs; delete it or move it away (what a link leads to is "
+            "left alone), then try again") from None
     except OSError as error:
-        raise RunFolderWriteError(f"could not write {what} {path}: {_reason(error)}; free disk space or fix the "
-                                  "folder's permissions", path, error.errno) from error
+        raise RunFolderWriteError(f"could not write {what} {path}: {_reason(error)}; {_advice(error)}", path,
+                                  error.errno) from error
 
 
 def _reason(error: OSError) -> str:
-    name = errno.errorcode.get(error.errno or -1)
-    return f"{error.strerror or error} ({name})" if name else str(error.strerror or error)
+    return describe_os_error(error)
+
+
+def _advice(error: OSError) -> str:
+    if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+        return "something else is in its place: move it away"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ("the run folder must be writable: fix its permissions (or remount it read-write), or copy it to a "
+                "writable place")
+    return "free disk space or fix the folder's permissions"
 
 
 # ---- reading a run folder (the app's run watcher) ---------------------------------------------------------
@@ -455,8 +616,9 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def find_checkpoint(path: str | os.PathLike) -> Path:
-    """The checkpoint to resume from `path`: a checkpoint folder itself, or the latest of a run folder (or of
-    its checkpoints/ folder). RunFolderError when there is none or `latest` leads outside the run."""
+    """The checkpoint to resume from `path`: a checkpoint folder itself, or the one a resume of a run folder (or
+    of its checkpoints/ folder) continues from: the newest whose loss was sane (`RunFolder.resume_choice`).
+    RunFolderError when there is none or `latest` leads outside the run."""
     path = Path(path)
     if (path / TRAINER_STATE_FILE).is_file():
         return path

@@ -12,6 +12,7 @@ import warnings
 import weakref
 from pathlib import Path
 
+from bertcore.atomic import NotAFileError, describe_os_error, open_plain_file
 from bertcore.errors import RunFolderBusyError, RunFolderError, RunFolderWriteError
 
 try:
@@ -32,6 +33,10 @@ class RunLock:
 
     Use as a context manager, or `acquire()` / `release()`; a lock that is garbage-collected, or still held at
     interpreter exit, is released.
+
+    The lock file is opened without following a link: a link, folder, FIFO or device named run.lock is a
+    RunFolderError, never truncated or written through. A folder where the lock file cannot be written
+    (read-only, permissions) is a RunFolderWriteError naming the folder and the fix.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -54,15 +59,16 @@ class RunLock:
         if descriptor is None and fcntl is None:
             _warn_unlocked(self.folder, "this platform has no fcntl")
         if descriptor is not None:
-            os.ftruncate(descriptor, 0)
-            os.write(descriptor, f"{os.getpid()}\n".encode())
+            with contextlib.suppress(OSError):  # the pid is for messages only: a full disk may refuse it
+                os.ftruncate(descriptor, 0)
+                os.write(descriptor, f"{os.getpid()}\n".encode())
             self._finalizer = weakref.finalize(self, _unlock, descriptor, self.path, os.getpid())
         self.held = True
         return self
 
     def _lock_file(self) -> int | None:
         for _ in range(100):
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            descriptor = self._open()
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
@@ -76,6 +82,26 @@ class RunLock:
                 return descriptor
             os.close(descriptor)  # the holder deleted the file between our open and our lock: lock the new one
         raise RunFolderError(f"could not lock {self.path}: other processes keep replacing it")
+
+    def _open(self) -> int:
+        """The lock file, opened for reading and writing (created if missing). Never through a link: a link,
+        folder, FIFO or device named run.lock is refused (RunFolderError), and a folder that cannot be written
+        (read-only, permissions) is a RunFolderWriteError naming the folder and the fix."""
+        try:
+            return open_plain_file(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except NotAFileError as error:
+            raise RunFolderError(
+                f"{error.strerror}: the lock file of the run folder {self.folder} must be a plain file, and "
+                "bertcore never writes through a link, nor into a folder, FIFO or device in its place. Delete "
+                f"{self.path} (it only holds the pid of the run training in the folder; what a link leads to is "
+                "left alone) and start again") from None
+        except OSError as error:
+            raise RunFolderWriteError(
+                f"cannot train in the run folder {self.folder}: its lock file {self.path} cannot be written "
+                f"({describe_os_error(error)}). A run writes its checkpoints and metrics into its folder, so the "
+                "folder must be writable: make it so (remount it read-write, or fix its permissions), or copy it "
+                "to a writable place and resume the copy there (--out COPY --resume)",
+                self.path, error.errno) from None
 
     def _busy_message(self, holder: int | None) -> str:
         if holder == os.getpid():
@@ -112,7 +138,7 @@ def _unlock(descriptor: int, path: Path, owner_pid: int) -> None:
 
 def _same_file(descriptor: int, path: Path) -> bool:
     try:
-        named = path.stat()
+        named = os.lstat(path)  # the entry itself: a link put in its place is another file
     except FileNotFoundError:
         return False
     opened = os.fstat(descriptor)

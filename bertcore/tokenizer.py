@@ -15,7 +15,6 @@ lowercase=True, min_frequency=2).save('assets')"
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +24,21 @@ from tokenizers.models import WordPiece
 
 from bertcore.atomic import write_json_atomic, write_text_atomic
 from bertcore.errors import TokenizerError
+from bertcore.file_reading import (
+    TOKENIZER_CONFIG_LIMIT,
+    TOKENIZER_JSON_LIMIT,
+    VOCAB_LIMIT,
+    parse_json,
+    present,
+    read_bytes,
+    read_json,
+)
 from bertcore.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
 ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
+BYTE_ORDER_MARK = "\ufeff"  # kept as part of a vocab.txt's first token, as transformers and `tokenizers` keep it
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class BertTokenizer:
                 )
         self.vocab = list(vocab)
         self.lowercase = bool(lowercase)
+        self.vocab_file: Path | None = None  # the vocab.txt or tokenizer.json it was read from; None when built
         self._token_ids = token_ids
         self.pad_token_id = token_ids["[PAD]"]
         self.unk_token_id = token_ids["[UNK]"]
@@ -100,24 +110,38 @@ class BertTokenizer:
 
         lowercase=None reads "do_lower_case" from a tokenizer_config.json beside the file, else infers it:
         uncased iff no ordinary vocabulary token has an upper-case letter.
+
+        Files are read only when they are regular files of a bounded size (bertcore.file_reading): a FIFO, a
+        device or a folder in their place is a TokenizerError naming it. A UTF-8 byte order mark stays part of the
+        first token, as transformers' BertTokenizer reads it (the same ids); where that costs a special token, the
+        error names the mark.
         """
         path = Path(path)
         if path.is_dir():
-            if not (path / VOCAB_FILE).is_file() and (path / TOKENIZER_JSON_FILE).is_file():
-                return cls._from_tokenizer_json(path / TOKENIZER_JSON_FILE, lowercase)
-            path = path / VOCAB_FILE
-        if not path.is_file():
+            folder = path
+            path = folder / VOCAB_FILE
+            if not present(path) and present(folder / TOKENIZER_JSON_FILE):
+                return cls._from_tokenizer_json(folder / TOKENIZER_JSON_FILE, lowercase)
+        label = "the vocabulary file"
+        try:
+            data = read_bytes(path, limit=VOCAB_LIMIT, error=TokenizerError, label=label, what="a vocab.txt")
+        except FileNotFoundError:
+            beside = f" (nor a {TOKENIZER_JSON_FILE} beside it)" if path.name == VOCAB_FILE else ""
             raise TokenizerError(
-                f"the vocabulary file {path} does not exist; pass the vocab.txt of a BERT checkpoint "
+                f"{label} {path} does not exist{beside}; pass the vocab.txt of a BERT checkpoint "
                 "or make one with BertTokenizer.train(...).save(folder)"
-            )
-        data = path.read_bytes()
+            ) from None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
+            if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise TokenizerError(
+                    f"{label} {path} is UTF-16 text (it starts with a UTF-16 byte order mark), not UTF-8; a "
+                    "vocab.txt is UTF-8, so convert it (e.g. `iconv -f UTF-16 -t UTF-8`)"
+                ) from None
             line = data.count(b"\n", 0, error.start) + 1
             raise TokenizerError(
-                f"the vocabulary file {path} is not UTF-8 text: byte {error.start} (line {line}) is "
+                f"{label} {path} is not UTF-8 text: byte {error.start} (line {line}) is "
                 f"{data[error.start:error.start + 1]!r}; a vocab.txt is UTF-8, so convert the file (or use the "
                 "vocabulary that came with the model)"
             ) from None
@@ -126,7 +150,8 @@ class BertTokenizer:
             vocab.pop()  # the final newline
         vocab = [token.rstrip("\r") for token in vocab]
         if not any(token.strip() for token in vocab):
-            raise TokenizerError(f"the vocabulary file {path} is empty; it needs one token per line")
+            raise TokenizerError(f"{label} {path} is empty; it needs one token per line")
+        _check_byte_order_mark(vocab, f"{label} {path}")
         if lowercase is None:
             lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
         if lowercase is None:
@@ -135,18 +160,19 @@ class BertTokenizer:
                 for token in vocab
                 if not (token.startswith("[") and token.endswith("]"))  # [CLS], [unused7], ...
             )
-        return cls(vocab, lowercase=lowercase, source=f"the vocabulary file {path}")
+        tokenizer = cls(vocab, lowercase=lowercase, source=f"{label} {path}")
+        tokenizer.vocab_file = path
+        return tokenizer
 
     @classmethod
     def _from_tokenizer_json(cls, path: Path, lowercase: bool | None) -> BertTokenizer:
         """The WordPiece vocabulary (and lower-casing) of a `tokenizers` tokenizer.json."""
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise TokenizerError(f"{path} cannot be read as JSON ({error}); the tokenizer file is damaged") from None
-        model = values.get("model") if isinstance(values, dict) else None
-        vocab = model.get("vocab") if isinstance(model, dict) else None
-        if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        label = "the tokenizer file"
+        values = read_json(path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, label=label,
+                           what="a tokenizer.json")
+        vocab = _wordpiece_vocab(values)
+        if vocab is None:
+            model = values.get("model") if isinstance(values, dict) else None
             kind = model.get("type") if isinstance(model, dict) else None
             raise TokenizerError(f"{path} holds a {kind or 'unknown'} tokenizer, not BERT's WordPiece; a BERT "
                                  "checkpoint needs its vocab.txt")
@@ -159,8 +185,10 @@ class BertTokenizer:
             lowercase = normalizer["lowercase"]
         if lowercase is None:
             lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
-        return cls([token for _, token in ids], lowercase=True if lowercase is None else lowercase,
-                   source=f"the tokenizer file {path}")
+        tokenizer = cls([token for _, token in ids], lowercase=True if lowercase is None else lowercase,
+                        source=f"{label} {path}")
+        tokenizer.vocab_file = path
+        return tokenizer
 
     @classmethod
     def train(
@@ -209,6 +237,9 @@ class BertTokenizer:
         folder.mkdir(parents=True, exist_ok=True)
         vocab_path = write_text_atomic(folder / VOCAB_FILE, "".join(token + "\n" for token in self.vocab))
         config = {
+            # the vocabulary's size apart from its lines: an embedding padded beyond it (vocab_size rounded up)
+            # loads only where the tokenizer files say how many tokens there are (see recorded_vocab_sizes)
+            "vocab_size": self.vocab_size,
             "do_lower_case": self.lowercase,
             "strip_accents": None,
             "tokenize_chinese_chars": True,
@@ -405,14 +436,77 @@ def _build_rust_tokenizer(token_ids: dict[str, int], lowercase: bool) -> Tokeniz
 
 
 def _read_do_lower_case(config_path: Path) -> bool | None:
-    if not config_path.is_file():
+    values = _read_tokenizer_config(config_path)
+    value = values.get("do_lower_case") if isinstance(values, dict) else None
+    return value if isinstance(value, bool) else None
+
+
+def _read_tokenizer_config(config_path: Path) -> object:
+    """tokenizer_config.json's JSON value, or None when there is none; TokenizerError when it cannot be read
+    (a FIFO, a folder, a link to a device, too big, not JSON)."""
+    if not present(config_path):
         return None
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise TokenizerError(f"{config_path} is not valid JSON ({error}); fix or delete it") from error
-    value = config.get("do_lower_case") if isinstance(config, dict) else None
-    return value if isinstance(value, bool) else None
+        return read_json(config_path, limit=TOKENIZER_CONFIG_LIMIT, error=TokenizerError,
+                         what="a tokenizer_config.json")
+    except FileNotFoundError:
+        return None  # removed since we looked: as if it had never been there
+    except TokenizerError as error:
+        raise TokenizerError(f"{error}; fix or delete it") from None
+
+
+def _wordpiece_vocab(values: object) -> dict | None:
+    """The token -> id map of a tokenizer.json's WordPiece model, or None when it holds another model."""
+    model = values.get("model") if isinstance(values, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return None
+    return vocab
+
+
+def _check_byte_order_mark(vocab: list[str], source: str) -> None:
+    """A vocab.txt saved with a UTF-8 byte order mark: transformers' BertTokenizer and `tokenizers`' WordPiece
+    keep the mark as part of the first token ("\\ufeff[PAD]"), and so does this reader (the same ids). Where that
+    costs a special token, the error names the mark rather than only the missing token."""
+    if not vocab or not vocab[0].startswith(BYTE_ORDER_MARK):
+        return
+    missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+    if missing:
+        raise TokenizerError(
+            f"{source} starts with a UTF-8 byte order mark (BOM), which is read as part of its first token "
+            f"({vocab[0]!r}; transformers' BertTokenizer reads it so too), so it has no {missing[0]} token; "
+            "save the file as UTF-8 without a BOM"
+        )
+
+
+def recorded_vocab_sizes(folder: str | Path) -> list[tuple[Path, int]]:
+    """What a checkpoint folder's tokenizer files record about its vocabulary's size, apart from the token
+    list itself: tokenizer_config.json's "vocab_size" (BertTokenizer.save writes it), and the number of tokens
+    of a tokenizer.json's WordPiece model (transformers saves one beside vocab.txt). [(file, size)], empty when
+    none records it; TokenizerError when one of them cannot be read or records something that is no size.
+
+    A vocab.txt's line count alone cannot tell an embedding padded beyond the vocabulary (rows that no token
+    uses) from a vocab.txt that lost lines (every later id shifted); these records can."""
+    folder = Path(folder)
+    records: list[tuple[Path, int]] = []
+    config_path = folder / TOKENIZER_CONFIG_FILE
+    values = _read_tokenizer_config(config_path)
+    if isinstance(values, dict) and values.get("vocab_size") is not None:
+        size = values["vocab_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise TokenizerError(f"{config_path} records vocab_size {size!r}, which is not a number of tokens; "
+                                 "write the vocabulary's size there, or delete the entry")
+        records.append((config_path, size))
+    json_path = folder / TOKENIZER_JSON_FILE
+    if present(json_path):
+        try:
+            data = read_bytes(json_path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, what="a tokenizer.json")
+        except FileNotFoundError:
+            data = None
+        vocab = _wordpiece_vocab(parse_json(data, json_path, error=TokenizerError)) if data is not None else None
+        if vocab is not None:
+            records.append((json_path, len(vocab)))
+    return records
 
 
 def longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:

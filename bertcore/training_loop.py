@@ -38,13 +38,17 @@ meanwhile (bertcore.run_claim); `close()` releases it for good.
 Faults end the loop with a TrainingError whose message says what to change, recorded in metrics.jsonl:
 NonFiniteLossError (NaN/inf loss), DivergenceError (a loss exploding without NaN, see bertcore.divergence; the
 step record's `warning` says so first), OutOfMemoryTrainingError, CheckpointWriteError (disk full: nothing
-half-written, the previous checkpoint still the latest). After a NaN or a divergence the error names the newest
-checkpoint known to be sane (`last_good_checkpoint`: written while the loss was sane, and its weights still gave
-a sane loss at the next step; never pruned).
+half-written, the previous checkpoint still the latest; whatever the writing library raised). After a NaN or a
+divergence the error names the newest checkpoint known to be sane (`last_good_checkpoint`: written while the loss
+was sane, and its weights still gave a sane loss at the next step; never pruned). Each checkpoint's sanity.json
+records whether the loss was sane when it was written, and is set to false when its weights then gave a NaN or
+an exploding loss, so a later resume passes over it.
 
 Resuming restores weights, optimizer moments, step (hence learning-rate schedule and data position: a task's
 batch of step s is a pure function of (seed, rank, s)) and dropout randomness (re-seeded per step from
-(seed, rank, step)), so a resumed run continues the same loss curve.
+(seed, rank, step)), so a resumed run continues the same loss curve. `resume=True` continues from the newest
+checkpoint whose loss was sane: after a NaN or a divergence the checkpoints written once the loss had gone bad
+are passed over, and `resume_note` (also a "warning" record) names them; a named checkpoint is used as it is.
 
 Several processes: launch under `torchrun --nproc_per_node=N`; when torch.distributed is initialised the model
 is wrapped in DistributedDataParallel, every rank draws its own batches, step statistics are summed over ranks,
@@ -120,6 +124,9 @@ class TrainingLoop(LoopControls):
         self._lock = threading.RLock()  # guards the weights/optimizer against the loop and other threads
         self._metrics: MetricsLog | None = None
         self._claim = None
+        # What is being written right now ("the checkpoint", "the final weights"), or None: a second Ctrl-C
+        # waits for such a write instead of aborting it (bertcore.command_line).
+        self.writing: str | None = None
         # From here on this process writes into the folder: hold its lock (rank 0 writes for every rank).
         self._claim = RunClaim(self.run_folder, hold=self.is_main, owner=f"this {type(self).__name__}")
         try:
@@ -134,10 +141,22 @@ class TrainingLoop(LoopControls):
             raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
                              "choose another output folder (--out)")
         self.resumed_from: Path | None = None
+        self.resume_note: str | None = None  # which checkpoints a resume passed over (after a NaN or divergence)
         state: dict[str, Any] | None = None
+        resumed_sane = False
         if resume:
-            self.resumed_from = self.run_folder.checkpoint_to_resume(None if resume is True else resume)
-            state = read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
+            judged: dict[Path, dict[str, Any]] = {}
+
+            def sane_by_state(folder: Path) -> bool:
+                # A checkpoint without sanity.json (written before there was one): its trainer state says.
+                judged.clear()
+                judged[folder] = read_trainer_state(folder / TRAINER_STATE_FILE)
+                return bool(judged[folder].get("sane", True))
+
+            choice = self.run_folder.resume_choice(None if resume is True else resume, judge=sane_by_state)
+            self.resumed_from, self.resume_note = choice.folder, choice.note()
+            resumed_sane = choice.sane is not False
+            state = judged.get(choice.folder) or read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
         task.setup(self, self.resumed_from)
         self.config = config = task.config  # as the task resolved it (e.g. fine-tuning's steps from epochs)
         self.tokenizer = task.tokenizer
@@ -157,6 +176,11 @@ class TrainingLoop(LoopControls):
         # sane loss at the next step (or the loop ended without a fault). Never pruned.
         self.last_good_checkpoint: Path | None = self.resumed_from
         self._unconfirmed_checkpoint: Path | None = None  # written while sane; its loss comes with the next step
+        if self.resumed_from is not None:
+            if resumed_sane:  # the first step's loss shows whether its weights really are (rank 0 keeps the folder)
+                self._unconfirmed_checkpoint = self.resumed_from if self.is_main else None
+            else:  # a named checkpoint written after the loss went bad: the one before it is the one to go back to
+                self.last_good_checkpoint = self.run_folder.newest_sane_checkpoint(before=self.resumed_from)
         if state is not None:
             self._restore(state)
         self._train_model: nn.Module = self.model  # what the step runs: maybe DDP-wrapped and/or compiled
@@ -186,13 +210,11 @@ class TrainingLoop(LoopControls):
         self._elapsed_before = float(state["elapsed_seconds"])
         if "divergence" in state:  # absent in checkpoints written before the divergence check
             self._divergence.load_state_dict(state["divergence"])
-        if not state.get("sane", True):
-            self.last_good_checkpoint = None
 
     def _prepare_run_folder(self, command: list[str] | None) -> None:
         folder = self.run_folder
         folder.create()  # also clears what a crashed writer left behind
-        if not folder.vocab_path.exists():
+        if self.resumed_from is None or not folder.vocab_path.exists():  # a new run: not a killed run's vocabulary
             folder.write_vocabulary(self.tokenizer)
         if self.resumed_from is None or not folder.run_config_path.exists():
             folder.write_run_config({
@@ -203,6 +225,8 @@ class TrainingLoop(LoopControls):
             })
         # A fresh run in an old folder starts a fresh curve; a resumed one drops the records after its step.
         self._metrics = folder.open_metrics(self.step if self.resumed_from else None, fresh=self.resumed_from is None)
+        if self.resume_note is not None:
+            self._metrics.write({"kind": "warning", "step": self.step, "message": self.resume_note})
 
     # ---- the run folder's lock ----------------------------------------------------------------------------
 
@@ -252,15 +276,17 @@ class TrainingLoop(LoopControls):
                     + self._restart_advice(), self.step, self.last_good_checkpoint)
             sane = not self._divergence.rising
             took = self._claim.take()
+            self.writing = "the checkpoint"
             try:
                 # The newest sane checkpoint is never pruned: after a divergence it is the one to go back to.
                 folder = self.run_folder.write_checkpoint(
                     self.step, self._write_checkpoint_files, keep=self.config.keep_checkpoints,
-                    protect=[self.last_good_checkpoint])
+                    protect=[self.last_good_checkpoint], sane=sane, smoothed_loss=self._divergence.smoothed)
                 if self._metrics is not None:
                     self._metrics.write({"kind": "checkpoint", "step": self.step, "path": str(folder),
                                          "smoothed_loss": self._divergence.smoothed, "sane": sane})
             finally:
+                self.writing = None
                 if took:
                     self._claim.give_back()
             self.last_checkpoint = folder
@@ -275,11 +301,28 @@ class TrainingLoop(LoopControls):
                 self.last_good_checkpoint = folder
                 self.run_folder.prune_checkpoints(self.config.keep_checkpoints, protect=[folder])
 
+    def _discredit_unconfirmed(self, reason: str) -> None:
+        """The unconfirmed checkpoint's weights gave a NaN or exploding loss (`reason` says which, at which
+        step): its sanity.json says so from now on (a resume passes over it), and if it was the last good one,
+        the newest sane one before it takes its place."""
+        with self._lock:
+            folder, self._unconfirmed_checkpoint = self._unconfirmed_checkpoint, None
+            if folder is None or not self.is_main or not folder.is_dir():
+                return
+            with contextlib.suppress(RunFolderError):  # best effort: a full disk may refuse even this
+                self.run_folder.mark_unsound(folder, reason)
+            if self.last_good_checkpoint == folder:
+                self.last_good_checkpoint = self.run_folder.newest_sane_checkpoint(before=folder)
+
     def _write_checkpoint_files(self, folder: Path) -> None:
+        from bertcore.atomic import library_write
         from bertcore.checkpoint import write_pretrained_files
 
         write_pretrained_files(self.model, self.tokenizer, folder)
-        torch.save(self._trainer_state(), folder / TRAINER_STATE_FILE)
+        state = self._trainer_state()
+        # torch.save reports a failed write (a full disk) as a RuntimeError: an OSError like any other write's.
+        with library_write(folder / TRAINER_STATE_FILE, "torch.save", RuntimeError):
+            torch.save(state, folder / TRAINER_STATE_FILE)
 
     def _trainer_state(self) -> dict[str, Any]:
         return {
@@ -309,9 +352,11 @@ class TrainingLoop(LoopControls):
 
         with self._lock:
             took = self._claim.take()
+            self.writing = "the final weights"
             try:
                 return self.run_folder.write_final(write_files)
             finally:
+                self.writing = None
                 if took:
                     self._claim.give_back()
 
@@ -479,9 +524,11 @@ class TrainingLoop(LoopControls):
             if not (math.isfinite(loss) and math.isfinite(grad_norm_value)):
                 self.optimizer.zero_grad(set_to_none=True)
                 what = "loss" if not math.isfinite(loss) else "gradient norm"
+                value = loss if what == "loss" else grad_norm_value
+                self._discredit_unconfirmed(f"its weights gave a {what} of {value} at step {step}")
                 raise NonFiniteLossError(
-                    f"the {what} became {loss if what == 'loss' else grad_norm_value} at step {step}; training "
-                    "stopped before applying that update. " + self._restart_advice(), step, self.last_good_checkpoint)
+                    f"the {what} became {value} at step {step}; training stopped before applying that update. "
+                    + self._restart_advice(), step, self.last_good_checkpoint)
             warning = self._watch_divergence(step, loss)
             with self._lock:
                 self.optimizer.step()
@@ -512,7 +559,8 @@ class TrainingLoop(LoopControls):
             if monitor.confirms(loss):
                 self._confirm_checkpoint()
             else:
-                self._unconfirmed_checkpoint = None
+                self._discredit_unconfirmed(f"its weights gave a loss of {loss:.4g} at step {step}, with the smoothed "
+                                            f"loss at {monitor.smoothed:.4g} against a best of {monitor.best:.4g}")
         if monitor.diverged:
             self.optimizer.zero_grad(set_to_none=True)
             raise DivergenceError(

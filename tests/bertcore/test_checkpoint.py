@@ -137,7 +137,7 @@ def test_failed_save_leaves_the_previous_checkpoint(small_model, tokenizer, tmp_
         raise OSError("disk full")
 
     monkeypatch.setattr("bertcore.checkpoint.save_file", explode)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError, match="disk full"):  # CheckpointSaveError, whatever the library raised
         save_pretrained(small_model, tokenizer, folder)
     assert (folder / "model.safetensors").read_bytes() == before
     load_pretrained(folder)
@@ -151,8 +151,11 @@ def good_folder(small_model, tokenizer, tmp_path):
 
 
 def test_not_a_folder(tmp_path):
-    with pytest.raises(CheckpointError, match="is not a folder"):
+    with pytest.raises(CheckpointError, match=r"nothing-here does not exist \(it is not a folder\)"):
         load_pretrained(tmp_path / "nothing-here")
+    (tmp_path / "a-file").write_text("weights?")
+    with pytest.raises(CheckpointError, match=r"a-file is a regular file, not a folder; a BERT checkpoint is a folder"):
+        load_pretrained(tmp_path / "a-file")
 
 
 def test_missing_config(good_folder):
@@ -270,7 +273,9 @@ def test_vocab_shorter_than_vocab_size_beyond_padding(good_folder, tokenizer):
 
 def test_vocab_padded_to_a_multiple_loads(good_folder, small_model, tokenizer):
     assert small_model.config.vocab_size % 16 == 0 and small_model.config.vocab_size > tokenizer.vocab_size
-    model, loaded = load_pretrained(good_folder)  # the fixture's checkpoint is padded, as NVIDIA's BERTs are
+    # the fixture's checkpoint is padded, as NVIDIA's BERTs are, and its tokenizer_config.json records the vocabulary's
+    # real size (BertTokenizer.save writes it): that record is what lets a padded table load (test_checkpoint_files)
+    model, loaded = load_pretrained(good_folder)
     assert loaded.vocab_size == tokenizer.vocab_size and model.config.vocab_size == small_model.config.vocab_size
 
 

@@ -376,3 +376,54 @@ def test_a_vocab_file_that_is_not_utf8_names_the_byte(tmp_path):
     (tmp_path / "vocab.txt").write_bytes("\n".join(SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
     with pytest.raises(TokenizerError, match=r"vocab\.txt is not UTF-8 text: byte 34 \(line 6\) is b'\\xe9'"):
         BertTokenizer.from_vocab_file(tmp_path)
+
+
+# ---- what a vocab.txt's bytes say, named as what they are ---------------------------------------------------
+
+
+def test_a_vocab_with_a_byte_order_mark_names_the_mark(tmp_path):
+    """Not only "no [PAD] token": the mark glued to the first token is why."""
+    (tmp_path / "vocab.txt").write_bytes(b"\xef\xbb\xbf" + "".join(t + "\n" for t in [*SPECIAL_TOKENS, "a"]).encode())
+    with pytest.raises(TokenizerError, match=r"vocab\.txt starts with a UTF-8 byte order mark \(BOM\), which is read "
+                                             r"as part of its first token \('\\ufeff\[PAD\]'; transformers' "
+                                             r"BertTokenizer reads it so too\), so it has no \[PAD\] token"):
+        BertTokenizer.from_vocab_file(tmp_path)
+
+
+def test_a_byte_order_mark_stays_part_of_the_first_token_as_transformers_reads_it(tmp_path, transformers):
+    """transformers' BertTokenizer (and `tokenizers`' WordPiece.read_file) keep the mark in token 0, so the ids
+    stay theirs: "hello" is [UNK] in both, every other token keeps its line number."""
+    from tokenizers.models import WordPiece
+
+    vocab = ["hello", *SPECIAL_TOKENS, "world", "##s"]
+    (tmp_path / "vocab.txt").write_bytes(b"\xef\xbb\xbf" + "".join(t + "\n" for t in vocab).encode())
+    ours = BertTokenizer.from_vocab_file(tmp_path)
+    assert ours.vocab[0] == "\ufeffhello" and ours.vocab[1:] == vocab[1:]
+    assert WordPiece.read_file(str(tmp_path / "vocab.txt"))["\ufeffhello"] == 0
+    reference_class = getattr(transformers, "BertTokenizerFast", None) or transformers.BertTokenizer
+    reference = reference_class.from_pretrained(tmp_path)
+    assert reference.convert_ids_to_tokens(0) == "\ufeffhello"
+    for text in ("hello world", "worlds hello", "\ufeffhello"):
+        assert ours.encode(text).input_ids == reference(text)["input_ids"], text
+
+
+def test_a_utf16_vocab_is_named_as_utf16(tmp_path):
+    (tmp_path / "vocab.txt").write_bytes("".join(t + "\n" for t in [*SPECIAL_TOKENS, "a"]).encode("utf-16"))
+    with pytest.raises(TokenizerError, match=r"vocab\.txt is UTF-16 text \(it starts with a UTF-16 byte order mark\), "
+                                             "not UTF-8"):
+        BertTokenizer.from_vocab_file(tmp_path)
+
+
+def test_save_records_the_vocabulary_size_and_the_file_read(trained, tmp_path):
+    """tokenizer_config.json's "vocab_size" lets a checkpoint padded beyond the vocabulary be told from a vocab.txt
+    that lost lines (bertcore.checkpoint)."""
+    trained.save(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["vocab_size"] == trained.vocab_size
+    assert trained.vocab_file is None and BertTokenizer.from_vocab_file(tmp_path).vocab_file == tmp_path / "vocab.txt"
+
+
+def test_a_tokenizer_config_that_cannot_be_read_is_named(tmp_path):
+    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in [*SPECIAL_TOKENS, "a"]), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").mkdir()  # was silently passed over
+    with pytest.raises(TokenizerError, match=r"tokenizer_config\.json is a folder, not a file; fix or delete it"):
+        BertTokenizer.from_vocab_file(tmp_path)

@@ -317,7 +317,9 @@ def test_a_loss_that_explodes_without_nan_stops_naming_a_sane_checkpoint(corpus_
     assert good is not None and good.is_dir() and str(good) in str(error) and trainer.last_good_checkpoint == good
     good_step = int(good.name.split("-")[1])
     assert good_step < warned[0] and seen[good_step].loss < 4 * max(error.best_loss, 1.0)  # the loss it gave next
-    assert find_checkpoint(run) != good  # newer checkpoints were written while the loss exploded
+    # newer checkpoints were written while the loss exploded; `latest` names the newest, a resume the sane one
+    assert (run / "checkpoints" / "latest").read_text().strip() != good.name
+    assert find_checkpoint(run) == good
     records = read_records(run)
     assert [r["step"] for r in records if r["kind"] == "warning"] == warned
     assert records[-1]["kind"] == "error" and records[-1]["step"] == error.step
