@@ -16,7 +16,9 @@ Three families of concrete cases, each made in a temporary folder:
   read-only folders (chattr +i), a full disk (a small tmpfs), corrupt trainer_state.pt / run_config.json /
   latest, divergence, Ctrl-C twice, two runs in one folder, bad corpora and options.
 - finetune: `bert-finetune` (python -m bertcore.finetune_cli) for one step on CSV/TSV/JSONL/CoNLL/SQuAD files
-  with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings.
+  with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings. The schedule's
+  learning rate is 0 at the last step, so a one-step run reads, builds and computes a loss but moves no weight:
+  settings that only bite in an update (--lr 1e30) get 3 steps.
 
 Each case records what it expects: "fail" (the input is wrong: it must be refused), "ok" (valid: it must work) or
 "any" (either is right, e.g. a flipped byte inside safetensors' tensor data, which no checksum covers). Outcomes:
@@ -1678,7 +1680,6 @@ def finetune_cases(src: dict) -> list[FinetuneCase]:
         seq("--weight-decay 1e30 (3 steps)", "fail", csv_ok, ["--weight-decay", "1e30", "--steps", "3"]),
         seq("--weight-decay -1", "fail", csv_ok, ["--weight-decay", "-1"]),
         seq("--lr 1e30 (3 steps)", "fail", csv_ok, ["--lr", "1e30", "--steps", "3"]),
-        seq("--lr 1e30 (1 step: is the blown-up model saved?)", "fail", csv_ok, ["--lr", "1e30"]),
         seq("--lr inf", "fail", csv_ok, ["--lr", "inf"]),
         seq("--lr nan", "fail", csv_ok, ["--lr", "nan"]),
         seq("--lr 0", "fail", csv_ok, ["--lr", "0"]),
