@@ -8,7 +8,6 @@ tiny L2/H128, mini L4/H256, small L4/H512, medium L8/H512, base L12/H768 (heads 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -191,13 +190,13 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> BertConfig:
+        from bertcore.file_reading import CONFIG_JSON_LIMIT, read_json  # ValueError: a FIFO, a device, deep JSON
+
         path = Path(path)
         try:
-            values = json.loads(path.read_text(encoding="utf-8"))
+            values = read_json(path, limit=CONFIG_JSON_LIMIT, what="a config.json")
         except FileNotFoundError:
             raise FileNotFoundError(f"{path} does not exist; a BERT checkpoint needs a config.json") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); the config file is corrupt") from None
         if not isinstance(values, dict):
             raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
         return cls.from_dict(values)
