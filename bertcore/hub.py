@@ -19,15 +19,16 @@ DownloadCancelled, and leaves nothing of that download in the snapshot.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import stat
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertcore.errors import CheckpointError, DownloadCancelled
+from bertcore.file_reading import _NON_BLOCKING_READ, check_regular_file, file_kind, parse_json
 from bertcore.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
 
 # The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
@@ -48,6 +49,7 @@ _REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-
                       re.ASCII)
 _COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
+_REF_LIMIT = 4096  # refs/<name> holds one commit hash; more is not a ref huggingface_hub wrote
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
 _LABELS_SHOWN = 6
 
@@ -195,8 +197,8 @@ def _snapshot_for(storage: Path, revision: str) -> Path | None:
 
 def _read_ref(path: Path) -> str | None:
     try:
-        commit = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
+        commit = _read_bytes(path, limit=_REF_LIMIT).decode("ascii").strip()
+    except (OSError, ValueError):  # a FIFO or device in its place is refused, not waited on; UnicodeDecodeError
         return None
     return commit if _COMMIT_HASH.fullmatch(commit) else None
 
@@ -239,7 +241,8 @@ def _describe_repo(storage: Path) -> CachedModel | None:
     snapshot = _snapshot_for(storage, "main")
     if snapshot is None:
         return None
-    config = json.loads(_read_bytes(snapshot / CONFIG_FILE, limit=1024 * 1024))
+    config_path = snapshot / CONFIG_FILE
+    config = parse_json(_read_bytes(config_path, limit=1024 * 1024), config_path)
     if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_MODEL_TYPES:
         return None
     weights = _weights_file(snapshot)
@@ -351,7 +354,7 @@ def _count_parameters(weights: Path) -> tuple[int | None, bool]:
 
 
 def _shards(index_file: Path) -> list[Path]:
-    index = json.loads(_read_bytes(index_file, limit=64 * 1024 * 1024))
+    index = parse_json(_read_bytes(index_file, limit=64 * 1024 * 1024), index_file)
     names = sorted(set(index["weight_map"].values()))
     if not names or any("/" in name or "\\" in name or name in ("", ".", "..") for name in names):
         raise ValueError(f"{index_file} names no usable shard files")
@@ -363,7 +366,7 @@ def _safetensors_parameters(path: Path) -> int:
         (header_length,) = struct.unpack("<Q", handle.read(8))
         if header_length > _SAFETENSORS_HEADER_LIMIT:
             raise ValueError(f"{path}: header length {header_length} is not a safetensors header")
-        header = json.loads(handle.read(header_length))
+        header = parse_json(handle.read(header_length), path)
     total = 0
     for name, tensor in header.items():
         if name == "__metadata__" or tensor["dtype"] not in _FLOAT_DTYPES:
@@ -384,14 +387,25 @@ def _read_bytes(path: Path, limit: int) -> bytes:
 
 
 def _open_without_touching(path: Path):
-    """Open for reading without updating the file's access time where the OS allows it (Linux, own files):
-    "last used" is read from access times, and listing the cache must not make every model look just used."""
-    flags = os.O_RDONLY | getattr(os, "O_NOATIME", 0)
+    """Open a regular file for reading without updating its access time where the OS allows it (Linux, own
+    files): "last used" is read from access times, and listing the cache must not make every model look just
+    used. ValueError for a FIFO, device or folder in its place: it is never waited on (opening a FIFO blocks
+    until a writer comes, and would hang the listing) nor read (a link to /dev/zero never ends)."""
+    check_regular_file(path)
+    flags = _NON_BLOCKING_READ | getattr(os, "O_NOATIME", 0)
     try:
         descriptor = os.open(path, flags)
     except PermissionError:
-        descriptor = os.open(path, os.O_RDONLY)  # O_NOATIME is refused on files another user owns
-    return os.fdopen(descriptor, "rb")
+        descriptor = os.open(path, _NON_BLOCKING_READ)  # O_NOATIME is refused on files another user owns
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):  # swapped in since the check: what was opened counts
+            raise ValueError(f"{path} is {file_kind(mode)}, not a file")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def _count(parameters: int) -> str:

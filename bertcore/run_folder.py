@@ -35,6 +35,10 @@ folder, FIFO or device where one of them belongs is a RunFolderError saying so.
 Reading a run that is still being written (the app watching `bert-train`): `MetricsTail` parses only complete
 lines, keeps a partial last line until its newline arrives, and notices a file that was truncated or replaced
 (a new run in the same folder, a resume dropping records), so the caller can clear what it drew.
+
+Every file is read through bertcore.file_reading: only a regular file, of a bounded size, never opened in a way
+that waits (a FIFO) or reads without end (a link to /dev/zero), and JSON nested too deeply is a damaged file, not
+a RecursionError. The app polls a watched run's files on its GUI thread, so a read must never block.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from bertcore.atomic import (
     write_text_atomic,
 )
 from bertcore.errors import CheckpointWriteError, RunFolderError, RunFolderWriteError
+from bertcore.file_reading import RUN_JSON_LIMIT, open_regular_file, read_bytes, read_json
 from bertcore.run_lock import RunLock
 
 # ---- names ------------------------------------------------------------------------------------------------
@@ -82,6 +87,9 @@ PYTORCH_FILE = "pytorch_model.bin"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_JSON_FILE = "tokenizer.json"  # what transformers 5 saves instead of vocab.txt (read, never written)
+
+# `latest` holds one folder name ("step-000500\n"); anything longer is not a pointer bertcore wrote.
+_POINTER_LIMIT = 4096
 
 _STEP_NAME = re.compile(rf"{CHECKPOINT_PREFIX}(\d+)")
 
@@ -179,23 +187,30 @@ class MetricsTail:
         self.bad_lines = 0
 
     def poll(self, max_bytes: int = 64 * 1024 * 1024) -> TailUpdate:
-        """Read what was appended since the last poll (at most `max_bytes` of it; the rest next time)."""
+        """Read what was appended since the last poll (at most `max_bytes` of it; the rest next time). Nothing
+        while the file does not exist yet; RunFolderError naming it when a FIFO, device, folder or broken link
+        is in its place, or it cannot be read."""
         try:
-            stat = self.path.stat()
+            file = open_regular_file(self.path, error=RunFolderError, label="the metrics file")
         except FileNotFoundError:
             return TailUpdate()
-        identity = (stat.st_dev, stat.st_ino)
-        restarted = False
-        if self._identity is not None and (identity != self._identity or stat.st_size < self._offset):
-            # Replaced or truncated: whatever we held belongs to the old file.
-            self.reset()
-            restarted = True
-        self._identity = identity
-        if stat.st_size == self._offset:
-            return TailUpdate(restarted=restarted)
-        with open(self.path, "rb") as file:
-            file.seek(self._offset)
-            chunk = file.read(max_bytes)
+        with file:
+            # The size and identity of what was opened, not of what the name led to a moment earlier.
+            stat = os.fstat(file.fileno())
+            identity = (stat.st_dev, stat.st_ino)
+            restarted = False
+            if self._identity is not None and (identity != self._identity or stat.st_size < self._offset):
+                # Replaced or truncated: whatever we held belongs to the old file.
+                self.reset()
+                restarted = True
+            self._identity = identity
+            if stat.st_size == self._offset:
+                return TailUpdate(restarted=restarted)
+            try:
+                file.seek(self._offset)
+                chunk = file.read(max_bytes)
+            except OSError as error:
+                raise RunFolderError(f"the metrics file {self.path} cannot be read: {_reason(error)}") from None
         self._offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()  # b"" when the chunk ended on a newline
@@ -302,10 +317,11 @@ class RunFolder:
             write_json_atomic(self.run_config_path, values)
 
     def read_summary(self) -> dict[str, Any] | None:
-        """summary.json as a dict, or None when the run has not written one (or it is unreadable)."""
+        """summary.json as a dict, or None when the run has not written one (or it is unreadable: not a regular
+        file, too big, not JSON)."""
         try:
-            values = json.loads(self.summary_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+            values = read_json(self.summary_path, limit=RUN_JSON_LIMIT)
+        except (OSError, ValueError):
             return None
         return values if isinstance(values, dict) else None
 
@@ -335,10 +351,10 @@ class RunFolder:
 
     def checkpoint_sanity(self, folder: Path) -> dict[str, Any] | None:
         """A checkpoint's sanity.json ({"step", "sane", "smoothed_loss", "reason"}), or None when it has none
-        (written before there was one) or it is unreadable."""
+        (written before there was one) or it is unreadable (not a regular file, too big, not JSON)."""
         try:
-            values = json.loads((Path(folder) / SANITY_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+            values = read_json(Path(folder) / SANITY_FILE, limit=RUN_JSON_LIMIT)
+        except (OSError, ValueError):
             return None
         return values if isinstance(values, dict) and isinstance(values.get("sane"), bool) else None
 
@@ -364,12 +380,13 @@ class RunFolder:
                 and (folder / CONFIG_FILE).is_file())
 
     def read_latest_pointer(self) -> Path | None:
-        """The checkpoint `latest` names (it may be missing or incomplete), or None without a pointer.
+        """The checkpoint `latest` names (it may be missing or incomplete), or None without a usable pointer (none,
+        or not a regular file of a folder name).
 
         RunFolderError when it names anything but a folder directly inside checkpoints/."""
         try:
-            name = self.latest_pointer_path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            name = read_bytes(self.latest_pointer_path, limit=_POINTER_LIMIT).decode("utf-8").strip()
+        except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
             return None
         if not name:
             return None
@@ -552,17 +569,18 @@ def _advice(error: OSError) -> str:
 
 # ---- reading a run folder (the app's run watcher) ---------------------------------------------------------
 def read_run_config(run_dir: str | os.PathLike) -> dict:
-    """The run's `run_config.json` as a dict; ValueError naming the file when it is unreadable."""
+    """The run's `run_config.json` as a dict; ValueError naming the file when it is missing or unreadable (not a
+    regular file, too big, not JSON)."""
     path = Path(run_dir) / RUN_CONFIG_FILE
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
+        values = read_json(path, limit=RUN_JSON_LIMIT, what="a run_config.json")
     except FileNotFoundError:
         raise ValueError(
             f"{path} does not exist; open the folder that `bert-train --out` wrote (it holds "
             f"{RUN_CONFIG_FILE} and {METRICS_FILE})"
         ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} cannot be read as JSON ({error}); is the run folder damaged?") from None
+    except ValueError as error:
+        raise ValueError(f"{error}; is the run folder damaged?") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object; is the run folder damaged?")
     return values

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from torch import nn
 
 from bertcore.errors import RunFolderError
+from bertcore.file_reading import open_regular_file
 
 TRAINER_STATE_VERSION = 1
 
@@ -90,10 +91,14 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def read_trainer_state(path: Path) -> dict[str, Any]:
-    """A checkpoint's trainer_state.pt, checked; RunFolderError naming the file when it is damaged."""
+    """A checkpoint's trainer_state.pt, checked; RunFolderError naming the file when it is damaged, or is not a
+    regular file (a FIFO is refused, never waited on; a link to a device is never read)."""
     advice = "resume from an earlier checkpoint (--resume <run>/checkpoints/step-…) or start a new run"
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with open_regular_file(path, error=RunFolderError, label="the trainer state") as file:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except RunFolderError as error:  # what is there is not a file: say so, not "damaged"
+        raise RunFolderError(f"{error}; {advice}") from None
     except Exception as error:  # truncated, garbage or code: torch raises many types, all meaning "damaged"
         first_line = (str(error).strip().splitlines() or [""])[0][:200]
         raise RunFolderError(f"{path} cannot be read ({type(error).__name__}: {first_line}); the trainer state "

@@ -175,13 +175,19 @@ def record_reader(run_config: dict) -> Callable[[dict], Any]:
 
 
 def read_curve(run_dir: str | os.PathLike, up_to_step: int | None = None) -> list:
-    """Every statistics record of a run's metrics file (as `record_reader` reads them), up to a step."""
+    """Every statistics record of a run's metrics file (as `record_reader` reads them), up to a step; ValueError
+    naming the metrics file when it is not a regular file (a FIFO, a folder) or cannot be read."""
+    from bertcore.errors import RunFolderError
+
     folder = RunFolder(run_dir)
     try:
         reader = record_reader(folder.read_run_config())
     except (OSError, ValueError):
         reader = stats_from_record
-    records = folder.metrics_tail().poll().records
+    try:
+        records = folder.metrics_tail().poll().records
+    except RunFolderError as error:
+        raise ValueError(str(error)) from None
     stats = [converted for converted in map(reader, records) if converted is not None]
     return stats if up_to_step is None else [record for record in stats if record.step <= up_to_step]
 

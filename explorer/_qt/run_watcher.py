@@ -19,6 +19,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from bertcore.errors import RunFolderError
 from bertcore.run_folder import FINAL_DIR, METRICS_FILE, MetricsTail, list_checkpoints, read_run_config
 from explorer.run_watch import is_finetuning_run, record_reader, run_has_ended, stats_from_record
 from explorer.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
@@ -78,6 +79,8 @@ class RunWatcher(QObject):
         self._checkpoints = CheckpointProbeQueue()
         self._tail = MetricsTail(folder / METRICS_FILE)
         self.poll()
+        if not self.is_watching:  # its metrics file is not a file: poll said so and stopped
+            return False
         self.checkpointsChanged.emit()
         self._offer_new_checkpoints()  # those written before the folder was opened
         self._timer.start()
@@ -91,7 +94,12 @@ class RunWatcher(QObject):
         """Read what the run appended since the last poll (the timer calls this)."""
         if self._tail is None:
             return
-        update = self._tail.poll()
+        try:
+            update = self._tail.poll()
+        except RunFolderError as error:  # a FIFO or folder named metrics.jsonl: the same answer every 250 ms
+            self.stop()
+            self.status.emit(f"Stopped watching {self.run_dir}: {error}", "error")
+            return
         if not self._kind_known and update.records:  # its run_config.json is written before any record
             try:
                 config = read_run_config(self.run_dir)
