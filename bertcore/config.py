@@ -19,6 +19,14 @@ from bertcore.atomic import write_json_atomic
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 MAX_LABELS = 1_000_000  # the most classes num_labels may claim (extreme multi-label sets reach ~670k)
+# Upper bounds of the numeric settings whose huge values overflow somewhere (each check says where):
+MAX_STEPS = 10**12  # the schedule divides by the step count as a float; 10^12 steps outlast any machine
+MAX_EPOCHS = 1_000_000.0  # steps = epochs × steps per epoch must stay a finite count
+MAX_VOCAB_SIZE = 1_000_000  # the largest BERT vocabularies hold ~250k tokens; the Rust trainer overflows far above
+MAX_NUM_THREADS = 1024  # torch.set_num_threads overflows (or tries to start that many threads) beyond
+MAX_INITIALIZER_RANGE = 1.0  # BERT draws weights with std 0.02; a std far above 1 overflows the first forward pass
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
+FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller adam_eps is 0 to the optimizer
 
 
 class FrozenMapping(Mapping):
@@ -91,8 +99,10 @@ class BertConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
-        if not self.initializer_range >= 0:
-            raise ValueError(f"initializer_range must be >= 0 (BERT uses 0.02), got {self.initializer_range!r}")
+        if not 0 <= self.initializer_range <= MAX_INITIALIZER_RANGE:
+            raise ValueError(f"initializer_range is {self.initializer_range!r}; it is the std of the initial weights "
+                             f"and must be in [0, {MAX_INITIALIZER_RANGE:g}] (BERT uses 0.02): a much wider draw "
+                             "makes the activations overflow float32")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
         self._normalise_task_fields()
@@ -216,6 +226,28 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
 
 
+def _check_at_most(name: str, value: float, maximum: float, why: str) -> None:
+    if value > maximum:
+        raise ValueError(f"{name} is {_shown_number(value)}; it must be at most {maximum:,g} ({why})")
+
+
+def _shown_number(value: float) -> str:
+    """A number for a message, even an int too long to print or to make a float of."""
+    if isinstance(value, int) and abs(value) >= 10**15:
+        return f"about 10^{int(value.bit_length() * math.log10(2))}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _check_task_option_numbers(options: Mapping[str, Any]) -> None:
+    """The numeric task options (TASK_OPTIONS) have the right kind of number; their ranges against seq_len are
+    checked where the data is read (bertcore.squad.check_qa_lengths)."""
+    for name, minimum in (("max_query_length", 1), ("doc_stride", 0), ("max_answer_length", 1)):
+        if options.get(name) is not None:
+            _check_int(name, options[name], minimum=minimum)
+    if options.get("null_score_diff_threshold") is not None:
+        _check_number("null_score_diff_threshold", options["null_score_diff_threshold"])
+
+
 def _check_number(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number (float), got {value!r} ({type(value).__name__})")
@@ -300,6 +332,11 @@ class TrainingConfig:
             _check_int(name, getattr(self, name), minimum=1)
         for name in ("eval_every", "checkpoint_every"):  # 0 = only at the end
             _check_int(name, getattr(self, name), minimum=0)
+        if self.warmup_steps is not None:
+            _check_int("warmup_steps", self.warmup_steps, minimum=0)
+        _check_at_most("steps", self.steps, MAX_STEPS, "the learning-rate schedule divides by it as a float")
+        _check_at_most("vocab_size", self.vocab_size, MAX_VOCAB_SIZE,
+                       "the largest BERT vocabularies hold about 250,000 tokens")
         if self.seq_len < 8:
             raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
@@ -338,12 +375,43 @@ def _check_loop_settings(config, *, lr_hint: str) -> None:
     """The settings every training loop reads (bertcore.training_loop), checked alike for every kind of run."""
     if not (isinstance(config.lr, int | float) and math.isfinite(config.lr) and config.lr > 0):
         raise ValueError(f"lr must be a positive number, got {config.lr!r} ({lr_hint})")
-    if not config.weight_decay >= 0 or not config.max_grad_norm >= 0:
-        raise ValueError("weight_decay and max_grad_norm must be >= 0")
+    # (No upper bound on lr: a far too high one is what the loop's NaN and divergence messages name, rightly.)
+    for name in ("weight_decay", "max_grad_norm"):
+        _check_number(name, getattr(config, name))
+        if getattr(config, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(config, name)!r}"
+                             + (" (0 = no clipping)" if name == "max_grad_norm" else " (0 = no decay)"))
+    if config.weight_decay > 1 and config.lr * config.weight_decay >= 1:
+        # AdamW's decoupled decay multiplies each decayed weight by (1 - lr × weight_decay) every step: at or past
+        # 1 the weights are zeroed or flip sign, past 2 they grow geometrically and overflow. (A weight_decay of 1
+        # or less is only pushed there by an lr of 1 or more, which the loop's messages name.)
+        factor = 1 - config.lr * config.weight_decay
+        damage = "overflow" if factor < -1 else "are zeroed or flip sign every step"
+        raise ValueError(
+            f"weight_decay is {config.weight_decay:g}, but AdamW multiplies every decayed weight by "
+            f"1 - lr × weight_decay = {factor:.3g} each step (lr {config.lr:g}), so the weights {damage}; with this "
+            f"lr weight_decay must be in [0, {1 / config.lr:,.4g}) (below 1/lr; usual values are 0.01 to 0.1)"
+        )
+    betas = config.adam_betas
+    if (not isinstance(betas, tuple | list) or len(betas) != 2
+            or not all(isinstance(b, int | float) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)):
+        raise ValueError(f"adam_betas must be two numbers in [0, 1), such as (0.9, 0.999), got {betas!r}: Adam "
+                         "divides by 1 - beta^step, which is 0 for a beta of 1")
+    _check_number("adam_eps", config.adam_eps)
+    if config.adam_eps < FLOAT32_TINY:
+        raise ValueError(f"adam_eps is {config.adam_eps!r}; it must be at least {FLOAT32_TINY:.3g} (usual: 1e-8 to "
+                         "1e-6): Adam divides by sqrt(v) + eps, and where a weight's gradient is 0 a smaller eps "
+                         "(0 in float32) gives 0/0 = NaN")
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) \
+            or not SEED_RANGE[0] <= config.seed <= SEED_RANGE[1]:
+        raise ValueError(f"seed must be an integer from -2**63 to 2**64 - 1 (what torch.manual_seed takes), such "
+                         f"as 0, got {config.seed!r}")
     if config.precision not in ("auto", "fp32", "bf16"):
         raise ValueError(f"precision {config.precision!r} is not one of auto, fp32, bf16")
-    if config.num_threads is not None and config.num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1, got {config.num_threads}")
+    if config.num_threads is not None:
+        _check_int("num_threads", config.num_threads, minimum=1)
+        _check_at_most("num_threads", config.num_threads, MAX_NUM_THREADS,
+                       "torch.set_num_threads overflows or starts that many threads")
     _check_number("divergence_factor", config.divergence_factor)
     if not (config.divergence_factor == 0 or config.divergence_factor > 1):
         raise ValueError(f"divergence_factor must be 0 (off) or a number above 1 (e.g. 4), got "
@@ -417,6 +485,11 @@ class FinetuneConfig:
         _check_number("epochs", self.epochs)
         if self.epochs <= 0:
             raise ValueError(f"epochs must be above 0, got {self.epochs!r}; or give steps")
+        _check_at_most("epochs", self.epochs, MAX_EPOCHS, "steps = epochs × steps per epoch must stay a finite count")
+        for name in ("steps", "warmup_steps"):
+            if getattr(self, name) is not None:
+                _check_at_most(name, getattr(self, name), MAX_STEPS, "the learning-rate schedule divides by it as "
+                               "a float")
         if self.seq_len < 8:
             raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
         if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
@@ -440,6 +513,7 @@ class FinetuneConfig:
             if unknown:
                 raise ValueError(f"{', '.join(unknown)} is not an option of the {self.task!r} task; its options are "
                                  f"{', '.join(TASK_OPTIONS[self.task])}")
+        _check_task_option_numbers(self.task_options)
 
     @classmethod
     def for_demo(cls, name: str, **changes: Any) -> FinetuneConfig:

@@ -180,3 +180,56 @@ def test_transformers_reads_our_config_and_we_read_theirs(tmp_path):
     only_names.save_pretrained(tmp_path / "tagger")
     tagger = BertConfig.from_json_file(tmp_path / "tagger" / "config.json")
     assert tagger.num_labels == 3 and tagger.label2id == {"O": 0, "B-PER": 1, "I-PER": 2}
+
+
+# ---- numeric settings whose huge values overflow: refused up front, naming the field, the value and the range ----
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    (dict(weight_decay=1e30), r"weight_decay is 1e\+30, but AdamW multiplies every decayed weight by 1 - lr × "
+                              r"weight_decay = -2e\+26 each step \(lr 0\.0002\), so the weights overflow; with this lr "
+                              r"weight_decay must be in \[0, 5,000\)"),
+    (dict(weight_decay=float("inf")), r"weight_decay must be a finite number"),
+    (dict(weight_decay=-0.1), r"weight_decay must be >= 0, got -0\.1"),
+    (dict(weight_decay=7000.0), r"weight_decay is 7000, .* = -0\.4 each step .* so the weights are zeroed or flip "
+                                r"sign every step; with this lr weight_decay must be in \[0, 5,000\)"),
+    (dict(max_grad_norm=float("inf")), r"max_grad_norm must be a finite number"),
+    (dict(adam_betas=(1.0, 0.999)), r"adam_betas must be two numbers in \[0, 1\), .* got \(1\.0, 0\.999\)"),
+    (dict(adam_betas=(0.9,)), r"adam_betas must be two numbers"),
+    (dict(adam_eps=0.0), r"adam_eps is 0\.0; it must be at least 1\.18e-38 .* 0/0 = NaN"),
+    (dict(adam_eps=1e-300), r"adam_eps is 1e-300; it must be at least"),
+    (dict(seed=2**64), r"seed must be an integer from -2\*\*63 to 2\*\*64 - 1 .* got 18446744073709551616"),
+    (dict(seed=1.5), r"seed must be an integer"),
+    (dict(num_threads=10**30), r"num_threads is about 10\^30; it must be at most 1,024"),
+    (dict(steps=10**400), r"steps is about 10\^400; it must be at most 1e\+12"),
+    (dict(steps=None, warmup_steps=10**13), r"warmup_steps is 10000000000000; it must be at most 1e\+12"),
+    (dict(epochs=1e308), r"epochs is 1e\+308; it must be at most 1e\+06"),
+    (dict(task="qa", task_options={"doc_stride": 1e30}), r"doc_stride must be an integer >= 0, got 1e\+30"),
+    (dict(task="qa", task_options={"null_score_diff_threshold": float("nan")}),
+     r"null_score_diff_threshold must be a finite number"),
+])
+def test_finetune_settings_that_would_overflow_are_refused_by_name(changes, message):
+    from bertcore.config import FinetuneConfig
+
+    with pytest.raises(ValueError, match=message):
+        FinetuneConfig(**{"task": "sequence", "train": "train.csv", **changes})
+
+
+def test_training_settings_that_would_overflow_are_refused_by_name():
+    from bertcore.config import FinetuneConfig
+
+    for changes, message in [(dict(weight_decay=1e30), r"weight_decay is 1e\+30.*must be in \[0, 2,000\)"),
+                             (dict(steps=10**400), r"steps is about 10\^400"),
+                             (dict(vocab_size=10**30), r"vocab_size is about 10\^30; it must be at most 1e\+06"),
+                             (dict(warmup_steps=2.5), r"warmup_steps must be an integer >= 0, got 2\.5"),
+                             (dict(adam_eps=0.0), r"adam_eps is 0\.0")]:
+        with pytest.raises(ValueError, match=message):
+            TrainingConfig(**changes)
+    with pytest.raises(ValueError, match=r"initializer_range is 1e\+30; .* must be in \[0, 1\] \(BERT uses 0\.02\)"):
+        BertConfig(initializer_range=1e30)
+    # what stays allowed: a decay of 1 or less whatever the lr (a huge lr is the loop's NaN/divergence message to
+    # give, and its tests drive it with lr 1e6), strong decay that cannot flip a weight, negative seeds
+    assert TrainingConfig(lr=1e6).weight_decay == 0.01
+    assert FinetuneConfig(task="sequence", train="t.csv", weight_decay=1.0, lr=1e6).lr == 1e6
+    assert FinetuneConfig(task="sequence", train="t.csv", weight_decay=50.0, lr=1e-3).weight_decay == 50.0
+    assert TrainingConfig(seed=-1, adam_betas=[0.0, 0.5], max_grad_norm=0.0).adam_betas == (0.0, 0.5)
