@@ -299,16 +299,16 @@ class FinetuningTask(TrainingTask):
     def evaluate(self, forward, step: int) -> TaskEvalStats:
         """Loss and the task's metrics over every eval example; keeps the predictions (`last_evaluation`)."""
         loss_sum = count = 0.0
-        outputs = []
+        evaluation = self.data.new_evaluation()  # reduces each batch's logits as they come: memory of one batch
         for batch in self.eval_batches:
             output, moved = forward(batch)
             sums = self.batch_sums(output, moved).tolist()
             loss_sum, count = loss_sum + sums[0], count + sums[1]
             if self.task == "qa":
-                outputs.append((output.start_logits.float().cpu(), output.end_logits.float().cpu()))
+                evaluation.add(batch, (output.start_logits.float().cpu(), output.end_logits.float().cpu()))
             else:
-                outputs.append(output.logits.float().cpu())
-        evaluation = self.data.evaluate(self.eval_batches, outputs)
+                evaluation.add(batch, output.logits.float().cpu())
+        evaluation = evaluation.result()
         self.last_evaluation = (step, evaluation)
         return TaskEvalStats(step=step, loss=loss_sum / count, metrics=dict(evaluation.metrics),
                              main_metric=self.data.main_metric, num_examples=len(self.data.eval_examples))

@@ -6,6 +6,9 @@
     batch = data.train_batch(step, batch_size=32)              # TaskBatch; model(**batch.model_inputs())
     batches = data.eval_batches(64)                            # fixed: the same batches at every evaluation
     result = data.evaluate(batches, [model(**b.model_inputs()) for b in batches])
+    evaluation = data.new_evaluation()                         # or batch by batch, holding no logits:
+    for b in batches: evaluation.add(b, model(**b.model_inputs()))
+    result = evaluation.result()
     result.metrics    # {"accuracy": 0.71, "macro_f1": 0.69}
     result.predictions  # per eval example: label names / tag lists; QA: {question id: answer} (predictions.json)
 
@@ -16,11 +19,14 @@ Three kinds of task, named as the model heads they feed:
   for `is_split_into_words=True`, so the word of every sub-token is known exactly), the word's tag goes to its
   first sub-token and every other position is labelled -100 (ignored by the loss). A word that normalises
   to nothing (e.g. a lone zero-width character) becomes one [UNK] so that every word has a position.
-- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.squad`); one feature per window.
+- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.squad`); one feature per window,
+  held compactly (`QAWindows`: int32 arrays, a window built only when a batch or a decoding reads it), so a
+  SQuAD-sized file costs its tokens' bytes, not Python lists per window.
 
 Labels: the label vocabulary comes from the training file (all of it, before any held-out split), sorted, with
 integer labels in numeric order; labels that are numbers with a fraction (0.5, "3.8") make a regression task
-unless `problem_type` says otherwise; the eval file must use only the training file's labels.
+unless `problem_type` says otherwise; the eval file must use only the training file's labels. Regression scores
+must be finite and within ±MAX_REGRESSION_SCORE (1e15): the squared error of a larger one overflows float32.
 
 Batches follow bertcore.data's habits: padded to the batch's longest sequence, and a pure function of
 (seed, step, rank, world size) so a resumed run sees exactly the batches an uninterrupted one would. Training
@@ -34,9 +40,10 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +55,11 @@ from bertcore.model import IGNORE_INDEX
 from bertcore.squad import (
     MAX_ANSWER_LENGTH,
     QAWindow,
+    QAWindows,
+    WindowAnswer,
+    choose_answers,
     default_qa_lengths,
     make_qa_windows,
-    postprocess_qa_predictions,
 )
 from bertcore.task_files import (
     QAExample,
@@ -75,6 +84,11 @@ TASKS = ("sequence", "token", "qa")
 PROBLEM_TYPES = ("single_label_classification", "regression")
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_NOT_FINITE = re.compile(r"\s*[+-]?(inf|infinity|nan)\s*", re.IGNORECASE)
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4e38
+# The largest regression score trained on: its square (1e30) summed over even 10^8 rows of a batch stays far below
+# float32's largest value, so mean squared error cannot overflow; beyond about 1.8e19 a single square does.
+MAX_REGRESSION_SCORE = 1e15
 
 
 # ---- labels ----------------------------------------------------------------------------------------------
@@ -108,12 +122,28 @@ def label_vocabulary(labels: Sequence[str | int | float]) -> list[str]:
 
 def _regression_target(example: TextExample, because: TextExample | None) -> float:
     value = example.label
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and _NUMBER.fullmatch(value):
-        return float(value)
     reason = (f"{because.where} has the fractional label {because.label!r}, which makes this a regression task"
               if because is not None else "the task is a regression")
+    if isinstance(value, int | float) or (isinstance(value, str) and (_NUMBER.fullmatch(value)
+                                                                      or _NOT_FINITE.fullmatch(value))):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        if _NOT_FINITE.fullmatch(str(value)):  # 'nan', 'inf', and float nan / inf
+            raise TaskDataError(
+                f"{example.where}: the label {shown} is not a finite number; {reason}, and every row needs a "
+                f"finite score (within ±{MAX_REGRESSION_SCORE:g}): fill in the score or delete the row"
+            )
+        try:
+            score = float(value)
+        except OverflowError:  # an int beyond float64
+            score = math.inf
+        if not -MAX_REGRESSION_SCORE <= score <= MAX_REGRESSION_SCORE:
+            raise TaskDataError(
+                f"{example.where}: the label {shown} is too large for a regression score: scores must lie within "
+                f"±{MAX_REGRESSION_SCORE:g}, because the model computes in float32 (largest {FLOAT32_MAX:.3g}) and "
+                "the squared error of a larger score overflows it (the loss becomes inf); rescale the scores (e.g. "
+                "to 0..1 or 0..5, as STS-B's are)"
+            )
+        return score
     raise TaskDataError(
         f"{example.where}: the label {value!r} is not a number, but {reason}; give every row a numeric score, "
         "or make it a classification task (problem_type='single_label_classification')"
@@ -242,7 +272,8 @@ class FinetuningData:
         self.train_source = train_source
         self.eval_source = eval_source
         self._pool: tuple[tuple, list[list[int]]] | None = None
-        self._epochs: dict[int, list[int]] = {}  # the last two epochs' orders (a step may straddle two)
+        self._epochs: dict[int, np.ndarray] = {}  # the last two epochs' orders (a step may straddle two)
+        self._train_lengths: np.ndarray | None = None  # tokens of each training feature, for length buckets
 
     @property
     def num_labels(self) -> int:
@@ -257,11 +288,12 @@ class FinetuningData:
 
     # -- training batches: a pure function of (seed, step, rank, world_size) --
 
-    def _epoch_order(self, epoch: int) -> list[int]:
+    def _epoch_order(self, epoch: int) -> np.ndarray:
         """The seeded order of the training features in epoch `epoch` (0-based)."""
         if epoch not in self._epochs:
             order = list(range(len(self.train_features)))
             step_rng(self.seed, 0, epoch, "epoch").shuffle(order)
+            order = np.array(order, dtype=np.int64)  # 8 bytes a feature, not a Python int's 36
             self._epochs = {e: o for e, o in self._epochs.items() if e == epoch - 1} | {epoch: order}
         return self._epochs[epoch]
 
@@ -271,7 +303,7 @@ class FinetuningData:
         indices: list[int] = []
         while len(indices) < count:
             epoch, offset = divmod(start + len(indices), size)
-            indices.extend(self._epoch_order(epoch)[offset : offset + count - len(indices)])
+            indices.extend(self._epoch_order(epoch)[offset : offset + count - len(indices)].tolist())
         return indices
 
     def train_batch(self, step: int, batch_size: int, rank: int = 0, world_size: int = 1) -> TaskBatch:
@@ -292,7 +324,9 @@ class FinetuningData:
         key = (group, batch_size, world_size)
         if self._pool is None or self._pool[0] != key:
             pool = self._stream(group * self.length_buckets * per_step, self.length_buckets * per_step)
-            pool.sort(key=lambda i: len(self.train_features[i].input_ids))
+            if self._train_lengths is None:
+                self._train_lengths = feature_lengths(self.train_features)
+            pool = np.asarray(pool)[np.argsort(self._train_lengths[pool], kind="stable")].tolist()  # by length
             batches = [pool[i : i + batch_size] for i in range(0, len(pool), batch_size)]
             step_rng(self.seed, 0, group, "buckets").shuffle(batches)
             self._pool = (key, batches)
@@ -300,27 +334,28 @@ class FinetuningData:
 
     # -- evaluation --
 
-    def eval_batches(self, batch_size: int) -> list[TaskBatch]:
-        """Every eval feature once, in batches of similar length (little padding); the same at every call."""
-        order = sorted(range(len(self.eval_features)), key=lambda i: len(self.eval_features[i].input_ids))
-        return [self._collate(order[i : i + batch_size], self.eval_features, self.eval_examples)
-                for i in range(0, len(order), batch_size)]
+    def eval_batches(self, batch_size: int) -> TaskBatches:
+        """Every eval feature once, in batches of similar length (little padding); the same at every call.
+        The batches are collated when read (`TaskBatches`), so holding them costs no tensors."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size is {batch_size}; it must be >= 1")
+        order = np.argsort(feature_lengths(self.eval_features), kind="stable")
+        return TaskBatches(self, order, batch_size)
+
+    def new_evaluation(self) -> Evaluation:
+        """An evaluation to feed batch by batch (`add(batch, output)`, then `result()`): it keeps only what the
+        metrics need of each output (QA: each window's best span), so its memory does not grow with logits."""
+        return Evaluation(self)
 
     def evaluate(self, batches: Sequence[TaskBatch], outputs: Sequence) -> TaskEvaluation:
         """Metrics over the whole eval set from the model's output on each of `eval_batches(...)` (an output
         object with `.logits` or `.start_logits`/`.end_logits`, a logits tensor/array, or a (start, end) pair)."""
         if len(batches) != len(outputs):
             raise ValueError(f"{len(batches)} batches but {len(outputs)} outputs; give the output of each batch")
-        per_feature: list[tuple[np.ndarray, ...] | None] = [None] * len(self.eval_features)
+        evaluation = self.new_evaluation()
         for batch, output in zip(batches, outputs, strict=True):
-            arrays = _output_arrays(output)
-            for row, feature_index in enumerate(batch.feature_index.tolist()):
-                per_feature[feature_index] = tuple(array[row] for array in arrays)
-        missing = sum(entry is None for entry in per_feature)
-        if missing:
-            raise ValueError(f"{missing} of {len(per_feature)} eval features have no output; evaluate the "
-                             "outputs of every batch of eval_batches(...)")
-        return self._score(per_feature)
+            evaluation.add(batch, output)
+        return evaluation.result()
 
     # -- collation --
 
@@ -345,12 +380,71 @@ class FinetuningData:
     def _targets(self, features: Sequence, width: int):
         raise NotImplementedError
 
-    def _score(self, per_feature: list[tuple[np.ndarray, ...]]) -> TaskEvaluation:
+    def _reduce(self, feature_index: int, arrays: tuple[np.ndarray, ...]):
+        """What evaluation keeps of one eval feature's output rows (`arrays`: logits, or start and end logits)."""
+        raise NotImplementedError
+
+    def _score(self, reduced: list) -> TaskEvaluation:
+        """The metrics and predictions from every eval feature's `_reduce`d output, in feature order."""
         raise NotImplementedError
 
     def summary(self) -> dict:
         """Plain numbers about the data (sizes, label balance, truncation), for logs and the UI."""
         raise NotImplementedError
+
+
+def feature_lengths(features: Sequence[Feature]) -> np.ndarray:
+    """Tokens of each feature, as an array (from a compact store's `lengths` when it has one)."""
+    lengths = getattr(features, "lengths", None)
+    if lengths is not None:
+        return np.asarray(lengths)
+    return np.fromiter((len(f.input_ids) for f in features), dtype=np.int64, count=len(features))
+
+
+class TaskBatches(Sequence[TaskBatch]):
+    """A fixed list of eval batches that collates each batch when it is read: the same batches every time,
+    without holding every batch's tensors between evaluations."""
+
+    def __init__(self, data: FinetuningData, order: np.ndarray, batch_size: int):
+        self._data, self._order, self.batch_size = data, order, batch_size
+
+    def __len__(self) -> int:
+        return math.ceil(len(self._order) / self.batch_size)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = operator.index(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"batch {index} is out of range: there are {len(self)} eval batches")
+        index %= len(self)
+        indices = self._order[index * self.batch_size : (index + 1) * self.batch_size].tolist()
+        return self._data._collate(indices, self._data.eval_features, self._data.eval_examples)
+
+    def __iter__(self) -> Iterator[TaskBatch]:
+        for index in range(len(self)):
+            yield self[index]
+
+
+class Evaluation:
+    """One evaluation of the eval set, fed the model's output batch by batch; see `FinetuningData.new_evaluation`."""
+
+    def __init__(self, data: FinetuningData):
+        self._data = data
+        self._reduced: list = [None] * len(data.eval_features)
+
+    def add(self, batch: TaskBatch, output) -> None:
+        """The model's output on `batch` (an eval batch): logits (B, ...) or start/end logits, as `evaluate`."""
+        arrays = _output_arrays(output)
+        for row, feature_index in enumerate(batch.feature_index.tolist()):
+            self._reduced[feature_index] = self._data._reduce(feature_index, tuple(array[row] for array in arrays))
+
+    def result(self) -> TaskEvaluation:
+        missing = sum(entry is None for entry in self._reduced)
+        if missing:
+            raise ValueError(f"{missing} of {len(self._reduced)} eval features have no output; evaluate the "
+                             "outputs of every batch of eval_batches(...)")
+        return self._data._score(self._reduced)
 
 
 def split_heldout(num_items: int, fraction: float, seed: int, *, source: str, unit: str = "examples",
@@ -449,8 +543,11 @@ class SequenceClassificationData(FinetuningData):
         dtype = torch.float32 if self.problem_type == "regression" else torch.long
         return torch.tensor([f.label for f in features], dtype=dtype), None, None
 
-    def _score(self, per_feature) -> TaskEvaluation:
-        logits = np.stack([entry[0] for entry in per_feature])  # (N, num_labels)
+    def _reduce(self, feature_index: int, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+        return np.array(arrays[0], dtype=np.float32)  # (num_labels,), a copy: the batch's array can go
+
+    def _score(self, reduced) -> TaskEvaluation:
+        logits = np.stack(reduced)  # (N, num_labels)
         if self.problem_type == "regression":
             scores = [float(x) for x in logits.reshape(len(logits), -1)[:, 0]]
             return TaskEvaluation(regression_metrics(scores, [f.label for f in self.eval_features]), scores)
@@ -529,12 +626,15 @@ class TokenClassificationData(FinetuningData):
     def _targets(self, features: Sequence[TokenFeature], width: int):
         return torch.tensor(_pad_rows([f.labels for f in features], width, IGNORE_INDEX)), None, None
 
-    def _score(self, per_feature) -> TaskEvaluation:
+    def _reduce(self, feature_index: int, arrays: tuple[np.ndarray, ...]) -> list[int]:
+        word_starts = self.eval_features[feature_index].word_starts
+        return arrays[0][word_starts].argmax(axis=-1).tolist() if word_starts else []  # a tag id per kept word
+
+    def _score(self, reduced) -> TaskEvaluation:
         fallback = "O" if "O" in self.label2id else self.id2label[0]
         predicted = []
-        for feature, (logits,) in zip(self.eval_features, per_feature, strict=True):
-            ids = logits[feature.word_starts].argmax(axis=-1) if feature.word_starts else []
-            predicted.append([self.id2label[int(i)] for i in ids] + [fallback] * feature.words_cut)
+        for feature, ids in zip(self.eval_features, reduced, strict=True):
+            predicted.append([self.id2label[i] for i in ids] + [fallback] * feature.words_cut)
         gold = [e.tags for e in self.eval_examples]
         return TaskEvaluation(token_classification_metrics(predicted, gold), predicted)
 
@@ -595,26 +695,39 @@ class QuestionAnsweringData(FinetuningData):
         self.train_features = make_qa_windows(self.train_examples, tokenizer, **settings)
         self.eval_features = make_qa_windows(self.eval_examples, tokenizer, **settings)
 
-    def _example_id(self, example: QAExample) -> str:
-        return example.id
+    def _collate(self, indices: Sequence[int], features: QAWindows, examples: Sequence[QAExample]) -> TaskBatch:
+        """The batch straight from the compact windows (no QAWindow is built)."""
+        rows = np.asarray(indices, dtype=np.int64)
+        input_ids, token_type_ids = features.padded(rows, self.tokenizer.pad_token_id)
+        lengths = features.lengths[rows]
+        attention_mask = (np.arange(input_ids.shape[1]) < lengths[:, None]).astype(np.int64)
+        return TaskBatch(
+            input_ids=torch.from_numpy(input_ids), token_type_ids=torch.from_numpy(token_type_ids),
+            attention_mask=torch.from_numpy(attention_mask), labels=None,
+            start_positions=torch.from_numpy(features.start_positions[rows].astype(np.int64)),
+            end_positions=torch.from_numpy(features.end_positions[rows].astype(np.int64)),
+            feature_index=torch.from_numpy(rows),
+            example_ids=tuple(examples[i].id for i in features.example_index[rows].tolist()),
+            num_tokens=int(lengths.sum()),
+        )
 
-    def _targets(self, features: Sequence[QAWindow], width: int):
-        return (None, torch.tensor([f.start_position for f in features], dtype=torch.long),
-                torch.tensor([f.end_position for f in features], dtype=torch.long))
+    def _reduce(self, feature_index: int, arrays: tuple[np.ndarray, ...]) -> WindowAnswer:
+        start_logits, end_logits = arrays
+        return self.eval_features.window_answer(feature_index, start_logits, end_logits,
+                                                max_answer_length=self.max_answer_length)
 
-    def _score(self, per_feature) -> TaskEvaluation:
-        predictions = postprocess_qa_predictions(
-            self.eval_examples, self.eval_features, [entry[0] for entry in per_feature],
-            [entry[1] for entry in per_feature], allow_no_answer=self.allow_no_answer,
-            null_score_diff_threshold=self.null_score_diff_threshold, max_answer_length=self.max_answer_length,
+    def _score(self, reduced) -> TaskEvaluation:
+        predictions = choose_answers(
+            self.eval_examples, self.eval_features.example_index, reduced, allow_no_answer=self.allow_no_answer,
+            null_score_diff_threshold=self.null_score_diff_threshold,
         )
         references = {e.id: [a.text for a in e.answers] for e in self.eval_examples}
         return TaskEvaluation(squad_metrics(predictions, references), predictions)
 
     def summary(self) -> dict:
-        def side(examples, windows):
+        def side(examples, windows: QAWindows):
             answerable = sum(not e.is_impossible for e in examples)
-            found = sum(w.start_position > 0 for w in windows)
+            found = int(np.count_nonzero(windows.start_positions > 0))
             return {"questions": len(examples), "answerable": answerable,
                     "unanswerable": len(examples) - answerable, "contexts": len({e.context for e in examples}),
                     "windows": len(windows), "windows_with_answer": found}

@@ -1,12 +1,13 @@
 """Reading fine-tuning data in the formats people already have, into plain example records.
 
 - Sequence / pair classification and regression: CSV or TSV with a header row, or JSONL (one object a line);
-  columns `text`, optional `text_b`, `label` (other columns are ignored; `text_column=` etc. rename them).
+  columns `text`, optional `text_b`, `label` (other columns are ignored; `text_column=` etc. rename them; a
+  column or JSON field that is read may be named only once).
   CSV cells may be quoted as RFC 4180 says (commas, doubled quotes and line breaks inside quotes); TSV is one
   row a line with no quoting at all, as GLUE's files are.
 - Token classification: JSONL with `tokens` and `tags` (lists of equal length), or CoNLL: one `word ... tag`
-  per line (whitespace-separated, the tag in the last column, so CoNLL-2003's four columns work as they are),
-  a blank line between sentences, `-DOCSTART-` lines skipped.
+  per line (whitespace-separated, the tag in the last column, so CoNLL-2003's four columns work as they are;
+  every line of a file has the same number of columns), a blank line between sentences, `-DOCSTART-` skipped.
 - Extractive QA: SQuAD v1.1 / v2.0 JSON (`data[].paragraphs[].context`, `qas[].id/question/answers`,
   `is_impossible` in v2.0).
 
@@ -17,9 +18,12 @@ problem raises `TaskDataError` naming the file, the line or record, and the fix.
 
 from __future__ import annotations
 
+import collections
 import csv
+import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +84,8 @@ def read_task_text(path: str | Path) -> str:
 
 
 def _file_format(path: Path, formats: dict[str, str], given: str | None, kind: str) -> str:
+    if path.is_dir():
+        raise TaskDataError(_folder_message(path, formats))
     if given is not None:
         if given not in set(formats.values()):
             raise TaskDataError(f"format {given!r} is not one of {sorted(set(formats.values()))} for {kind} data")
@@ -94,19 +100,50 @@ def _file_format(path: Path, formats: dict[str, str], given: str | None, kind: s
     return formats[suffix]
 
 
-def _jsonl_records(path: Path, text: str) -> list[tuple[int, dict]]:
-    """(line number, object) for every non-blank line; TaskDataError for invalid JSON or a non-object."""
+def _folder_message(path: Path, formats: dict[str, str]) -> str:
+    """Why a folder is not a task file, and which of its files to name instead."""
+    files = sorted((p for p in path.iterdir() if p.is_file() and p.suffix.lower() in formats),
+                   key=lambda p: (not p.stem.lower().startswith("train"), p.name))
+    if not files:
+        return (f"task file {path} is a folder, not a file, and holds no {', '.join(sorted(formats))} file; "
+                "name the data file itself")
+    shown = ", ".join(p.name for p in files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return f"task file {path} is a folder, not a file; name the data file in it, e.g. {files[0]} (it holds {shown})"
+
+
+def _jsonl_records(path: Path, text: str, fields: tuple[str, ...] = ()) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line; TaskDataError for invalid JSON, a non-object, or one of
+    `fields` given twice in an object (JSON keeps the last silently)."""
     records = []
+    twice: list[tuple[dict, str]] = []  # (object, one of `fields` it gives twice): JSON itself keeps the last
+
+    def build(pairs: list[tuple[str, object]]) -> dict:
+        record = dict(pairs)
+        if len(record) < len(pairs):
+            counts = collections.Counter(key for key, _ in pairs)
+            twice.extend((record, field) for field in fields if counts[field] > 1)
+        return record
+
+    decoder = json.JSONDecoder(object_pairs_hook=build)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        twice.clear()
         try:
-            record = json.loads(line)
+            record = decoder.decode(line)
         except json.JSONDecodeError as error:
             raise TaskDataError(
                 f"{path} line {number} is not valid JSON ({error.msg} at column {error.colno}); "
                 "JSONL needs one complete JSON object per line"
             ) from None
+        except RecursionError:
+            raise TaskDataError(_too_deep(f"{path} line {number}")) from None
+        duplicate = next((key for owner, key in twice if owner is record), None)  # at the top level only
+        if duplicate is not None:
+            raise TaskDataError(
+                f"{path} line {number} gives the field {duplicate!r} twice; JSON would keep only the last one: "
+                "delete or rename the other"
+            )
         if not isinstance(record, dict):
             raise TaskDataError(
                 f"{path} line {number} holds a JSON {type(record).__name__}, not an object; "
@@ -116,6 +153,11 @@ def _jsonl_records(path: Path, text: str) -> list[tuple[int, dict]]:
     if not records:
         raise TaskDataError(f"task file {path} holds no records (only blank lines); add one JSON object per line")
     return records
+
+
+def _too_deep(where: str) -> str:
+    return (f"{where} holds JSON nested too deeply to read (arrays or objects inside each other thousands of "
+            "levels down; task data needs a few levels)")
 
 
 # ---- sequence / pair classification ----------------------------------------------------------------------
@@ -131,14 +173,21 @@ def read_text_examples(
     written: JSON strings/ints/floats; CSV cells are strings (`finetune_data` reads "1" and "0.5" as numbers).
     """
     path = Path(path)
+    columns = (text_column, text_b_column, label_column)
+    names = {"text_column": text_column, "text_b_column": text_b_column, "label_column": label_column}
+    for first, second in (("text_column", "label_column"), ("text_column", "text_b_column"),
+                          ("text_b_column", "label_column")):
+        if names[first] == names[second]:
+            raise TaskDataError(f"{first} and {second} are both {names[first]!r}; one column cannot be both, "
+                                "name two different columns")
     kind = _file_format(path, SEQUENCE_FORMATS, format, "sequence-classification")
     text = read_task_text(path)
-    columns = (text_column, text_b_column, label_column)
     if kind == "jsonl":
-        rows = _jsonl_records(path, text)
+        rows = _jsonl_records(path, text, columns)
     else:
         rows = _csv_rows(path, text, "," if kind == "csv" else "\t", columns, require_label)
     examples = []
+    booleans: list[int] = []  # rows whose label is a JSON true/false
     has_b = None
     for number, row in rows:
         where = f"{path} line {number}"
@@ -160,24 +209,58 @@ def read_text_examples(
         text_a = _text_cell(row[text_column], where, text_column)
         text_b = _text_cell(row[text_b_column], where, text_b_column) if has_b else None
         label = _label_cell(row.get(label_column), where, label_column) if require_label else row.get(label_column)
+        if require_label and isinstance(row.get(label_column), bool):
+            booleans.append(len(examples))
         examples.append(TextExample(text_a, text_b, label, where))
     if not examples:
         raise TaskDataError(f"task file {path} has a header but no rows; add one example per line")
+    if 0 < len(booleans) < len(examples):
+        raise TaskDataError(_mixed_booleans(examples, booleans, label_column))
     return examples
+
+
+def _mixed_booleans(examples: list[TextExample], booleans: list[int], column: str) -> str:
+    """A JSON file whose labels are true/false on some rows and names or numbers on others: the odd row named.
+    (A task of only true/false labels is fine: its classes are "false" and "true".)"""
+    flagged = set(booleans)
+    odd_is_boolean = len(booleans) <= len(examples) - len(booleans)
+    odd = next(e for i, e in enumerate(examples) if (i in flagged) == odd_is_boolean)
+    usual = next(e for i, e in enumerate(examples) if (i in flagged) != odd_is_boolean)
+    shown_odd = f"{odd.label}, a JSON boolean," if odd_is_boolean else repr(odd.label)
+    shown_usual = repr(usual.label) if odd_is_boolean else usual.label
+    return (f"{odd.where}: {column!r} is {shown_odd} but "
+            f"{'the other labels are not booleans' if odd_is_boolean else 'most labels are JSON booleans'} (e.g. "
+            f"{shown_usual} at {usual.where}); write every label the same way (all names, numbers, or true/false)")
 
 
 def _csv_rows(path: Path, text: str, delimiter: str, columns: tuple[str, str, str],
               require_label: bool) -> list[tuple[int, dict]]:
     name = "CSV" if delimiter == "," else "TSV"
-    # CSV quotes as RFC 4180 (and Excel, pandas) do; TSV has no quoting (GLUE's files hold stray " in text)
+    # CSV quotes as RFC 4180 (and Excel, pandas) do; TSV has no quoting (GLUE's files hold stray " in text).
+    # Lines end at \n, \r\n or \r only (as csv wants: newline=""), not at the other breaks str.splitlines knows
+    # (U+2028, \x0b, \x1c...), which are text inside a cell.
     quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, quoting=quoting)
+    lines = io.StringIO(text, newline="").readlines()
+    # a cell may be as long as the file (the csv module refuses cells over 131,072 characters by default)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
     try:
         header = next(reader)
     except StopIteration:
         header = []
+    except csv.Error as error:
+        raise TaskDataError(f"{path} line {reader.line_num}: {error}; check the quoting of the header") from None
+    if quoting != csv.QUOTE_NONE and reader.line_num == len(lines):
+        _check_quotes_closed(path, lines, 1)  # a header that swallowed the file
     header = [cell.strip() for cell in header]
     text_column, _, label_column = columns
+    for column in dict.fromkeys(columns):
+        if header.count(column) > 1:
+            places = " and ".join(str(i + 1) for i, cell in enumerate(header) if cell == column)
+            raise TaskDataError(
+                f"{path} line 1: the header names the column {column!r} twice (columns {places}); only one can be "
+                f"read as {column!r}: rename or delete the other"
+            )
     needed = [text_column] + ([label_column] if require_label else [])
     absent = [c for c in needed if c not in header]
     if absent:
@@ -191,8 +274,11 @@ def _csv_rows(path: Path, text: str, delimiter: str, columns: tuple[str, str, st
         )
     rows = []
     try:
+        row_start = reader.line_num + 1
         for cells in reader:
-            number = reader.line_num
+            number, first_line, row_start = reader.line_num, row_start, reader.line_num + 1
+            if quoting != csv.QUOTE_NONE and number == len(lines):
+                _check_quotes_closed(path, lines, first_line)  # the last row: did an unclosed quote make it?
             if not any(cell.strip() for cell in cells):
                 continue
             if len(cells) != len(header):
@@ -205,6 +291,36 @@ def _csv_rows(path: Path, text: str, delimiter: str, columns: tuple[str, str, st
     except csv.Error as error:
         raise TaskDataError(f"{path} line {reader.line_num}: {error}; check the quoting of that row") from None
     return rows
+
+
+def _check_quotes_closed(path: Path, lines: list[str], first_line: int) -> None:
+    """TaskDataError when the CSV row starting at `first_line` (1-based) opens a quoted cell that no quote closes:
+    the csv module then reads the rest of the file into that cell without a word."""
+    text = "".join(lines[first_line - 1 :])
+    opener = re.compile(r'(?:^|(?<=[,\r\n]))"')  # a quote opens a cell only at the cell's start
+    position = 0
+    while (match := opener.search(text, position)) is not None:
+        inside = match.end()
+        while True:
+            close = text.find('"', inside)
+            if close < 0:
+                line = first_line + text.count("\n", 0, match.start()) + _lone_returns(text, match.start())
+                rest = (f"everything after it, to the end of the file at line {len(lines)}, would be read as one "
+                        "cell" if len(lines) > line else "the file ends inside that cell")
+                raise TaskDataError(
+                    f"{path} line {line}: the quote opened on line {line} is never closed, so {rest}; add the "
+                    'closing " (a quote inside a quoted cell is written "")'
+                )
+            if text.startswith('""', close):
+                inside = close + 2  # an escaped quote inside the cell
+                continue
+            position = close + 1
+            break
+
+
+def _lone_returns(text: str, end: int) -> int:
+    """Line ends before `end` that are a lone \r (old Mac), which \n counting misses."""
+    return text.count("\r", 0, end) - text.count("\r\n", 0, end)
 
 
 def _text_cell(value: object, where: str, column: str) -> str:
@@ -252,6 +368,7 @@ def _conll_examples(path: Path, text: str) -> list[TaggedExample]:
     words: list[str] = []
     tags: list[str] = []
     start = 0
+    widths: dict[int, tuple[int, int, str]] = {}  # columns -> (lines with that many, first such line, its text)
 
     def close() -> None:
         if words:
@@ -272,17 +389,40 @@ def _conll_examples(path: Path, text: str) -> list[TaggedExample]:
                 f"{path} line {number} has one column ({line.strip()!r}); CoNLL lines are `word tag` "
                 "(or `word pos chunk tag`), separated by spaces or tabs, with a blank line between sentences"
             )
+        count, first, sample = widths.get(len(cells), (0, number, line))
+        widths[len(cells)] = (count + 1, first, sample)
         if not words:
             start = number
         words.append(cells[0])
         tags.append(cells[-1])
     close()
+    if len(widths) > 1:
+        raise TaskDataError(_conll_width_message(path, widths))
     return examples
+
+
+def _conll_width_message(path: Path, widths: dict[int, tuple[int, int, str]]) -> str:
+    """A CoNLL file whose lines have different numbers of columns: the odd line, the usual count, the fix.
+
+    An error, not a guess: the word is the first column and the tag the last, so a line with a column too many
+    (`New York B-LOC`) would drop a word (`York`) and one too few would take a POS column for the tag."""
+    usual = max(widths, key=lambda width: (widths[width][0], -widths[width][1]))
+    odd = min((width for width in widths if width != usual), key=lambda width: widths[width][1])
+    count, number, line = widths[odd]
+    usual_count, usual_first, _ = widths[usual]
+    if odd > usual:
+        fix = (f"columns are split at spaces and tabs, so a word cannot contain a space: give each word its own "
+               f"line (e.g. `{line.split()[0]} ...` then `{line.split()[1]} ...`), or remove the extra column")
+    else:
+        fix = "add the missing column(s): the word is read from the first column and the tag from the last"
+    others = f" ({count - 1} more line{'s' if count > 2 else ''} like it)" if count > 1 else ""
+    return (f"{path} line {number} has {odd} columns ({line.strip()!r}) but the file's other lines have {usual} "
+            f"({usual_count} lines, from line {usual_first}){others}; {fix}")
 
 
 def _jsonl_tagged(path: Path, text: str, tokens_field: str, tags_field: str) -> list[TaggedExample]:
     examples = []
-    for number, record in _jsonl_records(path, text):
+    for number, record in _jsonl_records(path, text, (tokens_field, tags_field)):
         where = f"{path} line {number}"
         for field in (tokens_field, tags_field):
             if field not in record:
@@ -314,6 +454,8 @@ def _jsonl_tagged(path: Path, text: str, tokens_field: str, tags_field: str) -> 
 def read_squad(path: str | Path) -> list[QAExample]:
     """Every question of a SQuAD v1.1 / v2.0 file, checked: ids unique, answers where their offsets say."""
     path = Path(path)
+    if path.is_dir():
+        raise TaskDataError(_folder_message(path, {".json": "squad"}))
     text = read_task_text(path)
     try:
         document = json.loads(text)
@@ -322,6 +464,8 @@ def read_squad(path: str | Path) -> list[QAExample]:
             f"{path} is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
             "a SQuAD file is one JSON object with a 'data' list"
         ) from None
+    except RecursionError:
+        raise TaskDataError(_too_deep(str(path)) + "; a SQuAD file nests data > paragraphs > qas > answers") from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise TaskDataError(
             f"{path} has no 'data' list at the top; a SQuAD file looks like "

@@ -94,6 +94,40 @@ def test_regression_data_and_a_label_that_is_not_a_number(tmp_path, tokenizer):
         load_finetuning_data("sequence", train, bad_eval, tokenizer=tokenizer)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("text,label\na,0.5\nb,1.5e308\n", r"line 3: the label '1\.5e308' is too large for a regression score: scores "
+                                          r"must lie within ±1e\+15, because the model computes in float32 .* the "
+                                          r"squared error of a larger score overflows it \(the loss becomes inf\); "
+                                          r"rescale the scores"),
+        ("text,label\na,0.5\nb,-1e999\n", r"line 3: the label '-1e999' is too large"),
+        ("text,label\na,0.5\nb,2e15\n", r"line 3: the label '2e15' is too large"),
+        ("text,label\na,0.5\nb,nan\n", r"line 3: the label 'nan' is not a finite number; .*line 2 has the fractional "
+                                       r"label '0\.5', which makes this a regression task, and every row needs a "
+                                       r"finite score"),
+        ("text,label\na,0.5\nb,-Infinity\n", r"line 3: the label '-Infinity' is not a finite number"),
+    ],
+)
+def test_regression_scores_that_overflow_float32_are_refused_at_load(tmp_path, tokenizer, text, message):
+    path = tmp_path / "scores.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TaskDataError, match=r"scores\.csv " + message):
+        load_finetuning_data("sequence", path, path, tokenizer=tokenizer)
+
+
+def test_regression_scores_up_to_the_limit_train_with_a_finite_loss(tmp_path, tokenizer):
+    huge = text_file(tmp_path, "huge.jsonl", [{"text": "a", "label": 0.5}, {"text": "b", "label": 10**400}])
+    with pytest.raises(TaskDataError, match=r"huge\.jsonl line 2: the label 1000000000000000000000000000000000000"
+                                            r"\.\.\. is too large"):
+        load_finetuning_data("sequence", huge, huge, tokenizer=tokenizer)
+    rows = [{"text": f"w{i}", "label": value} for i, value in enumerate([1e15, -1e15, 0.5] * 40)]
+    path = text_file(tmp_path, "edge.jsonl", rows)
+    data = load_finetuning_data("sequence", path, path, tokenizer=tokenizer)
+    labels = data.train_batch(1, 120).labels
+    assert torch.isfinite(torch.nn.functional.mse_loss(torch.zeros_like(labels), labels))
+
+
 def test_an_eval_label_the_training_file_does_not_have(tmp_path, tokenizer):
     train = text_file(tmp_path, "train.jsonl", [{"text": "a", "label": "pos"}, {"text": "b", "label": "neg"}])
     evaluation = text_file(tmp_path, "eval.jsonl", [{"text": "a", "label": "pos"}, {"text": "b", "label": "meh"}])
@@ -334,6 +368,15 @@ def test_qa_data_batches_and_oracle_evaluation(tmp_path, tokenizer):
     assert set(batch.model_inputs()) == {"input_ids", "token_type_ids", "attention_mask", "start_positions",
                                          "end_positions"}
     assert batch.labels is None and all(qid.startswith("p") for qid in batch.example_ids)
+    resumed, straight = (load_finetuning_data("qa", path, tokenizer=tokenizer, seq_len=40, heldout_fraction=0.25,
+                                              seed=0, length_buckets=3) for _ in range(2))
+    assert len(straight.train_features) < 7 * 6
+    for step in range(1, 8):  # past an epoch end: the batch of a step is the same however the run got there
+        expected = straight.train_batch(step, 6)
+    again = resumed.train_batch(7, 6)
+    for name in ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions", "feature_index"):
+        assert torch.equal(getattr(again, name), getattr(expected, name))
+    assert again.example_ids == expected.example_ids and again.num_tokens == expected.num_tokens
     batches = data.eval_batches(5)
     outputs = []
     for b in batches:
@@ -349,6 +392,12 @@ def test_qa_data_batches_and_oracle_evaluation(tmp_path, tokenizer):
         outputs.append((start, end))
     result = data.evaluate(batches, outputs)
     assert result.metrics["exact_match"] == 1.0 and result.metrics["f1"] == 1.0
+    evaluation = data.new_evaluation()  # fed batch by batch, keeping a few numbers a window: the same result
+    for batch, output in zip(reversed(batches), reversed(outputs), strict=True):
+        evaluation.add(batch, output)
+    assert evaluation.result() == result
+    with pytest.raises(ValueError, match=r"eval features have no output"):
+        data.new_evaluation().result()
     assert result.metrics["no_answer_exact_match"] == 1.0
     assert set(result.predictions) == {e.id for e in data.eval_examples}
     summary = data.summary()

@@ -12,6 +12,7 @@ from bertcore.squad import (
     default_qa_lengths,
     make_qa_windows,
     postprocess_qa_predictions,
+    window_answer,
 )
 from bertcore.task_files import Answer, QAExample, TaskDataError
 from bertcore.tokenizer import BertTokenizer
@@ -166,3 +167,63 @@ def test_a_span_starting_in_the_question_is_never_chosen(tokenizer):
     start[1] = end[1] = 50.0  # the first question token
     start[windows[0].start_position] = end[windows[0].end_position] = 5.0
     assert postprocess_qa_predictions(examples, windows, [start], [end]) == {"q": "All"}
+
+
+# ---- memory: the windows of a big SQuAD file are held compactly ------------------------------------------------
+
+
+def many_questions(count: int, per_context: int = 20) -> list[QAExample]:
+    words = CONTEXT.split()
+    examples = []
+    for number in range(count):
+        shift = number // per_context  # a new context every `per_context` questions, as SQuAD's paragraphs
+        context = " ".join(words[shift % len(words) :] + words[: shift % len(words)]) + f" number {shift}."
+        answer = words[(number * 7) % len(words)]
+        examples.append(QAExample(f"q{number}", f"which word is number {number} here?", context,
+                                  [Answer(answer, context.index(answer))], False, f"test {number}"))
+    return examples
+
+
+def test_windows_take_a_few_bytes_each_not_python_lists(tokenizer):
+    import gc
+    import tracemalloc
+
+    examples = many_questions(800)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        windows = make_qa_windows(examples, tokenizer, seq_len=48, max_query_length=16, doc_stride=8)
+        held, peak = (value - before for value in tracemalloc.get_traced_memory())
+    finally:
+        tracemalloc.stop()
+    assert len(windows) >= 3 * len(examples)  # several windows a question: the contexts are longer than one window
+    # A window as Python lists (ids, segments, offsets, max-context flags: 48 entries each) takes several KB; the
+    # compact store keeps ~20 bytes a window plus the tokens of each context and question once.
+    assert held / len(windows) < 150, f"{held / len(windows):.0f} bytes a window"
+    assert peak / len(windows) < 400, f"building peaked at {peak / len(windows):.0f} bytes a window"
+    assert held <= 2 * windows.nbytes + 64 * 1024
+
+
+def test_a_batch_of_the_compact_windows_is_the_windows_padded(tokenizer):
+    examples = many_questions(30, per_context=7)
+    windows = make_qa_windows(examples, tokenizer, seq_len=40, max_query_length=12, doc_stride=10)
+    rows = [3, 0, len(windows) - 1, 11]
+    input_ids, token_type_ids = windows.padded(rows, pad_token_id=tokenizer.pad_token_id)
+    width = max(len(windows[i]) for i in rows)
+    assert input_ids.shape == token_type_ids.shape == (len(rows), width)
+    for row, index in enumerate(rows):
+        window = windows[index]
+        padding = width - len(window)
+        assert input_ids[row].tolist() == window.input_ids + [tokenizer.pad_token_id] * padding
+        assert token_type_ids[row].tolist() == window.token_type_ids + [0] * padding
+        assert windows.lengths[index] == len(window) and windows.example_index[index] == window.example_index
+        assert (windows.start_positions[index], windows.end_positions[index]) == \
+            (window.start_position, window.end_position)
+    rng = np.random.default_rng(0)
+    for index in range(len(windows)):  # decoding from the arrays = decoding the built window
+        start, end = rng.normal(size=40), rng.normal(size=40)
+        assert windows.window_answer(index, start, end) == window_answer(windows[index], start, end)
+    assert windows[-1] == windows[len(windows) - 1] and windows[1:3] == [windows[1], windows[2]]
+    with pytest.raises(IndexError, match="out of range"):
+        windows[len(windows)]
