@@ -58,10 +58,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from bertcore.checkpoint import load_pretrained, save_pretrained
-    from bertcore.inspection import inspect_encoding
-    from explorer.head_change import ChangeComputer, ChangeRequest
-    from explorer.startup import minilm_path
+    from bertcore.analysis.inspection import inspect_encoding
+    from bertcore.models.checkpoint import load_pretrained, save_pretrained
+    from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
+    from explorer.window.startup import minilm_path
 
     folder_a = minilm_path()
     if folder_a is None:
@@ -93,7 +93,7 @@ def main() -> None:
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from explorer._qt.change_tab import ChangeTab
+    from explorer.what_changed._qt.change_tab import ChangeTab
 
     app = QApplication.instance() or QApplication([])
     tab = ChangeTab()

@@ -11,11 +11,11 @@ Three families of concrete cases, each made in a temporary folder:
   extra or missing tensors; pickles that would run code; safetensors headers of garbage). `load_pretrained` runs
   in a forked child of a process that imported bertcore once, with a 10 s timeout and RLIMIT_AS of 3 GB, so a
   hang or a memory blow-up is counted, not suffered; a hang is confirmed in a fresh interpreter.
-- run: `bert-train` (python -m bertcore.cli) on a tiny model: kill -9 and --resume (the resumed loss curve is
+- run: `bert-train` (python -m bertcore.cli.train) on a tiny model: kill -9 and --resume (the resumed loss curve is
   compared with an uninterrupted run's), run files as symlinks to a victim file outside the folder, FIFOs,
   read-only folders (chattr +i), a full disk (a small tmpfs), corrupt trainer_state.pt / run_config.json /
   latest, divergence, Ctrl-C twice, two runs in one folder, bad corpora and options.
-- finetune: `bert-finetune` (python -m bertcore.finetune_cli) for one step on CSV/TSV/JSONL/CoNLL/SQuAD files
+- finetune: `bert-finetune` (python -m bertcore.cli.finetune) for one step on CSV/TSV/JSONL/CoNLL/SQuAD files
   with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings. The schedule's
   learning rate is 0 at the last step, so a one-step run reads, builds and computes a loss but moves no weight:
   settings that only bite in an update (--lr 1e30) get 3 steps.
@@ -775,7 +775,7 @@ def _child_load(folder: str, result_path: str, log_path: str) -> None:
 
 def load_server() -> None:
     """`--_load-server`: import bertcore once, then load each folder named on stdin in a forked child."""
-    import bertcore.checkpoint  # noqa: F401 - imported once here, shared by every forked child
+    import bertcore.models.checkpoint  # noqa: F401 - imported once here, shared by every forked child
 
     for line in sys.stdin:
         request = json.loads(line)
@@ -900,13 +900,13 @@ class Workspace:
 
     def prepare(self) -> None:
         finished = self.root / "finished-run"
-        proc = run_cli("bertcore.cli", self.train_args(finished, "--steps", "4", "--checkpoint-every", "2",
+        proc = run_cli("bertcore.cli.train", self.train_args(finished, "--steps", "4", "--checkpoint-every", "2",
                                                        "--eval-every", "2"), self.root, timeout=180)
         if proc.rc != 0:
             raise SystemExit(f"the tiny base run failed (exit {proc.rc}):\n{proc.stderr[-3000:]}")
         self.finished = finished
         reference = self.root / "reference-run"
-        proc = run_cli("bertcore.cli", self.train_args(reference, *LONG_RUN), self.root, timeout=300)
+        proc = run_cli("bertcore.cli.train", self.train_args(reference, *LONG_RUN), self.root, timeout=300)
         if proc.rc != 0:
             raise SystemExit(f"the reference run failed (exit {proc.rc}):\n{proc.stderr[-3000:]}")
         self.reference = step_losses(reference)[0]
@@ -1027,7 +1027,7 @@ def _copy_finished(ws: Workspace, case_dir: Path) -> Path:
 
 
 def _train(ws: Workspace, case_dir: Path, run: Path, *extra, timeout: float = CLI_TIMEOUT_S) -> Proc:
-    return run_cli("bertcore.cli", ws.train_args(run, *extra), case_dir, timeout)
+    return run_cli("bertcore.cli.train", ws.train_args(run, *extra), case_dir, timeout)
 
 
 def _resume(ws: Workspace, case_dir: Path, run: Path, *extra, timeout: float = CLI_TIMEOUT_S) -> Proc:
@@ -1056,7 +1056,7 @@ def kill_and_resume(at_step: int, *, every: str = "10", sig: int = signal.SIGKIL
     def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
         run = case_dir / "run"
         extra = [*LONG_RUN[:2], "--checkpoint-every", every, *LONG_RUN[4:]]
-        process = start_cli("bertcore.cli", ws.train_args(run, *extra), case_dir)
+        process = start_cli("bertcore.cli.train", ws.train_args(run, *extra), case_dir)
         reached = wait_for_step(run, process, at_step) if at_step > 0 else wait_for_folder(run, process)
         if process.poll() is not None:
             return Outcome("ok", f"(not exercised: the run ended before step {at_step})")
@@ -1068,7 +1068,7 @@ def kill_and_resume(at_step: int, *, every: str = "10", sig: int = signal.SIGKIL
             return Outcome("silent", f"after the {signal.Signals(sig).name} near step {reached}: {problem}")
         # checkpoints every step are for the kill to land in one; the rest of the run needs no more of them
         faster = ["--checkpoint-every", "50"] if every == "1" else []
-        proc = run_cli("bertcore.cli", ws.train_args(run, "--resume", *faster), case_dir, timeout=120)
+        proc = run_cli("bertcore.cli.train", ws.train_args(run, "--resume", *faster), case_dir, timeout=120)
         expect = "any" if at_step < int(every) else "ok"  # killed before its first checkpoint: refusing is right
         wrong = curve_problem(run, ws.reference) if proc.rc == 0 else None
         outcome = judge(expect, proc, victim=victims.damage(), wrong=wrong)
@@ -1081,7 +1081,7 @@ def ctrl_c_twice(delay: float) -> Callable:
     """SIGINT, then SIGINT again `delay` s later (during the stopping checkpoint): exit 0/1/2, no traceback."""
     def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
         run = case_dir / "run"
-        process = start_cli("bertcore.cli", ws.train_args(run, *LONG_RUN), case_dir)
+        process = start_cli("bertcore.cli.train", ws.train_args(run, *LONG_RUN), case_dir)
         reached = wait_for_step(run, process, 15)
         if process.poll() is not None:
             return Outcome("ok", "(not exercised: the run ended first)")
@@ -1160,7 +1160,7 @@ def diverge_then_resume(lr: str) -> Callable:
         if outcome.kind != "clear":
             outcome.message = f"--lr {lr}: {outcome.message}"
             return outcome
-        proc = run_cli("bertcore.cli", ws.train_args(run, "--resume"), case_dir)
+        proc = run_cli("bertcore.cli.train", ws.train_args(run, "--resume"), case_dir)
         wrong = None
         if proc.rc == 0 and (run / "final").is_dir() and not weights_finite(run / "final"):
             wrong = "the resumed run finished with NaN/inf weights"
@@ -1172,9 +1172,9 @@ def diverge_then_resume(lr: str) -> Callable:
 
 def two_runs_one_folder(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
     run = case_dir / "run"
-    first = start_cli("bertcore.cli", ws.train_args(run, *LONG_RUN), case_dir)
+    first = start_cli("bertcore.cli.train", ws.train_args(run, *LONG_RUN), case_dir)
     wait_for_step(run, first, 5)
-    second = run_cli("bertcore.cli", ws.train_args(run, "--resume"), case_dir)
+    second = run_cli("bertcore.cli.train", ws.train_args(run, "--resume"), case_dir)
     first_done = finish(first, 120)
     if first_done.rc != 0:
         return Outcome("victim", f"the first run failed after the second was refused: {error_line(first_done.stderr)}")
@@ -1186,7 +1186,7 @@ def simple(expect: str, make_args: Callable[[Workspace, Path], list[str]], *, pr
     def scenario(ws: Workspace, case_dir: Path, victims: Victims) -> Outcome:
         if prepare:
             prepare(case_dir, victims)
-        proc = run_cli("bertcore.cli", make_args(ws, case_dir), case_dir)
+        proc = run_cli("bertcore.cli.train", make_args(ws, case_dir), case_dir)
         return judge(expect, proc, victim=victims.damage(), wrong=final_problem(case_dir / "run"))
     return scenario
 
@@ -1719,7 +1719,7 @@ def run_finetune_case(case: FinetuneCase, ws: Workspace, root: Path) -> Outcome:
         else:
             options[option] = str(case_dir / value[1:-1]) if value.startswith("{") and value.endswith("}") else value
     argv = [item for pair in options.items() for item in pair] + ["--no-progress"]
-    proc = run_cli("bertcore.finetune_cli", argv, case_dir)
+    proc = run_cli("bertcore.cli.finetune", argv, case_dir)
     wrong = final_problem(case_dir / "run") if proc.rc == 0 else None
     if proc.rc == 0 and case.examples is not None:
         counted = _examples_read(proc.stderr)
@@ -1783,7 +1783,7 @@ def main(argv: list[str] | None = None) -> int:
         load_server()
         return 0
     if args.load_one:
-        import bertcore.checkpoint  # noqa: F401 - imported before the timeout starts
+        import bertcore.models.checkpoint  # noqa: F401 - imported before the timeout starts
 
         Path(args.load_one[1]).with_name("fresh-ready").touch()
         _child_load(*args.load_one)

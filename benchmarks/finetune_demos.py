@@ -1,6 +1,6 @@
 """Demo fine-tuning tasks from the shipped default model: the held-out metric against training wall time.
 
-Runs `bertcore.finetune.Finetuner` on each demo task named (default: mood and next-line) with its measured
+Runs `bertcore.training.finetuning.Finetuner` on each demo task named (default: mood and next-line) with its measured
 settings (bertcore.config.DEMO_SETTINGS) or the ones given, evaluating on the whole eval set every --eval-every
 steps, and prints step, training seconds (evaluation excluded, as the run's elapsed_seconds counts it) and the
 task's metrics, then the load average before and after (the machine may be shared: compare runs of one sitting).
@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertcore.config import DEMO_SETTINGS, FinetuneConfig
-from bertcore.finetune import Finetuner
+from bertcore.training.finetuning import Finetuner
 
 
 def load_average() -> str:

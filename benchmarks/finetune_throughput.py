@@ -1,7 +1,7 @@
 """Fine-tuning throughput: bertcore's BertForSequenceClassification against transformers' on the same weights.
 
 One training step = zero_grad(set_to_none) -> forward with class labels -> backward -> clip grad norm 1.0 ->
-AdamW step (the same fused AdamW for both, from bertcore.trainer.make_optimizer). Batches are what a
+AdamW step (the same fused AdamW for both, from bertcore.training.pretraining.make_optimizer). Batches are what a
 fine-tuning loader gives: sequences of random length (--min-len..--max-len tokens, [CLS] first), padded to the
 batch's longest, random labels; both models get the same batches. Steps are interleaved (a few of one, then a
 few of the other) so that load from other processes hits both alike. Reported: the median over timed steps
@@ -13,7 +13,7 @@ few of the other) so that load from other processes hits both alike. Reported: t
 
 Where bertcore's speed comes from: the classifier reads only the pooled [CLS] vector, so the last layer runs
 its queries and feed-forward at [CLS] alone, and no layer runs its dense work (projections, feed-forward,
-LayerNorms) on padding (bertcore.model.TokenRows); both are exact.
+LayerNorms) on padding (bertcore.models.bert.TokenRows); both are exact.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.train_throughput import Runner, time_interleaved  # the pretraining benchmark's timed step
 from bertcore.config import preset
-from bertcore.task_heads import BertForSequenceClassification
+from bertcore.models.task_heads import BertForSequenceClassification
 
 
 def padded_batches(vocab_size: int, batch_size: int, min_len: int, max_len: int, num_labels: int, count: int,

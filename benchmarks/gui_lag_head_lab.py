@@ -57,7 +57,7 @@ def wait_until(condition, seconds: float = 60.0) -> bool:
 
 
 def open_model(window, which: str) -> str:
-    from explorer import startup
+    import explorer.window.startup as startup
 
     if which == "minilm":
         loaded = startup.load_minilm()
@@ -104,8 +104,8 @@ def main() -> int:
     shots = args.screenshots
 
     _app = QApplication.instance() or QApplication([])
-    from explorer._qt.main_window import MainWindow
-    from explorer.head_lab import CorpusSettings
+    from explorer.head_lab.analyses import CorpusSettings
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat), throttle_ms=0)
     window.resize(1600, 1000)

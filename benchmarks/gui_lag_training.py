@@ -96,7 +96,7 @@ def measure_long_plots(panel, steps: int) -> None:
     """The plots holding `steps` points while 100 steps a second keep arriving for 5 s."""
     rng = np.random.default_rng(0)
 
-    from bertcore.trainer import StepStats
+    from bertcore.training.pretraining import StepStats
 
     def record(step: int) -> StepStats:
         return StepStats(step=step, total_steps=steps + 1000, loss=9 * np.exp(-step / 2e4) + rng.random(),
@@ -150,11 +150,11 @@ def main() -> int:
     args = parser.parse_args()
 
     _app = QApplication.instance() or QApplication([])  # kept referenced for the whole run
-    from bertcore.trainer import warm_up
-    from explorer._qt.finetune_panel import FinetunePanel
-    from explorer._qt.training_panel import TrainingPanel
-    from explorer.finetune_run import FinetuneSettings
-    from explorer.training_run import TrainingSettings
+    from bertcore.training.pretraining import warm_up
+    from explorer.finetune._qt.finetune_panel import FinetunePanel
+    from explorer.finetune.finetune_run import FinetuneSettings
+    from explorer.train._qt.training_panel import TrainingPanel
+    from explorer.train.training_run import TrainingSettings
 
     warm_seconds = warm_up()  # the app does this before its window shows
     out_dir = tempfile.mkdtemp(prefix="gui-lag-run-")
@@ -174,11 +174,11 @@ def main() -> int:
     if args.window:
         from PySide6.QtCore import QSettings
 
-        from explorer._qt.main_window import MainWindow
+        from explorer.window._qt.main_window import MainWindow
 
         window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat))
         if args.finetune:
-            from bertcore.resources import default_checkpoint_dir
+            from bertcore.files.resources import default_checkpoint_dir
 
             window.load_checkpoint(str(default_checkpoint_dir()))
             window.inspect_tab.input_form.sentence_a_edit.setText("what say you to this, my lord")

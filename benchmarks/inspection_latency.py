@@ -12,12 +12,12 @@ import time
 
 import torch
 
+from bertcore.analysis.inspection import inspect_encoding
 from bertcore.config import preset
-from bertcore.inspection import inspect_encoding
-from bertcore.masking import mask_like_bert
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_corpus_path, default_vocab_path
-from bertcore.tokenizer import BertTokenizer
+from bertcore.data.masking import mask_like_bert
+from bertcore.files.resources import default_corpus_path, default_vocab_path
+from bertcore.models.bert import BertForPreTraining
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 
 def main() -> None:

@@ -35,9 +35,9 @@ import torch
 from PySide6.QtCore import QEventLoop, QSettings, QTimer
 from PySide6.QtWidgets import QApplication
 
-from bertcore.resources import default_corpus_path
-from explorer import startup
-from explorer._qt.main_window import MainWindow
+import explorer.window.startup as startup
+from bertcore.files.resources import default_corpus_path
+from explorer.window._qt.main_window import MainWindow
 
 
 def pair_of_length(tokenizer, num_tokens: int) -> tuple[str, str]:

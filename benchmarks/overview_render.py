@@ -15,9 +15,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication
 
-from explorer import attention_math
-from explorer._qt.attention_panel import AttentionPanel
-from explorer.demo_inspection import demo_inspection
+import explorer.inspector.attention_math as attention_math
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector.demo_inspection import demo_inspection
 
 
 def median_ms(function, repeats: int) -> float:

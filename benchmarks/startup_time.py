@@ -2,7 +2,7 @@
 
 Launches the real command in a subprocess (offscreen Qt, its own empty settings folder, so it opens the
 default model unless --model names one) with BERT_EXPLORER_TIMING=1, reads the times the app prints
-(explorer/_qt/splash.py) and stops it. Beside it, for scale: `--help`, a bare `python -c "import torch"`
+(explorer/window/_qt/splash.py) and stops it. Beside it, for scale: `--help`, a bare `python -c "import torch"`
 and a bare interpreter, timed the same way. Prints the median of --repeats launches, and the load average
 (a loaded machine stretches all of it; compare the figures with the bare `import torch` of the same run).
 

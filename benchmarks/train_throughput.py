@@ -1,7 +1,7 @@
 """Training throughput of bertcore against transformers.BertForPreTraining: same config, batches, AdamW, device.
 
 One training step = zero_grad(set_to_none) -> forward with MLM + NSP labels -> backward -> clip grad norm 1.0 ->
-AdamW step (the same fused AdamW for both, from bertcore.trainer.make_optimizer; --default-adamw adds a
+AdamW step (the same fused AdamW for both, from bertcore.training.pretraining.make_optimizer; --default-adamw adds a
 transformers run with torch.optim.AdamW's default kernel, what a plain transformers script gets on the CPU).
 Both models start from the same weights; their steps are interleaved (a few of one, then a few of the other)
 so that load from other processes hits both alike. Reported: the median over timed steps (after warm-up) of
@@ -12,7 +12,7 @@ real (non-pad) tokens per second, and the ratio.
     .venv/bin/python benchmarks/train_throughput.py --preset base --device cuda --dtype bf16   # + MFU
 
 --batches full:   identical random full-length batches (no padding), 15% of positions labelled.
---batches corpus: batches from the real pipeline (bertcore.data, with the trainer's default length bucketing) on
+--batches corpus: batches from the real pipeline (bertcore.data.corpus, with the trainer's default length bucketing) on
                   the default corpus, padded to their longest sequence and given to both models; transformers
                   is also timed on the same batches padded to --seq-len, the usual fixed-length input of a
                   transformers pipeline.
@@ -32,8 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertcore.config import preset
-from bertcore.model import BertForPreTraining
-from bertcore.trainer import make_optimizer, weight_decay_groups
+from bertcore.models.bert import BertForPreTraining
+from bertcore.training.pretraining import make_optimizer, weight_decay_groups
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense tensor-core peaks
 
@@ -56,9 +56,9 @@ def full_length_batches(vocab_size: int, batch_size: int, seq_len: int, count: i
 
 
 def corpus_batches(batch_size: int, seq_len: int, count: int, length_buckets: int):
-    from bertcore.data import PretrainingData, read_corpus
-    from bertcore.resources import default_corpus_path, default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
+    from bertcore.data.corpus import PretrainingData, read_corpus
+    from bertcore.files.resources import default_corpus_path, default_vocab_path
+    from bertcore.tokenization.wordpiece import BertTokenizer
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     data = PretrainingData(read_corpus(default_corpus_path()), tokenizer, seq_len=seq_len,

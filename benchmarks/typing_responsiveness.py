@@ -71,7 +71,7 @@ def spin(milliseconds: int) -> None:
 
 
 def load(name: str):
-    from explorer import startup
+    import explorer.window.startup as startup
 
     return startup.load_minilm() if name == "minilm" else startup.new_untrained_model(name)
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     app = QApplication.instance() or (QApplication([]) if args.no_event_times else TimedApplication([]))
     from benchmarks.keystroke_latency import pair_of_length
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     loaded = load(args.model)
     window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat))

@@ -18,8 +18,8 @@ fine-tuning (classification, tagging, extractive QA). Qt-free.
             print(stats.step, stats.loss, stats.eval and stats.eval.metrics)
 
 The names below are imported on first use (PEP 562), so `import bertcore` and its torch-free modules
-(`bertcore.config`, `bertcore.run_folder`, `bertcore.errors`, `bertcore.atomic`) do not import torch: a GUI
-or `bert-train --help` starts fast. Submodules are reachable as attributes too (`bertcore.trainer`).
+(`bertcore.config`, `bertcore.files.run_folder`, `bertcore.errors`, `bertcore.files.atomic`) do not import torch: a GUI
+or `bert-train --help` starts fast. Submodules are reachable as attributes too (`bertcore.training.pretraining`).
 """
 
 from __future__ import annotations
@@ -36,49 +36,49 @@ _EXPORTS = {
     "BertConfig": "bertcore.config",
     "TrainingConfig": "bertcore.config",
     "preset": "bertcore.config",
-    "BertModel": "bertcore.model",
-    "BertForPreTraining": "bertcore.model",
-    "BertForSequenceClassification": "bertcore.task_heads",
-    "BertForTokenClassification": "bertcore.task_heads",
-    "BertForQuestionAnswering": "bertcore.task_heads",
-    "start_from_pretrained": "bertcore.task_heads",
-    "BertTokenizer": "bertcore.tokenizer",
-    "mask_like_bert": "bertcore.masking",
-    "load_pretrained": "bertcore.checkpoint",
-    "save_pretrained": "bertcore.checkpoint",
-    "inspect": "bertcore.inspection",
-    "inspect_encoding": "bertcore.inspection",
-    "Trainer": "bertcore.trainer",
+    "BertModel": "bertcore.models.bert",
+    "BertForPreTraining": "bertcore.models.bert",
+    "BertForSequenceClassification": "bertcore.models.task_heads",
+    "BertForTokenClassification": "bertcore.models.task_heads",
+    "BertForQuestionAnswering": "bertcore.models.task_heads",
+    "start_from_pretrained": "bertcore.models.task_heads",
+    "BertTokenizer": "bertcore.tokenization.wordpiece",
+    "mask_like_bert": "bertcore.data.masking",
+    "load_pretrained": "bertcore.models.checkpoint",
+    "save_pretrained": "bertcore.models.checkpoint",
+    "inspect": "bertcore.analysis.inspection",
+    "inspect_encoding": "bertcore.analysis.inspection",
+    "Trainer": "bertcore.training.pretraining",
     "CheckpointError": "bertcore.errors",
     "TrainingError": "bertcore.errors",
     "TokenizerError": "bertcore.errors",
     "CorpusError": "bertcore.errors",
     "TaskDataError": "bertcore.errors",
     # fine-tuning data in the formats people have, and the metrics as the field defines them
-    "load_finetuning_data": "bertcore.finetune_data",
-    "demo_task": "bertcore.demo_tasks",
-    "postprocess_qa_predictions": "bertcore.squad",
+    "load_finetuning_data": "bertcore.tasks.finetune_data",
+    "demo_task": "bertcore.tasks.demos",
+    "postprocess_qa_predictions": "bertcore.tasks.squad",
     # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
     "FinetuneConfig": "bertcore.config",
-    "Finetuner": "bertcore.finetune",
-    "TaskStepStats": "bertcore.finetune",
-    "TaskEvalStats": "bertcore.finetune",
-    "read_checkpoint": "bertcore.checkpoint",
-    "model_class_for": "bertcore.task_heads",
-    "TrainingLoop": "bertcore.training_loop",
-    "TrainingTask": "bertcore.training_task",
+    "Finetuner": "bertcore.training.finetuning",
+    "TaskStepStats": "bertcore.training.finetuning",
+    "TaskEvalStats": "bertcore.training.finetuning",
+    "read_checkpoint": "bertcore.models.checkpoint",
+    "model_class_for": "bertcore.models.task_heads",
+    "TrainingLoop": "bertcore.training.loop",
+    "TrainingTask": "bertcore.training.task",
     # the head lab: which heads matter, what each does, where a prediction forms, what the embeddings learned
-    "head_importance": "bertcore.importance",
-    "normalize_importance": "bertcore.importance",
-    "input_head_importance": "bertcore.importance",
-    "pruning_curve": "bertcore.pruning",
-    "head_roles": "bertcore.roles",
-    "logit_lens": "bertcore.lens",
-    "position_similarity": "bertcore.embedding_views",
-    "nearest_neighbours": "bertcore.embedding_views",
-    "project_hidden_states": "bertcore.embedding_views",
+    "head_importance": "bertcore.analysis.importance",
+    "normalize_importance": "bertcore.analysis.importance",
+    "input_head_importance": "bertcore.analysis.importance",
+    "pruning_curve": "bertcore.analysis.pruning",
+    "head_roles": "bertcore.analysis.roles",
+    "logit_lens": "bertcore.analysis.lens",
+    "position_similarity": "bertcore.analysis.embedding_views",
+    "nearest_neighbours": "bertcore.analysis.embedding_views",
+    "project_hidden_states": "bertcore.analysis.embedding_views",
     # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
-    "attention_change": "bertcore.attention_change",
+    "attention_change": "bertcore.analysis.attention_change",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -91,7 +91,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # found once; later lookups do not come here
         return value
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")  # a submodule, e.g. bertcore.trainer
+        return importlib.import_module(f"{__name__}.{name}")  # a submodule, e.g. bertcore.training.pretraining
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

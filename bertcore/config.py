@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcore.atomic import write_json_atomic
+from bertcore.files.atomic import write_json_atomic
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -200,7 +200,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> BertConfig:
-        from bertcore.file_reading import CONFIG_JSON_LIMIT, read_json  # ValueError: a FIFO, a device, deep JSON
+        from bertcore.files.reading import CONFIG_JSON_LIMIT, read_json  # ValueError: a FIFO, a device, deep JSON
 
         path = Path(path)
         try:
@@ -240,7 +240,7 @@ def _shown_number(value: float) -> str:
 
 def _check_task_option_numbers(options: Mapping[str, Any]) -> None:
     """The numeric task options (TASK_OPTIONS) have the right kind of number; their ranges against seq_len are
-    checked where the data is read (bertcore.squad.check_qa_lengths)."""
+    checked where the data is read (bertcore.tasks.squad.check_qa_lengths)."""
     for name, minimum in (("max_query_length", 1), ("doc_stride", 0), ("max_answer_length", 1)):
         if options.get(name) is not None:
             _check_int(name, options[name], minimum=minimum)
@@ -321,8 +321,8 @@ class TrainingConfig:
     keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
     compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
     num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
-    # Stop a run whose loss explodes without becoming NaN (see bertcore.divergence): when the smoothed loss stays
-    # this many times above its best value so far for divergence_patience steps in a row. 0 = never stop.
+    # Stop a run whose loss explodes without becoming NaN (see bertcore.training.divergence): when the smoothed loss
+    # stays this many times above its best value so far for divergence_patience steps in a row. 0 = never stop.
     divergence_factor: float = 4.0
     divergence_patience: int = 10
 
@@ -372,7 +372,7 @@ class TrainingConfig:
 
 
 def _check_loop_settings(config, *, lr_hint: str) -> None:
-    """The settings every training loop reads (bertcore.training_loop), checked alike for every kind of run."""
+    """The settings every training loop reads (bertcore.training.loop), checked alike for every kind of run."""
     if not (isinstance(config.lr, int | float) and math.isfinite(config.lr) and config.lr > 0):
         raise ValueError(f"lr must be a positive number, got {config.lr!r} ({lr_hint})")
     # (No upper bound on lr: a far too high one is what the loop's NaN and divergence messages name, rightly.)
@@ -421,13 +421,13 @@ def _check_loop_settings(config, *, lr_hint: str) -> None:
 
 
 FINETUNE_TASKS = ("sequence", "token", "qa")
-# Options of the task's data (bertcore.finetune_data.load_finetuning_data), by task.
+# Options of the task's data (bertcore.tasks.finetune_data.load_finetuning_data), by task.
 TASK_OPTIONS = {
     "sequence": ("format", "problem_type", "text_column", "text_b_column", "label_column"),
     "token": ("format", "tokens_field", "tags_field"),
     "qa": ("max_query_length", "doc_stride", "max_answer_length", "null_score_diff_threshold", "allow_no_answer"),
 }
-# Settings measured for each demo task (bertcore.demo_tasks) from the shipped default model on a shared 2-core CPU
+# Settings measured for each demo task (bertcore.tasks.demos) from the shipped default model on a shared 2-core CPU
 # (benchmarks/finetune_demos.py): FinetuneConfig.for_demo and `bert-finetune --demo` start from them. mood reaches
 # 76-77% accuracy (chance 33%) in 300 steps, ~15 s of training; next-line 71-73% (chance 50%) in 150 steps, ~10 s;
 # names entity F1 0.93 in 150 steps, ~12 s. who-says (QA) stays near its baselines: it demonstrates the QA path.
@@ -441,15 +441,15 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """A fine-tuning run (bertcore.finetune.Finetuner, `bert-finetune`): a task, its data, a checkpoint to start
-    from, and the loop's settings, which mean what they mean in TrainingConfig."""
+    """A fine-tuning run (bertcore.training.finetuning.Finetuner, `bert-finetune`): a task, its data, a checkpoint to
+    start from, and the loop's settings, which mean what they mean in TrainingConfig."""
 
     task: str | None = None  # "sequence" (a label per text or pair), "token" (a tag per word), "qa" (SQuAD spans)
     train: str | None = None  # training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)
     eval: str | None = None  # eval file; None = hold out heldout_fraction of the training file
-    demo: str | None = None  # a shipped demo task (bertcore.demo_tasks): fills task, train and eval
+    demo: str | None = None  # a shipped demo task (bertcore.tasks.demos): fills task, train and eval
     init_from: str | None = None  # checkpoint folder to start from; None = the shipped default model
-    out_dir: str = "runs/finetune"  # run folder, laid out as bert-train's (bertcore.run_folder)
+    out_dir: str = "runs/finetune"  # run folder, laid out as bert-train's (bertcore.files.run_folder)
     steps: int | None = None  # optimisation steps; None = epochs × steps per epoch (resolved once data is read)
     epochs: float = 3.0  # passes over the training data when steps is None
     batch_size: int = 32  # examples (QA: windows) per step per process
@@ -471,7 +471,7 @@ class FinetuneConfig:
     keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
     compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
     num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
-    divergence_factor: float = 4.0  # as in TrainingConfig (bertcore.divergence); 0 = never stop
+    divergence_factor: float = 4.0  # as in TrainingConfig (bertcore.training.divergence); 0 = never stop
     divergence_patience: int = 10
     task_options: Mapping[str, Any] = FrozenMapping({})  # the data's options by name (TASK_OPTIONS)
 
@@ -527,7 +527,7 @@ class FinetuneConfig:
         files than the demo's."""
         if self.demo is None:
             return self
-        from bertcore.demo_tasks import demo_task
+        from bertcore.tasks.demos import demo_task
 
         demo = demo_task(self.demo)
         wanted = {"task": demo.task, "train": str(demo.train), "eval": str(demo.eval)}

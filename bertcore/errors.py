@@ -1,7 +1,7 @@
 """The exceptions a caller of bertcore may want to catch, in one module that imports nothing heavy.
 
 Catching them never imports torch (the app's GUI thread names them in its handlers); the modules that raise
-them re-export them under their old homes (`bertcore.trainer.TrainingError`, `bertcore.checkpoint.
+them re-export them under their old homes (`bertcore.training.pretraining.TrainingError`, `bertcore.models.checkpoint.
 CheckpointError`). Every message names the thing, the value and the fix, so a consumer can show it as it is.
 
     ValueError
@@ -47,7 +47,7 @@ class CheckpointSaveError(CheckpointError):
 
 
 class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it
-    """The user stopped a model download (bertcore.hub.download_model's `cancel`). None of its files are left
+    """The user stopped a model download (bertcore.models.hub.download_model's `cancel`). None of its files are left
     in the cache's snapshot and no ref points to it: the model is as it was before, or absent."""
 
     def __init__(self, message: str, repo_id: str):

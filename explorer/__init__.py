@@ -1,7 +1,8 @@
 """bert-explorer: the desktop app that shows the inside of BERT.
 
-`explorer.state` and `explorer.startup` are plain Python (tested headless); everything that imports Qt or
-pyqtgraph lives in `explorer._qt` and `explorer.app`.
+Each feature is a folder (`inspector`, `head_lab`, `embeddings`, `what_changed`, `train`, `finetune`, with `runs`,
+`window` and `common` beside them): its state is plain Python (tested headless), and everything that imports Qt or
+pyqtgraph lives in its `_qt` subfolder (and `explorer.app`).
 """
 
 from bertcore import __version__  # noqa: F401  (one version for the project: bertcore's)

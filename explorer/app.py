@@ -2,7 +2,7 @@
 
 `--help` and `--version` answer without importing torch or Qt: only `main` imports the window.
 
-Start-up, in order (see explorer/_qt/splash.py): a splash is painted at once (Qt only); torch and the model
+Start-up, in order (see explorer/window/_qt/splash.py): a splash is painted at once (Qt only); torch and the model
 code are imported in a background thread meanwhile; then the main window is built and shown and the model
 loads in its loader thread; the Train and Fine-tune tabs are added once the window is up. BERT_EXPLORER_TIMING=1 prints
 when each of these happened (benchmarks/startup_time.py).
@@ -15,7 +15,7 @@ import signal
 import sys
 
 from explorer import APP_NAME, __version__
-from explorer.startup import FALLBACK_PRESET
+from explorer.window.startup import FALLBACK_PRESET
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     # (Qt's font set-up, ~1 s on a small machine) runs in C++ in the event loop, outside the interpreter's lock.
     from PySide6.QtWidgets import QApplication
 
-    from explorer._qt.splash import Splash, StartupClock, when_done
-    from explorer.preload import Preloader
+    from explorer.window._qt.splash import Splash, StartupClock, when_done
+    from explorer.window.preload import Preloader
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName(APP_NAME)
@@ -86,7 +86,7 @@ def open_window(args: argparse.Namespace, clock=None):
     """Build and show the main window (torch is imported by now), then load the model in its loader thread."""
     from PySide6.QtCore import QTimer
 
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(device=args.device)
     window.show()
@@ -118,8 +118,8 @@ def open_window(args: argparse.Namespace, clock=None):
 
 
 def _add_training_tab(window) -> None:
-    from explorer._qt.finetune_panel import FinetunePanel
-    from explorer._qt.training_panel import TrainingPanel
+    from explorer.finetune._qt.finetune_panel import FinetunePanel
+    from explorer.train._qt.training_panel import TrainingPanel
 
     window.add_tab(TrainingPanel(), "Train")
     window.add_tab(FinetunePanel(), "Fine-tune")

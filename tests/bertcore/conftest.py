@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 
 @pytest.fixture(scope="module")

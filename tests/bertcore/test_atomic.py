@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bertcore.atomic import (
+from bertcore.files.atomic import (
     atomic_path,
     current_umask,
     remove_leftovers,
@@ -110,7 +110,7 @@ def test_staged_folder_refuses_a_file_in_the_way(tmp_path):
 def test_remove_leftovers_clears_only_crash_debris(tmp_path):
     (tmp_path / ".step-000004.1a2b3c4d.partial").mkdir()
     (tmp_path / ".summary.json.1a2b3c4d.tmp").write_text("{")
-    (tmp_path / ".tmp-step-000002-123").mkdir()  # the layout before bertcore.atomic
+    (tmp_path / ".tmp-step-000002-123").mkdir()  # the layout before bertcore.files.atomic
     (tmp_path / ".hidden-but-ours").write_text("keep")
     (tmp_path / "step-000002").mkdir()
     removed = remove_leftovers(tmp_path)

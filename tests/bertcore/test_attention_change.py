@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.attention_change import attention_change, check_comparable, head_divergence, js_divergence
+from bertcore.analysis.attention_change import attention_change, check_comparable, head_divergence, js_divergence
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
-from bertcore.tokenizer import BertTokenizer
+from bertcore.models.bert import BertForPreTraining
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 
 def entropy_bits(distribution) -> float:

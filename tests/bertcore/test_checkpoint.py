@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.checkpoint import CheckpointError, load_pretrained, save_pretrained
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import CheckpointError, load_pretrained, save_pretrained
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!?!")
@@ -136,7 +136,7 @@ def test_failed_save_leaves_the_previous_checkpoint(small_model, tokenizer, tmp_
     def explode(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("bertcore.checkpoint.save_file", explode)
+    monkeypatch.setattr("bertcore.models.checkpoint.save_file", explode)
     with pytest.raises(CheckpointError, match="disk full"):  # CheckpointSaveError, whatever the library raised
         save_pretrained(small_model, tokenizer, folder)
     assert (folder / "model.safetensors").read_bytes() == before
@@ -364,6 +364,6 @@ def test_absurd_sizes_are_refused_before_anything_is_allocated(good_folder, monk
     def no_model(*args, **kwargs):
         raise AssertionError("a model was built before the sizes were checked")
 
-    monkeypatch.setattr("bertcore.checkpoint.model_class_for", lambda config: no_model)
+    monkeypatch.setattr("bertcore.models.checkpoint.model_class_for", lambda config: no_model)
     with pytest.raises(CheckpointError, match=message):
         load_pretrained(good_folder)

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore import file_reading
-from bertcore.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
+import bertcore.files.reading as file_reading
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_checkpoint_dir
-from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer, TokenizerError
+from bertcore.files.resources import default_checkpoint_dir
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer, TokenizerError
 
 REPO = Path(__file__).resolve().parents[2]
 SECONDS_PER_CASE = 20
@@ -101,8 +101,8 @@ import faulthandler, json, resource, sys
 _, hard = resource.getrlimit(resource.RLIMIT_DATA)
 limit = MEMORY if hard == resource.RLIM_INFINITY else min(MEMORY, hard)
 resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-from bertcore.checkpoint import load_pretrained
-from bertcore.tokenizer import BertTokenizer
+from bertcore.models.checkpoint import load_pretrained
+from bertcore.tokenization.wordpiece import BertTokenizer
 for line in sys.stdin.read().splitlines():
     name, call, path = json.loads(line)
     faulthandler.dump_traceback_later(SECONDS, exit=True)  # a hang ends the process; the parent goes on
@@ -403,12 +403,12 @@ def test_weights_the_file_system_refuses_are_not_called_corrupt(saved, tmp_path,
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("bertcore.checkpoint.load_file", refused)
+    monkeypatch.setattr("bertcore.models.checkpoint.load_file", refused)
     with pytest.raises(CheckpointError, match=r"model\.safetensors cannot be read \(Permission denied\)"):
         load_pretrained(folder)
     torch.save({}, folder / "pytorch_model.bin")
     (folder / "model.safetensors").unlink()
-    monkeypatch.setattr("bertcore.checkpoint.torch.load", refused)
+    monkeypatch.setattr("bertcore.models.checkpoint.torch.load", refused)
     with pytest.raises(CheckpointError, match=r"pytorch_model\.bin cannot be read \(Permission denied\)"):
         load_pretrained(folder)
 

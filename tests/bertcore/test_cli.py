@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained
-from bertcore.cli import build_parser, main
+from bertcore.cli.train import build_parser, main
+from bertcore.models.checkpoint import load_pretrained
 from tests.bertcore.test_data import synthetic_corpus_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_divergence_exits_1_naming_the_step(corpus_path, tmp_path, capsys):
 HOLD_A_RUN = """
 import sys
 from bertcore.config import TrainingConfig
-from bertcore.trainer import Trainer
+from bertcore.training.pretraining import Trainer
 trainer = Trainer(TrainingConfig(corpus=sys.argv[1], out_dir=sys.argv[2], vocab_size=70, preset="tiny", steps=2,
                                  seq_len=32, batch_size=4))
 print("training", flush=True)
@@ -114,9 +114,9 @@ def test_a_second_run_on_the_same_folder_is_refused_at_once(corpus_path, tmp_pat
 
 
 def test_a_full_disk_exits_1_keeping_the_previous_checkpoint(corpus_path, tmp_path, capsys, monkeypatch):
-    import bertcore.checkpoint
+    import bertcore.models.checkpoint
 
-    real_save_file, calls = bertcore.checkpoint.save_file, []
+    real_save_file, calls = bertcore.models.checkpoint.save_file, []
 
     def save_file_until_the_disk_is_full(tensors, path, metadata=None):
         calls.append(path)
@@ -124,7 +124,7 @@ def test_a_full_disk_exits_1_keeping_the_previous_checkpoint(corpus_path, tmp_pa
             raise OSError(28, "No space left on device")
         real_save_file(tensors, path, metadata=metadata)
 
-    monkeypatch.setattr(bertcore.checkpoint, "save_file", save_file_until_the_disk_is_full)
+    monkeypatch.setattr(bertcore.models.checkpoint, "save_file", save_file_until_the_disk_is_full)
     out = tmp_path / "run"
     code = main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "4", "--checkpoint-every", "2",
                  "--out", str(out), "--no-progress", *TINY])
@@ -154,7 +154,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(corpus_path, tmp_path, capsy
 def test_two_process_torchrun_on_cpu_with_gloo(corpus_path, tmp_path):
     out = tmp_path / "ddp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "bertcore.cli", "--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "4",
+               "-m", "bertcore.cli.train", "--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "4",
                "--device", "cpu", "--eval-every", "2", "--checkpoint-every", "2", "--out", str(out),
                "--no-progress", *TINY]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}

@@ -84,9 +84,9 @@ def test_wrong_types_name_the_field_and_the_type(changes, message):
 
 
 def test_training_config_lives_beside_the_model_config():
-    import bertcore.trainer
+    import bertcore.training.pretraining
 
-    assert bertcore.trainer.TrainingConfig is TrainingConfig  # the old import keeps working
+    assert bertcore.training.pretraining.TrainingConfig is TrainingConfig  # the old import keeps working
     assert TrainingConfig().divergence_factor == 4.0 and TrainingConfig(divergence_factor=0).divergence_factor == 0
     for bad in (1.0, 0.5, -2, float("inf"), "4"):
         with pytest.raises(ValueError, match="divergence_factor must be"):

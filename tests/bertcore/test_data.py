@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from bertcore.data import (
+from bertcore.data.corpus import (
     CorpusError,
     PairExample,
     PairSampler,
@@ -20,7 +20,7 @@ from bertcore.data import (
     split_sentences,
     step_rng,
 )
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
          "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]

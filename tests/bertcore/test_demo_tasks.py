@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from bertcore.demo_tasks import (
+from bertcore.files.resources import assets_dir, default_corpus_path, default_vocab_path
+from bertcore.tasks.demos import (
     build_demo_files,
     character_names,
     demo_task,
     demo_tasks,
     read_speeches,
 )
-from bertcore.finetune_data import load_finetuning_data
-from bertcore.resources import assets_dir, default_corpus_path, default_vocab_path
-from bertcore.task_files import read_squad, read_tagged_examples, read_text_examples
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tasks.finetune_data import load_finetuning_data
+from bertcore.tasks.task_files import read_squad, read_tagged_examples, read_text_examples
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_the_shipped_files_are_what_the_generator_writes(generated):
     shipped = {str(p.relative_to(folder)): p.read_text(encoding="utf-8") for p in folder.rglob("*") if p.is_file()}
     assert sorted(shipped) == sorted(generated)
     for name, text in generated.items():
-        assert shipped[name] == text, f"assets/tasks/{name} differs; rerun `python -m bertcore.demo_tasks`"
+        assert shipped[name] == text, f"assets/tasks/{name} differs; rerun `python -m bertcore.tasks.demos`"
 
 
 def test_the_demo_tasks_are_small(generated):

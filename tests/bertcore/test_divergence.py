@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from bertcore.divergence import DivergenceMonitor
+from bertcore.training.divergence import DivergenceMonitor
 
 
 def feed(monitor: DivergenceMonitor, losses) -> list[int]:

@@ -6,10 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained
-from bertcore.config import BertConfig
-from bertcore.data import read_corpus
-from bertcore.embedding_views import (
+from bertcore.analysis.embedding_views import (
     TOKEN_KINDS,
     nearest_neighbours,
     pca_2d,
@@ -19,9 +16,12 @@ from bertcore.embedding_views import (
     sample_sentences,
     segment_comparison,
 )
-from bertcore.inspection import inspect
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_checkpoint_dir, default_corpus_path
+from bertcore.analysis.inspection import inspect
+from bertcore.config import BertConfig
+from bertcore.data.corpus import read_corpus
+from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import load_pretrained
 
 
 @pytest.fixture(scope="module")

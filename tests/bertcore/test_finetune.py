@@ -17,15 +17,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertcore.checkpoint import load_pretrained, save_pretrained
+from bertcore.cli.finetune import main
 from bertcore.config import BertConfig, FinetuneConfig
-from bertcore.finetune import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
-from bertcore.finetune_cli import main
-from bertcore.model import BertForPreTraining
-from bertcore.task_files import read_squad
-from bertcore.task_heads import BertForSequenceClassification, BertForTokenClassification
-from bertcore.task_metrics import squad_metrics
-from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.models.task_heads import BertForSequenceClassification, BertForTokenClassification
+from bertcore.tasks.metrics import squad_metrics
+from bertcore.tasks.task_files import read_squad
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
+from bertcore.training.finetuning import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
 from tests.bertcore.test_data import WORDS
 
 KEYWORD = "romeo"  # the sequence task: does the text name romeo?
@@ -384,7 +384,7 @@ def test_two_process_torchrun_on_cpu_with_gloo(pretrained, keyword_task, tmp_pat
     """DistributedDataParallel over a task head: every rank its slice of each step, identical replicas."""
     out = tmp_path / "ddp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "bertcore.finetune_cli", *sequence_args(pretrained, keyword_task, out, "--steps", "4",
+               "-m", "bertcore.cli.finetune", *sequence_args(pretrained, keyword_task, out, "--steps", "4",
                                                             "--batch-size", "8", "--device", "cpu")]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)

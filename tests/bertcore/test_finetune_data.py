@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.finetune_data import (
+from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
+from bertcore.tasks.finetune_data import (
     QuestionAnsweringData,
     SequenceClassificationData,
     TokenClassificationData,
@@ -19,9 +20,8 @@ from bertcore.finetune_data import (
     load_finetuning_data,
     split_heldout,
 )
-from bertcore.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.task_files import TaggedExample, TaskDataError, TextExample
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tasks.task_files import TaggedExample, TaskDataError, TextExample
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()
 

@@ -1,4 +1,4 @@
-"""bertcore.hub: cache look-ups and listing on hand-built cache layouts, downloads from a fake Hub on 127.0.0.1.
+"""bertcore.models.hub: cache look-ups and listing on hand-built cache layouts, downloads from a fake Hub on 127.0.0.1.
 
 Every test runs with HF_HOME / HF_HUB_CACHE in its own temporary folder and HF_ENDPOINT on a closed local port
 unless it sets its own: nothing here reads the real ~/.cache or reaches the network.
@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from bertcore.errors import CheckpointError, DownloadCancelled
-from bertcore.hub import (
+from bertcore.models.hub import (
     CachedModel,
     ResolvedModel,
     default_cache_dir,
@@ -289,7 +289,7 @@ def test_the_head_is_described_from_architectures_and_labels(config: dict, head:
 
 
 def test_importing_hub_imports_neither_torch_nor_huggingface_hub():
-    code = "import sys, bertcore.hub; print(sorted({'torch', 'huggingface_hub'} & set(sys.modules)))"
+    code = "import sys, bertcore.models.hub; print(sorted({'torch', 'huggingface_hub'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import torch
 
+from bertcore.analysis.inspection import attention_rollout, inspect
 from bertcore.config import BertConfig
-from bertcore.inspection import attention_rollout, inspect
-from bertcore.masking import MaskDecision, mask_exactly, mask_like_bert
-from bertcore.model import BertForPreTraining
+from bertcore.data.masking import MaskDecision, mask_exactly, mask_like_bert
+from bertcore.models.bert import BertForPreTraining
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 

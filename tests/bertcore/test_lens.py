@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained
+from bertcore.analysis.inspection import inspect_encoding
+from bertcore.analysis.lens import encoding_logit_lens, logit_lens
 from bertcore.config import BertConfig
-from bertcore.inspection import inspect_encoding
-from bertcore.lens import encoding_logit_lens, logit_lens
-from bertcore.masking import mask_exactly, mask_like_bert
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_checkpoint_dir
+from bertcore.data.masking import mask_exactly, mask_like_bert
+from bertcore.files.resources import default_checkpoint_dir
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import load_pretrained
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 
@@ -85,7 +85,7 @@ def test_settled_layer_is_where_the_right_word_comes_to_stay():
 
 
 def empty_lens_like(ranks):
-    from bertcore.lens import LogitLens
+    from bertcore.analysis.lens import LogitLens
 
     rows, columns = ranks.shape
     return LogitLens(positions=np.arange(columns), original_ids=np.zeros(columns, np.int64),

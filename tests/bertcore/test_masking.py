@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from bertcore.masking import IGNORE_INDEX, MaskDecision, Masking, mask_exactly, mask_like_bert, mask_tokens
-from bertcore.resources import default_vocab_path
-from bertcore.tokenizer import BertTokenizer
+from bertcore.data.masking import IGNORE_INDEX, MaskDecision, Masking, mask_exactly, mask_like_bert, mask_tokens
+from bertcore.files.resources import default_vocab_path
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 VOCAB_SIZE = 99
 SPECIAL_IDS = (0, 1, 2, 3, 4)  # [PAD] [UNK] [CLS] [SEP] [MASK]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertcore.config import BertConfig
-from bertcore.model import IGNORE_INDEX, BertForPreTraining
+from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
 
 CONFIGS = [
     BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37,

@@ -27,18 +27,19 @@ def test_importing_the_package_and_its_config_does_not_import_torch():
     output = run_python(
         "import sys, bertcore\n"
         "bertcore.config, bertcore.BertConfig, bertcore.TrainingConfig, bertcore.preset('tiny')\n"
-        "import bertcore.config, bertcore.run_folder, bertcore.errors, bertcore.atomic, bertcore.divergence\n"
+        "import bertcore.config, bertcore.files.run_folder, bertcore.errors, bertcore.files.atomic\n"
+        "import bertcore.training.divergence\n"
         "bertcore.CheckpointError, bertcore.TrainingError\n"
         "print('torch' in sys.modules)\n"
         "print(bertcore.load_pretrained.__module__, 'torch' in sys.modules)\n"
     )
-    assert output.split() == ["False", "bertcore.checkpoint", "True"]
+    assert output.split() == ["False", "bertcore.models.checkpoint", "True"]
 
 
 def test_bert_train_help_does_not_import_torch():
     output = run_python(
         "import contextlib, io, sys\n"
-        "from bertcore.cli import main\n"
+        "from bertcore.cli.train import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as help_text, contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
         "print('--divergence-factor' in help_text.getvalue(), 'torch' in sys.modules)\n"
@@ -49,7 +50,7 @@ def test_bert_train_help_does_not_import_torch():
 def test_bert_finetune_help_does_not_import_torch():
     output = run_python(
         "import contextlib, io, sys\n"
-        "from bertcore.finetune_cli import main\n"
+        "from bertcore.cli.finetune import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as help_text, contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
         "print('--init-from' in help_text.getvalue(), '--demo' in help_text.getvalue(), 'torch' in sys.modules)\n"
@@ -65,14 +66,14 @@ def test_every_public_name_resolves_and_is_listed():
     assert set(bertcore.__all__) <= set(dir(bertcore))
     for name in bertcore.__all__:
         assert getattr(bertcore, name) is not None
-    from bertcore.checkpoint import CheckpointError, load_pretrained
-    from bertcore.inspection import inspect
-    from bertcore.trainer import TrainingConfig
+    from bertcore.analysis.inspection import inspect
+    from bertcore.models.checkpoint import CheckpointError, load_pretrained
+    from bertcore.training.pretraining import TrainingConfig
 
     assert bertcore.load_pretrained is load_pretrained and bertcore.inspect is inspect
     assert bertcore.CheckpointError is CheckpointError and bertcore.TrainingConfig is TrainingConfig
-    assert {"trainer", "run_folder", "checkpoint"} <= set(dir(bertcore))
-    assert bertcore.trainer.Trainer is bertcore.Trainer  # submodules are attributes too
+    assert {"training", "files", "models", "analysis", "cli"} <= set(dir(bertcore))
+    assert bertcore.training.pretraining.Trainer is bertcore.Trainer  # submodules are attributes too
     with pytest.raises(AttributeError, match="no attribute 'Nonsense'"):
         bertcore.Nonsense  # noqa: B018
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertcore.analysis.pruning import iter_pruning_curve, pretraining_metric, pruning_curve
 from bertcore.config import BertConfig
-from bertcore.model import IGNORE_INDEX, BertForPreTraining
-from bertcore.pruning import iter_pruning_curve, pretraining_metric, pruning_curve
+from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
 
 IMPORTANCE = np.arange(16, dtype=np.float64)[::-1].reshape(4, 4) % 7 + np.arange(16).reshape(4, 4) * 0.01
 

@@ -6,13 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained
-from bertcore.config import BertConfig
-from bertcore.data import PretrainingData, read_corpus
-from bertcore.inspection import inspect_encoding
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_checkpoint_dir, default_corpus_path
-from bertcore.roles import (
+from bertcore.analysis.inspection import inspect_encoding
+from bertcore.analysis.roles import (
     BROAD,
     CATEGORIES,
     CONTENT,
@@ -23,6 +18,11 @@ from bertcore.roles import (
     iter_corpus_head_roles,
     role_sample,
 )
+from bertcore.config import BertConfig
+from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import load_pretrained
 
 TOKENS = ["[CLS]", "the", "cat", "sat", ",", "on", "mat", "[SEP]", "[PAD]", "[PAD]"]
 MASK = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]

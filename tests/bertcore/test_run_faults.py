@@ -20,9 +20,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-import bertcore.checkpoint
-from bertcore.checkpoint import load_pretrained, save_pretrained
-from bertcore.cli import main
+import bertcore.models.checkpoint
+from bertcore.cli.train import main
 from bertcore.errors import (
     CheckpointError,
     CheckpointSaveError,
@@ -32,8 +31,9 @@ from bertcore.errors import (
     RunFolderError,
     RunFolderWriteError,
 )
-from bertcore.run_folder import MetricsLog, RunFolder
-from bertcore.trainer import Trainer, find_checkpoint
+from bertcore.files.run_folder import MetricsLog, RunFolder
+from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.training.pretraining import Trainer, find_checkpoint
 from tests.bertcore.test_cli import TINY
 from tests.bertcore.test_data import synthetic_corpus_text
 from tests.bertcore.test_trainer import TINY_MODEL, make_config, write_vocabulary
@@ -301,7 +301,7 @@ def test_a_really_read_only_run_folder_exits_2(finished_run):
         pytest.skip("no mount namespace here (needs root with CAP_SYS_ADMIN)")
     folder = str(finished_run)
     script = (f"mount --bind {folder} {folder} && mount -o remount,ro,bind {folder} {folder} && "
-              f"exec {sys.executable} -m bertcore.cli --out {folder} --resume --steps 4 --no-progress")
+              f"exec {sys.executable} -m bertcore.cli.train --out {folder} --resume --steps 4 --no-progress")
     result = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=REPO, env=ENV, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 2, result.stderr
@@ -318,7 +318,7 @@ def safetensors_fails(monkeypatch):
     def save_file(*args, **kwargs):
         raise SAFETENSORS_DISK_FULL
 
-    monkeypatch.setattr(bertcore.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(bertcore.models.checkpoint, "save_file", save_file)
 
 
 @pytest.mark.parametrize(("fail", "reason"), [
@@ -361,14 +361,14 @@ def test_bert_train_exits_1_when_a_library_cannot_write_a_checkpoint(corpus_path
 def test_final_weights_that_cannot_be_written_are_a_clean_stop(corpus_path, tmp_path, monkeypatch):
     run = tmp_path / "run"
     trainer = Trainer(make_config(corpus_path, run, steps=2), model_config=TINY_MODEL)
-    real_save_file = bertcore.checkpoint.save_file
+    real_save_file = bertcore.models.checkpoint.save_file
 
     def save_file(tensors, path, metadata=None):
         if ".final." in str(path):
             raise SAFETENSORS_DISK_FULL
         real_save_file(tensors, path, metadata=metadata)
 
-    monkeypatch.setattr(bertcore.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(bertcore.models.checkpoint, "save_file", save_file)
     with pytest.raises(CheckpointWriteError, match=r"could not write the final weights to .*final: No space left"):
         list(trainer.steps())
     assert not (run / "final").exists() and find_checkpoint(run).name == "step-000002"
@@ -379,7 +379,7 @@ def test_final_weights_that_cannot_be_written_are_a_clean_stop(corpus_path, tmp_
 def test_save_pretrained_on_a_full_disk_is_a_checkpoint_error_and_leaves_nothing(tmp_path, monkeypatch, fail,
                                                                                  small_vocab_tokenizer):
     from bertcore.config import preset
-    from bertcore.model import BertForPreTraining
+    from bertcore.models.bert import BertForPreTraining
 
     tokenizer = small_vocab_tokenizer
     model = BertForPreTraining(preset("tiny", vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
@@ -406,7 +406,7 @@ def test_a_programming_error_while_writing_is_not_taken_for_a_full_disk(corpus_p
     def broken(*args, **kwargs):
         raise TypeError("a bug")
 
-    monkeypatch.setattr(bertcore.checkpoint, "save_file", broken)
+    monkeypatch.setattr(bertcore.models.checkpoint, "save_file", broken)
     with pytest.raises(TypeError, match="a bug"):
         list(trainer.steps())
 
@@ -414,8 +414,8 @@ def test_a_programming_error_while_writing_is_not_taken_for_a_full_disk(corpus_p
 FILL_THE_DISK = """
 import os, sys
 from pathlib import Path
-import bertcore.run_folder as run_folder
-from bertcore.cli import main
+import bertcore.files.run_folder as run_folder
+from bertcore.cli.train import main
 
 FILE, real = sys.argv[1], run_folder.RunFolder.write_checkpoint
 
@@ -462,9 +462,9 @@ def test_a_really_full_disk_exits_1_with_an_error_record(corpus_path, tmp_path, 
 # ---- 4. Ctrl-C twice ----------------------------------------------------------------------------------------
 SLOW_RUN = """
 import sys, time
-import bertcore.checkpoint as checkpoint
-import bertcore.training_loop as training_loop
-from bertcore.cli import main
+import bertcore.models.checkpoint as checkpoint
+import bertcore.training.loop as training_loop
+from bertcore.cli.train import main
 
 mode, real_save_file, real_step = sys.argv[1], checkpoint.save_file, training_loop.TrainingLoop._train_one_step
 
@@ -579,7 +579,7 @@ def test_bert_train_resume_after_a_divergence_says_which_checkpoints_it_passed_o
 @pytest.fixture
 def nan_at(monkeypatch):
     """The set of steps whose loss is NaN, as weights whose forward pass overflows give it."""
-    from bertcore.trainer import PretrainingTask
+    from bertcore.training.pretraining import PretrainingTask
 
     bad_steps: set[int] = set()
     real_loss_of, real_train_batch = PretrainingTask.loss_of, PretrainingTask.train_batch
@@ -688,7 +688,7 @@ def test_resuming_a_run_killed_before_its_settings_were_written_names_the_cause(
     assert (f"{out} holds no run_config.json: a run started in it (it left run.lock, vocab.txt) but was stopped "
             "before its settings were written, so there is nothing to resume. Start it again without --resume") in err
     assert "not a bert-train run folder" not in err
-    from bertcore.finetune_cli import main as finetune_main
+    from bertcore.cli.finetune import main as finetune_main
 
     assert finetune_main(["--out", str(out), "--resume"]) == 2
     assert "stopped before its settings were written" in capsys.readouterr().err

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import bertcore.run_lock as run_lock_module
+import bertcore.files.run_lock as run_lock_module
 from bertcore.errors import CheckpointWriteError, RunFolderBusyError, RunFolderError
-from bertcore.run_folder import (
+from bertcore.files.run_folder import (
     LOCK_FILE,
     MetricsLog,
     MetricsTail,
@@ -30,7 +30,7 @@ from bertcore.run_folder import (
 REPO = Path(__file__).resolve().parents[2]
 HOLD_THE_LOCK = (
     "import sys\n"
-    "from bertcore.run_folder import RunFolder\n"
+    "from bertcore.files.run_folder import RunFolder\n"
     "lock = RunFolder(sys.argv[1]).lock()\n"
     "print('locked', flush=True)\n"
     "sys.stdin.readline()\n"

@@ -33,9 +33,9 @@ _, hard = resource.getrlimit(resource.RLIMIT_DATA)
 limit = MEMORY if hard == resource.RLIM_INFINITY else min(MEMORY, hard)
 resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 from bertcore.config import BertConfig
-from bertcore.hub import list_cached_models
-from bertcore.run_folder import MetricsTail, RunFolder, read_run_config
-from bertcore.training_setup import read_trainer_state
+from bertcore.models.hub import list_cached_models
+from bertcore.files.run_folder import MetricsTail, RunFolder, read_run_config
+from bertcore.training.setup import read_trainer_state
 for line in sys.stdin.read().splitlines():
     name, expression, path = json.loads(line)
     faulthandler.dump_traceback_later(SECONDS, exit=True)  # a hang ends the process; the parent goes on
@@ -181,7 +181,7 @@ def test_listing_the_hub_cache_skips_a_repo_whose_files_are_not_regular_files_wi
 
 
 def test_metrics_are_still_tailed_after_the_change(tmp_path):
-    from bertcore.run_folder import MetricsTail
+    from bertcore.files.run_folder import MetricsTail
 
     path = tmp_path / "metrics.jsonl"
     tail = MetricsTail(path)
@@ -197,7 +197,7 @@ def test_metrics_are_still_tailed_after_the_change(tmp_path):
 
 
 def test_the_app_reading_a_curve_names_a_metrics_file_that_is_not_a_file(tmp_path):
-    from explorer.run_watch import read_curve
+    from explorer.runs.run_watch import read_curve
 
     (tmp_path / "metrics.jsonl").mkdir()
     # A ValueError, which the app's Resume shows (an OSError or RunFolderError escaped it before)

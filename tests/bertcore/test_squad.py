@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcore.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.squad import (
+from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
+from bertcore.tasks.squad import (
     best_spans,
     check_qa_lengths,
     default_qa_lengths,
@@ -14,8 +14,8 @@ from bertcore.squad import (
     postprocess_qa_predictions,
     window_answer,
 )
-from bertcore.task_files import Answer, QAExample, TaskDataError
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tasks.task_files import Answer, QAExample, TaskDataError
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 CONTEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You "
            "are all resolved rather to die than to famish? All: Resolved. resolved. First Citizen: First, you know "

@@ -7,17 +7,17 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
 from bertcore.config import BertConfig
 from bertcore.errors import TokenizerError
-from bertcore.model import BertForPreTraining
-from bertcore.task_heads import (
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
+from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     start_from_pretrained,
 )
-from bertcore.tokenizer import BertTokenizer
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TASK_CLASSES = [BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bertcore.task_files import (
+from bertcore.tasks.task_files import (
     TaskDataError,
     read_squad,
     read_tagged_examples,

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bertcore.config import BertConfig
-from bertcore.model import IGNORE_INDEX, BertForPreTraining
-from bertcore.task_heads import (
+from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
+from bertcore.models.task_heads import (
     ARCHITECTURES,
     BertForQuestionAnswering,
     BertForSequenceClassification,

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from bertcore.task_metrics import (
+from bertcore.tasks.metrics import (
     accuracy,
     average_ranks,
     entity_scores,

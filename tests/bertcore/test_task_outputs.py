@@ -4,12 +4,16 @@ import numpy as np
 import pytest
 import torch
 
+from bertcore.analysis.inspection import inspect, inspect_encoding
 from bertcore.config import BertConfig
-from bertcore.inspection import inspect, inspect_encoding
-from bertcore.model import BertForPreTraining
-from bertcore.squad import best_spans
-from bertcore.task_heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertcore.task_outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.task_heads import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
+from bertcore.tasks.squad import best_spans
 
 QUESTION, CONTEXT = "where did the cat sleep", "the cat ran far away and then came back home to sleep on a mat"
 LABELS = {0: "negative", 1: "neutral", 2: "positive"}

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bertcore.resources import default_corpus_path, default_vocab_path
-from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer, TokenizerError
+from bertcore.files.resources import default_corpus_path, default_vocab_path
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer, TokenizerError
 
 SENTENCES = [
     "Hello, world!",
@@ -416,7 +416,7 @@ def test_a_utf16_vocab_is_named_as_utf16(tmp_path):
 
 def test_save_records_the_vocabulary_size_and_the_file_read(trained, tmp_path):
     """tokenizer_config.json's "vocab_size" lets a checkpoint padded beyond the vocabulary be told from a vocab.txt
-    that lost lines (bertcore.checkpoint)."""
+    that lost lines (bertcore.models.checkpoint)."""
     trained.save(tmp_path)
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["vocab_size"] == trained.vocab_size
     assert trained.vocab_file is None and BertTokenizer.from_vocab_file(tmp_path).vocab_file == tmp_path / "vocab.txt"

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained
 from bertcore.config import preset
-from bertcore.data import CorpusError
+from bertcore.data.corpus import CorpusError
 from bertcore.errors import (
     CheckpointWriteError,
     DivergenceError,
@@ -26,8 +25,9 @@ from bertcore.errors import (
     RunFolderError,
     TrainingError,
 )
-from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer
-from bertcore.trainer import (
+from bertcore.models.checkpoint import load_pretrained
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
+from bertcore.training.pretraining import (
     NonFiniteLossError,
     OutOfMemoryTrainingError,
     StepStats,
@@ -214,9 +214,9 @@ def test_resume_continues_the_same_loss_curve(corpus_path, tmp_path):
 
 KILL_DURING_WRITE = textwrap.dedent("""
     import os, signal, sys
-    import bertcore.checkpoint as checkpoint
+    import bertcore.models.checkpoint as checkpoint
     from bertcore.config import preset
-    from bertcore.trainer import Trainer, TrainingConfig
+    from bertcore.training.pretraining import Trainer, TrainingConfig
     real_save_file, calls = checkpoint.save_file, []
     def save_file_then_die(tensors, path, metadata=None):
         calls.append(path)
@@ -442,7 +442,7 @@ def test_config_validation_and_schedule():
 
 
 def test_weight_decay_spares_biases_and_layer_norms():
-    from bertcore.model import BertForPreTraining
+    from bertcore.models.bert import BertForPreTraining
 
     model = BertForPreTraining(TINY_MODEL.replace(vocab_size=50))
     decay, no_decay = weight_decay_groups(model, 0.01)

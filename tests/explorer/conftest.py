@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
-from bertcore.resources import default_vocab_path
-from bertcore.tokenizer import BertTokenizer
+from bertcore.files.resources import default_vocab_path
+from bertcore.models.bert import BertForPreTraining
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -69,7 +69,7 @@ def tiny_model(tokenizer) -> BertForPreTraining:
 @pytest.fixture
 def tiny_checkpoint(tmp_path_factory, tokenizer):
     """A saved tiny checkpoint folder (standard BERT layout)."""
-    from bertcore.checkpoint import save_pretrained
+    from bertcore.models.checkpoint import save_pretrained
 
     folder = tmp_path_factory.mktemp("checkpoint") / "tiny-bert"
     save_pretrained(make_tiny_model(tokenizer, seed=1), tokenizer, folder)

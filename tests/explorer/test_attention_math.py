@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
-from explorer import attention_math
-from explorer.export_data import labelled_tokens, read_matrix_csv, save_attention_npz, save_matrix_csv
+import explorer.inspector.attention_math as attention_math
+from explorer.common.export_data import labelled_tokens, read_matrix_csv, save_attention_npz, save_matrix_csv
 
 
 def random_attention(shape, seed=0):
@@ -157,7 +157,7 @@ def test_csv_export_round_trips_with_token_labels(tmp_path):
 
 
 def test_layer_view_is_everything_a_layer_shows():
-    from explorer.demo_inspection import demo_inspection
+    from explorer.inspector.demo_inspection import demo_inspection
 
     inspection = demo_inspection(10, 3, 2, num_padding=1)  # 3 layers x 2 heads: distinct
     head_mask = np.ones((3, 2), np.float32)

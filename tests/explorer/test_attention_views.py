@@ -8,10 +8,11 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QSlider, QWidget
 
-from explorer import attention_images, attention_math
-from explorer._qt.attention_panel import AttentionPanel
-from explorer.demo_inspection import demo_inspection
-from explorer.export_data import read_matrix_csv
+import explorer.inspector.attention_images as attention_images
+import explorer.inspector.attention_math as attention_math
+from explorer.common.export_data import read_matrix_csv
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector.demo_inspection import demo_inspection
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +20,11 @@ def real_inspection():
     """A real bertcore Inspection of an untrained 3-layer x 4-head model (distinct sizes)."""
     import torch
 
+    from bertcore.analysis.inspection import inspect
     from bertcore.config import preset
-    from bertcore.inspection import inspect
-    from bertcore.model import BertForPreTraining
-    from bertcore.resources import default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
+    from bertcore.files.resources import default_vocab_path
+    from bertcore.models.bert import BertForPreTraining
+    from bertcore.tokenization.wordpiece import BertTokenizer
 
     torch.manual_seed(0)
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())

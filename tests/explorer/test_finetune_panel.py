@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.checkpoint import load_pretrained, save_pretrained
 from bertcore.config import BertConfig
-from bertcore.model import BertForPreTraining
-from bertcore.run_folder import list_checkpoints
-from bertcore.task_heads import BertForSequenceClassification
-from bertcore.tokenizer import SPECIAL_TOKENS, BertTokenizer
-from explorer._qt.finetune_panel import NO_EVALUATION, FinetunePanel
-from explorer._qt.main_window import MainWindow
+from bertcore.files.run_folder import list_checkpoints
+from bertcore.models.bert import BertForPreTraining
+from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.models.task_heads import BertForSequenceClassification
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from explorer.app import _add_training_tab
-from explorer.finetune_run import LOADED_START, FinetuneSettings
-from explorer.startup import load_checkpoint
+from explorer.finetune._qt.finetune_panel import NO_EVALUATION, FinetunePanel
+from explorer.finetune.finetune_run import LOADED_START, FinetuneSettings
+from explorer.window._qt.main_window import MainWindow
+from explorer.window.startup import load_checkpoint
 from tests.bertcore.test_finetune import WORDS, keyword_rows, write_csv
 
 RUN_TIMEOUT_MS = 60_000
@@ -175,7 +175,7 @@ def test_the_loaded_model_is_fine_tuned_and_a_missing_one_is_a_message(qtbot, pa
 def test_watching_a_bert_finetune_run_folder_shows_its_curves(qtbot, panel, pretrained, keyword_task, tmp_path):
     out = tmp_path / "cli-run"
     train, eval_ = keyword_task
-    done = subprocess.run([sys.executable, "-m", "bertcore.finetune_cli", "--task", "sequence", "--train", str(train),
+    done = subprocess.run([sys.executable, "-m", "bertcore.cli.finetune", "--task", "sequence", "--train", str(train),
                            "--eval", str(eval_), "--init-from", str(pretrained), "--out", str(out), "--steps", "8",
                            "--eval-every", "4", "--batch-size", "8", "--seq-len", "16", "--lr", "5e-3",
                            "--num-threads", "1", "--no-progress"], cwd=REPO, capture_output=True, text=True,

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from bertcore.finetune import TaskEvalStats
-from explorer.finetune_run import FinetuneSettings, describe_evaluation, finetune_problems
+from bertcore.training.finetuning import TaskEvalStats
+from explorer.finetune.finetune_run import FinetuneSettings, describe_evaluation, finetune_problems
 
 
 def test_checkpoint_and_evaluation_intervals_are_checked_as_typed():

@@ -9,7 +9,7 @@ import weakref
 import pytest
 from PySide6.QtCore import QObject
 
-from explorer._qt.gui_gc import collect_garbage_in_gui_thread, freeze_long_lived
+from explorer.common._qt.gui_gc import collect_garbage_in_gui_thread, freeze_long_lived
 from tests.explorer.conftest import make_tiny_model
 
 WAIT_MS = 30_000
@@ -58,7 +58,7 @@ def test_only_the_gui_thread_can_install_it_or_freeze(qapp, gui_thread_only, ref
 
 
 def test_a_model_installed_in_the_window_is_frozen_out_of_later_full_collections(qtbot, settings, tokenizer):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)

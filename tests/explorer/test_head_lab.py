@@ -10,24 +10,29 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSpinBox, QTableView, QWidget
 
-from bertcore.data import PretrainingData, read_corpus
-from bertcore.embedding_views import (
+from bertcore.analysis.embedding_views import (
     nearest_neighbours,
     position_similarity,
     project_hidden_states,
     sample_hidden_states,
 )
-from bertcore.importance import head_importance, input_head_importance, normalize_importance, pretraining_sample
-from bertcore.lens import logit_lens
-from bertcore.pruning import pretraining_metric, pruning_curve
-from bertcore.resources import default_corpus_path
-from bertcore.roles import corpus_head_roles, role_sample
-from explorer._qt.embedding_view import EmbeddingView
-from explorer._qt.head_marks import score_colour
-from explorer.embeddings import sample_pairs
-from explorer.head_lab import ROLE_BADGES, CorpusSettings
-from explorer.startup import LoadedModel
-from explorer.state import describe_model
+from bertcore.analysis.importance import (
+    head_importance,
+    input_head_importance,
+    normalize_importance,
+    pretraining_sample,
+)
+from bertcore.analysis.lens import logit_lens
+from bertcore.analysis.pruning import pretraining_metric, pruning_curve
+from bertcore.analysis.roles import corpus_head_roles, role_sample
+from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.files.resources import default_corpus_path
+from explorer.embeddings._qt.embedding_view import EmbeddingView
+from explorer.embeddings.requests import sample_pairs
+from explorer.head_lab._qt.head_marks import score_colour
+from explorer.head_lab.analyses import ROLE_BADGES, CorpusSettings
+from explorer.inspector.state import describe_model
+from explorer.window.startup import LoadedModel
 from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
@@ -165,7 +170,7 @@ def test_the_objective_defaults_with_its_reason_and_can_be_changed(qtbot, window
 
 
 def test_a_training_snapshot_is_not_read_with_the_live_model(qtbot, window, tokenizer):
-    from bertcore.inspection import inspect
+    from bertcore.analysis.inspection import inspect
 
     show_heads_as(qtbot, window, "roles")
     inspect_masked(qtbot, window)

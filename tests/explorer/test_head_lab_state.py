@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from bertcore.importance import input_head_importance, normalize_importance
-from bertcore.inspection import inspect_encoding
-from bertcore.lens import logit_lens
-from bertcore.masking import mask_exactly
-from bertcore.resources import default_checkpoint_dir
-from bertcore.roles import inspection_head_roles
-from explorer.head_lab import (
+from bertcore.analysis.importance import input_head_importance, normalize_importance
+from bertcore.analysis.inspection import inspect_encoding
+from bertcore.analysis.lens import logit_lens
+from bertcore.analysis.roles import inspection_head_roles
+from bertcore.data.masking import mask_exactly
+from bertcore.files.resources import default_checkpoint_dir
+from explorer.head_lab.analyses import (
     ROLE_BADGES,
     CorpusSettings,
     HeadScores,

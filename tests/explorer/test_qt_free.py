@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertcore.masking import MaskDecision
-from explorer.state import ExplorerState, MaskingMode, describe_model, run_inspection
+from bertcore.data.masking import MaskDecision
+from explorer.inspector.state import ExplorerState, MaskingMode, describe_model, run_inspection
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-QT_LAYER = ("explorer._qt", "explorer.app")  # the only modules that may import Qt or pyqtgraph
+QT_ENTRY = ("explorer.app", "explorer.__main__")  # with each feature's `_qt` folder: the only modules importing Qt
 QT_PACKAGES = ("PySide6", "pyqtgraph", "shiboken6")
 
 
@@ -26,14 +26,15 @@ def plain_modules() -> list[str]:
         for path in sorted((REPO_ROOT / package).rglob("*.py")):
             parts = path.relative_to(REPO_ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            if not any(name == layer or name.startswith(layer + ".") for layer in QT_LAYER):
+            if "_qt" not in parts and name not in QT_ENTRY:
                 names.append(name)
     return names
 
 
 def test_no_module_outside_the_qt_layer_imports_qt():
     modules = plain_modules()
-    assert {"bertcore.model", "bertcore.trainer", "explorer.state", "explorer.training_run"} <= set(modules)
+    assert {"bertcore.models.bert", "bertcore.training.pretraining", "explorer.inspector.state",
+            "explorer.train.training_run"} <= set(modules)
     code = textwrap.dedent(f"""
         import importlib, sys
         for name in {modules!r}:
@@ -95,7 +96,7 @@ def test_input_notes_report_truncation_and_unknown_words(state):
 
 
 def test_bert_masking_follows_the_text_with_the_same_seed(state, tokenizer):
-    from bertcore.masking import mask_like_bert
+    from bertcore.data.masking import mask_like_bert
 
     state.set_pair("the king is dead long live the king and the queen too", None)
     masking = state.mask_like_bert(seed=7)

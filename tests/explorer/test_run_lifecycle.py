@@ -1,4 +1,4 @@
-"""A run tab's lifecycle (explorer.run_lifecycle), headless: every transition, the illegal ones, and the status
+"""A run tab's lifecycle (explorer.runs.lifecycle), headless: every transition, the illegal ones, and the status
 and progress text derived from it, including the texts that once went stale (time left after a stop, the
 checkpoint a stop saved, the inspector's model after another was loaded)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.run_lifecycle import (
+from explorer.runs.lifecycle import (
     IllegalTransitionError,
     RunLifecycle,
     RunState,

@@ -1,4 +1,4 @@
-"""The Train tab's status text stays true (explorer._qt.run_panel with explorer.run_lifecycle): what a newcomer
+"""The Train tab's status text stays true (explorer.runs._qt.run_panel with explorer.runs.lifecycle): what a newcomer
 found stale — the time left still shown after Stop, Stop naming an older checkpoint than the one it saved, and
 "the inspector now uses …" still shown after the window loaded another model.
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bertcore.trainer import StepStats
-from explorer._qt.training_panel import TrainingPanel
-from explorer.training_run import EngineRun, TrainingSettings
+from bertcore.training.pretraining import StepStats
+from explorer.train._qt.training_panel import TrainingPanel
+from explorer.train.training_run import EngineRun, TrainingSettings
 
 RUN_TIMEOUT_MS = 60_000
 REPORTED_AT = 100  # the step whose record reports its checkpoint
@@ -98,7 +98,7 @@ def test_stop_names_the_checkpoint_it_saved(qtbot, panel, tmp_path):
 
 def test_the_inspector_line_goes_when_the_window_loads_another_model(qtbot, settings, panel, tiny_model,
                                                                       tokenizer, tmp_path):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
@@ -116,7 +116,7 @@ def test_the_inspector_line_goes_when_the_window_loads_another_model(qtbot, sett
 
 def test_the_inspector_line_gives_way_to_the_windows_error_when_the_checkpoint_cannot_be_opened(
         qtbot, settings, panel, tmp_path):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)

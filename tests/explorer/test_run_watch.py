@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from bertcore.run_folder import MetricsTail, latest_checkpoint, list_checkpoints, read_run_config
-from explorer.probe_history import ProbeHistory, ProbePair
-from explorer.run_watch import can_resume, is_eval_record, normalize_record, stats_from_record
+from bertcore.files.run_folder import MetricsTail, latest_checkpoint, list_checkpoints, read_run_config
+from explorer.runs.run_watch import can_resume, is_eval_record, normalize_record, stats_from_record
+from explorer.train.probe_history import ProbeHistory, ProbePair
 
 
 def _line(record: dict) -> bytes:
@@ -145,7 +145,7 @@ def test_probe_history_nearest_and_thinning():
 def test_metrics_records_become_the_trainers_own_records_once():
     import math
 
-    from bertcore.trainer import EvalStats, StepStats
+    from bertcore.training.pretraining import EvalStats, StepStats
 
     ours = StepStats(step=3, total_steps=10, loss=2.5, mlm_loss=2.0, nsp_loss=0.5, mlm_accuracy=0.25,
                      nsp_accuracy=0.75, learning_rate=1e-3, grad_norm=1.5, tokens=640, tokens_per_second=5e3,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import startup
+import explorer.window.startup as startup
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,7 @@ def test_help_answers_without_importing_torch_or_qt(argument):
 
 
 def test_the_splash_and_the_preloader_need_no_torch():
-    code = ("import sys\nimport explorer._qt.splash, explorer.preload, explorer.app\n"
+    code = ("import sys\nimport explorer.window._qt.splash, explorer.window.preload, explorer.app\n"
             "print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr

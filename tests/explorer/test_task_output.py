@@ -9,15 +9,15 @@ import pytest
 import torch
 from PySide6.QtWidgets import QLabel
 
-from bertcore.checkpoint import load_pretrained, save_pretrained
-from bertcore.task_heads import (
+from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     start_from_pretrained,
 )
-from explorer._qt.main_window import MainWindow
-from explorer._qt.task_output_view import TaskOutputView
+from explorer.inspector._qt.task_output_view import TaskOutputView
+from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import make_tiny_model
 
 WAIT_MS = 20_000
@@ -42,8 +42,8 @@ def task_checkpoint(tokenizer, folder, model_class, seed: int, **task_fields):
 
 @pytest.fixture(scope="module")
 def task_folders(tmp_path_factory):
-    from bertcore.resources import default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
+    from bertcore.files.resources import default_vocab_path
+    from bertcore.tokenization.wordpiece import BertTokenizer
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     root = tmp_path_factory.mktemp("tasks")

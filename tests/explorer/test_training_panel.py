@@ -17,12 +17,18 @@ import pytest
 import torch
 from PySide6.QtCore import Qt, QThread
 
-from bertcore.trainer import EvalStats, NonFiniteLossError, OutOfMemoryTrainingError, StepStats, TrainingError
-from explorer._qt.training_panel import TrainingPanel
-from explorer._qt.workers import GeneratorWorker, LatestJobWorker
-from explorer.startup import LoadedModel
-from explorer.state import describe_model
-from explorer.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
+from bertcore.training.pretraining import (
+    EvalStats,
+    NonFiniteLossError,
+    OutOfMemoryTrainingError,
+    StepStats,
+    TrainingError,
+)
+from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer.inspector.state import describe_model
+from explorer.train._qt.training_panel import TrainingPanel
+from explorer.train.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
+from explorer.window.startup import LoadedModel
 
 RUN_TIMEOUT_MS = 90_000
 WORDS = ("king queen lord lady sword crown horse field river tower night day speak hear love hate "
@@ -243,7 +249,7 @@ def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
 
 
 def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, settings, corpus, tmp_path):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings)
     qtbot.addWidget(window)
@@ -355,7 +361,7 @@ def test_a_run_that_fails_ends_in_a_message_with_its_curves_and_the_form_unlocke
 
 
 def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
-    from bertcore.checkpoint import load_pretrained
+    from bertcore.models.checkpoint import load_pretrained
 
     panel = TrainingPanel()
     qtbot.addWidget(panel)
@@ -379,7 +385,7 @@ def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
 
 # ---------------------------------------------------------------- in the real main window
 def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_path):
-    from explorer._qt.main_window import MainWindow
+    from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
@@ -412,7 +418,7 @@ def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_
 
 # ---------------------------------------------------------------- long runs stay cheap to draw
 def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
-    from explorer._qt.loss_plots import LossPlots
+    from explorer.runs._qt.loss_plots import LossPlots
 
     plots = LossPlots()
     qtbot.addWidget(plots)
@@ -453,8 +459,8 @@ def test_a_redraw_sets_only_the_curves_whose_data_changed(qtbot):
 
 
 def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot):
-    from explorer._qt.loss_plots import LossPlots
-    from explorer.curve_series import PeakPyramid
+    from explorer.runs._qt.loss_plots import LossPlots
+    from explorer.runs.curve_series import PeakPyramid
 
     rng = np.random.default_rng(0)
     x = np.arange(1, 10_001, dtype=float)
@@ -630,9 +636,9 @@ def test_a_loss_that_rises_far_above_its_start_warns_in_the_window(qtbot, tmp_pa
 
 
 def test_the_probe_slider_walks_the_selected_pairs_snapshots(qtbot, tiny_model, tokenizer):
-    from bertcore.inspection import inspect
-    from explorer._qt.probe_box import ProbeBox
-    from explorer.probe_history import ProbePair
+    from bertcore.analysis.inspection import inspect
+    from explorer.train._qt.probe_box import ProbeBox
+    from explorer.train.probe_history import ProbePair
 
     box = ProbeBox(ProbePair("the king speaks.", None))
     qtbot.addWidget(box)

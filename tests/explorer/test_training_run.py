@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.failure import describe_exception
-from explorer.probe_history import ProbePair
-from explorer.training_run import (
+from explorer.common.failure import describe_exception
+from explorer.train.probe_history import ProbePair
+from explorer.train.training_run import (
     CONTINUE_LOADED,
     EngineRun,
     RunDriver,
@@ -58,7 +58,7 @@ def test_describe_failure_says_what_happened_and_what_was_kept(error, last_step,
 
 
 def test_a_training_error_the_app_does_not_know_is_the_engines_message():
-    from bertcore.trainer import TrainingError
+    from bertcore.training.pretraining import TrainingError
 
     class RunawayLossError(TrainingError):
         pass

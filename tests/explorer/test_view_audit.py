@@ -11,11 +11,11 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-from explorer._qt import shortcuts
-from explorer._qt.attention_panel import AttentionPanel
-from explorer._qt.main_window import MainWindow
-from explorer.demo_inspection import demo_inspection
-from explorer.heatmap_layout import short_label
+import explorer.window._qt.shortcuts as shortcuts
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector.demo_inspection import demo_inspection
+from explorer.inspector.heatmap_layout import short_label
+from explorer.window._qt.main_window import MainWindow
 
 WAIT_MS = 10_000
 NUM_TOKENS = 300
@@ -217,7 +217,7 @@ DEFAULT_SIZE = (1400, 900)  # MainWindow's size when no geometry was saved
 
 
 def test_predictions_and_logit_lens_are_readable_at_the_default_window_size(qtbot, settings):
-    from explorer import startup
+    import explorer.window.startup as startup
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)

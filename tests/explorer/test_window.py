@@ -10,12 +10,12 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
 
-from bertcore.masking import MaskDecision, mask_like_bert
-from explorer._qt.main_window import MainWindow
-from explorer._qt.model_loader import LAST_CHECKPOINT_KEY
-from explorer._qt.token_table import ROWS, decision_text
-from explorer._qt.workers import InspectionThreads, LatestJobWorker, estimated_flops
-from explorer.state import InspectRequest
+from bertcore.data.masking import MaskDecision, mask_like_bert
+from explorer.common._qt.workers import InspectionThreads, LatestJobWorker, estimated_flops
+from explorer.inspector._qt.token_table import ROWS, decision_text
+from explorer.inspector.state import InspectRequest
+from explorer.window._qt.main_window import MainWindow
+from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
 SENTENCE_A = "the king is dead long live the king"
@@ -97,8 +97,8 @@ def test_widgets_have_stable_object_and_accessible_names(window):
 def test_ctrl_n_shows_the_nth_tab_whatever_tabs_were_added_and_help_lists_them(qtbot, window):
     from PySide6.QtGui import QKeySequence
 
-    from explorer._qt.shortcuts import tab_shortcut
-    from explorer._qt.window_tab import WindowTab
+    from explorer.window._qt.shortcuts import tab_shortcut
+    from explorer.window._qt.window_tab import WindowTab
 
     added = window.add_tab(WindowTab(), "Fine-tune")
     titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]
@@ -412,7 +412,7 @@ def test_new_untrained_preset_from_the_menu(qtbot, window):
 
 
 def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
-    from bertcore.checkpoint import load_pretrained
+    from bertcore.models.checkpoint import load_pretrained
 
     target = tmp_path / "saved-bert"
     window.save_checkpoint(str(target))
@@ -434,7 +434,7 @@ def test_minilm_without_heads_shows_the_note(qtbot, window):
 # -- inspections from elsewhere, the worker, closing ---------------------------------------------------------------
 
 def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer):
-    from bertcore.inspection import inspect
+    from bertcore.analysis.inspection import inspect
 
     snapshot = inspect(make_tiny_model(tokenizer, seed=5), tokenizer, "to be or not", "that is")
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
@@ -451,8 +451,8 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
 
 def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, settings, tiny_model, tokenizer,
                                                                    monkeypatch):
-    from explorer._qt import inspect_tab
-    from explorer.state import run_inspection
+    import explorer.inspector._qt.inspect_tab as inspect_tab
+    from explorer.inspector.state import run_inspection
 
     def inspect_unless_queen(request):
         if "queen" in request.encoding.tokens:

@@ -9,11 +9,11 @@ import torch
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QLabel, QTableView, QWidget
 
-from bertcore.checkpoint import load_pretrained, save_pretrained
-from bertcore.inspection import inspect
-from bertcore.masking import mask_like_bert
-from explorer import startup
-from explorer._qt.main_window import MainWindow
+import explorer.window.startup as startup
+from bertcore.analysis.inspection import inspect
+from bertcore.data.masking import mask_like_bert
+from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import make_tiny_model
 
 WAIT_MS = 20_000
@@ -43,7 +43,7 @@ def minilm():
 
 def test_a_snapshot_with_predictions_shows_them_over_minilm_and_leaving_it_restores_minilms_note(
         qtbot, window, minilm, tokenizer):
-    from explorer._qt.training_panel import TrainingPanel
+    from explorer.train._qt.training_panel import TrainingPanel
 
     model, minilm_tokenizer = minilm
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
@@ -78,8 +78,8 @@ def test_a_snapshot_with_predictions_shows_them_over_minilm_and_leaving_it_resto
 @pytest.fixture(scope="module")
 def long_named_pair(tmp_path_factory):
     """A (a short name) and B (a run's checkpoint, named as runs are: long)."""
-    from bertcore.resources import default_vocab_path
-    from bertcore.tokenizer import BertTokenizer
+    from bertcore.files.resources import default_vocab_path
+    from bertcore.tokenization.wordpiece import BertTokenizer
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     root = tmp_path_factory.mktemp("long-names")
@@ -130,9 +130,9 @@ def test_what_changed_heatmaps_stay_square_and_alike_after_a_resize_whatever_bs_
 # ---- 3. the Fine-tune tab's Task for each demo ---------------------------------------------------------------------
 
 def test_the_task_combo_names_each_demos_own_task(qtbot):
-    from bertcore.demo_tasks import demo_tasks
-    from explorer._qt.finetune_form import OWN_DATA, FinetuneForm
-    from explorer.finetune_run import TASK_NAMES, FinetuneSettings
+    from bertcore.tasks.demos import demo_tasks
+    from explorer.finetune._qt.finetune_form import OWN_DATA, FinetuneForm
+    from explorer.finetune.finetune_run import TASK_NAMES, FinetuneSettings
 
     form = FinetuneForm()
     qtbot.addWidget(form)
@@ -155,7 +155,8 @@ def test_the_task_combo_names_each_demos_own_task(qtbot):
 @pytest.mark.parametrize("panel_name", ["TrainingPanel", "FinetunePanel"])
 def test_use_this_model_in_the_inspector_brings_the_inspect_tab_forward(qtbot, window, tmp_path, tokenizer,
                                                                         panel_name):
-    from explorer._qt import finetune_panel, training_panel
+    import explorer.finetune._qt.finetune_panel as finetune_panel
+    import explorer.train._qt.training_panel as training_panel
 
     panel_class = {"TrainingPanel": training_panel.TrainingPanel, "FinetunePanel": finetune_panel.FinetunePanel}
     panel = window.add_tab(panel_class[panel_name](), panel_name)

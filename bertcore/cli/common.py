@@ -1,0 +1,263 @@
+"""What `bert-train` (bertcore.cli.train) and `bert-finetune` (bertcore.cli.finetune) share: the optimisation and run
+options, finding the run a --resume continues, joining a torchrun process group, and driving a training loop
+with a progress bar, Ctrl-C handling and the exit codes:
+
+    0  finished, or stopped (Ctrl-C or SIGTERM once: after the current step, with a checkpoint)
+    1  training failed (NaN or diverging loss, out of memory, a checkpoint or file that could not be written),
+       or was aborted (Ctrl-C a second time while no checkpoint was being written: at once, without one)
+    2  bad arguments or input (a data file, a checkpoint, a run folder in use, not writable, or not a run)
+
+A second Ctrl-C while the stopping checkpoint (or the final weights) is being written does not cut it short: the
+command says "still writing the checkpoint, please wait…" and ends when it is written. No Ctrl-C ends in a
+traceback.
+
+Torch-free at import, so that `--help` answers at once: torch comes in when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from bertcore.files.run_folder import (
+    CHECKPOINTS_DIR,
+    LOCK_FILE,
+    METRICS_FILE,
+    RUN_CONFIG_FILE,
+    VOCAB_FILE,
+    RunFolder,
+)
+
+# Option -> config field, for the options both commands have (TrainingConfig and FinetuneConfig share the names).
+SHARED_OPTION_FIELDS = {
+    "out": "out_dir", "init_from": "init_from", "steps": "steps", "batch_size": "batch_size", "seq_len": "seq_len",
+    "lr": "lr", "warmup_steps": "warmup_steps", "weight_decay": "weight_decay", "max_grad_norm": "max_grad_norm",
+    "seed": "seed", "device": "device", "precision": "precision", "heldout_fraction": "heldout_fraction",
+    "length_buckets": "length_buckets", "eval_every": "eval_every", "checkpoint_every": "checkpoint_every",
+    "keep_checkpoints": "keep_checkpoints", "compile": "compile", "num_threads": "num_threads",
+    "divergence_factor": "divergence_factor",
+}
+
+
+def add_optimisation_options(parser: argparse.ArgumentParser, *, steps: str, lr: str) -> argparse._ArgumentGroup:
+    """--steps, --batch-size, --lr, --warmup-steps, --weight-decay, --max-grad-norm, --seed, --divergence-factor;
+    `steps` and `lr` are the help's words for their defaults."""
+    optim = parser.add_argument_group("optimisation")
+    optim.add_argument("--steps", type=int, help=f"optimisation steps in total ({steps})")
+    optim.add_argument("--batch-size", type=int, help="sequences per step per process (default 32)")
+    optim.add_argument("--lr", type=float, help=f"peak learning rate ({lr})")
+    optim.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default: 10%% of --steps)")
+    optim.add_argument("--weight-decay", type=float, help="AdamW weight decay (default 0.01)")
+    optim.add_argument("--max-grad-norm", type=float, help="gradient clipping norm, 0 = off (default 1.0)")
+    optim.add_argument("--seed", type=int, help="seed of init, data, masks and dropout (default 0)")
+    optim.add_argument("--divergence-factor", type=float,
+                       help="stop when the smoothed loss stays this many times above its best value for 10 steps "
+                            "(a learning rate far too high); 0 = never (default 4)")
+    return optim
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, out: str, eval_every: str) -> argparse._ArgumentGroup:
+    """--out, --resume, --device, --precision, --eval-every, --checkpoint-every, --keep-checkpoints,
+    --num-threads, --compile, --no-progress."""
+    run = parser.add_argument_group("run")
+    run.add_argument("--out", help=f"run folder (default {out})")
+    run.add_argument("--resume", nargs="?", const=True,
+                     help="continue the run in --out from checkpoints/latest, or from the given checkpoint folder")
+    run.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps (default auto: CUDA, then MPS, then CPU)")
+    run.add_argument("--precision", choices=("auto", "fp32", "bf16"), help="default auto (bf16 autocast on CUDA)")
+    run.add_argument("--eval-every", type=int, help=f"held-out evaluation every N steps ({eval_every})")
+    run.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps (default 500)")
+    run.add_argument("--keep-checkpoints", type=int, help="newest checkpoints kept (default 2)")
+    run.add_argument("--num-threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
+    run.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation)")
+    return run
+
+
+def given_options(args: argparse.Namespace, fields: dict[str, str]) -> dict:
+    """{config field: value} of the options given on the command line."""
+    return {field: getattr(args, option) for option, field in fields.items() if getattr(args, option) is not None}
+
+
+def resumed_run_dir(args: argparse.Namespace, prog: str) -> Path:
+    """The run folder --resume continues: --out, or the run folder --resume names, or the one holding the
+    checkpoint it names (<run>/checkpoints/step-N; the loop refuses one that resolves outside it)."""
+    if args.resume is True:
+        if args.out is None:
+            raise ValueError("--resume without a folder needs --out RUN_FOLDER (the run to continue)")
+        run_dir = Path(args.out)
+    elif args.out:
+        run_dir = Path(args.out)
+    else:
+        named = Path(args.resume).absolute()
+        run_dir = named if RunFolder(named).run_config_path.is_file() else named.parent.parent
+    if not RunFolder(run_dir).run_config_path.is_file():
+        raise ValueError(_why_not_resumable(run_dir, prog))
+    return run_dir
+
+
+def _why_not_resumable(run_dir: Path, prog: str) -> str:
+    """Why a folder without run_config.json cannot be resumed, as the folder shows it."""
+    if not run_dir.exists():
+        return (f"{run_dir} does not exist, so it holds no {RUN_CONFIG_FILE} and there is no {prog} run to resume; "
+                "start a new run without --resume, or name the run folder it wrote (--out)")
+    left = [name for name in (LOCK_FILE, METRICS_FILE, VOCAB_FILE, CHECKPOINTS_DIR) if (run_dir / name).exists()]
+    if left:
+        return (f"{run_dir} holds no {RUN_CONFIG_FILE}: a run started in it (it left {', '.join(left)}) but was "
+                "stopped before its settings were written, so there is nothing to resume. Start it again without "
+                "--resume (the same --out is fine), or delete the folder")
+    return f"{run_dir} holds no {RUN_CONFIG_FILE}, so it is not a {prog} run folder to resume"
+
+
+def resume_argument(args: argparse.Namespace) -> bool | str:
+    """What the loop's resume= gets: False, True (the latest checkpoint) or the checkpoint folder named."""
+    if not args.resume:
+        return False
+    if args.resume is True:
+        return True
+    named = Path(args.resume)
+    if RunFolder(named).run_config_path.is_file() and (args.out is None or Path(args.out).resolve() == named.resolve()):
+        return True  # --resume RUN_FOLDER continues from its latest checkpoint
+    return args.resume  # a checkpoint folder; the loop refuses one outside the run folder
+
+
+def init_distributed(device_name: str | None) -> bool:
+    """Join the torchrun process group when launched under torchrun with more than one process."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    import torch
+    import torch.distributed as dist
+
+    use_nccl = torch.cuda.is_available() and (device_name or "auto") != "cpu"
+    if use_nccl:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(backend="nccl" if use_nccl else "gloo")
+    return True
+
+
+def fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def run_command(prog: str, argv: list[str] | None, make_config: Callable[[], object],
+                make_loop: Callable[[object, list[str]], object], drive_loop: Callable[[object], int]) -> int:
+    """The main() of a training command: `make_config()` and `make_loop(config, command line)` build the loop (a bad
+    argument or input -> its message and exit 2; Ctrl-C while it is built -> exit 1, nothing trained),
+    `drive_loop(loop)` runs it (0 or 1); a torchrun process group is joined and left around it."""
+    distributed = False
+    try:
+        from bertcore.errors import TrainingError
+
+        try:
+            config = make_config()
+            distributed = init_distributed(config.device)
+            loop = make_loop(config, [prog, *(sys.argv[1:] if argv is None else argv)])
+        except (ValueError, TrainingError) as error:  # CheckpointError, TaskDataError, ... are ValueErrors
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # the loop (and its lock) was let go of by its own constructor
+            print(f"\n{prog}: interrupted before training started; nothing was trained", file=sys.stderr)
+            return 1
+        try:
+            with loop:
+                code = drive_loop(loop)
+        except KeyboardInterrupt:  # a Ctrl-C after drive_loop let go of its handler (it handles the ones before)
+            print(f"\n{prog}: interrupted", file=sys.stderr)
+            return 1
+        if distributed and code == 0:
+            import torch.distributed as dist
+
+            # Rank 0 writes the final folder after the others are done; tearing gloo down on one rank while
+            # another still runs aborted rank 0 ("terminate called without an active exception") under load.
+            dist.barrier()
+        return code
+    finally:
+        if distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+class _Aborted(KeyboardInterrupt):
+    """A second Ctrl-C (or SIGTERM) while no checkpoint was being written: stop at once."""
+
+
+def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[object], dict],
+          describe_eval: Callable[[object], str]) -> int:
+    """Iterate the loop's steps with a progress bar (rank 0 only): `postfix(stats)` for the bar, a line per
+    evaluation and one at the end, with `describe_eval(evaluation)` for the task's metrics. Ctrl-C (or SIGTERM)
+    stops after the current step with a checkpoint. A second one while a checkpoint (or the final weights) is
+    being written waits for it, saying so; at any other moment it aborts at once, without a checkpoint. Returns
+    0 (finished or stopped) or 1 (a TrainingError, printed; or aborted)."""
+    from tqdm import tqdm
+
+    from bertcore.errors import TrainingError
+
+    show = loop.is_main
+    interrupts = 0
+
+    def on_signal(signum, frame):
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            loop.request_stop()
+            if show:
+                print(f"\n{prog}: stopping after this step and writing a checkpoint (Ctrl-C again to abort without "
+                      "it)", file=sys.stderr)
+            return
+        writing = getattr(loop, "writing", None)
+        if writing:  # cutting a write short would only lose it: let it finish, then the loop stops
+            if show:
+                print(f"\n{prog}: still writing {writing}, please wait…", file=sys.stderr, flush=True)
+            return
+        raise _Aborted
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signals only work there
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main_thread else {}
+    progress = tqdm(total=loop.total_steps, initial=loop.step, disable=not show or args.no_progress,
+                    unit="step", dynamic_ncols=True, file=sys.stderr)
+    try:
+        for stats in loop.steps():
+            progress.update(1)
+            progress.set_postfix(**postfix(stats), refresh=False)
+            if stats.warning is not None and show:
+                progress.write(f"{prog}: warning: {stats.warning}", file=sys.stderr)
+            if stats.eval is not None and show:
+                epoch = f" (epoch {stats.epoch:.2f})" if hasattr(stats, "epoch") else ""
+                progress.write(f"step {stats.step}{epoch}: held-out loss {fmt(stats.eval.loss)}, "
+                               f"{describe_eval(stats.eval)}; train loss {fmt(stats.loss)}, "
+                               f"{stats.tokens_per_second:.0f} tokens/s, {stats.elapsed_seconds:.0f} s",
+                               file=sys.stderr)
+    except TrainingError as error:
+        progress.close()
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1
+    except _Aborted:
+        progress.close()
+        if show:
+            kept = loop.last_checkpoint
+            if kept is not None and kept == loop.run_folder.checkpoint_path(loop.step):
+                done = f"after writing its checkpoint {kept}; resume from it with --resume"
+            else:
+                done = ("without writing a checkpoint; " + (f"the latest is {kept}: resume from it with --resume"
+                                                            if kept else "no checkpoint was written")
+                        + " (one Ctrl-C stops with a checkpoint)")
+            print(f"\n{prog}: aborted at step {loop.step} {done}", file=sys.stderr)
+        return 1
+    finally:
+        progress.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if show:
+        finished = loop.step >= loop.total_steps
+        weights = loop.run_folder.final_dir if finished else loop.run_folder.checkpoints_dir
+        evaluation = loop.last_eval
+        print(f"{prog}: {'finished' if finished else 'stopped'} at step {loop.step}; "
+              + (f"held-out {describe_eval(evaluation)}; " if evaluation else "") + f"weights in {weights}",
+              file=sys.stderr)
+    return 0

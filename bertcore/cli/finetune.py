@@ -1,0 +1,161 @@
+"""`bert-finetune`: fine-tune a BERT on a task from the command line (a thin consumer of bertcore.training.finetuning).
+
+    bert-finetune --demo mood                                     # a shipped demo task with its measured settings
+    bert-finetune --task sequence --train reviews.csv --eval reviews-test.csv --out runs/reviews
+    bert-finetune --task token --train ner.conll --init-from runs/bert/final --epochs 3 --lr 3e-5
+    bert-finetune --task qa --train squad-train.json --eval squad-dev.json --seq-len 384 --batch-size 12
+    bert-finetune --out runs/reviews --resume                     # continue from checkpoints/latest
+    python -m bertcore.cli.finetune ...                           # the same
+
+Tasks and their files (bertcore.tasks.task_files): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
+`text_b` and `label` (a number with a fraction makes it a regression); token = CoNLL (word and tag per line, a
+blank line between sentences) or JSONL with `tokens` and `tags`; qa = SQuAD v1.1 / v2.0 JSON. Without --eval, a
+seeded 10% of the training file is held out. --init-from defaults to the shipped default model.
+
+The run folder is bert-train's (bertcore.files.run_folder; metrics.jsonl records in bertcore.training.finetuning), with
+final/predictions.json for qa. Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second
+Ctrl-C waits for a checkpoint being written and otherwise aborts at once, without one. --resume continues from
+the newest checkpoint whose loss was sane (a warning names those passed over after a NaN or a divergence).
+Exit status: 0 done or stopped, 1 training failed (NaN or diverging loss, out of memory, a checkpoint that could
+not be written) or aborted by a second Ctrl-C, 2 bad arguments or input (a data file, a checkpoint, a run folder
+in use, not writable, or not a run): the message names the file, the line and the fix.
+
+`bert-finetune --help` answers without importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bertcore.cli.common import (
+    SHARED_OPTION_FIELDS,
+    add_optimisation_options,
+    add_run_options,
+    drive,
+    fmt,
+    given_options,
+    resume_argument,
+    resumed_run_dir,
+    run_command,
+)
+from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.files.run_folder import RunFolder
+
+PROG = "bert-finetune"
+OPTION_FIELDS = {**SHARED_OPTION_FIELDS, "task": "task", "train": "train", "eval": "eval", "demo": "demo",
+                 "epochs": "epochs"}
+# The data's options (FinetuneConfig.task_options): option -> (type, help).
+DATA_OPTIONS = {
+    "format": (str, "the files' format when their extension does not say: csv, tsv, jsonl (sequence); conll, jsonl "
+                    "(token)"),
+    "text_column": (str, "sequence: the column of the text (default text)"),
+    "text_b_column": (str, "sequence: the column of the second text of a pair (default text_b)"),
+    "label_column": (str, "sequence: the column of the label (default label)"),
+    "problem_type": (str, "sequence: single_label_classification or regression (default: regression when a "
+                          "label is a number with a fraction)"),
+    "tokens_field": (str, "token, JSONL: the field of the words (default tokens)"),
+    "tags_field": (str, "token, JSONL: the field of the tags (default tags)"),
+    "max_query_length": (int, "qa: question tokens kept (default min(64, (seq-len - 3) // 2))"),
+    "doc_stride": (int, "qa: overlap in tokens between the windows of a long context (default seq-len // 3)"),
+    "max_answer_length": (int, "qa: longest answer in tokens (default 30)"),
+    "null_score_diff_threshold": (float, "qa, SQuAD 2.0: answer \"\" when the null score beats the best span by "
+                                         "more than this (default 0)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, argument_default=None,
+        description="Fine-tune a BERT on a task: a label per text or pair (sequence), a tag per word (token), or "
+                    "answer spans (qa, SQuAD), starting from a checkpoint (default: the shipped default model).",
+    )
+    task = parser.add_argument_group("task and data")
+    task.add_argument("--task", choices=FINETUNE_TASKS, help="sequence, token or qa")
+    task.add_argument("--train", help="training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)")
+    task.add_argument("--eval", help="evaluation file, same format (default: hold out --heldout-fraction of --train)")
+    task.add_argument("--demo", choices=tuple(DEMO_SETTINGS),
+                      help="a shipped demo task (assets/tasks): sets --task, --train, --eval and its measured steps, "
+                           "batch size, sequence length and learning rate (options given override them)")
+    task.add_argument("--seq-len", type=int, help="longest input in tokens, specials included (default 128)")
+    task.add_argument("--heldout-fraction", type=float, help="held out when there is no --eval (default 0.1)")
+    task.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many steps, "
+                                                         "so padding is small; 1 = off (default 8)")
+    for name, (kind, words) in DATA_OPTIONS.items():
+        task.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, help=words)
+    task.add_argument("--allow-no-answer", action="store_true", default=None,
+                      help="qa: the model may answer \"\" (default: when the data has unanswerable questions)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--init-from", help="the checkpoint to start from (default: the shipped default model); one "
+                                           "with this task's head for the same labels is trained further")
+    optim = add_optimisation_options(parser, steps="default: --epochs passes over the training data",
+                                     lr="default 2e-4 for the small default model; 2e-5..5e-5 for BERT-base")
+    optim.add_argument("--epochs", type=float, help="passes over the training data when --steps is not given "
+                                                    "(default 3)")
+    add_run_options(parser, out="runs/finetune-<task>-<date>-<time>", eval_every="default: once per epoch")
+    return parser
+
+
+def make_config(args: argparse.Namespace):
+    """The FinetuneConfig: defaults (a demo's settings, or the resumed run's recorded values) with the given
+    options on top; --epochs without --steps drops a recorded or demo step count."""
+    from bertcore.config import FinetuneConfig
+
+    given = given_options(args, OPTION_FIELDS)
+    options = {name: getattr(args, name) for name in [*DATA_OPTIONS, "allow_no_answer"]
+               if getattr(args, name) is not None}
+    if args.epochs is not None and args.steps is None:
+        given["steps"] = None
+    if args.resume:
+        recorded = RunFolder(resumed_run_dir(args, PROG)).read_training_settings()
+        if options:
+            given["task_options"] = {**recorded.get("task_options", {}), **options}
+        return FinetuneConfig.from_dict({**recorded, **given})
+    given.setdefault("out_dir", time.strftime(f"runs/finetune-{args.demo or args.task}-%Y%m%d-%H%M%S"))
+    if options:
+        given["task_options"] = options  # checked against the task by FinetuneConfig
+    if args.demo:
+        return FinetuneConfig.for_demo(args.demo, **given).resolved()
+    return FinetuneConfig(**given)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def make_finetuner(config, command: list[str]):
+        from bertcore.training.finetuning import Finetuner
+
+        return Finetuner(config, resume=resume_argument(args), command=command)
+
+    return run_command(PROG, argv, lambda: make_config(args), make_finetuner, lambda finetuner: _run(finetuner, args))
+
+
+def describe_metrics(metrics, names) -> str:
+    return ", ".join(f"{name} {metrics[name]:.4f}" for name in names if name in metrics)
+
+
+def _run(finetuner, args: argparse.Namespace) -> int:
+    config, data = finetuner.config, finetuner.data
+    if finetuner.is_main:
+        source = (f"resuming from {finetuner.resumed_from} at step {finetuner.step}" if finetuner.resumed_from
+                  else finetuner.init_note)
+        print(f"{PROG}: {source}", file=sys.stderr)
+        if finetuner.resume_note:
+            print(f"{PROG}: warning: {finetuner.resume_note}", file=sys.stderr)
+        print(f"{PROG}: {config.task} task, {len(data.train_features):,} training / {len(data.eval_features):,} "
+              f"eval {'windows' if config.task == 'qa' else 'examples'} (eval: {data.eval_source}); "
+              f"{config.steps:,} steps of {config.batch_size} at lr {config.lr:g}; "
+              f"{finetuner.model.num_parameters():,} parameters on {finetuner.device} × {finetuner.world_size} "
+              f"process(es); run folder {finetuner.out_dir}", file=sys.stderr)
+    names = finetuner.task.metric_names
+
+    def postfix(stats) -> dict:
+        values = {"loss": fmt(stats.loss), **{name[:3]: fmt(value) for name, value in stats.metrics.items()}}
+        return {**values, "tok_s": f"{stats.tokens_per_second:.0f}"}
+
+    return drive(finetuner, args, PROG, postfix=postfix,
+                 describe_eval=lambda evaluation: describe_metrics(evaluation.metrics, names))
+
+if __name__ == "__main__":
+    sys.exit(main())

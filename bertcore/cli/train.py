@@ -1,0 +1,135 @@
+"""`bert-train`: headless MLM + NSP pretraining from the command line (a thin consumer of
+bertcore.training.pretraining).
+
+    bert-train --corpus assets/corpus/tinyshakespeare.txt --vocab assets/vocab.txt --preset mini \
+        --steps 2000 --batch-size 32 --seq-len 128 --out runs/shakespeare-mini
+    bert-train --out runs/shakespeare-mini --resume            # continue from checkpoints/latest
+    torchrun --nproc_per_node=2 -m bertcore.cli.train --device cpu ...  # DistributedDataParallel (gloo on CPU)
+
+The run folder layout (run_config.json, metrics.jsonl, checkpoints/, final/, summary.json) is described in
+bertcore/files/run_folder.py; one process trains in a folder at a time (a second is refused, naming the first's pid).
+Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second Ctrl-C waits for a checkpoint
+being written ("still writing the checkpoint, please wait…") and otherwise aborts at once, without one.
+--resume continues from the newest checkpoint whose loss was sane: after a NaN or a diverging loss, the
+checkpoints written once the loss had gone bad are passed over, and a warning names them (--resume PATH uses PATH).
+Exit status: 0 done or stopped, 1 training failed (NaN or diverging loss, out of memory, a checkpoint that
+could not be written) or aborted by a second Ctrl-C, 2 bad arguments or input (corpus, vocabulary, checkpoint,
+a run folder in use, not writable, or not a bert-train run).
+
+`bert-train --help` answers without importing torch: this module imports it only once a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bertcore.cli.common import (
+    SHARED_OPTION_FIELDS,
+    add_optimisation_options,
+    add_run_options,
+    drive,
+    fmt,
+    given_options,
+    resume_argument,
+    resumed_run_dir,
+    run_command,
+)
+from bertcore.files.run_folder import RunFolder
+
+# Command-line option -> TrainingConfig field. Options left out keep the default (or, with --resume, the
+# value recorded in the run's run_config.json).
+OPTION_FIELDS = {
+    **SHARED_OPTION_FIELDS, "corpus": "corpus", "preset": "preset", "vocab": "vocab", "vocab_size": "vocab_size",
+    "mlm_probability": "mlm_probability", "eval_batches": "eval_batches",
+}
+
+
+# Model-size options that override fields of the --preset (new runs only).
+MODEL_OPTIONS = {"--hidden-size": "hidden_size", "--num-layers": "num_hidden_layers",
+                 "--num-heads": "num_attention_heads", "--intermediate-size": "intermediate_size"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bert-train", description="Pretrain a BERT (masked-LM + next-sentence prediction) on a text corpus.",
+        argument_default=None,
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument("--corpus", help="a .txt file or a folder of .txt files (blank lines separate documents); "
+                                       "default: the built-in Tiny Shakespeare")
+    data.add_argument("--vocab", help="reuse this vocab.txt instead of training a vocabulary on the corpus")
+    data.add_argument("--vocab-size", type=int, help="size of the WordPiece vocabulary trained when no --vocab "
+                                                     "(default 8000)")
+    data.add_argument("--seq-len", type=int, help="longest sequence in tokens, [CLS]/[SEP] included (default 128)")
+    data.add_argument("--heldout-fraction", type=float, help="documents held out for evaluation (default 0.02)")
+    data.add_argument("--mlm-probability", type=float, help="fraction of tokens masked (default 0.15)")
+    data.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many "
+                                                         "batches, so padding is small; 1 = off (default 8)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--preset", help="tiny, mini, small, medium or base (default mini)")
+    model.add_argument("--init-from", help="a checkpoint folder to train further (its weights and vocabulary)")
+    for option, field in MODEL_OPTIONS.items():
+        model.add_argument(option, type=int, dest=field, help=f"override the preset's {field}")
+    add_optimisation_options(parser, steps="default 1000", lr="default 5e-4")
+    run = add_run_options(parser, out="runs/bert-<date>-<time>", eval_every="default 100")
+    run.add_argument("--eval-batches", type=int, help="held-out batches per evaluation (default 4)")
+    return parser
+
+
+def make_config(args: argparse.Namespace):
+    """The TrainingConfig: defaults (or the resumed run's recorded values) with the given options on top."""
+    from bertcore.config import TrainingConfig
+
+    given = given_options(args, OPTION_FIELDS)
+    if args.resume:
+        base = TrainingConfig.from_dict(RunFolder(resumed_run_dir(args, "bert-train")).read_training_settings())
+    else:
+        base = TrainingConfig(out_dir=time.strftime("runs/bert-%Y%m%d-%H%M%S"))
+    return base.replace(**given)
+
+
+def make_model_config(args: argparse.Namespace, config):
+    """The preset with any --hidden-size/--num-layers/... overrides, or None (the trainer's default)."""
+    overrides = {field: getattr(args, field) for field in MODEL_OPTIONS.values() if getattr(args, field) is not None}
+    if not overrides:
+        return None
+    if args.resume or config.init_from:
+        raise ValueError(f"{', '.join(o for o, f in MODEL_OPTIONS.items() if f in overrides)} cannot change the "
+                         "size of a model that is resumed or trained further (--resume / --init-from)")
+    from bertcore.config import preset
+    from bertcore.tokenization.wordpiece import BertTokenizer
+
+    vocab_size = BertTokenizer.from_vocab_file(config.vocab).vocab_size if config.vocab else config.vocab_size
+    return preset(config.preset, vocab_size=vocab_size, **overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def make_trainer(config, command: list[str]):
+        from bertcore.training.pretraining import Trainer
+
+        return Trainer(config, model_config=make_model_config(args, config), resume=resume_argument(args),
+                       command=command)
+
+    return run_command("bert-train", argv, lambda: make_config(args), make_trainer, lambda trainer: _run(trainer, args))
+
+
+def _run(trainer, args: argparse.Namespace) -> int:
+    if trainer.is_main:
+        source = f"resuming from {trainer.resumed_from} at step {trainer.step}" if trainer.resumed_from else "new run"
+        print(f"bert-train: {source}; {trainer.model.num_parameters():,} parameters on {trainer.device} "
+              f"× {trainer.world_size} process(es); run folder {trainer.out_dir}", file=sys.stderr)
+        if trainer.resume_note:
+            print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
+
+    return drive(trainer, args, "bert-train",
+                 describe_eval=lambda evaluation: (f"MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy "
+                                                   f"{evaluation.nsp_accuracy:.4f}"),
+                 postfix=lambda stats: dict(loss=fmt(stats.loss), mlm_acc=fmt(stats.mlm_accuracy),
+                                            nsp_acc=fmt(stats.nsp_accuracy), tok_s=f"{stats.tokens_per_second:.0f}"))
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,645 @@
+"""A training run's folder: the one place that names its files and reads, writes, locks and prunes them.
+
+Shared by the training loop (bertcore.training.loop: pretraining and fine-tuning), the command lines and the
+app's run watcher. Torch-free: what a loop stores in a checkpoint it writes itself, through `write_checkpoint`'s
+callback.
+
+    <run>/run_config.json          {"training": TrainingConfig or FinetuneConfig fields (a fine-tuning run's
+                                   have "task"), "model": BertConfig fields, "world_size", ...; fine-tuning adds
+                                   "task" (the data's summary) and "init" (what the model started from)}
+    <run>/vocab.txt, tokenizer_config.json   the vocabulary in use
+    <run>/metrics.jsonl            one JSON object per line ("kind": "step" | "eval" | "checkpoint" | "warning" |
+                                   "error"), flushed per line; a resumed run drops the records after its step
+    <run>/checkpoints/step-000500/ the standard BERT folder (config.json, model.safetensors, vocab.txt,
+                                   tokenizer_config.json) + trainer_state.pt (optimizer, step, ...) + sanity.json
+                                   ({"step", "sane", "smoothed_loss", "reason"}: whether the loss was sane when it
+                                   was written; set to false with the reason when its weights later proved bad)
+    <run>/checkpoints/latest       text naming the newest complete checkpoint ("step-000500")
+    <run>/final/                   the final weights in the standard layout, when the run reached its last step
+                                   (a QA fine-tuning run adds predictions.json: question id -> answer text)
+    <run>/summary.json             last step, held-out metrics, last checkpoint, ...; written at the end
+    <run>/run.lock                 held (flock, bertcore.files.run_lock) by the process training in the folder; its pid
+
+A checkpoint is filled in a hidden staging folder and renamed into place (bertcore.files.atomic), and only then is
+`latest` replaced, so a crash, a kill or a full disk never leaves a half checkpoint as the latest. `latest`
+must name a folder inside checkpoints/; a pointer (or a --resume path) leading elsewhere is refused.
+
+Resuming without naming a checkpoint continues from the newest one whose loss was sane (`resume_choice`): after
+a NaN or a diverging loss, the checkpoints written once the loss had gone bad are passed over (and named), and
+pruning never deletes the newest sane checkpoint.
+
+Nothing is written through a symbolic link: files are replaced by rename (which replaces a link, never what it
+leads to), and the files opened in place (run.lock, metrics.jsonl) are opened without following a link; a link,
+folder, FIFO or device where one of them belongs is a RunFolderError saying so.
+
+Reading a run that is still being written (the app watching `bert-train`): `MetricsTail` parses only complete
+lines, keeps a partial last line until its newline arrives, and notices a file that was truncated or replaced
+(a new run in the same folder, a resume dropping records), so the caller can clear what it drew.
+
+Every file is read through bertcore.files.reading: only a regular file, of a bounded size, never opened in a way
+that waits (a FIFO) or reads without end (a link to /dev/zero), and JSON nested too deeply is a damaged file, not
+a RecursionError. The app polls a watched run's files on its GUI thread, so a read must never block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertcore.errors import CheckpointWriteError, RunFolderError, RunFolderWriteError
+from bertcore.files.atomic import (
+    NotAFileError,
+    describe_os_error,
+    open_plain_file,
+    remove_atomically,
+    remove_leftovers,
+    staged_folder,
+    write_json_atomic,
+    write_text_atomic,
+)
+from bertcore.files.reading import RUN_JSON_LIMIT, open_regular_file, read_bytes, read_json
+from bertcore.files.run_lock import RunLock
+
+# ---- names ------------------------------------------------------------------------------------------------
+RUN_CONFIG_FILE = "run_config.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+LOCK_FILE = "run.lock"
+CHECKPOINTS_DIR = "checkpoints"
+LATEST_POINTER = "latest"
+FINAL_DIR = "final"
+CHECKPOINT_PREFIX = "step-"
+TRAINER_STATE_FILE = "trainer_state.pt"
+SANITY_FILE = "sanity.json"  # in a checkpoint: whether the loss was sane (torch-free, unlike trainer_state.pt)
+# The standard BERT checkpoint folder (bertcore.models.checkpoint writes it; named here so finding one needs no torch).
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+PYTORCH_FILE = "pytorch_model.bin"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_JSON_FILE = "tokenizer.json"  # what transformers 5 saves instead of vocab.txt (read, never written)
+
+# `latest` holds one folder name ("step-000500\n"); anything longer is not a pointer bertcore wrote.
+_POINTER_LIMIT = 4096
+
+_STEP_NAME = re.compile(rf"{CHECKPOINT_PREFIX}(\d+)")
+
+
+def checkpoint_name(step: int) -> str:
+    """'step-000500'."""
+    return f"{CHECKPOINT_PREFIX}{step:06d}"
+
+
+def checkpoint_step(name: str) -> int | None:
+    """500 for 'step-000500'; None for any other name."""
+    match = _STEP_NAME.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+# ---- metrics.jsonl: writing -------------------------------------------------------------------------------
+class MetricsLog:
+    """Append-only writer of one metrics.jsonl: one JSON object per line, flushed per line; thread-safe.
+
+    `truncate_after_step` (a resumed run) first drops the records of later steps, so the file holds one curve;
+    the shortened file replaces the old one atomically (a reader sees a new file and starts again)."""
+
+    def __init__(self, path: str | os.PathLike, truncate_after_step: int | None = None):
+        self.path = Path(path)
+        # Opened in place, so never through a link: a link (or a folder, FIFO, ...) named metrics.jsonl is a
+        # RunFolderError, not an append to whatever it leads to.
+        with _raising_write_error(self.path, "the metrics file"):
+            if truncate_after_step is not None:
+                text = _read_plain_file(self.path)
+                if text is not None:
+                    kept = [line for line in text.splitlines()
+                            if line.strip() and _record_step(line) <= truncate_after_step]
+                    write_text_atomic(self.path, "".join(line + "\n" for line in kept))
+            descriptor = open_plain_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            self._file = os.fdopen(descriptor, "a", encoding="utf-8", buffering=1)
+        self._lock = threading.Lock()  # a checkpoint written from another thread logs too
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record) + "\n"
+        with self._lock, _raising_write_error(self.path, "the metrics file"):
+            if not self._file.closed:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(OSError):  # a full disk may refuse the last flush; nothing to add
+            self._file.close()
+
+
+def _read_plain_file(path: Path) -> str | None:
+    """The text of a regular file (a torn UTF-8 sequence replaced), None when there is none; NotAFileError for
+    a link, folder, FIFO or device in its place."""
+    try:
+        descriptor = open_plain_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read().decode("utf-8", errors="replace")
+
+
+def _record_step(line: str) -> int:
+    try:
+        return int(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 1 << 62  # a torn last line from a crash: drop it
+
+
+# ---- metrics.jsonl: reading while it grows ----------------------------------------------------------------
+@dataclass(frozen=True)
+class TailUpdate:
+    """What one poll of a metrics file found."""
+
+    records: list[dict] = field(default_factory=list)  # new complete records, in file order
+    restarted: bool = False  # the file shrank or was replaced: records start from its beginning again
+    bad_lines: int = 0  # complete lines in this poll that were not a JSON object (skipped)
+
+
+class MetricsTail:
+    """Incremental reader of one `metrics.jsonl`; each `poll()` returns only what was appended since."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._offset = 0  # bytes consumed, including a held-back partial line
+        self._partial = b""  # bytes of an incomplete last line, waiting for its newline
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file we are reading
+        self.records_read = 0
+        self.bad_lines = 0
+
+    def reset(self) -> None:
+        """Forget the position; the next poll reads the whole file again."""
+        self._offset = 0
+        self._partial = b""
+        self._identity = None
+        self.records_read = 0
+        self.bad_lines = 0
+
+    def poll(self, max_bytes: int = 64 * 1024 * 1024) -> TailUpdate:
+        """Read what was appended since the last poll (at most `max_bytes` of it; the rest next time). Nothing
+        while the file does not exist yet; RunFolderError naming it when a FIFO, device, folder or broken link
+        is in its place, or it cannot be read."""
+        try:
+            file = open_regular_file(self.path, error=RunFolderError, label="the metrics file")
+        except FileNotFoundError:
+            return TailUpdate()
+        with file:
+            # The size and identity of what was opened, not of what the name led to a moment earlier.
+            stat = os.fstat(file.fileno())
+            identity = (stat.st_dev, stat.st_ino)
+            restarted = False
+            if self._identity is not None and (identity != self._identity or stat.st_size < self._offset):
+                # Replaced or truncated: whatever we held belongs to the old file.
+                self.reset()
+                restarted = True
+            self._identity = identity
+            if stat.st_size == self._offset:
+                return TailUpdate(restarted=restarted)
+            try:
+                file.seek(self._offset)
+                chunk = file.read(max_bytes)
+            except OSError as error:
+                raise RunFolderError(f"the metrics file {self.path} cannot be read: {_reason(error)}") from None
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # b"" when the chunk ended on a newline
+        records, bad = [], 0
+        for line in lines:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except (UnicodeDecodeError, ValueError):
+                bad += 1
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                bad += 1
+        self.records_read += len(records)
+        self.bad_lines += bad
+        return TailUpdate(records=records, restarted=restarted, bad_lines=bad)
+
+    def read_new(self) -> list[dict]:
+        """The records appended since the last call (restarts are not reported; use `poll` for that)."""
+        return self.poll().records
+
+
+# ---- the folder -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResumeChoice:
+    """The checkpoint a resume continues from (`RunFolder.resume_choice`)."""
+
+    folder: Path
+    skipped: tuple[Path, ...] = ()  # newer checkpoints passed over: written after the loss went bad, newest first
+    sane: bool | None = True  # whether its loss was sane (False only for a named one; None: it does not say)
+
+    def note(self) -> str | None:
+        """A sentence about what was passed over (or that a named checkpoint is not sane), or None."""
+        if self.skipped:
+            names = ", ".join(folder.name for folder in self.skipped)
+            return (f"resuming from {self.folder.name}, the newest checkpoint written while the loss was sane; "
+                    f"passed over the newer {names}, written after the loss went bad (NaN, or exploding). To "
+                    f"continue from one of them anyway, name it: --resume {self.skipped[0]}")
+        if self.sane is False:
+            return (f"resuming from {self.folder.name} as asked, although it was written after the loss went bad "
+                    "(NaN, or exploding)")
+        return None
+
+
+class RunFolder:
+    """The files of one training run by name, and the operations on them. Creating one touches nothing."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.run_config_path = self.path / RUN_CONFIG_FILE
+        self.metrics_path = self.path / METRICS_FILE
+        self.summary_path = self.path / SUMMARY_FILE
+        self.vocab_path = self.path / VOCAB_FILE
+        self.final_dir = self.path / FINAL_DIR
+        self.checkpoints_dir = self.path / CHECKPOINTS_DIR
+        self.latest_pointer_path = self.checkpoints_dir / LATEST_POINTER
+        self.lock_path = self.path / LOCK_FILE
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    def checkpoint_path(self, step: int) -> Path:
+        return self.checkpoints_dir / checkpoint_name(step)
+
+    def looks_like_run(self) -> bool:
+        return looks_like_run_dir(self.path)
+
+    def lock(self) -> RunLock:
+        """The folder's lock, taken (RunFolderBusyError when another holds it); release it when done."""
+        return RunLock(self.lock_path).acquire()
+
+    def create(self) -> None:
+        """Make the folder and checkpoints/, and delete what a crashed writer left (call it under the lock)."""
+        with _raising_write_error(self.path, "the run folder"):
+            self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.path, self.checkpoints_dir):
+            remove_leftovers(folder)
+
+    def write_vocabulary(self, tokenizer) -> None:
+        """The run's vocab.txt and tokenizer_config.json, as `tokenizer.save(folder)` writes them."""
+        with _raising_write_error(self.vocab_path, "the vocabulary"):
+            tokenizer.save(self.path)
+
+    # ---- run_config.json and summary.json
+    def read_run_config(self) -> dict[str, Any]:
+        """run_config.json as a dict; ValueError naming the file when it is missing or unreadable."""
+        return read_run_config(self.path)
+
+    def read_training_settings(self) -> dict[str, Any]:
+        """The "training" settings run_config.json records, with `out_dir` pointed at this folder: what a resumed
+        run continues with. ValueError naming the file when it is missing, unreadable or records none."""
+        recorded = self.read_run_config().get("training")
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{self.run_config_path} records no training settings; it was not written by "
+                             "bert-train or this app, so it cannot be resumed")
+        return {**recorded, "out_dir": str(self.path)}
+
+    def write_run_config(self, values: dict[str, Any]) -> None:
+        with _raising_write_error(self.run_config_path, "the run configuration"):
+            write_json_atomic(self.run_config_path, values)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        """summary.json as a dict, or None when the run has not written one (or it is unreadable: not a regular
+        file, too big, not JSON)."""
+        try:
+            values = read_json(self.summary_path, limit=RUN_JSON_LIMIT)
+        except (OSError, ValueError):
+            return None
+        return values if isinstance(values, dict) else None
+
+    def write_summary(self, values: dict[str, Any]) -> None:
+        with _raising_write_error(self.summary_path, "the run summary"):
+            write_json_atomic(self.summary_path, values)
+
+    # ---- metrics.jsonl
+    def open_metrics(self, resumed_at_step: int | None = None, *, fresh: bool = False) -> MetricsLog:
+        """The metrics writer: `fresh` starts a new curve (a new run in an old folder); `resumed_at_step` drops
+        the records after that step; neither appends (a loop iterated again)."""
+        if fresh:
+            with _raising_write_error(self.metrics_path, "the metrics file"), contextlib.suppress(FileNotFoundError):
+                self.metrics_path.unlink()
+        return MetricsLog(self.metrics_path, truncate_after_step=resumed_at_step)
+
+    def metrics_tail(self) -> MetricsTail:
+        return MetricsTail(self.metrics_path)
+
+    # ---- checkpoints
+    def checkpoint_folders(self) -> list[Path]:
+        """The visible step-NNNNNN folders inside checkpoints/, oldest step first (not checked for completeness)."""
+        if not self.checkpoints_dir.is_dir():
+            return []
+        found = [(checkpoint_step(p.name), p) for p in self.checkpoints_dir.iterdir()]
+        return [folder for step, folder in sorted((s, p) for s, p in found if s is not None) if folder.is_dir()]
+
+    def checkpoint_sanity(self, folder: Path) -> dict[str, Any] | None:
+        """A checkpoint's sanity.json ({"step", "sane", "smoothed_loss", "reason"}), or None when it has none
+        (written before there was one) or it is unreadable (not a regular file, too big, not JSON)."""
+        try:
+            values = read_json(Path(folder) / SANITY_FILE, limit=RUN_JSON_LIMIT)
+        except (OSError, ValueError):
+            return None
+        return values if isinstance(values, dict) and isinstance(values.get("sane"), bool) else None
+
+    def is_sane(self, folder: Path) -> bool | None:
+        """Whether the loss was sane when `folder` was written and its weights have not proved bad since; None
+        when its sanity.json does not say (a checkpoint written before there was one)."""
+        values = self.checkpoint_sanity(folder)
+        return None if values is None else values["sane"]
+
+    def mark_unsound(self, folder: Path, reason: str) -> None:
+        """Record in `folder`'s sanity.json that its weights proved bad after it was written (`reason` says how,
+        e.g. "its weights gave a loss of nan at step 41"): a resume passes over it from now on.
+        RunFolderWriteError when it cannot be written."""
+        values = self.checkpoint_sanity(folder) or {"step": checkpoint_step(Path(folder).name)}
+        values.update(sane=False, reason=reason)
+        path = Path(folder) / SANITY_FILE
+        with _raising_write_error(path, "the checkpoint's sanity record"):
+            write_json_atomic(path, values)
+
+    def is_resumable(self, folder: Path) -> bool:
+        """A complete checkpoint of this run: inside checkpoints/ (symlinks resolved), with config and trainer state."""
+        return (self._inside_checkpoints(folder) and (folder / TRAINER_STATE_FILE).is_file()
+                and (folder / CONFIG_FILE).is_file())
+
+    def read_latest_pointer(self) -> Path | None:
+        """The checkpoint `latest` names (it may be missing or incomplete), or None without a usable pointer (none,
+        or not a regular file of a folder name).
+
+        RunFolderError when it names anything but a folder directly inside checkpoints/."""
+        try:
+            name = read_bytes(self.latest_pointer_path, limit=_POINTER_LIMIT).decode("utf-8").strip()
+        except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+            return None
+        if not name:
+            return None
+        candidate = self.checkpoints_dir / name
+        if name in (".", "..") or "/" in name or "\\" in name or not self._inside_checkpoints(candidate):
+            raise RunFolderError(
+                f"{self.latest_pointer_path} names {name!r}, which leads outside the run's {self.checkpoints_dir}; "
+                f"it must name a {checkpoint_name(500)} folder in it. Delete the pointer (the newest checkpoint is "
+                "then used) or write that folder's name into it")
+        return candidate
+
+    def latest_resumable(self) -> Path | None:
+        """The checkpoint a resume continues from: `latest` when it names a complete one, else the newest complete
+        step folder; None when there is none. RunFolderError when `latest` leads outside the run."""
+        pointed = self.read_latest_pointer()
+        if pointed is not None and self.is_resumable(pointed):
+            return pointed
+        complete = [folder for folder in self.checkpoint_folders() if self.is_resumable(folder)]
+        return complete[-1] if complete else None
+
+    def checkpoint_to_resume(self, path: str | os.PathLike | None = None) -> Path:
+        """The checkpoint to continue from: `path` (which must be a complete checkpoint of this run), or, when
+        None or the run folder itself, the newest one whose loss was sane (see `resume_choice`).
+        RunFolderError naming the problem otherwise."""
+        return self.resume_choice(path).folder
+
+    def resume_candidates(self) -> list[Path]:
+        """The complete checkpoints a resume without a named one may continue from, the preferred first: the one
+        `latest` names, then the older ones, newest first (without a usable pointer: all, newest first)."""
+        complete = [folder for folder in self.checkpoint_folders() if self.is_resumable(folder)]
+        pointed = self.read_latest_pointer()
+        if pointed is None or not self.is_resumable(pointed):
+            return complete[::-1]
+        step = checkpoint_step(pointed.name)
+        older = [folder for folder in complete if folder.name != pointed.name
+                 and (step is None or checkpoint_step(folder.name) < step)]
+        return [pointed, *older[::-1]]
+
+    def resume_choice(self, path: str | os.PathLike | None = None, *,
+                      judge: Callable[[Path], bool] | None = None) -> ResumeChoice:
+        """The checkpoint to continue from, and the newer ones passed over.
+
+        A named checkpoint (`path`, not the run folder itself) is that one, sane or not, if it is a complete
+        checkpoint of this run. Otherwise the newest of `resume_candidates` whose loss was sane: a checkpoint
+        whose sanity.json says it was not (written while the loss was exploding, or its weights gave a NaN or
+        an exploding loss afterwards) is skipped; `judge(folder)` decides for one without sanity.json (the
+        loop reads its trainer_state.pt), and without a judge such a checkpoint counts as sane.
+        RunFolderError when there is no checkpoint, or none sane."""
+        if path is not None and Path(path).resolve() not in (self.path.resolve(), self.checkpoints_dir.resolve()):
+            folder = Path(path)
+            if not self._inside_checkpoints(folder):
+                raise RunFolderError(
+                    f"cannot resume from {folder}: it is not a checkpoint of the run folder {self.path} (it resolves "
+                    f"to {folder.resolve()}). Resume one of {self.checkpoints_dir / (CHECKPOINT_PREFIX + '*')}, or "
+                    "start a new run from those weights with init_from (--init-from)")
+            if not self.is_resumable(folder):
+                raise RunFolderError(f"{folder} is not a complete checkpoint (it needs {CONFIG_FILE} and "
+                                     f"{TRAINER_STATE_FILE}); resume another one, or the run folder's latest")
+            return ResumeChoice(folder, (), self._judged(folder, judge))
+        candidates = self.resume_candidates()
+        if not candidates:
+            raise RunFolderError(f"there is no checkpoint to resume in {self.path}; start a new run without --resume")
+        skipped: list[Path] = []
+        for folder in candidates:
+            if self._judged(folder, judge) is not False:
+                return ResumeChoice(folder, tuple(skipped), True)
+            skipped.append(folder)
+        raise RunFolderError(
+            f"every checkpoint in {self.checkpoints_dir} ({', '.join(f.name for f in skipped)}) was written after "
+            "the loss went bad (NaN, or exploding), so there is none sane to resume from. Start a new run with a "
+            f"lower learning rate, or resume one of them anyway by naming it (--resume {skipped[0]})")
+
+    def newest_sane_checkpoint(self, before: Path | None = None, *,
+                               judge: Callable[[Path], bool] | None = None) -> Path | None:
+        """The newest complete checkpoint whose loss was sane (older than `before` when given), or None; one
+        without sanity.json counts as sane unless `judge(folder)` says otherwise."""
+        limit = checkpoint_step(Path(before).name) if before is not None else None
+        for folder in reversed(self.checkpoint_folders()):
+            if limit is not None and checkpoint_step(folder.name) >= limit:
+                continue
+            if self.is_resumable(folder) and self._judged(folder, judge) is not False:
+                return folder
+        return None
+
+    def _judged(self, folder: Path, judge: Callable[[Path], bool] | None) -> bool | None:
+        sane = self.is_sane(folder)
+        if sane is None and judge is not None:
+            sane = bool(judge(folder))
+        return sane
+
+    def write_checkpoint(self, step: int, write_files: Callable[[Path], None], *, keep: int,
+                         protect: Iterable[Path | None] = (), sane: bool = True,
+                         smoothed_loss: float | None = None) -> Path:
+        """Write checkpoints/step-NNNNNN whole, point `latest` at it and delete the oldest checkpoints beyond the
+        newest `keep` (never one in `protect`, nor the newest sane one); returns the folder. `write_files(folder)`
+        fills a staging folder; its sanity.json records `sane` (the loss was sane when it was written) and
+        `smoothed_loss`.
+
+        On a write error (disk full, ...; a library's own exception becomes an OSError through
+        bertcore.files.atomic.library_write) nothing half-written stays, `latest` still names the previous
+        checkpoint, and CheckpointWriteError says so."""
+        folder = self.checkpoint_path(step)
+        previous = self.latest_resumable()
+        loss = smoothed_loss if smoothed_loss is not None and math.isfinite(smoothed_loss) else None
+        sanity = {"step": step, "sane": sane, "smoothed_loss": loss,
+                  "reason": None if sane else "written while the smoothed loss was far above its best"}
+        try:
+            with staged_folder(folder) as staging:
+                write_files(staging)
+                write_json_atomic(staging / SANITY_FILE, sanity)
+            write_text_atomic(self.latest_pointer_path, folder.name + "\n")
+        except OSError as error:
+            kept = f"{previous} is still the latest checkpoint" if previous else "there is no earlier checkpoint"
+            raise CheckpointWriteError(
+                f"could not write the checkpoint of step {step} to {folder}: {_reason(error)}. Nothing half-written "
+                f"was left and {kept}. Free disk space (or fix the folder's permissions), then resume the run "
+                "(--resume)", folder, error.errno) from error
+        self.prune_checkpoints(keep, protect=(folder, *protect))
+        return folder
+
+    def write_final(self, write_files: Callable[[Path], None]) -> Path:
+        """Write final/ whole (`write_files` fills a staging folder); CheckpointWriteError on a write error."""
+        try:
+            with staged_folder(self.final_dir) as staging:
+                write_files(staging)
+        except OSError as error:
+            raise CheckpointWriteError(
+                f"could not write the final weights to {self.final_dir}: {_reason(error)}. The checkpoints in "
+                f"{self.checkpoints_dir} are intact; free disk space and resume the run (--resume) to write them",
+                self.final_dir, error.errno) from error
+        return self.final_dir
+
+    def prune_checkpoints(self, keep: int, protect: Iterable[Path | None] = ()) -> list[Path]:
+        """Delete the oldest step folders beyond the newest `keep`, sparing those in `protect` and the newest sane
+        one (after a NaN or a divergence it is the one to go back to); returns them. A folder is renamed away
+        before it is deleted, so an interruption never leaves half a checkpoint under its name; a link to a
+        folder elsewhere is left alone."""
+        spared = {folder.name for folder in protect if folder is not None}
+        newest_sane = self.newest_sane_checkpoint()
+        if newest_sane is not None:
+            spared.add(newest_sane.name)
+        folders = self.checkpoint_folders()
+        deleted = [folder for folder in folders[: max(0, len(folders) - keep)]
+                   if folder.name not in spared and not folder.is_symlink()]
+        for folder in deleted:
+            remove_atomically(folder)
+        return deleted
+
+    def _inside_checkpoints(self, folder: Path) -> bool:
+        """`folder` is (after resolving symlinks and '..') a direct child of this run's checkpoints/."""
+        return Path(folder).resolve().parent == self.checkpoints_dir.resolve()
+
+
+@contextlib.contextmanager
+def _raising_write_error(path: Path, what: str):
+    try:
+        yield
+    except NotAFileError as error:
+        raise RunFolderError(
+            f"cannot write {what} {path}: {error.strerror}. bertcore never writes through a link, nor into a folder, "
+            "FIFO or device where one of a run's files belongs; delete it or move it away (what a link leads to is "
+            "left alone), then try again") from None
+    except OSError as error:
+        raise RunFolderWriteError(f"could not write {what} {path}: {_reason(error)}; {_advice(error)}", path,
+                                  error.errno) from error
+
+
+def _reason(error: OSError) -> str:
+    return describe_os_error(error)
+
+
+def _advice(error: OSError) -> str:
+    if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+        return "something else is in its place: move it away"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ("the run folder must be writable: fix its permissions (or remount it read-write), or copy it to a "
+                "writable place")
+    return "free disk space or fix the folder's permissions"
+
+
+# ---- reading a run folder (the app's run watcher) ---------------------------------------------------------
+def read_run_config(run_dir: str | os.PathLike) -> dict:
+    """The run's `run_config.json` as a dict; ValueError naming the file when it is missing or unreadable (not a
+    regular file, too big, not JSON)."""
+    path = Path(run_dir) / RUN_CONFIG_FILE
+    try:
+        values = read_json(path, limit=RUN_JSON_LIMIT, what="a run_config.json")
+    except FileNotFoundError:
+        raise ValueError(
+            f"{path} does not exist; open the folder that `bert-train --out` wrote (it holds "
+            f"{RUN_CONFIG_FILE} and {METRICS_FILE})"
+        ) from None
+    except ValueError as error:
+        raise ValueError(f"{error}; is the run folder damaged?") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object; is the run folder damaged?")
+    return values
+
+
+def looks_like_run_dir(path: str | os.PathLike) -> bool:
+    """A folder with a metrics file or a run config, i.e. something `bert-train` wrote."""
+    folder = Path(path)
+    return folder.is_dir() and ((folder / METRICS_FILE).exists() or (folder / RUN_CONFIG_FILE).exists())
+
+
+_NUMBER_IN_NAME = re.compile(r"(\d+)")
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int | None, Path]]:
+    """Complete checkpoints under `<run>/checkpoints/` as (step or None, folder), oldest step first.
+
+    A checkpoint is a folder holding `config.json` and model weights; folders still being written (hidden or
+    temporary names, no weights yet) are left out. Other programs' names count too: the last number in a
+    folder's name is its step ("ckpt-300" → 300); named ones ("final") sort last with step None.
+    """
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in root.iterdir():
+        if not folder.is_dir() or folder.name.startswith(".") or folder.name.endswith((".tmp", ".partial")):
+            continue
+        if not (folder / CONFIG_FILE).exists():
+            continue
+        if not ((folder / SAFETENSORS_FILE).exists() or (folder / PYTORCH_FILE).exists()):
+            continue
+        numbers = _NUMBER_IN_NAME.findall(folder.name)
+        found.append((int(numbers[-1]) if numbers else None, folder))
+    found.sort(key=lambda item: (item[0] is None, item[0] or 0, item[1].name))
+    return found
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint folder of a run: the one `latest` names, else the newest by time; or None."""
+    checkpoints = list_checkpoints(run_dir)
+    if not checkpoints:
+        return None
+    try:
+        pointed = RunFolder(run_dir).read_latest_pointer()
+    except RunFolderError:
+        pointed = None  # a pointer leading outside the run is not followed
+    if pointed is not None and any(folder == pointed for _, folder in checkpoints):
+        return pointed
+    return max(checkpoints, key=lambda item: (item[1].stat().st_mtime, item[0] or 0))[1]
+
+
+def find_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint to resume from `path`: a checkpoint folder itself, or the one a resume of a run folder (or
+    of its checkpoints/ folder) continues from: the newest whose loss was sane (`RunFolder.resume_choice`).
+    RunFolderError when there is none or `latest` leads outside the run."""
+    path = Path(path)
+    if (path / TRAINER_STATE_FILE).is_file():
+        return path
+    if path.name == CHECKPOINTS_DIR and not (path / CHECKPOINTS_DIR).is_dir():
+        path = path.parent
+    return RunFolder(path).checkpoint_to_resume()

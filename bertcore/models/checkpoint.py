@@ -1,0 +1,389 @@
+"""Load and save the standard BERT checkpoint folder: config.json + model.safetensors + vocab.txt.
+
+Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
+`pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
+plain `BertModel` without pretraining heads) and writes what `transformers` loads as the same class.
+`config.json`'s `architectures` picks the class (`bertcore.models.task_heads.model_class_for`): BertForPreTraining
+(also for BertModel / BertForMaskedLM, as before task heads existed), BertForSequenceClassification,
+BertForTokenClassification or BertForQuestionAnswering, whose head (and, for sequence classification, pooler)
+must be in the file. `read_checkpoint` gives the checked tensors without building a model (to start a task
+model from them, bertcore.models.task_heads.start_from_pretrained).
+
+A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
+or sizes its weights do not have (checked before anything is allocated), a vocabulary that is not UTF-8 or
+does not fit vocab_size, weights that are missing, misshapen, NaN/inf, not tensors, or of no BERT architecture.
+Every file is read only as a regular file (links followed) of a bounded size (bertcore.files.reading): a FIFO,
+a device, a socket or a folder in a file's place is named as what it is, never opened to block or read forever.
+Saving writes the whole folder beside the target and swaps it in (bertcore.files.atomic): never half a checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bertcore.config import BertConfig
+from bertcore.errors import CheckpointError
+from bertcore.files.atomic import staged_folder
+from bertcore.files.reading import (
+    CONFIG_JSON_LIMIT,
+    check_regular_file,
+    file_kind,
+    open_regular_file,
+    present,
+    read_json,
+)
+from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
+from bertcore.models.bert import BertForPreTraining, BertPreTrainedModel
+from bertcore.models.task_heads import model_class_for
+from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
+
+SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.files.run_folder named every file
+PYTORCH_NAME = PYTORCH_FILE
+HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
+# Keys that are either buffers rebuilt at load time or tensors tied to another parameter.
+DERIVED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
+# The heads of the BERT architectures (transformers' names), and the pooler that tagging and QA models lack.
+# A checkpoint of one of them loads into a model of another: its head is left out (a fine-tuned classifier's
+# encoder can be inspected; a pretrained checkpoint starts a fine-tuning). Any other tensor outside the model's
+# own names is an error naming it.
+KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.", "bert.pooler.")
+# A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
+# NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
+# embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
+# that is another model's, whose ids would index the wrong embeddings: an error naming both numbers. Reading a
+# folder, even a padded size must be confirmed by the tokenizer files (tokenizer_config.json's "vocab_size",
+# which BertTokenizer.save writes, or a tokenizer.json's token count): a vocab.txt that lost a few lines looks
+# the same as a padded one by its line count, and would shift every later id onto the wrong embedding.
+VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
+_LAYER_INDEX = re.compile(r"bert\.encoder\.layer\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class CheckpointContents:
+    """A checkpoint folder read and checked against the class its config.json names, no model built."""
+
+    folder: Path
+    config: BertConfig
+    tokenizer: BertTokenizer
+    state_dict: dict[str, torch.Tensor]  # every tensor of the file under this package's names (float, on CPU)
+    model_class: type[BertPreTrainedModel]  # the class config.json's "architectures" names
+    has_head: bool  # False only for a pretraining class without MLM/NSP heads (a bare encoder)
+
+
+def read_checkpoint(path: str | Path) -> CheckpointContents:
+    """Read a standard BERT folder and check it (CheckpointError naming the file, field or tensor), without
+    building a model: the sizes config.json claims are checked against the weights before anything is
+    allocated, then every tensor of the class it names (the head and, for sequence classification, the
+    pooler; a pretraining checkpoint may lack its heads and pooler) for presence, shape and finiteness."""
+    folder = Path(path)
+    if not folder.is_dir():
+        try:
+            found = f"is {file_kind(folder.stat().st_mode)}, not a folder"
+        except OSError:
+            found = "does not exist (it is not a folder)"
+        raise CheckpointError(f"{folder} {found}; a BERT checkpoint is a folder with {CONFIG_FILE}, "
+                              f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE}")
+    config = _read_config(folder)
+    try:
+        tokenizer = BertTokenizer.from_vocab_file(folder)  # vocab.txt, else a tokenizer.json
+    except TokenizerError as error:
+        raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
+    _check_vocabulary(folder, tokenizer, config.vocab_size)
+    state_dict = _standard_names(_read_weights(folder))
+    _check_sizes(config, state_dict, folder)  # before anything is allocated
+    model_class = model_class_for(config)
+    with torch.device("meta"):  # names and shapes only: no memory, no random init
+        skeleton = model_class(config)
+    has_head = _check_weights(skeleton, state_dict, folder)
+    return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head)
+
+
+def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, BertTokenizer]:
+    """The model (in eval mode, of the class config.json's `architectures` names) and tokenizer of a standard
+    BERT folder.
+
+    A checkpoint without MLM/NSP heads loads as a BertForPreTraining with `model.has_pretraining_heads = False`:
+    its heads are freshly initialised and their outputs are not to be shown as predictions. Every way the folder
+    can be wrong is a CheckpointError naming the file, field or tensor (see `read_checkpoint`).
+    """
+    contents = read_checkpoint(path)
+    model = contents.model_class(contents.config)
+    _copy_weights(model, contents.state_dict)
+    if isinstance(model, BertForPreTraining):
+        model.has_pretraining_heads = contents.has_head
+    return model.to(device).eval(), contents.tokenizer
+
+
+def save_pretrained(model: BertPreTrainedModel, tokenizer: BertTokenizer, path: str | Path) -> Path:
+    """Write the folder in the standard layout (transformers loads it as the same class); a crash midway leaves
+    any previous folder intact. A write that fails (disk full, read-only, permissions), whatever the writing
+    library raises, is a CheckpointSaveError (a CheckpointError) naming the folder and the reason; nothing
+    half-written is left."""
+    from bertcore.errors import CheckpointSaveError
+    from bertcore.files.atomic import describe_os_error
+
+    folder = Path(path)
+    if reason := _vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size):
+        raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
+                              f"{model.config.vocab_size}: {reason}. They do not belong together")
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder} exists and is not a folder; choose another place to save")
+    try:
+        with staged_folder(folder) as staging:
+            write_pretrained_files(model, tokenizer, staging)
+    except OSError as error:
+        previous = "; the folder that was there is intact" if folder.is_dir() else ""
+        raise CheckpointSaveError(
+            f"could not save the model to {folder}: {describe_os_error(error)}. Nothing half-written was left"
+            f"{previous}. Free disk space (or choose a writable folder) and save again", folder, error.errno,
+        ) from error
+    return folder
+
+
+def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer, folder: Path) -> None:
+    """config.json, model.safetensors, vocab.txt and tokenizer_config.json into an existing (staging) folder.
+
+    Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder. A failed write
+    is an OSError whatever the library met it (safetensors' SafetensorError becomes one: bertcore.files.atomic)."""
+    from bertcore.files.atomic import library_write
+
+    model.config.to_json_file(folder / CONFIG_FILE)
+    with_heads = getattr(model, "has_pretraining_heads", True)  # task models always have their head
+    tensors = {
+        name: tensor.detach().to("cpu", torch.float32).contiguous()
+        for name, tensor in model.state_dict().items()
+        if name not in DERIVED_KEYS and (with_heads or not name.startswith(HEAD_PREFIXES))
+    }
+    with library_write(folder / SAFETENSORS_FILE, "safetensors", SafetensorError):
+        save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
+    tokenizer.save(folder)
+
+
+def _vocabulary_mismatch(num_tokens: int, vocab_size: int) -> str | None:
+    """Why a vocabulary of `num_tokens` cannot go with `vocab_size` embeddings, or None when it can."""
+    if num_tokens > vocab_size:
+        return "some tokens would have no embedding"
+    if num_tokens < vocab_size and not any(vocab_size == -(-num_tokens // m) * m for m in VOCAB_PADDING_MULTIPLES):
+        return ("a vocabulary may be shorter only by the padding that rounds its size up to a multiple of a power "
+                f"of two from {VOCAB_PADDING_MULTIPLES[0]} to {VOCAB_PADDING_MULTIPLES[-1]}")
+    return None
+
+
+def _read_config(folder: Path) -> BertConfig:
+    """config.json, read only as a regular file of bounded size (never a FIFO, a device or a folder), as a
+    BertConfig; CheckpointError naming the file and what is wrong with it."""
+    path = folder / CONFIG_FILE
+    try:
+        values = read_json(path, limit=CONFIG_JSON_LIMIT, error=CheckpointError, what="a config.json")
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} does not exist; a BERT checkpoint needs a config.json") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
+    try:
+        return BertConfig.from_dict(values)
+    except (ValueError, TypeError) as error:
+        raise CheckpointError(f"{path} is not a usable BERT config: {error}") from None
+    except RecursionError:
+        raise CheckpointError(f"{path} is not a usable BERT config: a value in it is nested too deeply") from None
+
+
+def _check_vocabulary(folder: Path, tokenizer: BertTokenizer, vocab_size: int) -> None:
+    """The vocabulary fits the embedding table: as many tokens as rows, or fewer only where the table is padded
+    (its size rounded up, VOCAB_PADDING_MULTIPLES) and the tokenizer files record that the vocabulary really has
+    that many tokens (`recorded_vocab_sizes`). CheckpointError naming the files and the counts otherwise."""
+    vocab_path = tokenizer.vocab_file or folder / VOCAB_FILE
+    num_tokens = tokenizer.vocab_size
+    if reason := _vocabulary_mismatch(num_tokens, vocab_size):
+        raise CheckpointError(f"{vocab_path} has {num_tokens} tokens but {CONFIG_FILE} says vocab_size "
+                              f"{vocab_size}: {reason}. The vocabulary does not belong to these weights; use the "
+                              "vocab.txt that came with them")
+    if num_tokens == vocab_size:
+        return
+    try:
+        records = recorded_vocab_sizes(folder)
+    except TokenizerError as error:
+        raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
+    for record_path, recorded in records:
+        if recorded != num_tokens:
+            change = "lost lines" if recorded > num_tokens else "gained lines"
+            raise CheckpointError(
+                f"{vocab_path} has {num_tokens} tokens but {record_path.name} records a vocabulary of {recorded} "
+                f"({CONFIG_FILE} says vocab_size {vocab_size}): {vocab_path.name} {change}, which moves every "
+                "later token onto another token's embedding. Use the vocabulary files that came with the weights")
+    if not records:
+        multiple = next(m for m in VOCAB_PADDING_MULTIPLES if -(-num_tokens // m) * m == vocab_size)
+        raise CheckpointError(
+            f"{vocab_path} has {num_tokens} tokens but {CONFIG_FILE} says vocab_size {vocab_size}, and nothing in "
+            f"the folder says which is right: the embedding table may be padded (rounded up to a multiple of "
+            f"{multiple}, as NVIDIA pads BERT's 30522 to 30528), or {vocab_path.name} may have lost "
+            f"{vocab_size - num_tokens} lines, which would move every later token onto another token's embedding. "
+            f"If the vocabulary is complete, record its size: add \"vocab_size\": {num_tokens} to "
+            f"{folder / TOKENIZER_CONFIG_FILE} (bertcore's saves write it); otherwise use the vocab.txt that came "
+            "with the weights")
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    safetensors_path, pytorch_path = folder / SAFETENSORS_FILE, folder / PYTORCH_FILE
+    if present(safetensors_path):  # anything by that name: a folder or a FIFO is named, not passed over
+        try:
+            check_regular_file(safetensors_path, error=CheckpointError)  # (safetensors reads it by its path)
+        except FileNotFoundError:
+            raise CheckpointError(f"{safetensors_path} disappeared while it was being read; is another program "
+                                  "changing the folder?") from None
+        try:
+            return load_file(safetensors_path)
+        except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
+            raise CheckpointError(f"{safetensors_path} cannot be read ({error.strerror or error})") from None
+        except (SafetensorError, ValueError) as error:
+            raise CheckpointError(f"{safetensors_path} is corrupt or truncated ({error})") from None
+    if present(pytorch_path):
+        try:
+            with open_regular_file(pytorch_path, error=CheckpointError) as file:
+                state_dict = torch.load(file, map_location="cpu", weights_only=True)
+        except CheckpointError:
+            raise
+        except FileNotFoundError:
+            raise CheckpointError(f"{pytorch_path} disappeared while it was being read; is another program "
+                                  "changing the folder?") from None
+        except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
+            raise CheckpointError(f"{pytorch_path} cannot be read ({error.strerror or error})") from None
+        except Exception as error:  # an unpickling error carries many types; all mean the same here
+            raise CheckpointError(
+                f"{pytorch_path} cannot be read as plain tensors ({type(error).__name__}: {error}); it is "
+                "corrupt or holds code, which is never unpickled"
+            ) from None
+        if not isinstance(state_dict, dict):
+            raise CheckpointError(f"{pytorch_path} holds a {type(state_dict).__name__}, not a state dict")
+        for name, value in state_dict.items():
+            if not isinstance(name, str):
+                raise CheckpointError(f"{pytorch_path} holds the key {name!r} ({type(name).__name__}); a state dict "
+                                      "maps parameter names (str) to tensors")
+            if not isinstance(value, torch.Tensor):
+                hint = "; is it a training checkpoint? Save its model's state_dict()" if isinstance(value, dict) else ""
+                raise CheckpointError(f"{pytorch_path} holds {name!r} = a {type(value).__name__}, not a tensor: a "
+                                      f"state dict maps parameter names to tensors{hint}")
+        return state_dict
+    raise CheckpointError(f"{folder} has no weights: expected {SAFETENSORS_FILE} or {PYTORCH_FILE}")
+
+
+def _standard_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map the spellings found in the wild onto this model's parameter names."""
+    renamed = {}
+    for name, tensor in state_dict.items():
+        if name.startswith(("embeddings.", "encoder.", "pooler.")):
+            name = "bert." + name  # a bare BertModel
+        if name.endswith(".gamma"):
+            name = name[: -len("gamma")] + "weight"  # TF-era LayerNorm names
+        elif name.endswith(".beta"):
+            name = name[: -len("beta")] + "bias"
+        renamed[name] = tensor
+    if "cls.predictions.bias" not in renamed and "cls.predictions.decoder.bias" in renamed:
+        renamed["cls.predictions.bias"] = renamed["cls.predictions.decoder.bias"]
+    return {name: tensor for name, tensor in renamed.items()
+            if name not in DERIVED_KEYS and not name.endswith(BUFFER_SUFFIXES)}
+
+
+def _check_sizes(config: BertConfig, state_dict: dict[str, torch.Tensor], folder: Path) -> None:
+    """The sizes config.json claims against the shapes of the weights, before a model of those sizes is built
+    (a config saying num_hidden_layers 1000000 or hidden_size 10**9 must not allocate anything)."""
+
+    def rows_and_columns(name: str) -> tuple[int, ...]:
+        tensor = state_dict.get(name)
+        return tuple(tensor.shape) if isinstance(tensor, torch.Tensor) and tensor.dim() == 2 else ()
+
+    claims = []  # (field, what the weights say, the tensor that says it)
+    word = "bert.embeddings.word_embeddings.weight"
+    if shape := rows_and_columns(word):
+        claims += [("vocab_size", shape[0], word), ("hidden_size", shape[1], word)]
+    for field, name in (("max_position_embeddings", "bert.embeddings.position_embeddings.weight"),
+                        ("type_vocab_size", "bert.embeddings.token_type_embeddings.weight"),
+                        ("intermediate_size", "bert.encoder.layer.0.intermediate.dense.weight")):
+        if shape := rows_and_columns(name):
+            claims.append((field, shape[0], name))
+    for field, found, source in claims:
+        if getattr(config, field) != found:
+            raise CheckpointError(f"{folder}: config.json says {field} {getattr(config, field)} but the weights "
+                                  f"say {found} ({source}); the config does not belong to these weights")
+    layers = {int(match.group(1)) for name in state_dict if (match := _LAYER_INDEX.match(name))}
+    if config.num_hidden_layers > len(layers):  # more layers in the weights: named below as unexpected tensors
+        raise CheckpointError(f"{folder}: config.json says num_hidden_layers {config.num_hidden_layers} but the "
+                              f"weights hold {len(layers)} encoder layer(s); the config does not belong to these "
+                              "weights")
+
+
+def _check_weights(skeleton: BertPreTrainedModel, state_dict: dict[str, torch.Tensor], folder: Path) -> bool:
+    """Every tensor the architecture expects is there with its shape, finite, and nothing unknown is; returns
+    whether the checkpoint carried the model's head (always True for a task model, whose head is required).
+    `skeleton` may live on the meta device."""
+    expected = {name: tensor for name, tensor in skeleton.state_dict().items() if name not in DERIVED_KEYS}
+    head_names = {name for name in expected if not name.startswith("bert.")}
+    has_head = bool(head_names & state_dict.keys())
+    required = set(expected)
+    if isinstance(skeleton, BertForPreTraining) and not has_head:
+        # a bare encoder (BertModel) loads without MLM/NSP heads, and may lack its pooler
+        required -= head_names | {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    missing = sorted(required - state_dict.keys())
+    architecture = type(skeleton).__name__
+    if missing and set(missing) <= head_names:
+        raise CheckpointError(
+            f"{folder} lacks the {architecture} head that config.json's architectures names ({_some(missing)}); "
+            "the weights are of another class: correct architectures in config.json, or load a checkpoint that "
+            "has this head")
+    if missing:
+        raise CheckpointError(
+            f"{folder} lacks {len(missing)} tensor(s) that its config.json implies ({architecture}): "
+            f"{_some(missing)}; the weights and the config do not match"
+        )
+    unexpected = sorted(state_dict.keys() - expected.keys())
+    in_encoder = [name for name in unexpected if name.startswith("bert.") and not name.startswith("bert.pooler.")]
+    if in_encoder:
+        raise CheckpointError(
+            f"{folder} has tensor(s) its config.json does not account for: {_some(in_encoder)}; "
+            "check num_hidden_layers and the other sizes in config.json"
+        )
+    unknown = [name for name in unexpected if not name.startswith(KNOWN_HEAD_PREFIXES)]
+    if unknown:
+        raise CheckpointError(
+            f"{folder} has tensor(s) that belong to no BERT architecture: {_some(unknown)}; is it a BERT "
+            "checkpoint (model_type 'bert', parameters named as transformers names them)?"
+        )
+    for name in sorted(expected.keys() & state_dict.keys()):  # a stable order: the first bad one is named
+        tensor = state_dict[name]
+        got, want = tuple(tensor.shape), tuple(expected[name].shape)
+        if got != want:
+            raise CheckpointError(f"{folder}: tensor {name} has shape {got} but the config implies {want}"
+                                  + _label_hint(name, got, want))
+        if not tensor.is_floating_point():
+            raise CheckpointError(f"{folder}: tensor {name} has dtype {tensor.dtype}, not floating point")
+        bad = int((~torch.isfinite(tensor)).sum())
+        if bad:
+            raise CheckpointError(f"{folder}: tensor {name} holds {bad} NaN/inf value(s); the weights are damaged "
+                                  "(saved from a run that diverged?); load an earlier checkpoint")
+    return has_head
+
+
+def _label_hint(name: str, got: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """For a classifier of another size: the config's labels do not match the head's outputs."""
+    if not name.startswith(("classifier.", "qa_outputs.")) or got[1:] != want[1:]:
+        return ""
+    return (f" ({got[0]} outputs in the weights, {want[0]} labels in config.json's num_labels / id2label; "
+            "make id2label name one label per output)")
+
+
+def _copy_weights(model: BertPreTrainedModel, state_dict: dict[str, torch.Tensor]) -> None:
+    """Copy the (checked) tensors into the model; parameters the checkpoint lacks keep their fresh init."""
+    with torch.no_grad():
+        for name, parameter in model.state_dict().items():
+            if name not in DERIVED_KEYS and name in state_dict:
+                parameter.copy_(state_dict[name].to(torch.float32))
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -1,0 +1,733 @@
+"""The models a user already has: Hugging Face cache look-ups, a listing of cached encoders, and downloads.
+
+    resolved = resolve_model("google-bert/bert-base-uncased")   # a folder, or a repo id found in the local cache
+    model, tokenizer = bertcore.load_pretrained(resolved.folder)
+    for cached in list_cached_models():                          # what the cache holds, read from file headers
+        print(cached.repo_id, cached.describe())
+    download_model("prajjwal1/bert-tiny", progress=print, cancel=lambda: False)
+
+The cache is the one `huggingface_hub` and `transformers` share: models--{org}--{name}/refs/main holds the commit
+hash of snapshots/<hash>/, whose files are links into blobs/. Looking up and listing never touch the network and
+do not import huggingface_hub (which is slow to import, and torch is never imported here): the cache folder is
+found from the environment at call time (HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), so a
+setting changed after start-up, or by a test, counts. Downloads go through huggingface_hub, which owns the cache's
+write protocol (locks, temporary files renamed into place, links).
+
+Every failure a user can meet is a CheckpointError (bertcore.errors) saying what to do; a cancelled download is
+DownloadCancelled, and leaves nothing of that download in the snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertcore.errors import CheckpointError, DownloadCancelled
+from bertcore.files.reading import _NON_BLOCKING_READ, check_regular_file, file_kind, parse_json
+from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
+
+# The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
+# narrower: see loader_supports.
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert")
+SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
+PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"
+# Whichever of these a repo has are downloaded with it: WordPiece (vocab.txt), BPE (vocab.json + merges.txt),
+# SentencePiece (spiece.model for ALBERT, sentencepiece.bpe.model for XLM-R), and the fast-tokenizer files.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "spiece.model", "sentencepiece.bpe.model")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DOWNLOAD_HINT = "Model ▸ Download from the Hub…, or `hf download {repo_id}` in a terminal"
+
+# huggingface_hub's own rule for a repo id: "name" or "namespace/name", word characters, '-' and '.', neither
+# starting nor ending with '-' or '.', no '--' or '..' (the cache uses '--' as its separator).
+_REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?",
+                      re.ASCII)
+_COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+_SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
+_REF_LIMIT = 4096  # refs/<name> holds one commit hash; more is not a ref huggingface_hub wrote
+_FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
+_LABELS_SHOWN = 6
+
+
+def loader_supports(config: Mapping) -> bool:
+    """Whether bertcore.load_pretrained can open a checkpoint with this config.json (as a mapping). The loader
+    reads BERT's parameter names only; when it learns another family, this is the one place to say so."""
+    return config.get("model_type") == "bert"
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A checkpoint folder found from what the user typed or picked."""
+
+    folder: Path  # the folder to load: the given one, or the cached snapshot
+    repo_id: str | None  # "org/name" when the folder is (or is inside) a Hugging Face cache snapshot
+    revision: str | None  # the snapshot's commit hash, for a cached folder
+    display_name: str  # what a title bar shows: the repo id, else the folder's name (never a commit hash)
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """One cached model repo, described from its config.json and the headers of its weights (nothing loaded)."""
+
+    repo_id: str
+    folder: Path  # the snapshot refs/main points to (else the newest snapshot)
+    revision: str  # its commit hash
+    model_type: str
+    supported_now: bool  # whether bertcore.load_pretrained opens it today (loader_supports)
+    size_bytes: int  # the blobs this snapshot links to, each counted once
+    parameters: int | None  # None when the weights' headers could not be read
+    parameters_estimated: bool  # True for pytorch_model.bin: file size / 4, as if every tensor were float32
+    num_layers: int | None
+    num_heads: int | None
+    head: str  # "MLM", "pretraining (MLM + NSP)", "sequence classification: 3 labels (neg, neu, pos)", …
+    last_used: float  # seconds since the epoch: the newest access time of the snapshot's files, or refs' mtime
+
+    def describe(self) -> str:
+        """One line for a list: '110.1M parameters · 12 layers × 12 heads · MLM · 420 MB'."""
+        parts = []
+        if self.parameters is not None:
+            parts.append(f"{'~' if self.parameters_estimated else ''}{_count(self.parameters)} parameters")
+        if self.num_layers is not None and self.num_heads is not None:
+            parts.append(f"{self.num_layers} layers × {self.num_heads} heads")
+        parts.append(self.head)
+        parts.append(_megabytes(self.size_bytes))
+        if not self.supported_now:
+            parts.append(f"{self.model_type}: not loadable yet")
+        return " · ".join(parts)
+
+
+def default_cache_dir() -> Path:
+    """The hub cache folder as huggingface_hub computes it, from the environment as it is now."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(os.path.expandvars(os.path.expanduser(explicit)))
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
+
+
+def looks_like_repo_id(text: str) -> bool:
+    """'org/name' or 'name' as the Hub spells repo ids (not './x', '/abs', 'a/b/c', 'x--y')."""
+    return bool(_REPO_ID.fullmatch(text)) and "--" not in text and ".." not in text and not text.endswith(".git")
+
+
+def repo_folder(repo_id: str, cache_dir: str | Path | None = None) -> Path:
+    """Where the cache keeps `repo_id`: <cache>/models--org--name."""
+    return Path(cache_dir or default_cache_dir()) / ("models--" + repo_id.replace("/", "--"))
+
+
+def resolve_model(path_or_repo_id: str | Path, *, cache_dir: str | Path | None = None,
+                  revision: str = "main") -> ResolvedModel:
+    """The folder to load for what the user typed: an existing folder wins; else a repo id is looked up in the
+    local cache only (refs/<revision> → snapshots/<hash>). Never reaches the network."""
+    text = str(path_or_repo_id)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return _resolve_folder(path, revision)
+    if path.exists():
+        raise CheckpointError(f"{path} is a file; a checkpoint is a folder with {CONFIG_FILE} and weights — "
+                              "open the folder that holds it")
+    if isinstance(path_or_repo_id, Path) or not looks_like_repo_id(text):
+        raise CheckpointError(f"{path} does not exist; choose an existing checkpoint folder, or give a Hugging Face "
+                              "repo id such as google-bert/bert-base-uncased")
+    storage = repo_folder(text, cache_dir)
+    if not storage.is_dir():
+        raise CheckpointError(f"{text} is not in the Hugging Face cache ({storage.parent}) and there is no folder "
+                              f"of that name; download it with {DOWNLOAD_HINT.format(repo_id=text)}")
+    snapshot = _snapshot_for(storage, revision)
+    if snapshot is None:
+        raise CheckpointError(f"{text} is in the Hugging Face cache ({storage}) but has no usable snapshot for "
+                              f"'{revision}'; download it again with {DOWNLOAD_HINT.format(repo_id=text)}")
+    missing = [name for name in (CONFIG_FILE,) if not (snapshot / name).is_file()]
+    if _weights_file(snapshot) is None:
+        missing.append(f"weights ({SAFETENSORS_FILE} or {PYTORCH_FILE})")
+    if missing:
+        raise CheckpointError(
+            f"{text} is in the Hugging Face cache ({snapshot}) without {' or '.join(missing)}: only part of it was "
+            f"downloaded (e.g. a tokenizer alone); download the model with {DOWNLOAD_HINT.format(repo_id=text)}")
+    return ResolvedModel(folder=snapshot, repo_id=text, revision=snapshot.name, display_name=text)
+
+
+def _resolve_folder(folder: Path, revision: str) -> ResolvedModel:
+    # A folder picked in a file dialog may be the cache's repo folder (models--org--name) rather than a snapshot.
+    repo_id = _repo_id_of_storage(folder.name)
+    if repo_id is not None and (folder / "snapshots").is_dir() and not (folder / CONFIG_FILE).exists():
+        snapshot = _snapshot_for(folder, revision)
+        if snapshot is not None:
+            return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=snapshot.name, display_name=repo_id)
+    for candidate in dict.fromkeys((folder.absolute(), folder.resolve())):
+        parts = candidate.parts
+        if len(parts) >= 3 and parts[-2] == "snapshots":
+            repo_id = _repo_id_of_storage(parts[-3])
+            if repo_id is not None:
+                return ResolvedModel(folder=folder, repo_id=repo_id, revision=parts[-1], display_name=repo_id)
+    return ResolvedModel(folder=folder, repo_id=None, revision=None, display_name=folder.absolute().name)
+
+
+def _repo_id_of_storage(name: str) -> str | None:
+    if not name.startswith("models--"):
+        return None
+    repo_id = name[len("models--"):].replace("--", "/")
+    return repo_id if looks_like_repo_id(repo_id) else None
+
+
+def _snapshot_for(storage: Path, revision: str) -> Path | None:
+    """The snapshot a revision names (a ref's commit hash, or a commit hash itself); for "main" without its ref
+    (a repo downloaded by commit hash), the most recently written snapshot."""
+    snapshots = storage / "snapshots"
+    commit = revision if _COMMIT_HASH.fullmatch(revision) else _read_ref(storage / "refs" / revision)
+    if commit is not None:
+        snapshot = snapshots / commit
+        return snapshot if snapshot.is_dir() else None
+    if revision != "main":
+        return None  # another branch or tag that was never downloaded: not whatever happens to be newest
+    try:
+        candidates = [entry for entry in os.scandir(snapshots) if entry.is_dir()]
+    except OSError:
+        return None
+    if not candidates:
+        return None
+    return Path(max(candidates, key=lambda entry: entry.stat().st_mtime).path)
+
+
+def _read_ref(path: Path) -> str | None:
+    try:
+        commit = _read_bytes(path, limit=_REF_LIMIT).decode("ascii").strip()
+    except (OSError, ValueError):  # a FIFO or device in its place is refused, not waited on; UnicodeDecodeError
+        return None
+    return commit if _COMMIT_HASH.fullmatch(commit) else None
+
+
+def _weights_file(snapshot: Path) -> Path | None:
+    for name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE, PYTORCH_INDEX_FILE):
+        if (snapshot / name).is_file():
+            return snapshot / name
+    return None
+
+
+# --- listing -------------------------------------------------------------------------------------------------
+
+
+def list_cached_models(cache_dir: str | Path | None = None) -> list[CachedModel]:
+    """Every cached model repo whose config.json names a family in SUPPORTED_MODEL_TYPES and which has weights,
+    newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises for
+    a broken repo: one without config.json or weights, with bad JSON, or whose links dangle is left out."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        entries = [entry for entry in os.scandir(cache) if entry.name.startswith("models--")]
+    except OSError:
+        return []
+    models = []
+    for entry in entries:
+        try:
+            model = _describe_repo(Path(entry.path))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, struct.error, RecursionError):
+            model = None  # a repo another program is writing, or one damaged by hand: not openable
+        if model is not None:
+            models.append(model)
+    models.sort(key=lambda model: (-model.last_used, model.repo_id))
+    return models
+
+
+def _describe_repo(storage: Path) -> CachedModel | None:
+    repo_id = _repo_id_of_storage(storage.name)
+    if repo_id is None or not storage.is_dir():
+        return None
+    snapshot = _snapshot_for(storage, "main")
+    if snapshot is None:
+        return None
+    config_path = snapshot / CONFIG_FILE
+    config = parse_json(_read_bytes(config_path, limit=1024 * 1024), config_path)
+    if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_MODEL_TYPES:
+        return None
+    weights = _weights_file(snapshot)
+    if weights is None:
+        return None
+    parameters, estimated = _count_parameters(weights)
+    size_bytes, last_used = _snapshot_usage(snapshot)
+    for ref in (storage / "refs").glob("*"):
+        last_used = max(last_used, ref.stat().st_mtime)
+    return CachedModel(
+        repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=config["model_type"],
+        supported_now=loader_supports(config), size_bytes=size_bytes, parameters=parameters,
+        parameters_estimated=estimated, num_layers=_int_field(config, "num_hidden_layers", "n_layers"),
+        num_heads=_int_field(config, "num_attention_heads", "n_heads"), head=describe_head(config),
+        last_used=last_used)
+
+
+def _snapshot_usage(snapshot: Path) -> tuple[int, float]:
+    """Bytes of the distinct blobs the snapshot links to, and their newest access time. A dangling link to a
+    file the loader does not need (e.g. an ONNX export) is ignored; one to config.json or weights was caught
+    earlier by reading them."""
+    seen: set[tuple[int, int]] = set()
+    size_bytes = 0
+    last_used = 0.0
+    for path in _files_under(snapshot):
+        try:
+            status = os.stat(path)
+        except OSError:
+            continue
+        last_used = max(last_used, status.st_atime, status.st_mtime)
+        if (status.st_dev, status.st_ino) not in seen:
+            seen.add((status.st_dev, status.st_ino))
+            size_bytes += status.st_size
+    return size_bytes, last_used
+
+
+def _files_under(folder: Path) -> Iterator[str]:
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            yield from _files_under(Path(entry.path))
+        else:
+            yield entry.path
+
+
+def _int_field(config: Mapping, *names: str) -> int | None:
+    for name in names:
+        value = config.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def describe_head(config: Mapping) -> str:
+    """What sits on the encoder, from config.json's `architectures` (and id2label for a classifier)."""
+    architectures = config.get("architectures") or []
+    name = architectures[0] if isinstance(architectures, list) and architectures else None
+    if not isinstance(name, str):
+        return "encoder (config.json names no architecture)"
+    if name.endswith("ForPreTraining"):
+        return {"AlbertForPreTraining": "pretraining (MLM + SOP)",
+                "ElectraForPreTraining": "replaced-token detection (ELECTRA discriminator)"}.get(
+                    name, "pretraining (MLM + NSP)")
+    if name.endswith("ForMaskedLM"):
+        return "MLM"
+    if name.endswith("ForSequenceClassification"):
+        return f"sequence classification: {_labels(config)}"
+    if name.endswith("ForTokenClassification"):
+        return f"token classification: {_labels(config)}"
+    if name.endswith("ForQuestionAnswering"):
+        return "extractive question answering (span start/end)"
+    if name.endswith("ForNextSentencePrediction"):
+        return "next-sentence prediction"
+    if name.endswith("ForMultipleChoice"):
+        return "multiple choice"
+    if name.endswith(("ForCausalLM", "LMHeadModel")):
+        return "causal LM"
+    if name.endswith("Model"):
+        return "encoder only"
+    return name
+
+
+def _labels(config: Mapping) -> str:
+    id2label = config.get("id2label")
+    names: list[str] = []
+    if isinstance(id2label, dict):
+        def position(key: object) -> tuple[int, str]:
+            text = str(key)
+            return (int(text), text) if text.lstrip("-").isdigit() else (1 << 30, text)
+        names = [str(id2label[key]) for key in sorted(id2label, key=position)]
+    count = len(names) or _int_field(config, "num_labels") or 2  # transformers' default num_labels is 2
+    label_word = "label" if count == 1 else "labels"
+    # transformers fills id2label with LABEL_0, LABEL_1, … when a checkpoint names none: nothing to show
+    if not names or all(re.fullmatch(r"LABEL_\d+", name) for name in names):
+        return f"{count} {label_word}"
+    shown = ", ".join(names[:_LABELS_SHOWN])
+    more = f", … {len(names) - _LABELS_SHOWN} more" if len(names) > _LABELS_SHOWN else ""
+    return f"{count} {label_word} ({shown}{more})"
+
+
+def _count_parameters(weights: Path) -> tuple[int | None, bool]:
+    """(parameters, estimated) from the weights' headers: exact for safetensors (shapes of floating-point
+    tensors), file size / 4 for pytorch_model.bin, which cannot be read without unpickling it."""
+    folder = weights.parent
+    if weights.name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE):
+        shards = [weights] if weights.name == SAFETENSORS_FILE else _shards(weights)
+        return sum(_safetensors_parameters(shard) for shard in shards), False
+    shards = [weights] if weights.name == PYTORCH_FILE else _shards(weights)
+    return sum(os.stat(folder / shard.name).st_size for shard in shards) // 4, True
+
+
+def _shards(index_file: Path) -> list[Path]:
+    index = parse_json(_read_bytes(index_file, limit=64 * 1024 * 1024), index_file)
+    names = sorted(set(index["weight_map"].values()))
+    if not names or any("/" in name or "\\" in name or name in ("", ".", "..") for name in names):
+        raise ValueError(f"{index_file} names no usable shard files")
+    return [index_file.parent / name for name in names]
+
+
+def _safetensors_parameters(path: Path) -> int:
+    with _open_without_touching(path) as handle:
+        (header_length,) = struct.unpack("<Q", handle.read(8))
+        if header_length > _SAFETENSORS_HEADER_LIMIT:
+            raise ValueError(f"{path}: header length {header_length} is not a safetensors header")
+        header = parse_json(handle.read(header_length), path)
+    total = 0
+    for name, tensor in header.items():
+        if name == "__metadata__" or tensor["dtype"] not in _FLOAT_DTYPES:
+            continue
+        count = 1
+        for dimension in tensor["shape"]:
+            count *= int(dimension)
+        total += count
+    return total
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    with _open_without_touching(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
+
+
+def _open_without_touching(path: Path):
+    """Open a regular file for reading without updating its access time where the OS allows it (Linux, own
+    files): "last used" is read from access times, and listing the cache must not make every model look just
+    used. ValueError for a FIFO, device or folder in its place: it is never waited on (opening a FIFO blocks
+    until a writer comes, and would hang the listing) nor read (a link to /dev/zero never ends)."""
+    check_regular_file(path)
+    flags = _NON_BLOCKING_READ | getattr(os, "O_NOATIME", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except PermissionError:
+        descriptor = os.open(path, _NON_BLOCKING_READ)  # O_NOATIME is refused on files another user owns
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):  # swapped in since the check: what was opened counts
+            raise ValueError(f"{path} is {file_kind(mode)}, not a file")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _count(parameters: int) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if parameters >= scale:
+            return f"{parameters / scale:.1f}{suffix}"
+    return str(parameters)
+
+
+def _megabytes(size_bytes: int) -> str:
+    if size_bytes >= 1e9:
+        return f"{size_bytes / 1e9:.2f} GB"
+    return f"{size_bytes / 1e6:.1f} MB"
+
+
+# --- downloading ---------------------------------------------------------------------------------------------
+
+ProgressCallback = Callable[[int, int, str], None]  # (done_bytes, total_bytes, filename)
+
+
+def download_model(repo_id: str, *, revision: str | None = None, cache_dir: str | Path | None = None,
+                   token: str | None = None, progress: ProgressCallback | None = None,
+                   cancel: Callable[[], bool] | None = None) -> ResolvedModel:
+    """Download what opening `repo_id` needs into the Hugging Face cache and return its snapshot folder:
+    config.json, the weights (model.safetensors or its shards; pytorch_model.bin only when the repo has no
+    safetensors) and whichever TOKENIZER_FILES the repo has. Files already cached are not fetched again.
+
+    HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are read at call time. progress(done_bytes, total_bytes, filename)
+    is called as bytes arrive (total_bytes grows once for a sharded checkpoint, when its index names the shards).
+    cancel() is polled between files and between the 10 MB chunks of a file; when it returns True the download
+    stops with DownloadCancelled and what it had added is removed: no file of it stays in the snapshot, no ref
+    points to it. Any other failure removes the snapshot's new links too (complete blobs stay, so trying again
+    fetches only what is missing) and is a CheckpointError saying what to do.
+    """
+    if not looks_like_repo_id(repo_id):
+        raise CheckpointError(f"{repo_id!r} is not a Hugging Face repo id; write it as on the model's Hub page, "
+                              "e.g. google-bert/bert-base-uncased")
+    endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
+        raise CheckpointError(f"cannot download {repo_id}: offline mode is on (HF_HUB_OFFLINE or "
+                              f"TRANSFORMERS_OFFLINE is set); unset it and try again, or copy the model's folder "
+                              "from a machine that has it and open the folder")
+    token = token or os.environ.get("HF_TOKEN") or None
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    transfer = _Transfer(repo_id, progress, cancel)
+    transfer.poll()
+
+    from huggingface_hub import HfApi  # imported here: it is slow to import, and listing does not need it
+
+    try:
+        info = HfApi(endpoint=endpoint, token=token, library_name="bert-explorer").model_info(
+            repo_id, revision=revision, files_metadata=True)
+    except Exception as error:
+        raise _hub_error(error, repo_id, endpoint, revision) from error
+    commit = info.sha
+    if not isinstance(commit, str) or not _COMMIT_HASH.fullmatch(commit):
+        raise CheckpointError(f"{endpoint} answered for {repo_id} without a commit hash ({commit!r}); is HF_ENDPOINT "
+                              "a Hugging Face Hub (or a mirror of one)?")
+    sizes = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
+    first, weights_index = _files_to_fetch(repo_id, sizes)
+
+    storage = repo_folder(repo_id, cache)
+    snapshot = storage / "snapshots" / commit
+    before = _CacheState.of(storage, snapshot)
+    try:
+        transfer.expect(sum(sizes.get(name) or 0 for name in first))
+        for name in first:
+            _fetch(repo_id, name, commit, cache, endpoint, token, transfer, sizes)
+        if weights_index is not None:
+            shards = [shard.name for shard in _shards(snapshot / weights_index)]
+            unlisted = [shard for shard in shards if shard not in sizes]
+            if unlisted:
+                raise CheckpointError(f"{repo_id}'s {weights_index} names {', '.join(unlisted)}, which the repo "
+                                      "does not have; the checkpoint on the Hub is incomplete")
+            transfer.expect(sum(sizes.get(shard) or 0 for shard in shards))
+            for shard in shards:
+                _fetch(repo_id, shard, commit, cache, endpoint, token, transfer, sizes)
+    except DownloadCancelled:
+        before.restore(remove_new_blobs=True)
+        raise
+    except CheckpointError:
+        before.restore(remove_new_blobs=False)
+        raise
+    except Exception as error:
+        before.restore(remove_new_blobs=False)
+        raise _hub_error(error, repo_id, endpoint, revision) from error
+    if revision is None or not _COMMIT_HASH.fullmatch(revision):
+        _write_ref(storage / "refs" / (revision or "main"), commit)  # last: a ref only ever names a whole snapshot
+    return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=commit, display_name=repo_id)
+
+
+def _files_to_fetch(repo_id: str, sizes: Mapping[str, int | None]) -> tuple[list[str], str | None]:
+    """The files to fetch before any shard (config, weights or their index, tokenizer files), and the weights
+    index whose shards follow (None when the weights are one file)."""
+    if CONFIG_FILE not in sizes:
+        raise CheckpointError(f"{repo_id} has no {CONFIG_FILE}, so it is not a transformers checkpoint; choose "
+                              "another repo (its files: " + (", ".join(sorted(sizes)[:8]) or "none") + ")")
+    for weights in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE, PYTORCH_INDEX_FILE):
+        if weights in sizes:
+            break
+    else:
+        raise CheckpointError(f"{repo_id} has no weights in PyTorch form ({SAFETENSORS_FILE}, "
+                              f"{SAFETENSORS_INDEX_FILE} or {PYTORCH_FILE}); it may hold TensorFlow, Flax or ONNX "
+                              "weights only, which this program does not read")
+    index = weights if weights in (SAFETENSORS_INDEX_FILE, PYTORCH_INDEX_FILE) else None
+    return [CONFIG_FILE, weights, *(name for name in TOKENIZER_FILES if name in sizes)], index
+
+
+def _fetch(repo_id: str, filename: str, commit: str, cache: Path, endpoint: str, token: str | None,
+           transfer: _Transfer, sizes: Mapping[str, int | None]) -> None:
+    from huggingface_hub import hf_hub_download
+
+    transfer.poll()
+    transfer.start(filename)
+    # Releases before tqdm_class existed report nothing within a file: progress and cancel then act per file.
+    per_chunk = {"tqdm_class": transfer.bar_class} if "tqdm_class" in _parameters(hf_hub_download) else {}
+    path = hf_hub_download(repo_id, filename, revision=commit, cache_dir=str(cache), endpoint=endpoint, token=token,
+                           library_name="bert-explorer", **per_chunk)
+    transfer.finish(os.stat(path).st_size, expected=sizes.get(filename))
+    transfer.poll()
+
+
+def _parameters(function: Callable) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(function).parameters)
+
+
+class _Transfer:
+    """Progress and cancellation across the files of one download. huggingface_hub reports a file's bytes to a
+    progress-bar class it is given (tqdm's interface); the class made here forwards them, and raising
+    DownloadCancelled from its update stops the file between chunks (huggingface_hub deletes its temporary file)."""
+
+    def __init__(self, repo_id: str, progress: ProgressCallback | None, cancel: Callable[[], bool] | None):
+        self.repo_id = repo_id
+        self.progress = progress
+        self.cancel = cancel
+        self.done = 0
+        self.total = 0
+        self.filename = ""
+        self.file_start = 0
+        transfer = self
+
+        class ProgressBar:
+            def __init__(self, *args: object, initial: int = 0, **kwargs: object):
+                self.n = initial
+
+            def __enter__(self) -> ProgressBar:
+                return self
+
+            def __exit__(self, *exc_info: object) -> None:
+                return None
+
+            def close(self) -> None:
+                return None
+
+            def update(self, n: int = 1) -> None:  # n < 0 when a resumed download restarts from zero
+                self.n += n
+                transfer.advance(n)
+
+            def update_transfer(self, n: int = 1) -> None:
+                # Xet downloads report network bytes here and written bytes through update: count only those.
+                transfer.poll()
+
+        self.bar_class = ProgressBar
+
+    def poll(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise DownloadCancelled(f"the download of {self.repo_id} was cancelled; nothing of it was kept",
+                                    self.repo_id)
+
+    def expect(self, size_bytes: int) -> None:
+        self.total += size_bytes
+
+    def start(self, filename: str) -> None:
+        self.filename = filename
+        self.file_start = self.done
+        self._report()
+
+    def advance(self, size_bytes: int) -> None:
+        self.done += size_bytes
+        self._report()
+        self.poll()
+
+    def finish(self, size_bytes: int, expected: int | None) -> None:
+        if expected is None:
+            self.total += size_bytes  # the listing gave no size for this file
+        self.done = self.file_start + size_bytes  # also counts a file that was already cached
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.done, max(self.total, self.done), self.filename)
+
+
+@dataclass(frozen=True)
+class _CacheState:
+    """What a repo's cache folder held before a download, to take back what the download added."""
+
+    storage: Path
+    snapshot: Path
+    storage_existed: bool
+    snapshot_files: frozenset[str]
+    blobs: frozenset[str]
+
+    @classmethod
+    def of(cls, storage: Path, snapshot: Path) -> _CacheState:
+        return cls(storage, snapshot, storage.exists(), frozenset(_names_in(snapshot)),
+                   frozenset(_names_in(storage / "blobs")))
+
+    def restore(self, remove_new_blobs: bool) -> None:
+        for name in _names_in(self.snapshot) - self.snapshot_files:
+            _remove(self.snapshot / name)
+        if remove_new_blobs:
+            for name in _names_in(self.storage / "blobs") - self.blobs:
+                _remove(self.storage / "blobs" / name)
+        empty_if_new = [self.snapshot, self.snapshot.parent, self.storage / "blobs", self.storage / ".no_exist"]
+        if not self.storage_existed:
+            empty_if_new.append(self.storage)
+        for folder in empty_if_new:
+            try:
+                folder.rmdir()  # only when empty: never a folder that holds something of another download
+            except OSError:
+                pass
+
+
+def _names_in(folder: Path) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except OSError:
+        pass  # best effort: what cannot be removed is at worst an unreferenced file, never a link to half a file
+
+
+def _write_ref(ref: Path, commit: str) -> None:
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    temporary = ref.with_name(f"{ref.name}.{os.getpid()}.tmp")
+    temporary.write_text(commit, encoding="ascii")
+    os.replace(temporary, ref)  # readers see the old commit or the new one, never half a hash
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _hub_error(error: Exception, repo_id: str, endpoint: str, revision: str | None) -> Exception:
+    """A CheckpointError saying what to do for what huggingface_hub raised; other exceptions are returned as
+    they are (a bug, not a situation a user can fix)."""
+    from huggingface_hub import utils as errors  # where every release since 0.24 exports its exceptions
+
+    file_metadata_error = getattr(errors, "FileMetadataError", ())  # newer releases only
+    connection_errors: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, errors.OfflineModeIsEnabled)
+    for module, names in (("httpx2", ("TransportError",)), ("httpx", ("TransportError",)),
+                          ("requests", ("ConnectionError", "Timeout"))):
+        try:
+            imported = __import__(module)
+        except ImportError:
+            continue
+        connection_errors += tuple(getattr(imported, name) for name in names if hasattr(imported, name))
+    causes = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 8:
+        causes.append(causes[-1].__cause__)
+
+    if any(isinstance(cause, errors.OfflineModeIsEnabled) for cause in causes):
+        return CheckpointError(f"cannot download {repo_id}: huggingface_hub is in offline mode (HF_HUB_OFFLINE was "
+                               "set when this program started); restart without it, or copy the model's folder "
+                               "from a machine that has it and open the folder")
+    if any(isinstance(cause, connection_errors) for cause in causes) or (
+            isinstance(error, errors.LocalEntryNotFoundError)):
+        return CheckpointError(f"cannot reach {endpoint} to download {repo_id} ({_first_line(causes[-1])}); check "
+                               "the network connection (and HF_ENDPOINT if you use a mirror), or copy the model's "
+                               "folder from a machine that has it and open the folder")
+    if isinstance(error, errors.GatedRepoError):
+        return CheckpointError(f"{repo_id} is gated: accept its terms on {endpoint}/{repo_id} with your account, then "
+                               "set HF_TOKEN to a read token of that account and download it again")
+    if isinstance(error, errors.RevisionNotFoundError):
+        return CheckpointError(f"{repo_id} has no revision {revision!r} on {endpoint}; leave the revision empty for "
+                               "its main branch, or give a branch, tag or commit hash it has")
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status == 401 and not _sent_token(error):
+        return CheckpointError(f"{endpoint} did not let us read {repo_id} without a token (401): it is private or "
+                               "gated, or its name is misspelt; check the name, and for a private model set HF_TOKEN "
+                               "to a read token of an account that can see it")
+    if status == 401:
+        return CheckpointError(f"{endpoint} refused the token sent for {repo_id} (401): HF_TOKEN (or the saved "
+                               "login) is invalid or expired, or the name is misspelt; check the name, or create a "
+                               "new read token and set HF_TOKEN to it")
+    if isinstance(error, errors.RepositoryNotFoundError) or status == 404:
+        return CheckpointError(f"there is no model {repo_id} on {endpoint} (404); check the spelling (org/name, as "
+                               "on the model's page)")
+    if status == 403:
+        return CheckpointError(f"{endpoint} forbids reading {repo_id} with this token (403): it needs a token with "
+                               "read access (HF_TOKEN), and for a gated model your account must have accepted its "
+                               "terms")
+    if status is not None:
+        return CheckpointError(f"{endpoint} answered {status} while downloading {repo_id}; try again later")
+    if file_metadata_error and isinstance(error, file_metadata_error):
+        return CheckpointError(f"{endpoint} does not answer like a Hugging Face Hub while downloading {repo_id} "
+                               f"({_first_line(error)}); check HF_ENDPOINT, proxy and firewall settings")
+    if isinstance(error, OSError) and error.errno is not None:
+        return CheckpointError(f"cannot write {repo_id} into the cache ({error.strerror}: "
+                               f"{error.filename or 'the cache folder'}); free space or choose another cache with "
+                               "HF_HUB_CACHE")
+    return error
+
+
+def _sent_token(error: Exception) -> bool:
+    request = getattr(getattr(error, "response", None), "request", None)
+    return request is not None and "authorization" in {name.lower() for name in request.headers}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

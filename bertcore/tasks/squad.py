@@ -1,0 +1,439 @@
+"""Extractive QA: SQuAD questions cut into model windows, and the model's start/end logits back to answer text.
+
+Windows (BERT's run_squad, HF's run_qa): each input is `[CLS] question [SEP] context-window [SEP]`; the question
+keeps at most `max_query_length` tokens; a context too long for one input is cut into windows that overlap by
+`doc_stride` tokens (HF's meaning of stride: 128 of overlap at seq_len 384). A window's target is the token
+span of the (first) gold answer when the whole answer lies inside it, else start = end = 0, the [CLS] position,
+which is also the target of an unanswerable (v2.0) question. `make_qa_windows` keeps all the windows in flat int32
+arrays (`QAWindows`): each context's and question's tokens once, five integers per window; `windows[i]` builds
+a `QAWindow`, and a batch is padded straight from the arrays.
+
+Post-processing (BERT's run_squad): in every window of a question, the top-`n_best_size` start and end
+positions are paired; a pair is a candidate when both lie in that window's context, start <= end, the span is
+at most `max_answer_length` tokens, and the start token has its "maximum context" in this window (of the
+windows holding a token, the one where it sits farthest from an edge). The best candidate by start + end
+logit is mapped back to the context text through the tokens' character offsets. With unanswerable questions
+(`allow_no_answer`), the null score (start = end = 0, the smallest over the question's windows) wins when it
+beats the best span by more than `null_score_diff_threshold`, and the answer is "". A window's logits reduce to a
+`WindowAnswer` (its null score and best span) as soon as they are seen, so evaluation need not keep them.
+"""
+
+from __future__ import annotations
+
+import array
+import operator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from bertcore.tasks.task_files import QAExample, TaskDataError
+from bertcore.tokenization.wordpiece import TokenizerError
+
+MAX_QUERY_LENGTH = 64  # BERT's run_squad default, capped for short sequence lengths (see default_qa_lengths)
+MAX_ANSWER_LENGTH = 30  # tokens; BERT's run_squad and HF's run_qa
+N_BEST_SIZE = 20
+
+
+def default_qa_lengths(seq_len: int) -> tuple[int, int]:
+    """(max_query_length, doc_stride) for a sequence length: 64 and 128 at 384 as in HF's run_qa; for shorter
+    inputs the question gets at most half the positions and the overlap a third of the sequence length."""
+    return min(MAX_QUERY_LENGTH, (seq_len - 3) // 2), seq_len // 3
+
+
+@dataclass(frozen=True)
+class QAWindow:
+    """One model input for one question: `[CLS] question [SEP] context[a:b] [SEP]`, with what decoding needs."""
+
+    example_index: int  # into the list of QAExamples the windows were made from
+    input_ids: list[int]
+    token_type_ids: list[int]
+    context_start: int  # position of the window's first context token
+    offsets: list[tuple[int, int] | None]  # per position: character span in the context; None off the context
+    token_is_max_context: list[bool]  # per position: this window gives the token its widest context
+    start_position: int  # target token span of the first gold answer; 0, 0 ([CLS]) when not inside
+    end_position: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+class QAWindows(Sequence[QAWindow]):
+    """Every window of a list of questions, stored compactly; `windows[i]` builds the i-th `QAWindow` when asked.
+
+    Token ids and character offsets are kept once per distinct context and once per question, in flat int32
+    arrays, and a window is five integers (its question, its context token range [first, last), its answer
+    target): a SQuAD-sized file takes a few bytes per token, not a Python list per window and position. The
+    arrays `example_index`, `start_positions`, `end_positions` and `lengths` (tokens of each window) answer
+    questions about all windows without building them."""
+
+    def __init__(self, *, seq_len: int, doc_stride: int, cls_token_id: int, sep_token_id: int,
+                 context_ids: np.ndarray, context_offsets: np.ndarray, context_bounds: np.ndarray,
+                 query_ids: np.ndarray, query_bounds: np.ndarray, example_context: np.ndarray,
+                 example_index: np.ndarray, first: np.ndarray, last: np.ndarray, start_positions: np.ndarray,
+                 end_positions: np.ndarray):
+        self.seq_len, self.doc_stride = seq_len, doc_stride
+        self._cls, self._sep = cls_token_id, sep_token_id
+        self._context_ids, self._context_offsets, self._context_bounds = context_ids, context_offsets, context_bounds
+        self._query_ids, self._query_bounds, self._example_context = query_ids, query_bounds, example_context
+        self.example_index = example_index  # (W,) the question (index into the examples) of each window
+        self._first, self._last = first, last  # (W,) the window's context tokens, [first, last)
+        self.start_positions = start_positions  # (W,) QAWindow.start_position of each window
+        self.end_positions = end_positions
+        self.lengths = np.diff(query_bounds)[example_index] + 3 + (last - first)  # (W,) tokens of each window
+
+    def __len__(self) -> int:
+        return len(self.example_index)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = operator.index(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"window {index} is out of range: there are {len(self)} windows")
+        index %= len(self)
+        query, context = self._query(index), self._context(index)
+        context_start = len(query) + 2
+        input_ids = [self._cls, *query.tolist(), self._sep, *self._context_ids[context].tolist(), self._sep]
+        offsets = [tuple(pair) for pair in self._context_offsets[context].tolist()]
+        return QAWindow(
+            int(self.example_index[index]), input_ids,
+            [0] * context_start + [1] * (len(input_ids) - context_start), context_start,
+            [None] * context_start + offsets + [None],
+            [False] * context_start + self._is_max_context(index, len(query)).tolist() + [False],
+            int(self.start_positions[index]), int(self.end_positions[index]),
+        )
+
+    def __iter__(self) -> Iterator[QAWindow]:
+        for index in range(len(self)):
+            yield self[index]
+
+    def _query(self, index: int) -> np.ndarray:
+        """The question's token ids in window `index`."""
+        example_index = self.example_index[index]
+        return self._query_ids[self._query_bounds[example_index] : self._query_bounds[example_index + 1]]
+
+    def _context(self, index: int) -> slice:
+        """Where window `index`'s context tokens lie in the flat context arrays."""
+        base = self._context_bounds[self._example_context[self.example_index[index]]]
+        return slice(int(base + self._first[index]), int(base + self._last[index]))
+
+    def _is_max_context(self, index: int, query_length: int) -> np.ndarray:
+        """Per context token of window `index`: is this window the token's maximum context (bool array)."""
+        context = self._example_context[self.example_index[index]]
+        num_tokens = int(self._context_bounds[context + 1] - self._context_bounds[context])
+        room = self.seq_len - query_length - 3
+        first, last = int(self._first[index]), int(self._last[index])
+        return _max_context_owners(num_tokens, room, self.doc_stride)[first:last] == first // (room - self.doc_stride)
+
+    def padded(self, indices: Sequence[int], pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """(input_ids, token_type_ids) of the windows `indices`, (B, T) int64, padded to the longest of them
+        with `pad_token_id` (and 0): a batch's arrays without building its QAWindows."""
+        lengths = self.lengths[np.asarray(indices, dtype=np.int64)]
+        width = int(lengths.max()) if len(lengths) else 0
+        input_ids = np.full((len(indices), width), pad_token_id, dtype=np.int64)
+        token_type_ids = np.zeros((len(indices), width), dtype=np.int64)
+        for row, index in enumerate(indices):
+            query, context = self._query(index), self._context(index)
+            context_start = len(query) + 2
+            context_end = context_start + context.stop - context.start
+            input_ids[row, 0] = self._cls
+            input_ids[row, 1 : context_start - 1] = query
+            input_ids[row, context_start - 1] = self._sep
+            input_ids[row, context_start:context_end] = self._context_ids[context]
+            input_ids[row, context_end] = self._sep
+            token_type_ids[row, context_start : context_end + 1] = 1
+        return input_ids, token_type_ids
+
+    def window_answer(self, index: int, start_logits: np.ndarray, end_logits: np.ndarray, *,
+                      max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE) -> WindowAnswer:
+        """`window_answer(self[index], ...)`, without building the QAWindow."""
+        query_length = len(self._query(index))
+        return _window_answer(start_logits, end_logits, int(self.lengths[index]), query_length + 2,
+                              self._context_offsets[self._context(index)], self._is_max_context(index, query_length),
+                              max_answer_length, n_best_size)
+
+    def __repr__(self) -> str:
+        return f"QAWindows({len(self)} windows of {len(self._query_bounds) - 1} questions, {self.nbytes:,} bytes)"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays that hold the windows (the examples' text aside)."""
+        return sum(value.nbytes for value in vars(self).values() if isinstance(value, np.ndarray))
+
+
+def check_qa_lengths(seq_len: int, max_query_length: int, doc_stride: int) -> None:
+    """ValueError naming the fix when the lengths leave no room for windows that move forward."""
+    if max_query_length < 1:
+        raise ValueError(f"max_query_length is {max_query_length}; it must be at least 1 token")
+    room = seq_len - max_query_length - 3
+    if room < 1:
+        raise ValueError(
+            f"seq_len={seq_len} leaves no room for the context after a question of up to {max_query_length} "
+            f"tokens and [CLS]/[SEP]/[SEP]; use a longer seq_len or a smaller max_query_length"
+        )
+    if not 0 <= doc_stride < room:
+        raise ValueError(
+            f"doc_stride={doc_stride} (the overlap between context windows) must be in [0, {room - 1}]: at "
+            f"seq_len={seq_len} with questions of up to {max_query_length} tokens a window holds {room} context "
+            "tokens and each next window must start at least one token later"
+        )
+
+
+QUESTION_CHUNK = 1024  # questions tokenized at a time: the Python lists of one chunk are all that is held at once
+
+
+def make_qa_windows(
+    examples: Sequence[QAExample], tokenizer, *, seq_len: int, max_query_length: int, doc_stride: int,
+) -> QAWindows:
+    """Every window of every question, in question order (a compact `QAWindows`; see there)."""
+    check_qa_lengths(seq_len, max_query_length, doc_stride)
+    contexts: dict[str, int] = {}  # context text -> its index; questions over one context share its tokens
+    # grown a question at a time as C int arrays: no Python object per token, question or window is kept
+    context_ids = array.array("i")
+    context_offsets = array.array("i")  # start, end, start, end, ...
+    context_bounds = array.array("q", [0])
+    last_context: tuple[int, np.ndarray] | None = None  # (index, offsets): the questions of a context come together
+    query_ids = array.array("i")
+    query_lengths = array.array("q")
+    example_context = array.array("i")
+    table = array.array("i")  # per window: example, first, last, start position, end position
+    for chunk_start in range(0, len(examples), QUESTION_CHUNK):
+        chunk = examples[chunk_start : chunk_start + QUESTION_CHUNK]
+        questions = tokenizer.encode_ids([example.question for example in chunk])
+        for example_index, example, ids in zip(range(chunk_start, chunk_start + len(chunk)), chunk, questions,
+                                               strict=True):
+            query = ids[:max_query_length]
+            if not query:
+                raise TaskDataError(f"{example.where}: the question has no tokens after normalisation; write it out")
+            query_ids.extend(query)
+            query_lengths.append(len(query))
+            context = contexts.get(example.context)
+            if context is None:
+                context = contexts[example.context] = len(context_bounds) - 1
+                ids_of_context, offsets_of_context = _context_tokens(example, tokenizer)
+                context_ids.frombytes(ids_of_context.tobytes())  # int32 both: "i" is a C int
+                context_offsets.frombytes(offsets_of_context.tobytes())
+                context_bounds.append(len(context_ids))
+                last_context = (context, offsets_of_context)
+            elif last_context is None or last_context[0] != context:
+                begin, end = context_bounds[context], context_bounds[context + 1]
+                offsets_of_context = np.array(context_offsets[2 * begin : 2 * end], dtype=np.int32).reshape(-1, 2)
+                last_context = (context, offsets_of_context)
+            example_context.append(context)
+            offsets_of_context = last_context[1]
+            answer_span = _answer_token_span(example, offsets_of_context)
+            context_start = len(query) + 2
+            for first, last in _window_spans(len(offsets_of_context), seq_len - len(query) - 3, doc_stride):
+                start_position = end_position = 0
+                if answer_span is not None and first <= answer_span[0] and answer_span[1] < last:
+                    start_position = context_start + answer_span[0] - first
+                    end_position = context_start + answer_span[1] - first
+                table.extend((example_index, first, last, start_position, end_position))
+    windows = _int_array(table).reshape(-1, 5)
+    position_type = np.int16 if seq_len <= np.iinfo(np.int16).max else np.int32
+    return QAWindows(
+        seq_len=seq_len, doc_stride=doc_stride, cls_token_id=tokenizer.cls_token_id,
+        sep_token_id=tokenizer.sep_token_id, context_ids=_int_array(context_ids),
+        context_offsets=_int_array(context_offsets).reshape(-1, 2), context_bounds=_int_array(context_bounds),
+        query_ids=_int_array(query_ids), query_bounds=_bounds(_int_array(query_lengths)),
+        example_context=_int_array(example_context),
+        example_index=windows[:, 0].copy(), first=windows[:, 1].copy(), last=windows[:, 2].copy(),
+        start_positions=windows[:, 3].astype(position_type), end_positions=windows[:, 4].astype(position_type),
+    )
+
+
+def _int_array(values: array.array) -> np.ndarray:
+    """The numpy view of a filled `array.array` (no copy); an empty one for an empty array."""
+    dtype = np.dtype(values.typecode)
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
+
+
+def _bounds(lengths) -> np.ndarray:
+    """[0, l0, l0 + l1, ...]: where each of a run of flat-stored sequences starts (and the last ends)."""
+    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    return bounds
+
+
+def _context_tokens(example: QAExample, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (n,) and character offsets (n, 2) of the whole context (no specials); never truncated."""
+    try:
+        # the public encoder, given room for every token (a WordPiece token covers at least one character)
+        encoding = tokenizer.encode(example.context, max_length=2 * len(example.context) + 8)
+    except TokenizerError as error:
+        raise TaskDataError(f"{example.where}: the context cannot be tokenized ({error})") from None
+    return (np.asarray(encoding.input_ids[1:-1], dtype=np.int32),
+            np.asarray(encoding.offsets[1:-1], dtype=np.int32).reshape(-1, 2))
+
+
+def _answer_token_span(example: QAExample, offsets: np.ndarray) -> tuple[int, int] | None:
+    """First and last context token overlapping the first gold answer's characters; None if unanswerable."""
+    if not example.answers:
+        return None
+    answer = example.answers[0]
+    begin, end = answer.answer_start, answer.answer_start + len(answer.text)
+    overlapping = np.flatnonzero((offsets[:, 0] < end) & (offsets[:, 1] > begin))
+    if not len(overlapping):
+        raise TaskDataError(
+            f"{example.where}: the answer {answer.text!r} covers no token of the context (only spaces or "
+            "ignored characters?); give an answer that contains words"
+        )
+    return int(overlapping[0]), int(overlapping[-1])
+
+
+def _window_spans(num_tokens: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
+    """[first, last) context token ranges: `room` tokens each, the next starting `room - doc_stride` later."""
+    spans = []
+    first = 0
+    while True:
+        last = min(first + room, num_tokens)
+        spans.append((first, last))
+        if last >= num_tokens:
+            return spans
+        first += room - doc_stride
+
+
+@lru_cache(maxsize=1024)  # the windows of one context (and of many of the same length) share it
+def _max_context_owners(num_tokens: int, room: int, doc_stride: int) -> np.ndarray:
+    """For each context token, the window that gives it the most context (BERT's rule: score =
+    min(tokens to the left, tokens to the right) + 0.01 * window length; the first window wins a tie)."""
+    best_scores = np.full(num_tokens, -np.inf)
+    owners = np.zeros(num_tokens, dtype=np.int64)
+    for index, (first, last) in enumerate(_window_spans(num_tokens, room, doc_stride)):
+        tokens = np.arange(first, last)
+        scores = np.minimum(tokens - first, last - 1 - tokens) + 0.01 * (last - first)
+        better = scores > best_scores[first:last]
+        best_scores[first:last][better] = scores[better]
+        owners[first:last][better] = index
+    owners.flags.writeable = False  # shared by every caller through the cache
+    return owners
+
+
+# ---- from logits back to text -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpanCandidate:
+    score: float  # start logit + end logit
+    start: int  # token positions in the window
+    end: int
+
+
+def best_spans(
+    start_logits: np.ndarray, end_logits: np.ndarray, allowed_starts: Sequence[bool], allowed_ends: Sequence[bool],
+    *, max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
+) -> list[SpanCandidate]:
+    """Valid spans of one input, best first: top-n starts × top-n ends, start <= end, length within the limit,
+    start and end where allowed (the context part). Also what the inspector needs for one typed input."""
+    scores, starts, ends = _span_scores(start_logits, end_logits, allowed_starts, allowed_ends,
+                                        max_answer_length, n_best_size)
+    order = np.argsort(-scores, kind="stable")  # best first; equal scores in (start rank, end rank) order
+    return [SpanCandidate(float(scores[i]), int(starts[i]), int(ends[i])) for i in order]
+
+
+def _span_scores(start_logits, end_logits, allowed_starts, allowed_ends, max_answer_length: int, n_best_size: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(score, start, end) of every valid pair of the top-n starts × top-n ends, in that nested order."""
+    start_logits = np.asarray(start_logits, dtype=np.float64)
+    end_logits = np.asarray(end_logits, dtype=np.float64)
+    starts = np.argsort(-start_logits, kind="stable")[:n_best_size]
+    ends = np.argsort(-end_logits, kind="stable")[:n_best_size]
+    pair_starts = np.repeat(starts, len(ends))
+    pair_ends = np.tile(ends, len(starts))
+    valid = (np.asarray(allowed_starts, dtype=bool)[pair_starts] & np.asarray(allowed_ends, dtype=bool)[pair_ends]
+             & (pair_starts <= pair_ends) & (pair_ends < pair_starts + max_answer_length))
+    pair_starts, pair_ends = pair_starts[valid], pair_ends[valid]
+    return start_logits[pair_starts] + end_logits[pair_ends], pair_starts, pair_ends
+
+
+@dataclass(frozen=True)
+class WindowAnswer:
+    """What one window's logits say, all that choosing a question's answer needs (BERT's run_squad rule)."""
+
+    null_score: float  # start + end logit at [CLS]: "no answer in this window"
+    score: float | None  # start + end logit of the window's best valid span; None when it has none
+    start_char: int  # that span's characters in the context, [start_char, end_char)
+    end_char: int
+
+
+def window_answer(
+    window: QAWindow, start_logits: np.ndarray, end_logits: np.ndarray, *,
+    max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
+) -> WindowAnswer:
+    """The best span of one window and its null score, from its logits (at least as long as the window; padding
+    beyond it is ignored). Keeping this instead of the logits lets an evaluation hold a few numbers per window."""
+    context = [offset for offset in window.offsets if offset is not None]
+    is_max = window.token_is_max_context[window.context_start : window.context_start + len(context)]
+    return _window_answer(start_logits, end_logits, len(window), window.context_start,
+                          np.asarray(context, dtype=np.int64).reshape(-1, 2), np.asarray(is_max, dtype=bool),
+                          max_answer_length, n_best_size)
+
+
+def _window_answer(start_logits, end_logits, length: int, context_start: int, offsets: np.ndarray,
+                   is_max_context: np.ndarray, max_answer_length: int, n_best_size: int) -> WindowAnswer:
+    """`window_answer` from a window's layout: its length, where its context tokens start, their character
+    offsets (n, 2) and whether the window is each one's maximum context (n,)."""
+    starts = np.asarray(start_logits)[:length]
+    ends = np.asarray(end_logits)[:length]
+    null = float(starts[0] + ends[0])
+    in_context = np.zeros(length, dtype=bool)
+    in_context[context_start : context_start + len(offsets)] = True
+    allowed_starts = np.zeros(length, dtype=bool)
+    allowed_starts[context_start : context_start + len(offsets)] = is_max_context
+    scores, span_starts, span_ends = _span_scores(starts, ends, allowed_starts, in_context, max_answer_length,
+                                                  n_best_size)
+    if not len(scores):
+        return WindowAnswer(null, None, 0, 0)
+    best = int(np.argmax(scores))  # the first of equal scores, as a stable sort puts it
+    return WindowAnswer(null, float(scores[best]), int(offsets[span_starts[best] - context_start, 0]),
+                        int(offsets[span_ends[best] - context_start, 1]))
+
+
+def choose_answers(
+    examples: Sequence[QAExample], window_examples: Sequence[int], answers: Sequence[WindowAnswer], *,
+    allow_no_answer: bool = False, null_score_diff_threshold: float = 0.0,
+) -> dict[str, str]:
+    """{question id: answer text} ("" for no answer) from every window's `WindowAnswer`; `window_examples[i]` is
+    the question of window i. The best span over a question's windows wins (the first on a tie); with
+    `allow_no_answer`, "" wins when the smallest null score beats it by more than the threshold."""
+    by_example: dict[int, list[int]] = {}
+    for window_index, example_index in enumerate(window_examples):
+        by_example.setdefault(int(example_index), []).append(window_index)
+    predictions: dict[str, str] = {}
+    for example_index, example in enumerate(examples):
+        best: WindowAnswer | None = None
+        null_score = None
+        for window_index in by_example.get(example_index, []):
+            answer = answers[window_index]
+            null_score = answer.null_score if null_score is None else min(null_score, answer.null_score)
+            if answer.score is not None and (best is None or answer.score > best.score):
+                best = answer
+        if best is None:
+            predictions[example.id] = ""
+        elif allow_no_answer and null_score is not None and null_score - best.score > null_score_diff_threshold:
+            predictions[example.id] = ""
+        else:
+            predictions[example.id] = example.context[best.start_char : best.end_char]
+    return predictions
+
+
+def postprocess_qa_predictions(
+    examples: Sequence[QAExample], windows: Sequence[QAWindow], start_logits: Sequence[np.ndarray],
+    end_logits: Sequence[np.ndarray], *, allow_no_answer: bool = False, null_score_diff_threshold: float = 0.0,
+    max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
+) -> dict[str, str]:
+    """{question id: answer text} ("" for no answer) from each window's logits (one array per window, at least
+    as long as the window; padding beyond it is ignored)."""
+    if not len(windows) == len(start_logits) == len(end_logits):
+        raise ValueError(f"{len(windows)} windows but {len(start_logits)} start and {len(end_logits)} end logit "
+                         "arrays; give one of each per window")
+    answers = []
+    window_examples = []
+    for window, starts, ends in zip(windows, start_logits, end_logits, strict=True):
+        answers.append(window_answer(window, starts, ends, max_answer_length=max_answer_length,
+                                     n_best_size=n_best_size))
+        window_examples.append(window.example_index)
+    return choose_answers(examples, window_examples, answers, allow_no_answer=allow_no_answer,
+                          null_score_diff_threshold=null_score_diff_threshold)

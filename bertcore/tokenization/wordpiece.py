@@ -1,0 +1,551 @@
+"""BERT's WordPiece tokenizer, over the Rust `tokenizers` library, with every step of an encoding visible.
+
+BERT normalisation (clean control characters, one token per CJK character, lower-case and strip accents for
+uncased vocabularies), whitespace-and-punctuation pre-splitting, then greedy longest-match WordPiece. `encode`
+lays out `[CLS] A [SEP] (B [SEP])` and says in words what truncation removed.
+
+The default vocabulary (assets/vocab.txt + assets/tokenizer_config.json) was made with, from the repo root:
+
+    .venv/bin/python -c "from bertcore.files.resources import default_corpus_path as c; \
+from bertcore.tokenization.wordpiece import BertTokenizer as T; \
+T.train(c().read_text(encoding='utf-8').splitlines(), vocab_size=8000, lowercase=True, min_frequency=2).save('assets')"
+
+(The trainer breaks frequency ties in hash order, so a retrain may differ from the shipped file in a few rare tokens.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
+from tokenizers.models import WordPiece
+
+from bertcore.errors import TokenizerError
+from bertcore.files.atomic import write_json_atomic, write_text_atomic
+from bertcore.files.reading import (
+    TOKENIZER_CONFIG_LIMIT,
+    TOKENIZER_JSON_LIMIT,
+    VOCAB_LIMIT,
+    parse_json,
+    present,
+    read_bytes,
+    read_json,
+)
+from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
+ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
+BYTE_ORDER_MARK = "\ufeff"  # kept as part of a vocab.txt's first token, as transformers and `tokenizers` keep it
+
+
+@dataclass(frozen=True)
+class Truncation:
+    tokens_removed_a: int
+    tokens_removed_b: int
+    message: str  # plain words with the numbers, for the UI
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """One example laid out for BERT; every list has one entry per position (length T)."""
+
+    tokens: list[str]
+    input_ids: list[int]
+    segment_ids: list[int]  # token_type_ids: 0 for [CLS] A [SEP], 1 for B [SEP], 0 on padding
+    position_ids: list[int]  # 0..T-1
+    attention_mask: list[int]  # 1 = real token, 0 = [PAD]
+    special_tokens_mask: list[int]  # 1 for the [CLS]/[SEP] the layout added and for [PAD]
+    sequence_ids: list[int | None]  # 0 = sentence A, 1 = sentence B, None = added special or padding
+    offsets: list[tuple[int, int]]  # character span in its own sentence's text; (0, 0) for specials/padding
+    truncation: Truncation | None
+    unknown_words: list[str]  # the source text behind every [UNK]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        """Real positions, padding excluded."""
+        return sum(self.attention_mask)
+
+
+class BertTokenizer:
+    """WordPiece over a fixed vocabulary; build with `from_vocab_file` or `train`."""
+
+    def __init__(self, vocab: list[str], lowercase: bool = True, source: str = "the vocabulary"):
+        token_ids: dict[str, int] = {}
+        for index, token in enumerate(vocab):
+            if token in token_ids:
+                raise TokenizerError(
+                    f"{source} lists the token {token!r} twice (ids {token_ids[token]} and {index}); "
+                    "each token must appear on exactly one line"
+                )
+            token_ids[token] = index
+        for token in SPECIAL_TOKENS:
+            if token not in token_ids:
+                raise TokenizerError(
+                    f"{source} has no {token} token; a BERT vocabulary needs all of {', '.join(SPECIAL_TOKENS)}"
+                )
+        self.vocab = list(vocab)
+        self.lowercase = bool(lowercase)
+        self.vocab_file: Path | None = None  # the vocab.txt or tokenizer.json it was read from; None when built
+        self._token_ids = token_ids
+        self.pad_token_id = token_ids["[PAD]"]
+        self.unk_token_id = token_ids["[UNK]"]
+        self.cls_token_id = token_ids["[CLS]"]
+        self.sep_token_id = token_ids["[SEP]"]
+        self.mask_token_id = token_ids["[MASK]"]
+        self.special_token_ids = frozenset(token_ids[t] for t in SPECIAL_TOKENS)
+        self._tokenizer = _build_rust_tokenizer(token_ids, self.lowercase)
+
+    # ---- construction -------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_vocab_file(cls, path: str | Path, lowercase: bool | None = None) -> BertTokenizer:
+        """Load a vocab.txt (one token per line, line number = id) or a folder holding one (or, as transformers 5
+        saves a tokenizer, only a tokenizer.json with a WordPiece model: its vocabulary is read from there).
+
+        lowercase=None reads "do_lower_case" from a tokenizer_config.json beside the file, else infers it:
+        uncased iff no ordinary vocabulary token has an upper-case letter.
+
+        Files are read only when they are regular files of a bounded size (bertcore.files.reading): a FIFO, a
+        device or a folder in their place is a TokenizerError naming it. A UTF-8 byte order mark stays part of the
+        first token, as transformers' BertTokenizer reads it (the same ids); where that costs a special token, the
+        error names the mark.
+        """
+        path = Path(path)
+        if path.is_dir():
+            folder = path
+            path = folder / VOCAB_FILE
+            if not present(path) and present(folder / TOKENIZER_JSON_FILE):
+                return cls._from_tokenizer_json(folder / TOKENIZER_JSON_FILE, lowercase)
+        label = "the vocabulary file"
+        try:
+            data = read_bytes(path, limit=VOCAB_LIMIT, error=TokenizerError, label=label, what="a vocab.txt")
+        except FileNotFoundError:
+            beside = f" (nor a {TOKENIZER_JSON_FILE} beside it)" if path.name == VOCAB_FILE else ""
+            raise TokenizerError(
+                f"{label} {path} does not exist{beside}; pass the vocab.txt of a BERT checkpoint "
+                "or make one with BertTokenizer.train(...).save(folder)"
+            ) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise TokenizerError(
+                    f"{label} {path} is UTF-16 text (it starts with a UTF-16 byte order mark), not UTF-8; a "
+                    "vocab.txt is UTF-8, so convert it (e.g. `iconv -f UTF-16 -t UTF-8`)"
+                ) from None
+            line = data.count(b"\n", 0, error.start) + 1
+            raise TokenizerError(
+                f"{label} {path} is not UTF-8 text: byte {error.start} (line {line}) is "
+                f"{data[error.start:error.start + 1]!r}; a vocab.txt is UTF-8, so convert the file (or use the "
+                "vocabulary that came with the model)"
+            ) from None
+        vocab = text.split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()  # the final newline
+        vocab = [token.rstrip("\r") for token in vocab]
+        if not any(token.strip() for token in vocab):
+            raise TokenizerError(f"{label} {path} is empty; it needs one token per line")
+        _check_byte_order_mark(vocab, f"{label} {path}")
+        if lowercase is None:
+            lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
+        if lowercase is None:
+            lowercase = not any(
+                any(ch.isupper() for ch in token)
+                for token in vocab
+                if not (token.startswith("[") and token.endswith("]"))  # [CLS], [unused7], ...
+            )
+        tokenizer = cls(vocab, lowercase=lowercase, source=f"{label} {path}")
+        tokenizer.vocab_file = path
+        return tokenizer
+
+    @classmethod
+    def _from_tokenizer_json(cls, path: Path, lowercase: bool | None) -> BertTokenizer:
+        """The WordPiece vocabulary (and lower-casing) of a `tokenizers` tokenizer.json."""
+        label = "the tokenizer file"
+        values = read_json(path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, label=label,
+                           what="a tokenizer.json")
+        vocab = _wordpiece_vocab(values)
+        if vocab is None:
+            model = values.get("model") if isinstance(values, dict) else None
+            kind = model.get("type") if isinstance(model, dict) else None
+            raise TokenizerError(f"{path} holds a {kind or 'unknown'} tokenizer, not BERT's WordPiece; a BERT "
+                                 "checkpoint needs its vocab.txt")
+        ids = sorted((index, token) for token, index in vocab.items() if isinstance(index, int))
+        if [index for index, _ in ids] != list(range(len(vocab))):
+            raise TokenizerError(f"{path}: the WordPiece vocabulary's ids are not 0..{len(vocab) - 1} in turn; the "
+                                 "tokenizer file is damaged")
+        normalizer = values.get("normalizer")
+        if lowercase is None and isinstance(normalizer, dict) and isinstance(normalizer.get("lowercase"), bool):
+            lowercase = normalizer["lowercase"]
+        if lowercase is None:
+            lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
+        tokenizer = cls([token for _, token in ids], lowercase=True if lowercase is None else lowercase,
+                        source=f"{label} {path}")
+        tokenizer.vocab_file = path
+        return tokenizer
+
+    @classmethod
+    def train(
+        cls, texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True, min_frequency: int = 2
+    ) -> BertTokenizer:
+        """Learn a WordPiece vocabulary from texts; the specials get ids 0..4 in SPECIAL_TOKENS order.
+
+        Not bit-reproducible: the Rust trainer breaks frequency ties in hash order, so two trainings on the
+        same texts may differ in a few rare tokens. Save the result and reuse the file where ids must agree.
+        """
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise TokenizerError(
+                f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_TOKENS)} special tokens; "
+                "use a few thousand"
+            )
+        if min_frequency < 1:
+            raise TokenizerError(f"min_frequency={min_frequency} must be at least 1")
+        scratch = Tokenizer(WordPiece(unk_token="[UNK]", max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+        scratch.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+        )
+        scratch.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            continuing_subword_prefix="##",
+            show_progress=False,
+        )
+        scratch.train_from_iterator(texts, trainer=trainer)
+        token_ids = scratch.get_vocab(with_added_tokens=True)
+        if len(token_ids) <= len(SPECIAL_TOKENS):
+            raise TokenizerError("the training texts hold no words; pass a non-empty corpus")
+        vocab = sorted(token_ids, key=token_ids.__getitem__)  # specials, alphabet, then merges in order
+        # the trainer lists the "##x" alphabet in hash order; sorting it keeps those ids stable across retrains
+        alphabet_end = len(SPECIAL_TOKENS)
+        while alphabet_end < len(vocab) and len(vocab[alphabet_end].removeprefix("##")) == 1:
+            alphabet_end += 1
+        alphabet = sorted(vocab[len(SPECIAL_TOKENS) : alphabet_end], key=lambda t: (t.startswith("##"), t))
+        vocab = [*SPECIAL_TOKENS, *alphabet, *vocab[alphabet_end:]]
+        return cls(vocab, lowercase=lowercase, source="the trained vocabulary")
+
+    def save(self, folder: str | Path) -> Path:
+        """Write folder/vocab.txt and folder/tokenizer_config.json (loadable by transformers too), each atomically."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        vocab_path = write_text_atomic(folder / VOCAB_FILE, "".join(token + "\n" for token in self.vocab))
+        config = {
+            # the vocabulary's size apart from its lines: an embedding padded beyond it (vocab_size rounded up)
+            # loads only where the tokenizer files say how many tokens there are (see recorded_vocab_sizes)
+            "vocab_size": self.vocab_size,
+            "do_lower_case": self.lowercase,
+            "strip_accents": None,
+            "tokenize_chinese_chars": True,
+            "tokenizer_class": "BertTokenizer",
+            "unk_token": "[UNK]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "cls_token": "[CLS]",
+            "mask_token": "[MASK]",
+        }
+        write_json_atomic(folder / TOKENIZER_CONFIG_FILE, config)
+        return vocab_path
+
+    # ---- lookup -------------------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._token_ids.get(token)
+
+    def id_to_token(self, token_id: int) -> str:
+        if not 0 <= token_id < len(self.vocab):
+            raise TokenizerError(f"token id {token_id} is outside the vocabulary (0..{len(self.vocab) - 1})")
+        return self.vocab[token_id]
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [self.id_to_token(int(i)) for i in ids]
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        """Token ids back to text, '##' pieces joined to their word."""
+        return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def __repr__(self) -> str:
+        return f"BertTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+    # ---- encoding -----------------------------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece tokens of one text, no [CLS]/[SEP]."""
+        return self._encode_piece(text, "the text").tokens
+
+    def encode_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of many texts at once, no specials: the fast path for the data pipeline."""
+        # encode_batch_fast (tokenizers >= 0.21) skips the offsets the pipeline does not need
+        encode_batch = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        texts = list(texts)
+        ids: list[list[int]] = []
+        # Chunks, because one call holds the GIL throughout: a whole corpus at once froze the GUI thread
+        # for up to half a second when a run started from the app.
+        for start in range(0, len(texts), ENCODE_CHUNK_SIZE):
+            batch = texts[start : start + ENCODE_CHUNK_SIZE]
+            try:
+                chunk = encode_batch(batch, add_special_tokens=False)
+            except TypeError:
+                for index, text in enumerate(batch, start):
+                    _check_text(text, f"text {index}")
+                raise
+            ids.extend(encoding.ids for encoding in chunk)
+        return ids
+
+    def encode(
+        self, text_a: str, text_b: str | None = None, max_length: int = 512, pad_to: int | None = None
+    ) -> Encoding:
+        """[CLS] A [SEP] (B [SEP]) [PAD]...; longest-first truncation to max_length, padding to pad_to."""
+        if not isinstance(text_a, str) or not text_a.strip():
+            raise TokenizerError("sentence A is empty — type a sentence to encode")
+        if text_b is not None and not isinstance(text_b, str):
+            raise TokenizerError(f"sentence B must be text or None, not {type(text_b).__name__}")
+        if text_b is not None and not text_b.strip():
+            text_b = None  # an empty second box means a single sentence
+        is_pair = text_b is not None
+        num_specials = 3 if is_pair else 2
+        min_length = num_specials + (2 if is_pair else 1)
+        if max_length < min_length:
+            layout = "[CLS] A [SEP] B [SEP]" if is_pair else "[CLS] A [SEP]"
+            raise TokenizerError(
+                f"max_length={max_length} cannot hold {layout}: it needs at least {min_length} positions "
+                f"({num_specials} special tokens and one token per sentence)"
+            )
+
+        piece_a = self._encode_piece(text_a, "sentence A")
+        if not piece_a.ids:
+            raise TokenizerError(_no_tokens_message("A", text_a))
+        piece_b = None
+        if is_pair:
+            piece_b = self._encode_piece(text_b, "sentence B")
+            if not piece_b.ids:
+                raise TokenizerError(_no_tokens_message("B", text_b))
+
+        len_a, len_b = len(piece_a.ids), len(piece_b.ids) if piece_b is not None else 0
+        keep_a, keep_b = longest_first(len_a, len_b, max_length - num_specials, is_pair)
+        truncation = None
+        if keep_a < len_a or keep_b < len_b:
+            truncation = Truncation(
+                tokens_removed_a=len_a - keep_a,
+                tokens_removed_b=len_b - keep_b,
+                message=_truncation_message(len_a, len_b, keep_a, keep_b, max_length, is_pair),
+            )
+
+        cls_id, sep_id = self.cls_token_id, self.sep_token_id
+        tokens = ["[CLS]", *piece_a.tokens[:keep_a], "[SEP]"]
+        input_ids = [cls_id, *piece_a.ids[:keep_a], sep_id]
+        sequence_ids: list[int | None] = [None, *([0] * keep_a), None]
+        offsets = [(0, 0), *piece_a.offsets[:keep_a], (0, 0)]
+        if piece_b is not None:
+            tokens += [*piece_b.tokens[:keep_b], "[SEP]"]
+            input_ids += [*piece_b.ids[:keep_b], sep_id]
+            sequence_ids += [*([1] * keep_b), None]
+            offsets += [*piece_b.offsets[:keep_b], (0, 0)]
+        num_real = len(input_ids)
+        segment_ids = [0] * (keep_a + 2) + [1] * (num_real - keep_a - 2)
+        special_tokens_mask = [1, *([0] * keep_a), 1]
+        if piece_b is not None:
+            special_tokens_mask += [*([0] * keep_b), 1]
+
+        num_pad = 0
+        if pad_to is not None:
+            if pad_to < num_real:
+                raise TokenizerError(
+                    f"pad_to={pad_to} is shorter than the {num_real} positions of this encoding; "
+                    f"use pad_to >= {num_real} or leave it None"
+                )
+            if pad_to > max_length:
+                raise TokenizerError(
+                    f"pad_to={pad_to} is longer than max_length={max_length}; the model accepts "
+                    f"{max_length} positions, so pad to at most that"
+                )
+            num_pad = pad_to - num_real
+        tokens += ["[PAD]"] * num_pad
+        input_ids += [self.pad_token_id] * num_pad
+        segment_ids += [0] * num_pad
+        sequence_ids += [None] * num_pad
+        offsets += [(0, 0)] * num_pad
+        special_tokens_mask += [1] * num_pad
+
+        unk_id = self.unk_token_id
+        unknown_words = [
+            (text_a if sequence_id == 0 else text_b)[start:end]
+            for token_id, sequence_id, (start, end) in zip(input_ids, sequence_ids, offsets, strict=True)
+            if token_id == unk_id and sequence_id is not None
+        ]
+        return Encoding(
+            tokens=tokens,
+            input_ids=input_ids,
+            segment_ids=segment_ids,
+            position_ids=list(range(num_real + num_pad)),
+            attention_mask=[1] * num_real + [0] * num_pad,
+            special_tokens_mask=special_tokens_mask,
+            sequence_ids=sequence_ids,
+            offsets=offsets,
+            truncation=truncation,
+            unknown_words=unknown_words,
+        )
+
+
+    def _encode_piece(self, text: str, name: str):
+        """The Rust encoding of one text without specials; a TokenizerError for text that is not valid Unicode."""
+        try:
+            return self._tokenizer.encode(text, add_special_tokens=False)
+        except TypeError:
+            _check_text(text, name)
+            raise
+
+
+def _check_text(text: object, name: str) -> None:
+    """TokenizerError for text the Rust tokenizer cannot take (it raises a bare TypeError): a non-string, or a
+    string with a lone surrogate (half of a UTF-16 pair, e.g. from bytes decoded with errors='surrogateescape')."""
+    if not isinstance(text, str):
+        raise TokenizerError(f"{name} must be text (str), not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise TokenizerError(
+            f"{name} holds a lone surrogate, U+{ord(text[error.start]):04X} at character {error.start}, which is "
+            "not a character and cannot be tokenized; remove it (decode the source with errors='replace')"
+        ) from None
+
+
+def _build_rust_tokenizer(token_ids: dict[str, int], lowercase: bool) -> Tokenizer:
+    tokenizer = Tokenizer(
+        WordPiece(vocab=token_ids, unk_token="[UNK]", max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
+    )
+    # strip_accents=None follows lowercase, as in Google's uncased/cased BERT
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    # typed "[MASK]" etc. stay whole and keep their ids, as in HF's BertTokenizer
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return tokenizer
+
+
+def _read_do_lower_case(config_path: Path) -> bool | None:
+    values = _read_tokenizer_config(config_path)
+    value = values.get("do_lower_case") if isinstance(values, dict) else None
+    return value if isinstance(value, bool) else None
+
+
+def _read_tokenizer_config(config_path: Path) -> object:
+    """tokenizer_config.json's JSON value, or None when there is none; TokenizerError when it cannot be read
+    (a FIFO, a folder, a link to a device, too big, not JSON)."""
+    if not present(config_path):
+        return None
+    try:
+        return read_json(config_path, limit=TOKENIZER_CONFIG_LIMIT, error=TokenizerError,
+                         what="a tokenizer_config.json")
+    except FileNotFoundError:
+        return None  # removed since we looked: as if it had never been there
+    except TokenizerError as error:
+        raise TokenizerError(f"{error}; fix or delete it") from None
+
+
+def _wordpiece_vocab(values: object) -> dict | None:
+    """The token -> id map of a tokenizer.json's WordPiece model, or None when it holds another model."""
+    model = values.get("model") if isinstance(values, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return None
+    return vocab
+
+
+def _check_byte_order_mark(vocab: list[str], source: str) -> None:
+    """A vocab.txt saved with a UTF-8 byte order mark: transformers' BertTokenizer and `tokenizers`' WordPiece
+    keep the mark as part of the first token ("\\ufeff[PAD]"), and so does this reader (the same ids). Where that
+    costs a special token, the error names the mark rather than only the missing token."""
+    if not vocab or not vocab[0].startswith(BYTE_ORDER_MARK):
+        return
+    missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+    if missing:
+        raise TokenizerError(
+            f"{source} starts with a UTF-8 byte order mark (BOM), which is read as part of its first token "
+            f"({vocab[0]!r}; transformers' BertTokenizer reads it so too), so it has no {missing[0]} token; "
+            "save the file as UTF-8 without a BOM"
+        )
+
+
+def recorded_vocab_sizes(folder: str | Path) -> list[tuple[Path, int]]:
+    """What a checkpoint folder's tokenizer files record about its vocabulary's size, apart from the token
+    list itself: tokenizer_config.json's "vocab_size" (BertTokenizer.save writes it), and the number of tokens
+    of a tokenizer.json's WordPiece model (transformers saves one beside vocab.txt). [(file, size)], empty when
+    none records it; TokenizerError when one of them cannot be read or records something that is no size.
+
+    A vocab.txt's line count alone cannot tell an embedding padded beyond the vocabulary (rows that no token
+    uses) from a vocab.txt that lost lines (every later id shifted); these records can."""
+    folder = Path(folder)
+    records: list[tuple[Path, int]] = []
+    config_path = folder / TOKENIZER_CONFIG_FILE
+    values = _read_tokenizer_config(config_path)
+    if isinstance(values, dict) and values.get("vocab_size") is not None:
+        size = values["vocab_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise TokenizerError(f"{config_path} records vocab_size {size!r}, which is not a number of tokens; "
+                                 "write the vocabulary's size there, or delete the entry")
+        records.append((config_path, size))
+    json_path = folder / TOKENIZER_JSON_FILE
+    if present(json_path):
+        try:
+            data = read_bytes(json_path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, what="a tokenizer.json")
+        except FileNotFoundError:
+            data = None
+        vocab = _wordpiece_vocab(parse_json(data, json_path, error=TokenizerError)) if data is not None else None
+        if vocab is not None:
+            records.append((json_path, len(vocab)))
+    return records
+
+
+def longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:
+    """Tokens kept of A and B when budget positions remain after the specials (HF 'longest_first').
+
+    Tokens come off the end of whichever sentence is longer; when both must be cut they share the budget
+    evenly, the odd position going to the longer one (to B on a tie).
+    """
+    if not is_pair:
+        return min(len_a, budget), 0
+    if len_a + len_b <= budget:
+        return len_a, len_b
+    short = min(len_a, len_b)
+    keep_long = max(short, budget - short) if short <= budget else short
+    keep_short = short
+    if keep_short + keep_long > budget:
+        keep_short, keep_long = budget // 2, budget // 2 + budget % 2
+    return (keep_long, keep_short) if len_a > len_b else (keep_short, keep_long)
+
+
+def _truncation_message(len_a: int, len_b: int, keep_a: int, keep_b: int, max_length: int, is_pair: bool) -> str:
+    if not is_pair:
+        return (
+            f"sentence A has {len_a} tokens; the model accepts {max_length} positions in total "
+            f"(2 of them for [CLS] and [SEP]), so it was cut to {keep_a} tokens ({len_a - keep_a} removed)"
+        )
+    cuts = [
+        f"{name} was cut to {keep} tokens ({length - keep} removed)"
+        for name, length, keep in (("A", len_a, keep_a), ("B", len_b, keep_b))
+        if keep < length
+    ]
+    return (
+        f"sentence A has {len_a} tokens and sentence B {len_b}; the model accepts {max_length} positions in "
+        f"total (3 of them for [CLS] and [SEP]), so {' and '.join(cuts)}"
+    )
+
+
+def _no_tokens_message(name: str, text: str) -> str:
+    return (
+        f"sentence {name} ({text[:40]!r}) has no tokens after BERT normalisation — it holds only control, "
+        "zero-width or other ignored characters; type some words"
+    )

@@ -1,1 +1,0 @@
-"""The Qt layer: views over `explorer.state` and the numpy arrays of `bertcore.inspection`."""

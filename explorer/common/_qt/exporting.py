@@ -1,0 +1,125 @@
+"""PNG / SVG export of any widget without dialogs (the caller chooses the path), and the Export menus that ask.
+
+What is exported is what the caller names: a view's plot, or several side by side as they sit on screen (the
+head grid beside the head large), never the controls around them; whatever lies between two of them is left
+blank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
+
+from explorer.common.export_data import _replace_atomically
+
+
+def _placed(widgets: QWidget | Sequence[QWidget]) -> tuple[list[tuple[QWidget, QPoint]], QSize]:
+    """Each widget with its offset in the rectangle that holds them all as they sit in their window, and that
+    rectangle's size."""
+    widgets = [widgets] if isinstance(widgets, QWidget) else list(widgets)
+    for widget in widgets:
+        if widget.size().isEmpty():
+            raise ValueError(f"cannot export {widget.objectName() or type(widget).__name__}: it has no size yet")
+    rects = [QRect(widget.mapTo(widget.window(), QPoint()), widget.size()) for widget in widgets]
+    area = rects[0]
+    for rect in rects[1:]:
+        area = area.united(rect)
+    return [(widget, rect.topLeft() - area.topLeft()) for widget, rect in zip(widgets, rects, strict=True)], area.size()
+
+
+def _render(painter: QPainter, placed: list[tuple[QWidget, QPoint]]) -> None:
+    for widget, offset in placed:
+        painter.save()
+        painter.translate(offset)
+        QWidget.render(widget, painter, QPoint())  # as on screen (QGraphicsView.render would draw its scene)
+        painter.restore()
+
+
+def export_png(widgets: QWidget | Sequence[QWidget], path, scale: float = 2.0) -> Path:
+    """Renders a widget, or several where they sit beside each other (as on screen, at `scale` x their pixel
+    size, for print), into a PNG file."""
+    placed, size = _placed(widgets)
+    image = QImage(QSize(round(size.width() * scale), round(size.height() * scale)), QImage.Format.Format_ARGB32)
+    image.fill(Qt.GlobalColor.white)  # the plots' own background, so the room between two of them is not a band
+    painter = QPainter(image)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        painter.scale(scale, scale)
+        _render(painter, placed)
+    finally:
+        painter.end()
+
+    def write(target: Path) -> None:
+        if not image.save(str(target), "PNG"):
+            raise OSError(f"Qt could not write a PNG to {target}")
+
+    return _replace_atomically(Path(path), write)
+
+
+def export_svg(widgets: QWidget | Sequence[QWidget], path, title: str = "bert-explorer attention") -> Path:
+    """Renders a widget, or several where they sit beside each other, into an SVG: axes, labels and lines as
+    vectors, heatmaps as embedded images."""
+    placed, size = _placed(widgets)
+
+    def write(target: Path) -> None:
+        generator = QSvgGenerator()
+        generator.setFileName(str(target))
+        generator.setSize(size)
+        generator.setViewBox(QRect(0, 0, size.width(), size.height()))
+        generator.setTitle(title)
+        painter = QPainter()
+        if not painter.begin(generator):
+            raise OSError(f"Qt could not open {target} for SVG output")
+        try:
+            _render(painter, placed)
+        finally:
+            painter.end()
+
+    return _replace_atomically(Path(path), write)
+
+
+def ask_save_path(parent: QWidget, caption: str, suggested_name: str, file_filter: str) -> Path | None:
+    """A save dialog; None when the user cancels."""
+    path, _ = QFileDialog.getSaveFileName(parent, caption, suggested_name, file_filter)
+    return Path(path) if path else None
+
+
+FILE_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv": "CSV table (*.csv)",
+                "npz": "NumPy arrays (*.npz)"}
+
+
+def export_with_dialog(parent: QWidget, what: str, suggested_name: str, write: Callable[[Path], object]) -> Path | None:
+    """Ask where to save `what` (the filter follows the suggested name's extension), then `write(path)`; a
+    failure is a message box, never a traceback. The path written, or None."""
+    path = ask_save_path(parent, f"Export {what}", suggested_name, FILE_FILTERS[Path(suggested_name).suffix[1:]])
+    if path is None:
+        return None
+    try:
+        write(path)
+    except (OSError, ValueError) as error:
+        QMessageBox.warning(parent, "Export failed", f"Could not export {what} to {path}:\n{error}")
+        return None
+    return path
+
+
+def export_button(parent: QWidget, name: str, entries: list[tuple[str, str, Callable[[Path], object]]]) -> QToolButton:
+    """An "Export" button whose menu has one entry per (menu text, suggested file name, write(path))."""
+    button = QToolButton(parent)
+    button.setObjectName(name)
+    button.setAccessibleName("export")
+    button.setText("Export")
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+    for text, suggested_name, write in entries:
+        what = text.rstrip("…")
+        what = what[:1].lower() + what[1:]
+        menu.addAction(text, lambda what=what, name=suggested_name, write=write:
+                       export_with_dialog(parent, what, name, write))
+    button.setMenu(menu)
+    return button

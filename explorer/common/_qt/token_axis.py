@@ -1,0 +1,167 @@
+"""How a heatmap names its tokens: their labels along its axes (thinned out to fit, the hovered one always
+drawn, in bold on a highlight), and the readout line under it that names the cell under the mouse."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics
+
+from explorer.inspector.heatmap_layout import label_ticks, short_label
+
+HOVER_LABEL_BRUSH = QColor(255, 236, 160)
+
+
+class TokenAxis(pg.AxisItem):
+    """Token names at cell centres (cell i spans i..i+1): every k-th one, k chosen so that they fit the
+    axis' pixels, plus the hovered token's, always, in bold on a highlight. A bottom axis draws its labels
+    rotated by 90° so long WordPieces do not collide, or `upright` when its cells are few and wide (the logit
+    lens' masked positions): one line of text high instead of the longest label's width."""
+
+    def __init__(self, orientation: str, point_size: int = 8, upright: bool = False):
+        super().__init__(orientation)
+        self.upright = upright and orientation in ("top", "bottom")
+        self.labels: list[str] = []
+        self.label_positions: list[int] = []  # original position of each label, shown when labels are thinned
+        self.stride = 1
+        self.numbered = False  # labels say their position: thinned out, or a zoomed view shows only some
+        self.hovered = -1  # index of the hovered row / column, named whatever the stride
+        self.font = QFont()
+        self.font.setPointSize(point_size)
+        self.bold_font = QFont(self.font)
+        self.bold_font.setBold(True)
+        self.setStyle(tickFont=self.font, tickLength=-3)
+        self.min_spacing_px = QFontMetrics(self.font).height() + 1
+
+    def set_labels(self, labels: list[str], positions=None) -> None:
+        self.labels = [short_label(label) for label in labels]
+        self.label_positions = list(range(len(labels))) if positions is None else [int(p) for p in positions]
+        self.hovered = -1
+        metrics = QFontMetrics(self.bold_font)
+        widest = max((metrics.horizontalAdvance(self._text(index, numbered=True)) for index in range(len(labels))),
+                     default=20)
+        if self.orientation in ("left", "right"):
+            self.setWidth(widest + 10)
+        elif self.upright:
+            self.min_spacing_px = widest + 8  # side by side, labels need their width
+            self.setHeight(QFontMetrics(self.font).height() + 8)
+        else:
+            self.setHeight(widest + 10)
+        self.picture = None
+        self.update()
+
+    def set_hovered(self, index: int) -> None:
+        if index != self.hovered:
+            self.hovered = index
+            self.picture = None
+            self.update()
+
+    def _text(self, index: int, numbered: bool) -> str:
+        # thinned out or zoomed in, each label says which position it is, so the gaps can be counted and a part
+        # of a long input placed
+        return f"{self.label_positions[index]} {self.labels[index]}" if numbered else self.labels[index]
+
+    def tickValues(self, minVal, maxVal, size):
+        if not self.labels or size <= 0:
+            return []
+        ticks = label_ticks(minVal, maxVal, len(self.labels), size, self.min_spacing_px)
+        if ticks is None:
+            return []
+        self.stride, centres = ticks
+        low, high = sorted((minVal, maxVal))
+        self.numbered = self.stride > 1 or low > 0.5 or high < len(self.labels) - 0.5
+        return [(self.stride, centres)]
+
+    def tickStrings(self, values, scale, spacing):
+        return [self._text(int(value), self.numbered) if 0 <= int(value) < len(self.labels) else ""
+                for value in values]
+
+    def generateDrawSpecs(self, p):
+        # pyqtgraph drops labels that poke past the axis ends; we place (and rotate) them ourselves.
+        self.style["showValues"] = False
+        specs = super().generateDrawSpecs(p)
+        self.style["showValues"] = True
+        if specs is None:
+            return None
+        axis_spec, tick_specs, _ = specs
+        bounds = self.mapRectFromParent(self.geometry())
+        low, high = self.range
+        if high == low:
+            return axis_spec, tick_specs, []
+        vertical = self.orientation in ("left", "right")
+        length = bounds.height() if vertical else bounds.width()
+        levels = self.tickValues(low, high, length)
+        # a cell cut by the edge of a zoomed view is named only while its centre is in view (nudged in, the
+        # names of the cells on both sides of an edge would be written over each other)
+        values = [value for value in (levels[0][1] if levels else []) if min(low, high) <= value <= max(low, high)]
+        text_height = QFontMetrics(self.font).height()
+
+        def place(value: float) -> QRectF:
+            # the first and last labels are nudged inside the axis, where they are not clipped
+            if vertical:  # value -> y exactly as AxisItem maps it (handles an inverted view)
+                y = bounds.height() - (value - low) / (high - low) * bounds.height()
+                y = min(max(y, text_height / 2), bounds.height() - text_height / 2)
+                return QRectF(0, y - text_height / 2, bounds.width() - 6, text_height)
+            x = (value - low) / (high - low) * bounds.width()
+            if self.upright:
+                half = min(self.min_spacing_px, bounds.width()) / 2
+                x = min(max(x, half), bounds.width() - half)
+                return QRectF(x - half, 4, 2 * half, text_height)
+            x = min(max(x, text_height / 2), bounds.width() - text_height / 2)
+            return QRectF(x, 5, bounds.height() - 6, text_height)  # unrotated; drawPicture rotates
+
+        hovered = self.hovered if 0 <= self.hovered < len(self.labels) else -1
+        hovered_centre = hovered + 0.5
+        flags = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop if self.upright \
+            else Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        room = self.min_spacing_px if self.upright else text_height * 1.1
+        text_specs = []
+        for value, text in zip(values, self.tickStrings(values, 1, 1), strict=True):
+            if hovered >= 0:  # leave room for the hovered label
+                gap_px = abs(value - hovered_centre) * length / abs(high - low)  # (inverted: high < low)
+                if gap_px < room:
+                    continue
+            text_specs.append((place(value), flags, text))
+        if hovered >= 0:
+            text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
+        return axis_spec, tick_specs, text_specs
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
+        super().drawPicture(p, axisSpec, tickSpecs, [])
+        p.setPen(self.textPen())
+        for rect, flags, text in textSpecs:
+            hovered = text.startswith("\0")
+            text = text.lstrip("\0")
+            p.setFont(self.bold_font if hovered else self.font)
+            p.save()
+            if self.orientation not in ("left", "right") and not self.upright:
+                p.translate(rect.x(), rect.y())
+                p.rotate(-90)  # text runs upwards, ending just under the cell it names
+                rect = QRectF(-rect.width(), -rect.height() / 2, rect.width(), rect.height())
+            if hovered:
+                width = QFontMetrics(self.bold_font).horizontalAdvance(text) + 6
+                left = rect.center().x() - width / 2 if self.upright else rect.right() - width + 3
+                p.fillRect(QRectF(left, rect.top(), width, rect.height()), HOVER_LABEL_BRUSH)
+            p.drawText(rect, int(flags), text)
+            p.restore()
+
+
+class HoverReadout:
+    """For a view with a `hover_label` and a `hovered(int)` signal: the one way a hover ends."""
+
+    IDLE_TEXT = " "
+    _hover_inside = False
+
+    def leaveEvent(self, event) -> None:
+        self._end_hover()
+        super().leaveEvent(event)
+
+    def _end_hover(self) -> None:
+        if self._hover_inside:
+            self._hover_inside = False
+            self.hover_label.setText(self.IDLE_TEXT)
+            self._clear_hover_marks()
+            self.hovered.emit(-1)
+
+    def _clear_hover_marks(self) -> None:
+        """What else a view shows while hovered (bands, axis labels)."""

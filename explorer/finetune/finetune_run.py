@@ -1,0 +1,228 @@
+"""A fine-tuning run as the Fine-tune tab sees it, without Qt: its settings, the engine behind it, its record.
+
+- `FinetuneSettings`: what the tab's form asks for (a demo task or the user's files, where to start from, the
+  loop's settings), each value checked as the Train tab checks its own (`field_problems`), with messages a user
+  understands; `to_config` makes the engine's `bertcore.config.FinetuneConfig` of it.
+- `make_finetune_run`: `bertcore.training.finetuning.Finetuner` behind the `EngineRun` interface the Train tab's runner
+  drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
+  `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
+- What a run folder says about itself, in words (`describe_finetune_config`, `run_start`), and an evaluation
+  (`describe_evaluation`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
+from explorer.train.training_run import EngineRun, LoopRun, field_problems, warm_up_engine
+
+DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
+LOADED_START = "loaded"  # the Inspect tab's model
+TASK_NAMES = {"sequence": "sequence or pair classification", "token": "token classification",
+              "qa": "question answering"}
+FORMATS_HELP = (
+    "Sequence or pair classification: CSV or TSV with a header row, or JSONL (one JSON object a line), with the "
+    "columns text, an optional text_b (the second sentence of a pair) and label (names or numbers; a number with "
+    "a fraction, such as 0.5, makes it a regression).\n"
+    "Token classification: CoNLL (one word and its tag a line, whitespace between them, the tag last; a blank "
+    "line between sentences) or JSONL with tokens and tags (lists of the same length). BIO tags (B-PER, I-PER, "
+    "O) are scored by entity F1.\n"
+    "Question answering: SQuAD v1.1 or v2.0 JSON (data → paragraphs → context and qas with id, question, "
+    "answers [text, answer_start], is_impossible in v2.0).\n"
+    "Without an eval file, 10% of the training file is held out (seeded).")
+
+
+def _epochs_problem(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        shown = f"{value:g}" if isinstance(value, float) and math.isfinite(value) else repr(value)
+        return f"epochs is {shown}; type a number above 0, e.g. 3"
+    return None
+
+
+def finetune_problems(**values: Any) -> dict[str, str]:
+    """{field: what is wrong} for the fields given: the Train tab's checks, and fine-tuning's own."""
+    problems = field_problems(**{name: value for name, value in values.items()
+                                 if name in ("batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every")
+                                 or (name == "eval_every" and value is not None)
+                                 or (name == "steps" and value is not None)})
+    if "epochs" in values and values.get("steps") is None and (problem := _epochs_problem(values["epochs"])):
+        problems["epochs"] = problem
+    warmup = values.get("warmup_steps")
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+        problems["warmup_steps"] = f"warm-up is {warmup!r}; type a whole number of steps (0 or more), or leave it empty"
+    elif warmup is not None and isinstance(values.get("steps"), int) and warmup > values["steps"]:
+        problems["warmup_steps"] = f"warm-up is {warmup:,} steps but the run has {values['steps']:,}"
+    return problems
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """What the Fine-tune tab's form asks for; the defaults are the mood demo's measured settings."""
+
+    demo: str | None = "mood"  # a demo task (bertcore.tasks.demos), or None for the user's own files
+    task: str | None = None  # "sequence" | "token" | "qa", with `train`, when demo is None
+    train: str | None = None
+    eval: str | None = None  # None: hold out 10% of the training file
+    init_from: str = DEFAULT_START  # DEFAULT_START, LOADED_START, or a checkpoint folder
+    steps: int | None = DEMO_SETTINGS["mood"]["steps"]  # None: `epochs` passes over the training data
+    epochs: float = 3.0
+    batch_size: int = DEMO_SETTINGS["mood"]["batch_size"]
+    seq_len: int = DEMO_SETTINGS["mood"]["seq_len"]
+    learning_rate: float = DEMO_SETTINGS["mood"]["lr"]
+    warmup_steps: int | None = None  # None: 10% of the steps
+    seed: int = 0
+    device: str = "cpu"
+    checkpoint_every: int = 100  # the run's checkpoints: each one can go to the inspector or be compared
+    eval_every: int | None = None  # evaluate every N steps and at the end; None: once an epoch; 0: only at the end
+    out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
+    resume_from: str | None = None  # a fine-tuning run folder to continue, as `bert-finetune --resume`
+    probe_every: int = 0  # (the Train tab's probes; a fine-tuning run is not probed)
+
+    def __post_init__(self) -> None:
+        problems = finetune_problems(steps=self.steps, epochs=self.epochs, batch_size=self.batch_size,
+                                     seq_len=self.seq_len, learning_rate=self.learning_rate, seed=self.seed,
+                                     warmup_steps=self.warmup_steps, checkpoint_every=self.checkpoint_every,
+                                     eval_every=self.eval_every)
+        if problems:
+            raise ValueError(next(iter(problems.values())))
+        if self.demo is not None and self.demo not in DEMO_SETTINGS:
+            raise ValueError(f"there is no demo task {self.demo!r}; pick one of {', '.join(DEMO_SETTINGS)}")
+        if self.demo is None:
+            if self.task not in FINETUNE_TASKS:
+                raise ValueError(f"task {self.task!r} is not one of {', '.join(FINETUNE_TASKS)}")
+            if not self.train:
+                raise ValueError("no training file is given; pick one (its format is in the help), or a demo task")
+        if not self.init_from:
+            raise ValueError("no checkpoint folder to start from is given; pick one, or the default model")
+
+    @classmethod
+    def for_demo(cls, name: str, **changes: Any) -> FinetuneSettings:
+        """A demo task with its measured settings (bertcore.config.DEMO_SETTINGS), `changes` on top."""
+        measured = DEMO_SETTINGS[name]
+        return cls(**{"demo": name, "steps": measured["steps"], "batch_size": measured["batch_size"],
+                      "seq_len": measured["seq_len"], "learning_rate": measured["lr"], **changes})
+
+    @property
+    def what(self) -> str:
+        """The task in a few words, for folder names and status lines ("mood" or "token")."""
+        return self.demo or self.task or "task"
+
+    def to_config(self, init_from: str | None):
+        """The engine's FinetuneConfig, starting from the checkpoint folder `init_from` (None: the default)."""
+        from bertcore.config import FinetuneConfig
+
+        values = dict(init_from=init_from, out_dir=self.out_dir, steps=self.steps, epochs=self.epochs,
+                      batch_size=self.batch_size, seq_len=self.seq_len, lr=self.learning_rate,
+                      warmup_steps=self.warmup_steps, seed=self.seed, device=self.device,
+                      checkpoint_every=self.checkpoint_every, eval_every=self.eval_every)
+        if self.demo is not None:
+            return FinetuneConfig(demo=self.demo, **values).resolved()
+        return FinetuneConfig(task=self.task, train=self.train, eval=self.eval or None, **values)
+
+
+def resume_finetune_config(run_dir: str | os.PathLike):
+    """The FinetuneConfig a fine-tuning run folder recorded, pointed at that folder: what
+    `bert-finetune --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
+    from bertcore.config import FinetuneConfig
+    from bertcore.files.run_folder import RunFolder
+
+    return FinetuneConfig.from_dict(RunFolder(run_dir).read_training_settings())
+
+
+def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...] = ("cpu",)) -> FinetuneSettings:
+    """The form's view of a fine-tuning run folder to resume (its recorded configuration)."""
+    config = resume_finetune_config(run_dir)
+    if not config.task:
+        raise ValueError(f"{run_dir} is not a fine-tuning run (its run_config.json names no task)")
+    device = config.device if config.device in device_names else device_names[0]
+    common = dict(init_from=config.init_from or DEFAULT_START, steps=config.steps, epochs=config.epochs,
+                  batch_size=config.batch_size, seq_len=config.seq_len, learning_rate=config.lr,
+                  warmup_steps=config.warmup_steps, seed=config.seed, device=device,
+                  checkpoint_every=config.checkpoint_every, eval_every=config.eval_every, out_dir=str(run_dir),
+                  resume_from=str(run_dir))
+    if config.demo:
+        return FinetuneSettings(demo=config.demo, **common)
+    return FinetuneSettings(demo=None, task=config.task, train=config.train, eval=config.eval, **common)
+
+
+def describe_finetune_config(config: dict) -> str:
+    """A fine-tuning run's configuration in one line ("mood demo (sequence) from default-model, 300 steps of
+    32 × 64, lr 0.0002, cpu")."""
+    training = config.get("training")
+    if not isinstance(training, dict):
+        return ""
+    what = f"{training['demo']} demo" if training.get("demo") else f"{Path(str(training.get('train'))).name}"
+    start = run_start(config)
+    parts = [f"{what} ({training.get('task')})" + (f" from {start.name}" if start else ""),
+             f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}",
+             f"lr {training.get('lr')}"]
+    if config.get("device"):
+        parts.append(str(config["device"]))
+    return ", ".join(parts)
+
+
+def describe_evaluation(evaluation: Any) -> str:
+    """A `TaskEvalStats` in words: "Held-out at step 200 (1,200 examples): accuracy 0.763 · macro_f1 0.751 ·
+    loss 0.612", the main metric first."""
+    metrics = dict(evaluation.metrics)
+    order = sorted(metrics, key=lambda name: name != evaluation.main_metric)
+    numbers = [f"{name} {metrics[name]:.3f}" for name in order if math.isfinite(metrics[name])]
+    if math.isfinite(evaluation.loss):
+        numbers.append(f"loss {evaluation.loss:.3f}")
+    examples = f" ({evaluation.num_examples:,} examples)" if evaluation.num_examples else ""
+    return f"Held-out at step {evaluation.step:,}{examples}: " + " · ".join(numbers)
+
+
+def run_start(config: dict) -> Path | None:
+    """The checkpoint a fine-tuning run started from (run_config.json's "init"), or None when it does not say."""
+    init = config.get("init")
+    if isinstance(init, dict) and isinstance(init.get("from"), str):
+        return Path(init["from"])
+    training = config.get("training")
+    if isinstance(training, dict) and isinstance(training.get("init_from"), str):
+        return Path(training["init_from"])
+    return None
+
+
+def warm_up_finetuning() -> None:
+    """The engine's one-time costs (`warm_up_engine`) and fine-tuning's own imports, off the GUI thread."""
+    import importlib
+
+    warm_up_engine()
+    for name in ("bertcore.training.finetuning", "bertcore.tasks.finetune_data", "bertcore.models.task_heads",
+                 "bertcore.tasks.outputs", "bertcore.tasks.squad", "bertcore.analysis.attention_change"):
+        importlib.import_module(name)
+
+
+def make_finetune_run(settings: FinetuneSettings, init: Any) -> EngineRun:
+    """The bertcore Finetuner behind the EngineRun interface (see `_FinetuneRun`)."""
+    return _FinetuneRun(settings, init)
+
+
+class _FinetuneRun(LoopRun):
+    """`bertcore.training.finetuning.Finetuner` with the form's settings (or a run folder's own, when it resumes one);
+    yields its `TaskStepStats` as they are. `init` is the inspector's (model, tokenizer, folder) for "the loaded
+    model": its folder when it came from one, else the model is saved into the run folder first."""
+
+    def __init__(self, settings: FinetuneSettings, init: Any):
+        from bertcore.training.finetuning import Finetuner
+
+        if settings.resume_from is not None:  # exactly what `bert-finetune --out RUN --resume` does
+            self.run_dir = Path(settings.resume_from)
+            self._start(Finetuner(resume_finetune_config(self.run_dir), resume=True))
+            return
+        self.run_dir = Path(settings.out_dir)
+        init_from = None if settings.init_from == DEFAULT_START else settings.init_from
+        if init is not None:
+            model, tokenizer, folder = init
+            if folder is None:
+                from bertcore.models.checkpoint import save_pretrained
+
+                folder = str(save_pretrained(model, tokenizer, self.run_dir / "init"))
+            init_from = folder
+        self._start(Finetuner(settings.to_config(init_from)))

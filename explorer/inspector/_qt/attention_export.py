@@ -1,0 +1,96 @@
+"""What the attention panel writes to files: a view as PNG or SVG, the selected head's or the rollout's matrix
+as CSV, every attention array as NPZ; each without a dialog (the caller gives the path, as tests and scripts
+do) and from the panel's Export menu, which asks.
+
+`AttentionExports` is mixed into `AttentionPanel`, whose views and drawing it uses: `tabs`, `splitter`,
+`head_grid`, `head_detail`, `overview`, `rollout_view`, `inspection`, `layer`,
+`selected_head`, `layer_view()`, `rollout()`, `_ensure_drawn(view)`, `_refresh_rollout()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QMenu, QWidget
+
+from explorer.common._qt.exporting import export_png, export_svg, export_with_dialog
+from explorer.common.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
+
+VIEW_NAMES = ("current", "heads", "grid", "detail", "overview", "rollout", "panel")
+EXPORTS = (  # (menu text, view, kind); a separator between the pictures and the arrays
+    (("Current view as PNG…", "current", "png"), ("Current view as SVG…", "current", "svg"),
+     ("Head grid as PNG…", "grid", "png"), ("Head grid as SVG…", "grid", "svg"),
+     ("Selected head as PNG…", "detail", "png"), ("Selected head as SVG…", "detail", "svg"),
+     ("All layers as PNG…", "overview", "png"), ("Rollout as PNG…", "rollout", "png")),
+    (("Selected head matrix as CSV…", "detail", "csv"), ("Rollout matrix as CSV…", "rollout", "csv"),
+     ("Attention arrays as NPZ…", "all", "npz")),
+)
+
+
+class AttentionExports:
+    """The attention panel's exports (see the module docstring for what it uses of the panel)."""
+
+    def view_parts(self, view: str = "current") -> tuple[QWidget, ...]:
+        """The plots a picture of `view` holds: the views themselves, not their boxes, hint lines or the rollout's
+        combo; "panel" is the whole panel, toolbar and all, as on screen."""
+        if view not in VIEW_NAMES:
+            raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_NAMES)}")
+        if view == "current":
+            view = ("heads", "overview", "rollout")[self.tabs.currentIndex()]
+        return {"heads": (self.head_grid.graphics, self.head_detail.graphics), "grid": (self.head_grid.graphics,),
+                "detail": (self.head_detail.graphics,), "overview": (self.overview.graphics,),
+                "rollout": (self.rollout_view.graphics,), "panel": (self,)}[view]
+
+    def _require_inspection(self, what: str) -> None:
+        if self.inspection is None:
+            raise ValueError(f"nothing to export as {what}: no inspection is shown yet")
+
+    def export_png(self, path, view: str = "current") -> Path:
+        self._require_inspection("PNG")
+        self._ensure_drawn(view)
+        return export_png(self.view_parts(view), path)
+
+    def export_svg(self, path, view: str = "current") -> Path:
+        self._require_inspection("SVG")
+        self._ensure_drawn(view)
+        return export_svg(self.view_parts(view), path)
+
+    def export_npz(self, path) -> Path:
+        """attentions (L, H, T, T), tokens (T,), rollout (L, T, T), head_mask (L, H): the full inspection."""
+        self._require_inspection("NPZ")
+        view = self.layer_view()
+        return save_attention_npz(path, self.inspection.attentions, list(view.tokens), self.rollout(), view.head_mask)
+
+    def export_head_csv(self, path) -> Path:
+        """The selected head of the current layer, as shown (hidden tokens dropped, renormalised)."""
+        self._require_inspection("CSV")
+        view = self.layer_view()
+        labels = labelled_tokens(view.tokens, view.positions)
+        return save_matrix_csv(path, self.head_detail.matrix, labels, labels)
+
+    def export_rollout_csv(self, path) -> Path:
+        self._require_inspection("CSV")
+        self._refresh_rollout()
+        view = self.layer_view()
+        labels = labelled_tokens(view.tokens, view.positions)
+        return save_matrix_csv(path, self.rollout_view.matrix, labels, labels, corner="position \\ input token")
+
+    def export(self, kind: str, view: str, path) -> Path:
+        """`kind` "png" / "svg" of a view (VIEW_NAMES), "csv" of the "detail" or "rollout" matrix, or "npz"."""
+        if kind in ("png", "svg"):
+            return (self.export_png if kind == "png" else self.export_svg)(path, view)
+        if kind == "npz":
+            return self.export_npz(path)
+        return self.export_rollout_csv(path) if view == "rollout" else self.export_head_csv(path)
+
+    def _build_export_menu(self) -> QMenu:
+        menu = QMenu(self)
+        for group, entries in enumerate(EXPORTS):
+            if group:
+                menu.addSeparator()
+            for text, view, kind in entries:
+                menu.addAction(text, lambda view=view, kind=kind: export_with_dialog(
+                    self, f"{view} as {kind.upper()}",
+                    f"attention-layer{self.layer + 1}-head{self.selected_head + 1}-{view}.{kind}",
+                    lambda path: self.export(kind, view, path)))
+        return menu

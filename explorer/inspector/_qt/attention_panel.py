@@ -1,0 +1,425 @@
+"""All attention views of one inspection, as one widget the main window embeds.
+
+Tabs: "Heads" (the current layer's head grid + one head large), "All layers" (layers x heads in one
+image) and "Rollout". Above them the toolbar (`AttentionToolbar`: the layer stepper, the options, room for
+tools others add, Export; what Export writes is `AttentionExports`). The panel renders an Inspection (plain
+numpy); the only thing it sends back is the head mask the user edits (headMaskChanged) and the token under
+the mouse (tokenHovered).
+
+What the views draw are pictures (`explorer.inspector.attention_images`): the current layer's `LayerView` with a
+thumbnail per head, the selected head, the overview, the rollout. Each is drawn once per (inspection,
+what it depends on) and kept until one of those changes. The inspection worker draws them for a new
+inspection before it reaches the GUI thread (`picture_spec()` says what the panel shows now;
+`set_inspection(inspection, pictures)` takes them), so a keystroke at 512 tokens costs the GUI thread only
+the hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture.
+
+Run `python -m explorer.inspector._qt.attention_demo [--tokens N] [--real]` to open it alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
+
+import explorer.inspector.attention_images as attention_images
+import explorer.inspector.attention_math as attention_math
+from explorer.common._qt.heatmap_style import colour_lookup
+from explorer.common._qt.widget_names import named
+from explorer.inspector._qt.attention_export import AttentionExports
+from explorer.inspector._qt.attention_toolbar import AttentionToolbar
+from explorer.inspector._qt.head_grid import HeadGrid
+from explorer.inspector._qt.model_overview import ModelOverview
+from explorer.inspector._qt.token_heatmap import TokenHeatmap
+
+RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
+ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
+
+
+class AttentionPanel(AttentionExports, QWidget):
+    headMaskChanged = Signal(object)  # np.ndarray (L, H) float32, 1 = head on, 0 = switched off
+    tokenHovered = Signal(int)  # position under the mouse in any view, -1 when none
+    layerShown = Signal(int)  # the layer the head grid now shows (tools that mark its heads follow it)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.inspection = None
+        self.mask = np.ones((0, 0), np.float32)  # (L, H) the head mask the user edits
+        self._pictures: dict[str, object] = {}  # "layer", "detail", "overview", "rollout": the last drawn
+        self.layer = 0
+        self.selected_head = 0
+        self.highlighted = -1
+        self._hovered = -1
+        self._rollout: np.ndarray | None = None  # (L, T, T), for self._rollout_mask
+        self._rollout_mask: bytes = b""
+        self._stale: set[str] = set()  # tabs to redraw when they are next shown
+        self.timings_ms: dict[str, float] = {}
+
+        self.toolbar = AttentionToolbar()
+        self.export_menu = self._build_export_menu()
+        self.toolbar.export_button.setMenu(self.export_menu)
+
+        # views
+        self.head_grid = named(HeadGrid(), "headGrid", "attention heads of the current layer")
+        self.head_detail = named(TokenHeatmap("", "attention"), "headDetail", "selected attention head")
+        self.overview = named(ModelOverview(), "modelOverview", "all layers and heads")
+        self.rollout_view = named(TokenHeatmap("", "rollout"), "rolloutView", "attention rollout")
+        self.rollout_combo = named(QComboBox(), "rolloutLayerCombo", "rollout through")
+        self.rollout_combo.addItems(ROLLOUT_CHOICES)
+        self.rollout_combo.setToolTip("Roll the attention out through the layer shown, or through every layer")
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("headsSplitter")
+        self.splitter.addWidget(self.head_grid)
+        self.splitter.addWidget(self.head_detail)
+        self.splitter.setStretchFactor(0, 4)
+        self.splitter.setStretchFactor(1, 5)
+        self.splitter.setSizes([400, 500])
+        rollout_page = QWidget()
+        rollout_layout = QVBoxLayout(rollout_page)
+        rollout_layout.setContentsMargins(0, 0, 0, 0)
+        rollout_row = QHBoxLayout()
+        rollout_row.addWidget(QLabel("Attention rollout (Abnar & Zuidema 2020), mean over the heads that are on,"))
+        rollout_row.addWidget(self.rollout_combo)
+        rollout_row.addStretch(1)
+        rollout_layout.addLayout(rollout_row)
+        rollout_layout.addWidget(self.rollout_view, 1)
+        self.rollout_page = rollout_page
+        self.tabs = named(QTabWidget(), "attentionTabs", "attention views")
+        self.tabs.addTab(self.splitter, "Heads")
+        self.tabs.addTab(self.overview, "All layers")
+        self.tabs.addTab(rollout_page, "Rollout")
+        self.tabs.setTabToolTip(0, "The heads of one layer, and the one you click large")
+        self.tabs.setTabToolTip(1, "Every layer × head at once; click one to open it")
+        self.tabs.setTabToolTip(2, "Attention rollout: how much each position draws on each input token")
+        self.empty_label = QLabel("No inspection yet: type a sentence to see its attention.")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.toolbar)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.tabs, 1)
+
+        self._resize_timer = QTimer(self)
+        self._resize_timer.setSingleShot(True)
+        self._resize_timer.setInterval(RESIZE_REDRAW_MS)
+        self._resize_timer.timeout.connect(self._redraw_at_new_size)
+        for view in (self.head_grid.graphics, self.head_detail.graphics, self.rollout_view.graphics):
+            view.installEventFilter(self)
+        for heatmap in (self.head_detail, self.rollout_view):  # zoomed in, a picture needs more pixels
+            heatmap.plot.vb.sigRangeChanged.connect(lambda *_: self._resize_timer.start())
+
+        # wiring
+        self.toolbar.layerChosen.connect(self.set_layer)
+        self.toolbar.layerStepped.connect(lambda step: self.set_layer(self.layer + step))
+        self.toolbar.optionsChanged.connect(self._on_options_changed)
+        self.toolbar.viewAllRequested.connect(self.view_all)
+        self.rollout_combo.currentIndexChanged.connect(lambda _: self._refresh_rollout())
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+        self.head_grid.headClicked.connect(lambda head: self.select_head(self.layer, head))
+        self.head_grid.headToggled.connect(lambda head, on: self.set_head_enabled(self.layer, head, on))
+        self.overview.headClicked.connect(self._on_overview_clicked)
+        for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
+            view.hovered.connect(self._on_view_hovered)
+        self.set_inspection(None)
+
+    def add_tool(self, widget: QWidget) -> None:
+        """Put `widget` in the toolbar, before Export (a tab's own toggles; the head-lab modes)."""
+        self.toolbar.add_tool(widget)
+
+    # ------------------------------------------------------------------ the interface the window uses
+    def picture_spec(self) -> attention_images.PictureSpec:
+        """What the panel shows now, for a worker to draw for the next inspection (its own head mask)."""
+        tab = self.tabs.currentIndex()
+        return attention_images.PictureSpec(
+            layer=self.layer, head=self.selected_head, options=self.options(), lookup=colour_lookup(),
+            thumbnail_px=self.head_grid.thumbnail_pixels(self.num_heads), detail_px=self.head_detail.image_pixels(),
+            overview=tab == 1, rollout_layer=self._rollout_layer_for_spec() if tab == 2 else None)
+
+    def set_inspection(self, inspection, pictures: attention_images.PanelPictures | None = None) -> None:
+        """Shows an Inspection (or nothing for None), with the pictures a worker drew for it (`picture_spec`)
+        when there are; what they lack or what changed since is drawn here. Its head_mask becomes the
+        panel's head mask."""
+        self.inspection = inspection
+        has_data = inspection is not None
+        self.toolbar.set_controls_enabled(has_data)
+        self.rollout_combo.setEnabled(has_data)
+        self.tabs.setVisible(has_data)
+        self.empty_label.setVisible(not has_data)
+        self._rollout, self._rollout_mask = None, b""
+        self._pictures = {}
+        if not has_data:
+            self.mask = np.ones((0, 0), np.float32)
+            self.toolbar.show_no_layer()
+            return
+        attentions = inspection.attentions
+        if attentions.ndim != 4 or attentions.shape[-1] != attentions.shape[-2]:
+            raise ValueError(f"inspection.attentions must be (L, H, T, T), got shape {attentions.shape}")
+        num_layers, num_heads = attentions.shape[:2]
+        self.layer = min(self.layer, num_layers - 1)
+        self.selected_head = min(self.selected_head, num_heads - 1)
+        mask = inspection.head_mask
+        self.mask = (np.ones((num_layers, num_heads), np.float32) if mask is None
+                     else np.array(mask, np.float32).reshape(num_layers, num_heads))
+        if pictures is not None:
+            self._pictures = {name: picture for name, picture in (
+                ("layer", pictures.layer), ("detail", pictures.detail), ("overview", pictures.overview),
+                ("rollout", pictures.rollout)) if picture is not None}
+        self.toolbar.show_layer(self.layer, num_layers)
+        self._refresh_all()
+
+    def set_layer(self, layer: int) -> None:
+        if self.inspection is None:
+            return
+        layer = int(np.clip(layer, 0, self.num_layers - 1))
+        changed = layer != self.layer or not self.toolbar.shows_a_layer()
+        self.layer = layer
+        if changed:
+            self._refresh_layer()
+
+    def view_all(self) -> None:
+        """Zoom every view out to all its tokens (and the overview to every head)."""
+        for view in (self.head_detail, self.overview, self.rollout_view):
+            view.view_all()
+
+    def current_layer(self) -> int:
+        return self.layer
+
+    def highlight_token(self, position: int) -> None:
+        """Highlights the token at `position` (its row and column) in every view; -1 clears. No signal."""
+        self.highlighted = int(position)
+        for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
+            view.highlight_position(self.highlighted)
+
+    # ------------------------------------------------------------------ more public API (tests, menus)
+    @property
+    def num_layers(self) -> int:
+        return self.mask.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.mask.shape[1]
+
+    def head_mask(self) -> np.ndarray:
+        return self.mask.copy()
+
+    def options(self) -> attention_math.ViewOptions:
+        return self.toolbar.options()
+
+    def _spec(self) -> attention_images.PictureSpec:
+        """The pictures wanted now, with the head mask the user edits (not inspected yet, maybe)."""
+        spec = self.picture_spec()
+        rollout_layer = self.rollout_layer() if self.inspection is not None else None
+        return dataclasses.replace(spec, head_mask=self.mask, rollout_layer=rollout_layer)
+
+    def _picture(self, name: str, key: tuple, draw: Callable[[], Any]) -> Any:
+        """The picture `name` ("layer", "detail", "overview", "rollout") as last drawn, or drawn afresh when
+        what it depends on (`key`) changed."""
+        picture = self._pictures.get(name)
+        if picture is None or picture.key != key:
+            picture = self._pictures[name] = draw()
+        return picture
+
+    def _layer_pictures(self, spec: attention_images.PictureSpec | None = None) -> attention_images.LayerPictures:
+        spec = spec or self._spec()
+        return self._picture("layer", attention_images.layer_key(spec, self.inspection),
+                             lambda: attention_images.draw_layer(self.inspection, spec))
+
+    def layer_view(self) -> attention_math.LayerView:
+        """What the views of the current layer draw, computed once per (inspection, layer, options, head mask)."""
+        return self._layer_pictures().view
+
+    def set_options(self, hide_special: bool | None = None, renormalise: bool | None = None) -> None:
+        self.toolbar.set_options(hide_special, renormalise)
+        self._on_options_changed()
+
+    def select_head(self, layer: int, head: int) -> None:
+        """Opens `head` of `layer` in the detail view (and moves the stepper to that layer)."""
+        if self.inspection is None:
+            return
+        self.selected_head = int(np.clip(head, 0, self.num_heads - 1))
+        if layer != self.layer:
+            self.set_layer(layer)
+        else:
+            self.head_grid.select(self.selected_head)
+            self._refresh_detail()
+        self.overview.select(self.layer, self.selected_head)
+
+    def set_head_enabled(self, layer: int, head: int, enabled: bool) -> None:
+        """Switches one head on/off and emits the whole (L, H) mask."""
+        if self.inspection is None:
+            return
+        head_mask = self.mask.copy()
+        head_mask[layer, head] = 1.0 if enabled else 0.0
+        self.set_head_mask(head_mask)
+
+    def set_head_mask(self, head_mask) -> None:
+        """Switch heads on/off as the user would, all at once: (L, H), 1 = on. Emits headMaskChanged when it
+        changes anything (the head lab's "switch off the k least important heads")."""
+        if self.inspection is None:
+            return
+        head_mask = np.asarray(head_mask, np.float32)
+        if head_mask.shape != self.mask.shape:
+            raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {self.mask.shape}")
+        if np.array_equal(head_mask, self.mask):
+            return
+        self.mask = head_mask.copy()
+        self.head_grid.set_enabled(self.layer_view().heads_on)
+        self._refresh_detail()
+        self.overview.set_head_mask(self.mask)
+        self._mark_stale({"rollout"})
+        self.headMaskChanged.emit(self.mask.copy())
+
+    def visible_positions(self) -> np.ndarray:
+        """(t,) the original positions every view shows."""
+        return self.layer_view().positions
+
+    def rollout(self) -> np.ndarray:
+        """(L, T, T) rollout of the full inspection under the current head mask (cached)."""
+        key = self.mask.tobytes()
+        if self._rollout is None or key != self._rollout_mask:
+            self._rollout = attention_math.compute_rollout(self.inspection.attentions, self.mask)
+            self._rollout_mask = key
+        return self._rollout
+
+    def rollout_layer(self) -> int:
+        return self.num_layers - 1 if self.rollout_combo.currentIndex() == 1 else self.layer
+
+    def _rollout_layer_for_spec(self) -> int:
+        # before the first inspection the number of layers is unknown: "the last" is as far as any model has
+        return (self.num_layers - 1 if self.num_layers else 10_000) if self.rollout_combo.currentIndex() == 1 \
+            else self.layer
+
+    # ------------------------------------------------------------------ drawing
+    def colour_scale(self) -> str:
+        return self.toolbar.colour_scale()
+
+    def set_colour_scale(self, scale: str) -> None:
+        self.toolbar.set_colour_scale(scale)
+
+    def _refresh_all(self) -> None:
+        self._refresh_layer()
+        self._mark_stale({"overview", "rollout"})
+        self.overview.set_head_mask(self.mask)
+        self.highlight_token(self.highlighted)
+
+    def _refresh_layer(self) -> None:
+        started = time.perf_counter()
+        self.toolbar.show_layer(self.layer, self.num_layers)
+        pictures = self._layer_pictures()
+        self.head_grid.show_layer(pictures.view, pictures.thumbnails)
+        self.head_grid.select(self.selected_head)
+        self.layerShown.emit(self.layer)
+        self._refresh_detail()
+        self.timings_ms["layer"] = (time.perf_counter() - started) * 1e3
+        self.overview.select(self.layer, self.selected_head)
+        if self.rollout_combo.currentIndex() == 0:
+            self._mark_stale({"rollout"})
+        self.highlight_token(self.highlighted)
+
+    def _refresh_detail(self) -> None:
+        spec = self._spec()
+        view, head = self._layer_pictures(spec).view, self.selected_head
+        picture = self._picture("detail", attention_images.detail_key(spec, self.inspection),
+                                lambda: attention_images.draw_detail(view, self.inspection, spec))
+        off = "" if view.heads_on[head] else " (switched off)"
+        self.head_detail.set_title(f"Layer {self.layer + 1} · head {head + 1}{off}")
+        self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
+        self.head_detail.highlight_position(self.highlighted)
+
+    def _refresh_overview(self) -> None:
+        started = time.perf_counter()
+        spec = self._spec()
+        view = self._layer_pictures(spec).view
+        picture = self._picture("overview", attention_images.overview_key(spec),
+                                lambda: attention_images.draw_overview(self.inspection, view, spec))
+        self.overview.set_picture(picture, self.num_layers, self.num_heads, view.positions, list(view.tokens),
+                                  view.options.colour_scale)
+        self.overview.set_head_mask(self.mask)
+        self.overview.select(self.layer, self.selected_head)
+        self.overview.highlight_position(self.highlighted)
+        self._stale.discard("overview")
+        self.timings_ms["overview"] = (time.perf_counter() - started) * 1e3
+
+    def _refresh_rollout(self) -> None:
+        if self.inspection is None:
+            return
+        spec = self._spec()
+        if self.rollout_view.plot.vb.is_zoomed():
+            spec = dataclasses.replace(spec, detail_px=self.rollout_view.image_pixels())
+        view, layer = self._layer_pictures(spec).view, spec.rollout_layer
+        picture = self._picture("rollout", attention_images.rollout_key(spec, self.inspection),
+                                lambda: attention_images.draw_rollout(self.inspection, view, spec, self.rollout()))
+        heads_on = int(self.mask[: layer + 1].sum())
+        self.rollout_view.set_title(
+            f"Rollout through layer {layer + 1} / {self.num_layers} "
+            f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
+        self.rollout_view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
+        self.rollout_view.highlight_position(self.highlighted)
+        self._stale.discard("rollout")
+
+    def _mark_stale(self, views: set[str]) -> None:
+        """Redraws the overview / rollout now if their tab is shown, otherwise when it is next shown."""
+        self._stale |= views
+        self._on_tab_changed(self.tabs.currentIndex())
+
+    def _ensure_drawn(self, view: str) -> None:
+        if view in ("overview", "panel") and "overview" in self._stale:
+            self._refresh_overview()
+        if view in ("rollout", "panel") and "rollout" in self._stale:
+            self._refresh_rollout()
+
+    def _on_tab_changed(self, index: int) -> None:
+        if self.inspection is None:
+            return
+        if index == 1 and "overview" in self._stale:
+            self._refresh_overview()
+        elif index == 2 and "rollout" in self._stale:
+            self._refresh_rollout()
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Resize and self.inspection is not None:
+            self._resize_timer.start()  # the pictures follow the new size once the resize pauses
+        return super().eventFilter(watched, event)
+
+    def _redraw_at_new_size(self) -> None:
+        if self.inspection is None:
+            return
+        spec = self._spec()
+        if self._pictures.get("layer") is not None and \
+                self._pictures["layer"].key != attention_images.layer_key(spec, self.inspection):
+            self._refresh_layer()
+        elif self._pictures.get("detail") is not None and \
+                self._pictures["detail"].key != attention_images.detail_key(spec, self.inspection):
+            self._refresh_detail()
+        if self.tabs.currentIndex() == 2:
+            self._refresh_rollout()
+
+    def _on_options_changed(self, *_) -> None:
+        if self.inspection is not None:
+            self._refresh_all()
+
+    def _on_overview_clicked(self, layer: int, head: int) -> None:
+        self.select_head(layer, head)
+        self.tabs.setCurrentIndex(0)
+
+    def _on_view_hovered(self, position: int) -> None:
+        self.highlight_token(position)
+        if position != self._hovered:
+            self._hovered = position
+            self.tokenHovered.emit(position)
+
+    def keyPressEvent(self, event) -> None:
+        step = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1, Qt.Key.Key_PageUp: -1,
+                Qt.Key.Key_PageDown: 1}.get(event.key())
+        if step is not None and self.inspection is not None:
+            self.set_layer(self.layer + step)
+            event.accept()
+            return
+        super().keyPressEvent(event)

@@ -1,0 +1,433 @@
+"""The "Inspect" tab: type a pair, see BERT's input, its masking, predictions and attention.
+
+A thin view over `ExplorerState`. Each settled edit (`InputForm`: a throttle, so a fast typist sees the
+views follow) re-encodes on the GUI thread (a few milliseconds) and submits an inspection to a
+`LatestJobWorker`, which computes the newest request submitted; the token table and the notes are refreshed
+while the worker computes on the other core. The worker also draws the attention panel's pictures for what
+it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI thread only the hand-over.
+
+Every result newer than the one on screen is shown, even when the user has typed on meanwhile: while keys
+keep coming the views show the input of a moment ago instead of nothing, and the newest request always
+arrives last. An inspection that arrives is rendered by every view in `inspection_views`. Errors show in
+`errorLabel` and leave the previous input and inspection on screen. An inspection computed elsewhere (a
+training snapshot) can be shown, captioned, until the next edit.
+
+The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
+attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads (a
+training snapshot shown over such a model has its own predictions, and they come back for as long as it shows).
+A fine-tuned model (a task head) shows its task output there instead (`TaskOutputView`, objectName
+`taskOutput`), and a token-classification model adds a "tag" row to the token table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
+
+import explorer.window._qt.shortcuts as shortcuts
+from explorer.common._qt.widget_names import named
+from explorer.common._qt.workers import InspectionThreads, LatestJobWorker
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
+from explorer.inspector._qt.logit_lens_view import LogitLensView
+from explorer.inspector._qt.predictions_view import PredictionsPanel
+from explorer.inspector._qt.task_output_view import TaskOutputView
+from explorer.inspector._qt.token_table import TokenLegend, TokenTable
+from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
+from explorer.inspector.state import ExplorerState, InspectRequest, MaskingMode, run_inspection
+from explorer.inspector.task_display import tag_cells
+from explorer.window.startup import LoadedModel
+
+ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
+WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"
+INFO_STYLE = "color: #333; background: #f0f0f0; border: 1px solid #ccc; border-radius: 3px; padding: 3px;"
+CAPTION_STYLE = "color: #0b3d75; background: #e3eefb; border: 1px solid #9dbde6; border-radius: 3px; padding: 3px;"
+
+
+PREDICTIONS_SHARE = 0.3  # of the width, when the predictions are shown
+INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (see workers.py, rule 5)
+
+
+@dataclass(frozen=True)
+class InspectJob:
+    """An inspection request and the pictures to draw with its result (captured in the GUI thread)."""
+
+    request: InspectRequest
+    pictures: PictureSpec
+
+
+@dataclass(frozen=True, eq=False)
+class InspectResult:
+    inspection: Any
+    pictures: PanelPictures | None  # None when drawing them failed: the panel draws them itself
+    pictures_ms: float
+
+
+def inspect_and_draw(job: InspectJob) -> InspectResult:
+    """The inspection worker's job: the forward pass, then the attention panel's pictures."""
+    inspection = run_inspection(job.request)
+    started = time.perf_counter()
+    try:
+        pictures = draw_panel(inspection, job.pictures)
+    except Exception:  # e.g. a spec from a model swapped meanwhile: the panel draws on the GUI thread instead
+        pictures = None
+    return InspectResult(inspection, pictures, (time.perf_counter() - started) * 1e3)
+
+
+class InspectTab(QWidget):
+    pairChanged = Signal(str, str)  # sentence A, sentence B ("" for none), when an edit settles and encodes
+    inspectionShown = Signal(object)  # the Inspection, after every view has rendered it
+    inspectionTimed = Signal(float, float)  # milliseconds in the worker (model + pictures), of showing every view
+    statusMessage = Signal(str, int)  # a passing note for the status bar: text, milliseconds
+
+    def __init__(self, throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("inspectTab")
+        self.state = ExplorerState()
+        self._showing_external = False
+        self._note_under_external = ""  # the model's note, hidden while a snapshot shows and back after it
+        self._side_has_content = True  # what is shown has predictions or a task output to put beside the attention
+        self._shown_request_id = 0  # the request whose inspection is on screen: older results are dropped
+        self._last_emitted_pair: tuple[str, str] | None = None
+        self._predictions_wanted = True  # the user's choice, for models that have predictions to show
+        self.last_render_ms = float("nan")
+        self.last_pictures_ms = float("nan")
+        threads = InspectionThreads()
+        self.inspect_worker = LatestJobWorker(inspect_and_draw, name="inspectThread",
+                                              torch_threads=lambda job: threads(job.request), niceness=INSPECT_NICENESS)
+        self.inspect_worker.done.connect(self._on_inspected)
+        self.inspect_worker.failed.connect(self._on_inspect_failed)
+
+        self.input_form = InputForm(throttle_ms)
+        self.error_label = _message_label("errorLabel", "Error message", ERROR_STYLE)
+        self.warning_label = _message_label("warningLabel", "Input warnings", WARNING_STYLE)
+        self.caption_label = _message_label("captionLabel", "Inspection caption", CAPTION_STYLE)
+        self.info_label = _message_label("infoLabel", "Model notes", INFO_STYLE)
+        self.token_table = TokenTable()
+        self.legend = TokenLegend()
+        self.attention_panel = AttentionPanel()
+        self.predictions = PredictionsPanel()
+        self.task_output = TaskOutputView()  # in place of the predictions for a fine-tuned model
+        self.task_output.hide()
+        self.logit_lens = LogitLensView()  # under the predictions; fed by the head lab (head_lab_controller)
+        # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
+        self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection,
+                                 self.task_output.show_inspection, self._show_tags)
+        self.predictions_button = QToolButton()
+        self.predictions_button.setObjectName("predictionsToggle")
+        self.predictions_button.setAccessibleName("Show the predictions")
+        self.predictions_button.setText("Predictions")
+        self.predictions_button.setCheckable(True)
+        self.predictions_button.setChecked(True)
+        self.predictions_button.setToolTip("Show the MLM and NSP predictions beside the attention, or hide them "
+                                           "to give the heads the room (Ctrl+P)")
+        self.predictions_button.toggled.connect(self._on_predictions_toggled)
+        self.attention_panel.add_tool(self.predictions_button)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("inspectSplitter")
+        self.splitter.addWidget(self.attention_panel)
+        self.predictions_side = QSplitter(Qt.Orientation.Vertical)  # the predictions over the logit lens
+        self.predictions_side.setObjectName("predictionsSplitter")
+        self.predictions_side.addWidget(self.predictions)
+        self.predictions_side.addWidget(self.task_output)
+        self.predictions_side.addWidget(self.logit_lens)
+        # the predictions or the task output (one of them is shown) over the lens; every part gets its share
+        self.predictions_side.setSizes([260, 260, 420])
+        self.predictions_side.setChildrenCollapsible(False)
+        self.splitter.addWidget(self.predictions_side)
+        self.splitter.setStretchFactor(0, 7)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setSizes([round(1000 * (1 - PREDICTIONS_SHARE)), round(1000 * PREDICTIONS_SHARE)])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 2)
+        layout.setSpacing(4)
+        for widget in (self.input_form, self.error_label, self.warning_label, self.caption_label, self.info_label,
+                       self.token_table, self.legend):
+            layout.addWidget(widget)
+        layout.addWidget(self.splitter, 1)
+        self.shortcuts = shortcuts.install(self, {
+            "focus_sentence_a": lambda: self.input_form.sentence_a_edit.setFocus(),
+            "focus_sentence_b": lambda: self.input_form.sentence_b_edit.setFocus(),
+            "mask_like_bert": self.mask_like_bert, "reroll": self.reroll_masking, "clear_masks": self.clear_masks,
+            "previous_layer": lambda: self.attention_panel.set_layer(self.attention_panel.layer - 1),
+            "next_layer": lambda: self.attention_panel.set_layer(self.attention_panel.layer + 1),
+            "toggle_predictions": self.predictions_button.toggle,
+        }, shortcuts.INSPECT)
+
+        form = self.input_form
+        form.edited.connect(self._leave_external)
+        form.settled.connect(self._settle_input)
+        form.maskRequested.connect(self.mask_like_bert)
+        form.rerollRequested.connect(self.reroll_masking)
+        form.clearRequested.connect(self.clear_masks)
+        form.seedChanged.connect(self._on_seed_changed)
+        form.padChanged.connect(self._on_pad_changed)
+        self.token_table.positionClicked.connect(self.toggle_mask)
+        self.token_table.positionHovered.connect(self._on_table_hovered)
+        self.attention_panel.tokenHovered.connect(self.token_table.highlight_position)
+        self.attention_panel.headMaskChanged.connect(self._on_head_mask_changed)
+
+    # -- what the window asks ----------------------------------------------------------------------------------
+
+    def current_pair(self) -> tuple[str, str | None]:
+        return self.input_form.current_pair()
+
+    def model_and_tokenizer(self) -> tuple[Any, Any]:
+        return self.state.model, self.state.tokenizer
+
+    def loaded_model(self) -> LoadedModel | None:
+        """The model shown, with its description; None before the first."""
+        state = self.state
+        return None if state.model is None else LoadedModel(state.model, state.tokenizer, state.model_info)
+
+    def set_model(self, loaded: LoadedModel) -> None:
+        """Inspect with `loaded` from now on; the pair stays and is encoded again with its vocabulary."""
+        self._leave_external()
+        self.info_label.hide()
+        self.state.set_model(loaded.model, loaded.tokenizer, loaded.info)
+        self._shown_request_id = self.state.latest_request_id  # results for the previous model are dropped
+        for render in self.inspection_views:
+            render(None)
+        is_task = loaded.info.task is not None
+        self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
+        self._fit_side(loaded.info.has_pretraining_heads, loaded.info.task)
+        if is_task:
+            self.show_info(f"{loaded.info.name} is fine-tuned ({loaded.info.task_description}): beside the "
+                           "attention is what its task head says about the input, in place of MLM/NSP predictions.")
+        elif not loaded.info.has_pretraining_heads:
+            self.show_info(f"{loaded.info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), "
+                           "so there are no predictions to show: the attention views have the room.")
+        self.input_form.set_max_positions(loaded.info.max_positions)
+        self.clear_error()
+        self._settle_input()
+        if self.state.encoding is None:
+            self.token_table.set_input(None, None)
+
+    def show_external_inspection(self, inspection: Any, caption: str) -> None:
+        """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""
+        self.state.supersede_requests()  # a live result still in flight must not replace it
+        self._shown_request_id = self.state.latest_request_id
+        if not self._showing_external:
+            # the note speaks of the live model (MiniLM: "no predictions to show"), not of the snapshot
+            self._note_under_external = self.info_label.text()
+            self.show_info("")
+        self._showing_external = True
+        output = inspection.task_output
+        self._fit_side(inspection.has_pretraining_heads, None if output is None else output.kind)
+        self.caption_label.setText(f"Showing: {caption} — edit the input to return to the live model")
+        self.caption_label.show()
+        self.token_table.set_input(inspection.encoding, inspection.masking)
+        self._render(inspection)
+
+    def show_error(self, message: str) -> None:
+        self.error_label.setText(message)
+        self.error_label.show()
+
+    def clear_error(self) -> None:
+        self.error_label.clear()
+        self.error_label.hide()
+
+    def show_info(self, text: str) -> None:
+        self.info_label.setText(text)
+        self.info_label.setVisible(bool(text))
+
+    def flush_input(self) -> None:
+        """Settle pending edits now (tests and the benchmark use it instead of waiting for the timer)."""
+        self.input_form.flush()
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        """Drop pending edits, let the inspection in progress finish, end its thread."""
+        self.input_form.stop()
+        return self.inspect_worker.shutdown(timeout_ms)
+
+    # -- input ---------------------------------------------------------------------------------------------------
+
+    def _settle_input(self) -> None:
+        text_a, text_b = self.current_pair()
+        if self.state.tokenizer is None:
+            return  # no model yet: the pair is encoded once one is installed
+        try:
+            self.state.set_pair(text_a, text_b)
+        except ValueError as error:
+            kept = " (the tables still show the last input that worked)" if self.state.encoding is not None else ""
+            self.show_error(_sentence_case(str(error)) + kept)
+            return
+        self.clear_error()
+        self._input_changed()
+        pair = (text_a, text_b or "")
+        if pair != self._last_emitted_pair:  # only pairs that encode: other tabs can inspect what they get
+            self._last_emitted_pair = pair
+            self.pairChanged.emit(*pair)
+
+    def _input_changed(self) -> None:
+        """The encoding or masking changed: ask for an inspection, then refresh the table and the notes
+        while the worker computes on the other core."""
+        self._request_inspection()
+        notes = self.state.input_notes()
+        self.warning_label.setText("\n".join(notes))
+        self.warning_label.setVisible(bool(notes))
+        self.token_table.set_input(self.state.encoding, self.state.masking)
+        self.input_form.show_masking_summary(self.state.masking_summary())
+
+    def _request_inspection(self) -> None:
+        request = self.state.inspect_request()
+        if request is not None:
+            self.inspect_worker.submit(request.request_id, InspectJob(request, self.attention_panel.picture_spec()))
+
+    def _leave_external(self) -> None:
+        if not self._showing_external:
+            return
+        self._showing_external = False
+        self.caption_label.hide()
+        self.caption_label.clear()
+        self.show_info(self._note_under_external)
+        info = self.state.model_info
+        if info is not None:
+            self._fit_side(info.has_pretraining_heads, info.task)
+
+    def _on_pad_changed(self, pad_to: int) -> None:
+        self.state.pad_to = pad_to or None
+        self.input_form.flush()
+
+    # -- masking -----------------------------------------------------------------------------------------------
+
+    def mask_like_bert(self, seed: int | None = None) -> None:
+        if self.state.encoding is None:
+            self.show_error("There is no input to mask yet: type sentence A first.")
+            return
+        self._leave_external()
+        self.state.mask_like_bert(self.input_form.seed() if seed is None else seed)
+        self._input_changed()
+
+    def reroll_masking(self) -> None:
+        if self.state.encoding is None:
+            return
+        self._leave_external()
+        self.state.reroll()
+        self.input_form.show_seed(self.state.seed)
+        self._input_changed()
+
+    def clear_masks(self) -> None:
+        self._leave_external()
+        self.state.clear_masks()
+        if self.state.encoding is not None:
+            self._input_changed()
+
+    def toggle_mask(self, position: int) -> None:
+        """Click-to-mask: a token cell toggles [MASK] at its position."""
+        if self._showing_external:
+            return  # the table shows a snapshot's input, not the live one
+        try:
+            self.state.toggle_mask(position)
+        except ValueError as error:
+            self.statusMessage.emit(_sentence_case(str(error)), 6000)
+            return
+        self._input_changed()
+
+    def _on_seed_changed(self, seed: int) -> None:
+        if self.state.masking_mode is MaskingMode.BERT and self.state.encoding is not None:
+            self.state.mask_like_bert(seed)
+            self._input_changed()
+
+    # -- heads and hover -----------------------------------------------------------------------------------
+
+    def _on_head_mask_changed(self, head_mask: Any) -> None:
+        try:
+            changed = self.state.set_head_mask(None if head_mask is None else np.asarray(head_mask))
+        except ValueError as error:
+            self.show_error(_sentence_case(str(error)))
+            return
+        if changed:
+            self._leave_external()
+            off = 0 if self.state.head_mask is None else int((self.state.head_mask == 0).sum())
+            self.statusMessage.emit(f"{off} head(s) switched off" if off else "All heads on", 4000)
+            self._request_inspection()
+
+    def _on_table_hovered(self, position: int) -> None:
+        self.token_table.highlight_position(position)
+        self.attention_panel.highlight_token(position)
+
+    # -- inspection results ---------------------------------------------------------------------------------
+
+    def _on_inspected(self, request_id: int, result: InspectResult) -> None:
+        if request_id <= self._shown_request_id:
+            return  # older than what is on screen (or made stale by a snapshot or a model shown since)
+        self._shown_request_id = request_id
+        self.state.inspection = result.inspection
+        started = time.perf_counter()
+        self._render(result.inspection, result.pictures)
+        self.last_render_ms = (time.perf_counter() - started) * 1e3
+        self.last_pictures_ms = result.pictures_ms
+        self.inspectionTimed.emit(self.inspect_worker.last_compute_ms, self.last_render_ms)
+
+    def _render(self, inspection: Any, pictures: PanelPictures | None = None) -> None:
+        self.attention_panel.set_inspection(inspection, pictures)
+        for render in self.inspection_views[1:]:
+            render(inspection)
+        self._order_tabs()
+        self.inspectionShown.emit(inspection)
+
+    def _order_tabs(self) -> None:
+        """Tab moves through the head switches before the predictions (the switches are made later)."""
+        chain = [self.attention_panel.toolbar.export_button, *self.attention_panel.head_grid.checkboxes,
+                 self.predictions.view]
+        for before, after in itertools.pairwise(chain):
+            QWidget.setTabOrder(before, after)
+
+    # -- the predictions beside the attention ----------------------------------------------------------------
+
+    def predictions_shown(self) -> bool:
+        return not self.predictions_side.isHidden()
+
+    def set_predictions_shown(self, shown: bool) -> None:
+        self.predictions_button.setChecked(shown)
+
+    def _show_tags(self, inspection: Any) -> None:
+        """The token table's tag row, from a token-classification inspection of the input the table shows."""
+        output = None if inspection is None else inspection.task_output
+        if output is not None and output.kind == "token" and self.token_table.table_model.encoding is not None \
+                and self.token_table.table_model.encoding.tokens == inspection.encoding.tokens:
+            self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
+
+    def _on_predictions_toggled(self, shown: bool) -> None:
+        if self._side_has_content:
+            self._predictions_wanted = shown
+        self.predictions_side.setVisible(shown)
+        if shown:
+            width = sum(self.splitter.sizes()) or 1000
+            self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
+
+    def _fit_side(self, has_pretraining_heads: bool, task: str | None) -> None:
+        """Beside the attention goes what the shown inspection's model has: MLM/NSP predictions, or a task head's
+        output (and the tag row for a token task); a model with neither gives the attention the whole width. The
+        live model decides, or a snapshot while it is shown (a pretraining run's snapshot over MiniLM has
+        predictions)."""
+        is_task = task is not None
+        self.predictions.setVisible(not is_task)
+        self.task_output.setVisible(is_task)
+        self.token_table.show_tag_row(task == "token")
+        self._side_has_content = has_pretraining_heads or is_task
+        self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
+
+    def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
+        if request_id == self.state.latest_request_id and request_id > self._shown_request_id:
+            self.show_error(f"The model could not inspect this input: {failure.text}")
+
+
+def _message_label(name: str, accessible: str, style: str) -> QLabel:
+    label = named(QLabel(), name, accessible)
+    label.setWordWrap(True)
+    label.setStyleSheet(style)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.hide()
+    return label
+
+
+def _sentence_case(message: str) -> str:
+    return message[:1].upper() + message[1:] if message else message

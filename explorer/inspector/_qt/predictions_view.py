@@ -1,0 +1,277 @@
+"""What the pretraining heads say: the top-k guesses at every masked position, and next-sentence prediction.
+
+One row per masked position; each of the k columns is a bar as long as the probability, green where the
+guess is the original token. `nspLabel` gives P(B follows A), or says that next-sentence prediction needs
+a pair when there is no sentence B (the number BERT gives for "[CLS] A [SEP]" alone answers no question).
+A model without pretraining heads (an encoder-only checkpoint such as MiniLM) gets a sentence saying so
+instead of numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bertcore.data.masking import MaskDecision
+
+PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
+CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
+FIXED_COLUMNS = ("pos", "model saw", "answer")
+# the panel asks for room for this many masked positions (BERT's 15% of the default pair), more scroll: the
+# logit lens under it needs the rest of the pane's height at the window's default size
+ROWS_ALWAYS_SHOWN = 3
+BAR_COLOUR = QColor("#8fb3e0")
+CORRECT_COLOUR = QColor("#7cc47c")
+
+
+def percent(probability: float) -> str:
+    """Readable at both ends: "87.3%", and "0.013%" for an untrained model's near-uniform guesses."""
+    value = 100 * probability
+    if value >= 0.1:
+        return f"{value:.1f}%"
+    return f"{value:.3f}%" if value >= 0.001 else "<0.001%"
+
+
+def _decision_word(prediction) -> str:
+    decision = MaskDecision(prediction.decision)
+    if decision is MaskDecision.RANDOM:
+        return f"{prediction.input_token} (random)"
+    if decision is MaskDecision.KEEP:
+        return f"{prediction.input_token} (kept)"
+    return prediction.input_token
+
+
+class PredictionsModel(QAbstractTableModel):
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.predictions: list = []
+        self.top_k = 0
+
+    def set_predictions(self, predictions: list) -> None:
+        self.beginResetModel()
+        self.predictions = list(predictions)
+        self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
+        return 0 if parent.isValid() else len(self.predictions)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(FIXED_COLUMNS) + self.top_k
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
+            return None
+        return FIXED_COLUMNS[section] if section < len(FIXED_COLUMNS) else f"#{section - len(FIXED_COLUMNS) + 1}"
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        prediction = self.predictions[index.row()]
+        column = index.column()
+        rank = column - len(FIXED_COLUMNS)
+        if rank >= len(prediction.top_tokens):
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            if column == 0:
+                return str(prediction.position)
+            if column == 1:
+                return _decision_word(prediction)
+            if column == 2:
+                return prediction.original_token
+            return f"{prediction.top_tokens[rank]}  {percent(float(prediction.top_probabilities[rank]))}"
+        if rank >= 0 and role == PROBABILITY_ROLE:
+            return float(prediction.top_probabilities[rank])
+        if rank >= 0 and role == CORRECT_ROLE:
+            return prediction.top_tokens[rank] == prediction.original_token
+        if role == Qt.ItemDataRole.ToolTipRole:
+            lines = [f"position {prediction.position}: the model saw {prediction.input_token!r}, "
+                     f"the original was {prediction.original_token!r}"]
+            lines += [f"{token!r}: {100 * float(probability):.2f}%"
+                      for token, probability in zip(prediction.top_tokens, prediction.top_probabilities, strict=True)]
+            return "\n".join(lines)
+        return None
+
+
+class BarDelegate(QStyledItemDelegate):
+    """Paints a probability bar with the token on the left and the percentage on the right of a top-k cell."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        probability = index.data(PROBABILITY_ROLE)
+        if probability is None:
+            super().paint(painter, option, index)
+            return
+        prediction = index.model().predictions[index.row()]
+        rank = index.column() - len(FIXED_COLUMNS)
+        token, value = prediction.top_tokens[rank], percent(probability)
+        painter.save()
+        rect = QRectF(option.rect).adjusted(2, 3, -2, -3)
+        colour = CORRECT_COLOUR if index.data(CORRECT_ROLE) else BAR_COLOUR
+        painter.fillRect(QRectF(rect.left(), rect.top(), rect.width() * max(0.0, min(1.0, probability)),
+                                rect.height()), colour)
+        # Two lines, the token over its percentage, so narrow columns still show whole words.
+        text_rect = option.rect.adjusted(4, 2, -4, -2)
+        metrics = option.fontMetrics
+        painter.setPen(option.palette.color(QPalette.ColorRole.Text))
+        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop),
+                         metrics.elidedText(token, Qt.TextElideMode.ElideRight, max(0, text_rect.width())))
+        painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom), value)
+        painter.restore()
+
+
+class PredictionsPanel(QWidget):
+    """The predictions table (`predictionsView`), the NSP line (`nspLabel`) and a note when there is nothing."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("predictionsPanel")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+
+        title = QLabel("<b>Next sentence prediction:</b>")
+        self.nsp_label = QLabel("–")
+        self.nsp_label.setObjectName("nspLabel")
+        self.nsp_label.setAccessibleName("Next sentence probability")
+        self.nsp_label.setWordWrap(True)
+        self.nsp_bar = QProgressBar()
+        self.nsp_bar.setObjectName("nspBar")
+        self.nsp_bar.setAccessibleName("Next sentence probability bar")
+        self.nsp_bar.setRange(0, 1000)
+        self.nsp_bar.setTextVisible(False)
+        self.nsp_bar.setMaximumHeight(8)
+
+        self.mlm_title = mlm_title = QLabel()
+        mlm_title.setToolTip("The k most likely tokens at every masked position, each a bar as long as its "
+                             "probability; green where the guess is the original token")
+        self.note_label = QLabel()
+        self.note_label.setObjectName("predictionsNote")
+        self.note_label.setWordWrap(True)
+        self.note_label.setStyleSheet("color: #555;")
+
+        self.model = PredictionsModel(self)
+        self.view = QTableView()
+        self.view.setObjectName("predictionsView")
+        self.view.setAccessibleName("Masked-token predictions")
+        self.view.setModel(self.model)
+        self.view.setItemDelegate(BarDelegate(self.view))
+        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.view.verticalHeader().hide()
+        self.view.setWordWrap(False)
+        self.view.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        header = self.view.horizontalHeader()
+        header.setMinimumSectionSize(40)
+        header.setDefaultSectionSize(96)
+        self.view.verticalHeader().setDefaultSectionSize(2 * self.view.fontMetrics().height() + 8)
+        self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+
+        # The pane beside the attention is narrow and shares its height with the logit lens: the NSP heading shares
+        # its line with the answer, and the table asks for the room its rows and bars need (`_fit_table`).
+        nsp_row = QHBoxLayout()
+        nsp_row.addWidget(title)
+        nsp_row.addWidget(self.nsp_label, 1)
+        layout.addLayout(nsp_row)
+        layout.addWidget(self.nsp_bar)
+        layout.addWidget(self.mlm_title)
+        layout.addWidget(self.note_label)  # only when there is no table to show: it says why
+        layout.addWidget(self.view, 1)
+        self.show_inspection(None)
+
+    def write_csv(self, path) -> Path:
+        """One row per (masked position, rank): position, what the model saw, the answer, token, probability."""
+        from explorer.inspector._qt.token_table import write_rows_csv
+
+        if not self.model.predictions:
+            raise ValueError("there are no predictions to export; mask a token first")
+        rows = [["position", "model saw", "original token", "rank", "predicted token", "probability"]]
+        for prediction in self.model.predictions:
+            for rank, (token, probability) in enumerate(
+                    zip(prediction.top_tokens, prediction.top_probabilities, strict=True), start=1):
+                rows.append([str(prediction.position), prediction.input_token, prediction.original_token,
+                             str(rank), token, f"{float(probability):.6g}"])
+        return write_rows_csv(path, rows)
+
+    def _show_note_or_table(self) -> None:
+        """The note under the heading says why there is no table; with predictions there is no note."""
+        if self.model.predictions:
+            self.note_label.setText("")
+        self.note_label.setVisible(bool(self.note_label.text()))
+        self.view.setVisible(not self.note_label.text())
+        count = len(self.model.predictions)
+        self.mlm_title.setText(f"<b>Masked-token predictions</b>{f' at {count}' if count else ''} "
+                               "(green: the original)")
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """Ask for the room the table's rows (up to ROWS_ALWAYS_SHOWN) and readable bars need: the window's
+        splitters give a widget at least its minimum, so at the default size nothing is cut off."""
+        view, header = self.view, self.view.horizontalHeader()
+        rows = min(max(1, self.model.rowCount()), ROWS_ALWAYS_SHOWN)
+        frame = 2 * view.frameWidth()
+        view.setMinimumHeight(header.sizeHint().height() + rows * view.verticalHeader().defaultSectionSize() + frame)
+        metrics = view.fontMetrics()
+        fixed = sum(max(header.sectionSizeHint(column), view.sizeHintForColumn(column))
+                    for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
+        bar = metrics.horizontalAdvance("0.013%") + 8  # the longest percentage, with the cell's margins
+        bars = self.model.top_k * bar
+        scroll = view.verticalScrollBar().sizeHint().width() if self.model.rowCount() > ROWS_ALWAYS_SHOWN else 0
+        view.setMinimumWidth(fixed + bars + frame + scroll if bars else 0)
+
+    def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
+        self._show(inspection, has_pair)
+        self._show_note_or_table()
+
+    def _show(self, inspection, has_pair: bool | None) -> None:
+        if inspection is None:
+            self.model.set_predictions([])
+            self.nsp_label.setText("–")
+            self.nsp_bar.setValue(0)
+            self.note_label.setText("No inspection yet.")
+            return
+        if has_pair is None:
+            has_pair = 1 in inspection.encoding.sequence_ids
+        if not inspection.has_pretraining_heads:
+            self.model.set_predictions([])
+            self.nsp_bar.setValue(0)
+            self.nsp_bar.setEnabled(False)
+            self.nsp_label.setText("This model has no pretraining heads (no MLM or NSP layers were in its "
+                                   "checkpoint), so it cannot predict masked tokens or the next sentence.")
+            self.note_label.setText("No predictions: the model has no MLM head. Attention views still work.")
+            return
+        probability = inspection.is_next_probability
+        self.nsp_bar.setEnabled(has_pair and probability is not None)
+        if not has_pair:
+            self.nsp_label.setText("Next-sentence prediction needs a pair: type a sentence B to see whether BERT "
+                                   "thinks it follows A.")
+            self.nsp_bar.setValue(0)
+        elif probability is None:
+            self.nsp_label.setText("No NSP probability in this inspection.")
+            self.nsp_bar.setValue(0)
+        else:
+            self.nsp_label.setText(f"B follows A: {100 * probability:.1f}%")
+            self.nsp_bar.setValue(round(1000 * probability))
+        self.model.set_predictions(inspection.predictions)
+        if inspection.predictions:
+            header = self.view.horizontalHeader()
+            for column in range(self.model.columnCount()):
+                # the words fit their text; the k bars share what is left of the width
+                mode = QHeaderView.ResizeMode.ResizeToContents if column < len(FIXED_COLUMNS) \
+                    else QHeaderView.ResizeMode.Stretch
+                header.setSectionResizeMode(column, mode)
+        else:
+            self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")

@@ -1,0 +1,367 @@
+"""BERT's input as a table: one column per position, one row per thing the model is given.
+
+Rows: the token, its id, the segment id, the position id, the attention mask and the masking decision, and
+for a token-classification model a "tag" row: the predicted tag of each word, coloured by tag
+(`show_tag_row`, `set_tags`; `explorer.inspector.task_display.tag_cells` decides the cells).
+Special tokens and the two segments have their own colours (see `TokenLegend`); the row labels sit in the
+vertical header, so they stay pinned while a 512-token input scrolls sideways. The table renders an
+`Encoding` and an optional `Masking` (plain data from bertcore) through a model, so even 512 columns
+cost no per-cell widgets.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QWidget,
+)
+
+from bertcore.data.masking import MaskDecision, Masking
+from bertcore.tokenization.wordpiece import Encoding
+
+ROWS = ("token", "token id", "segment id", "position id", "attention mask", "masking")
+TOKEN_ROW, ID_ROW, SEGMENT_ROW, POSITION_ROW, ATTENTION_ROW, MASKING_ROW = range(len(ROWS))
+TAG_ROW_NAME = "tag"
+
+# Light fills that keep black text readable; the same colours appear in the legend.
+COLOURS = {
+    "[CLS]": QColor("#d9c8f0"),
+    "[SEP]": QColor("#f7d59c"),
+    "[PAD]": QColor("#dddddd"),
+    "A": QColor("#d4e6fa"),
+    "B": QColor("#d5f0d5"),
+    "[UNK]": QColor("#f6b8b8"),
+    MaskDecision.MASK: QColor("#ffe066"),
+    MaskDecision.RANDOM: QColor("#ff9f80"),
+    MaskDecision.KEEP: QColor("#9fe0d8"),
+}
+HIGHLIGHT = QColor(230, 50, 50)  # the frame around the hovered column; the attention views mark it in red too
+LEGEND = (
+    ("[CLS]", "[CLS]"), ("[SEP]", "[SEP]"), ("[PAD]", "[PAD]"), ("A", "sentence A"), ("B", "sentence B"),
+    ("[UNK]", "[UNK] unknown"), (MaskDecision.MASK, "→ [MASK]"), (MaskDecision.RANDOM, "→ random token"),
+    (MaskDecision.KEEP, "kept as is"),
+)
+
+
+def decision_text(masking: Masking | None, position: int) -> str:
+    """What BERT's masking did at this position, in words."""
+    if masking is None:
+        return ""
+    decision = MaskDecision(masking.decisions[position])
+    if decision is MaskDecision.MASK:
+        return "[MASK]"
+    if decision is MaskDecision.RANDOM:
+        return f"random → {masking.masked_tokens[position]}"
+    if decision is MaskDecision.KEEP:
+        return "kept"
+    return ""
+
+
+class TokenTableModel(QAbstractTableModel):
+    """Cells are computed once per input (texts and brushes); `data` only looks them up, because Qt asks
+    for every role of every visible cell on each paint and a Python call per role is what costs."""
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.encoding: Encoding | None = None
+        self.masking: Masking | None = None
+        self.highlighted = -1
+        self.rows: tuple[str, ...] = ROWS  # ROWS, and "tag" while a token-classification model is shown
+        self._tags: list | None = None  # TagCells of the encoding shown; None: not (yet) known
+        self._texts: list[list[str]] = [[] for _ in ROWS]  # [row][column]
+        self._brushes: list[list[QBrush | None]] = [[] for _ in ROWS]
+        self._masked: frozenset[int] = frozenset()
+        self._bold = QFont()
+        self._bold.setBold(True)
+        self._column_labels: list[str] = []
+
+    def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
+        self.beginResetModel()
+        self.encoding, self.masking = encoding, masking
+        if encoding is None or self.highlighted >= len(encoding):
+            self.highlighted = -1
+        self._tags = None  # the tags come with the inspection of this input
+        self._cache_cells()
+        self.endResetModel()
+
+    def show_tag_row(self, shown: bool) -> None:
+        """Add (or remove) the "tag" row; its cells stay empty until `set_tags`."""
+        rows = (*ROWS, TAG_ROW_NAME) if shown else ROWS
+        if rows != self.rows:
+            self.beginResetModel()
+            self.rows, self._tags = rows, None
+            self._cache_cells()
+            self.endResetModel()
+
+    def set_tags(self, cells: list) -> None:
+        """The tag row's cells (`task_display.TagCell`, one per position of the encoding shown)."""
+        if TAG_ROW_NAME not in self.rows or self.encoding is None or len(cells) != len(self.encoding):
+            return
+        self._tags = list(cells)
+        self._cache_cells()
+        self.dataChanged.emit(self.index(len(ROWS), 0), self.index(len(ROWS), len(self.encoding) - 1))
+
+    def _cache_cells(self) -> None:
+        encoding, masking = self.encoding, self.masking
+        if encoding is None:
+            self._texts, self._brushes = [[] for _ in self.rows], [[] for _ in self.rows]
+            self._masked, self._column_labels = frozenset(), []
+            return
+        columns = range(len(encoding))
+        self._texts = [
+            list(encoding.tokens),
+            [str(i) for i in encoding.input_ids],
+            [str(i) for i in encoding.segment_ids],
+            [str(i) for i in encoding.position_ids],
+            [str(i) for i in encoding.attention_mask],
+            [decision_text(masking, column) for column in columns],
+        ]
+        brushes = {key: QBrush(colour) for key, colour in COLOURS.items()}
+        kind_brushes = [brushes[self.kind(column)] for column in columns]
+        decisions = [MaskDecision(d) for d in masking.decisions] if masking is not None else []
+        decision_brushes = [brushes[d] if d else None for d in decisions] or [None] * len(encoding)
+        self._brushes = [kind_brushes] * MASKING_ROW + [decision_brushes]
+        if TAG_ROW_NAME in self.rows:
+            tags = self._tags or []
+            self._texts.append([cell.text for cell in tags] or [""] * len(encoding))
+            self._brushes.append([QBrush(QColor(cell.colour)) if cell.colour else None for cell in tags]
+                                 or [None] * len(encoding))
+        self._masked = frozenset(column for column, d in enumerate(decisions) if d)
+        self._column_labels = [str(column) for column in columns]
+
+    def set_highlighted(self, position: int) -> None:
+        previous, self.highlighted = self.highlighted, position
+        for column in (previous, position):
+            if self.encoding is not None and 0 <= column < len(self.encoding):
+                self.dataChanged.emit(self.index(0, column), self.index(len(self.rows) - 1, column))
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() or self.encoding is None else len(self.encoding)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.rows[section] if orientation == Qt.Orientation.Vertical else self._column_labels[section]
+        if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal:
+            return f"position {section}"
+        return None
+
+    def cell_text(self, row: int, column: int) -> str:
+        return self._texts[row][column]
+
+    def kind(self, column: int) -> str:
+        """The colour key of a position: a special token's name, [UNK], or its segment "A"/"B"."""
+        token = self.encoding.tokens[column]
+        if self.encoding.special_tokens_mask[column] or token == "[UNK]":
+            return token if token in COLOURS else "[PAD]"
+        return "A" if self.encoding.sequence_ids[column] == 0 else "B"
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._texts[index.row()][index.column()]
+        if role == Qt.ItemDataRole.BackgroundRole:
+            return self._brushes[index.row()][index.column()]
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return Qt.AlignmentFlag.AlignCenter
+        if role == Qt.ItemDataRole.FontRole:
+            return self._bold if index.row() == TOKEN_ROW and index.column() in self._masked else None
+        if role == Qt.ItemDataRole.ToolTipRole and self.encoding is not None:
+            if index.row() == len(ROWS):
+                return self._tags[index.column()].tooltip if self._tags else "the tag comes with the inspection"
+            return self.tooltip(index.column())
+        return None
+
+    def tooltip(self, column: int) -> str:
+        encoding = self.encoding
+        lines = [f"position {column}: {encoding.tokens[column]!r} (id {encoding.input_ids[column]})"]
+        sequence = encoding.sequence_ids[column]
+        if sequence is None:
+            lines.append("added by the BERT layout (never masked)")
+        else:
+            start, end = encoding.offsets[column]
+            lines.append(f"sentence {'AB'[sequence]}, characters {start}–{end}")
+            lines.append("click to mask / unmask this token")
+        decision = decision_text(self.masking, column)
+        if decision:
+            lines.append(f"masking: {decision} (the model must predict {self.masking.original_tokens[column]!r})")
+        return "\n".join(lines)
+
+
+def write_rows_csv(path: str | Path, rows: list[list[str]]) -> Path:
+    """Write a CSV next to the target and move it into place, so a failed write leaves no half file."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows(rows)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+class HighlightDelegate(QStyledItemDelegate):
+    """Draws the cell as usual, then a red frame around the highlighted column (its colours stay readable)."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().paint(painter, option, index)
+        model = index.model()
+        if index.column() != model.highlighted:
+            return
+        painter.save()
+        painter.setPen(QPen(HIGHLIGHT, 3))
+        rect = option.rect.adjusted(1, 0, -2, -1)
+        painter.drawLine(rect.topLeft(), rect.bottomLeft())
+        painter.drawLine(rect.topRight(), rect.bottomRight())
+        if index.row() == 0:
+            painter.drawLine(rect.topLeft(), rect.topRight())
+        if index.row() == model.rowCount() - 1:
+            painter.drawLine(rect.bottomLeft(), rect.bottomRight())
+        painter.restore()
+
+
+class TokenTable(QTableView):
+    positionClicked = Signal(int)
+    positionHovered = Signal(int)  # -1 when the mouse leaves the table
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("tokenTable")
+        self.setAccessibleName("Token table")
+        self.setAccessibleDescription("One column per input position: token, ids, segment, position, mask")
+        self.table_model = TokenTableModel(self)
+        self.setModel(self.table_model)
+        # Only the highlighted column gets the Python delegate: one per cell costs ~35 µs × every cell × paint.
+        self.highlight_delegate = HighlightDelegate(self)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setMouseTracking(True)
+        self.setWordWrap(False)
+        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.horizontalHeader().setMinimumSectionSize(28)
+        self.clicked.connect(lambda index: self.positionClicked.emit(index.column()))
+        self.entered.connect(lambda index: self._hover(index.column()))
+        self.viewport().installEventFilter(self)
+        self._hovered = -1
+        self._height_fitted = False
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)  # a steady height, long input or short
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """Exactly the header, every row and the scroll bar: the table never needs to scroll vertically."""
+        rows = self.table_model.rowCount() * self.verticalHeader().defaultSectionSize()
+        header = max(self.horizontalHeader().sizeHint().height(), self.horizontalHeader().height())
+        scroll_bar = self.horizontalScrollBar().sizeHint().height()
+        self.setFixedHeight(header + rows + scroll_bar + 2 * self.frameWidth() + 2)
+
+    def show_tag_row(self, shown: bool) -> None:
+        """A "tag" row under the others, for a token-classification model; the table grows to hold it."""
+        self.table_model.show_tag_row(shown)
+        self._fit_height()
+
+    def set_tags(self, cells: list) -> None:
+        """The tag row's cells for the input shown (ignored when they are of another input)."""
+        self.table_model.set_tags(cells)
+        header, metrics = self.horizontalHeader(), QFontMetrics(self.font())
+        for column in range(min(len(cells), self.table_model.columnCount())):
+            width = metrics.horizontalAdvance(cells[column].text) + 14
+            if width > header.sectionSize(column):
+                header.resizeSection(column, width)
+
+    def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
+        self.table_model.set_input(encoding, masking)
+        if encoding is None:
+            return
+        # Widths from the text itself: ResizeToContents would measure every cell again on each layout.
+        metrics = QFontMetrics(self.font())
+        bold = QFont(self.font())
+        bold.setBold(True)
+        bold_metrics = QFontMetrics(bold)
+        padding = 14
+        header = self.horizontalHeader()
+        for column in range(len(encoding)):
+            texts = [encoding.tokens[column], str(encoding.input_ids[column]), decision_text(masking, column)]
+            width = max(bold_metrics.horizontalAdvance(texts[0]),
+                        *(metrics.horizontalAdvance(text) for text in texts[1:]))
+            header.resizeSection(column, max(width + padding, 28))
+        if not self._height_fitted:  # the header's height is known once it has sections
+            self._fit_height()
+            self._height_fitted = True
+
+    def write_csv(self, path: str | Path) -> Path:
+        """The table as shown: a header row of positions, then one row per table row, labelled."""
+        model = self.table_model
+        if model.encoding is None:
+            raise ValueError("the token table is empty; type a sentence first")
+        rows = [["", *(str(column) for column in range(model.columnCount()))]]
+        rows += [[label, *(model.cell_text(row, column) for column in range(model.columnCount()))]
+                 for row, label in enumerate(model.rows)]
+        return write_rows_csv(path, rows)
+
+    def highlight_position(self, position: int) -> None:
+        """Mark one column (e.g. the token under the mouse in an attention view); -1 clears it."""
+        previous = self.table_model.highlighted
+        if position == previous:
+            return
+        if previous >= 0:
+            self.setItemDelegateForColumn(previous, None)
+        if position >= 0:
+            self.setItemDelegateForColumn(position, self.highlight_delegate)
+        self.table_model.set_highlighted(position)
+        if position >= 0 and position < self.table_model.columnCount():
+            self.scrollTo(self.table_model.index(0, position), QAbstractItemView.ScrollHint.EnsureVisible)
+
+    def _hover(self, position: int) -> None:
+        if position != self._hovered:
+            self._hovered = position
+            self.positionHovered.emit(position)
+
+    def keyPressEvent(self, event) -> None:
+        # Space or Enter masks / unmasks the token in the current column, as a click does.
+        if event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.currentIndex().isValid():
+            self.positionClicked.emit(self.currentIndex().column())
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.viewport() and event.type() == QEvent.Type.Leave:
+            self._hover(-1)
+        return super().eventFilter(watched, event)
+
+
+class TokenLegend(QWidget):
+    """Colour swatches explaining the table: special tokens, the segments, [UNK], the masking decisions."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("tokenLegend")
+        self.setAccessibleName("Token colour legend")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        for key, text in LEGEND:
+            swatch = QLabel(text)
+            swatch.setStyleSheet(
+                f"background: {COLOURS[key].name()}; color: black; border: 1px solid #999;"
+                " border-radius: 3px; padding: 1px 5px;"
+            )
+            layout.addWidget(swatch)
+        layout.addStretch(1)

@@ -1,0 +1,108 @@
+"""Made-up and real inspections to open the attention views on, without a window (demos, tests, benchmarks).
+
+`demo_inspection` fakes attention shaped like real heads at any size (512 tokens × 144 heads in a blink);
+`real_inspection` runs an untrained bertcore model or a checkpoint folder. Qt-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from explorer.inspector.attention_math import SPECIAL_TOKENS_TO_HIDE
+
+
+@dataclass(frozen=True)
+class DemoEncoding:
+    tokens: list[str]
+    special_tokens_mask: list[int]
+
+
+@dataclass(frozen=True)
+class DemoInspection:
+    """The fields of bertcore.analysis.inspection.Inspection the panel reads, filled with made-up attention."""
+
+    encoding: DemoEncoding
+    input_tokens: list[str]
+    attentions: np.ndarray  # (L, H, T, T) float32, rows sum to 1
+    head_mask: np.ndarray  # (L, H) float32
+    predictions: list = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+
+DEMO_TEXT_A = "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill"
+DEMO_TEXT_B = "later that evening both animals fell asleep beside the fire in the old stone cottage"
+
+
+def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int = 12, seed: int = 0,
+                    num_padding: int = 0) -> DemoInspection:
+    """[CLS] A [SEP] B [SEP] [PAD]... with attention shaped like real heads: to [CLS]/[SEP], to the
+    previous / next token, to itself, broad, plus noise; every row a probability distribution."""
+    if num_tokens < 4:
+        raise ValueError(f"num_tokens is {num_tokens}; a demo pair needs at least 4 tokens")
+    rng = np.random.default_rng(seed)
+    words_a, words_b = DEMO_TEXT_A.split(), DEMO_TEXT_B.split()
+    num_real = num_tokens - num_padding
+    length_a = (num_real - 3) // 2
+    length_b = num_real - 3 - length_a
+    sentence_a = [words_a[i % len(words_a)] for i in range(length_a)]
+    sentence_b = [words_b[i % len(words_b)] for i in range(length_b)]
+    tokens = ["[CLS]", *sentence_a, "[SEP]", *sentence_b, "[SEP]"] + ["[PAD]"] * num_padding
+    special = [int(token in SPECIAL_TOKENS_TO_HIDE) for token in tokens]
+    positions = np.arange(num_tokens)
+    offsets = positions[None, :] - positions[:, None]  # (T, T) key - query
+    separators = np.array([token == "[SEP]" for token in tokens])
+    logits = rng.standard_normal((num_layers, num_heads, num_tokens, num_tokens), dtype=np.float32)
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            kind = rng.integers(0, 5)
+            if kind == 0:
+                logits[layer, head] += 4.0 * (offsets == -1)
+            elif kind == 1:
+                logits[layer, head] += 4.0 * (offsets == 1)
+            elif kind == 2:
+                logits[layer, head, :, 0] += 4.0
+                logits[layer, head][:, separators] += 3.0
+            elif kind == 3:
+                logits[layer, head] += 3.0 * (offsets == 0)
+            logits[layer, head] *= np.float32(rng.uniform(0.5, 1.5))
+    logits[..., np.array(tokens) == "[PAD]"] = -1e9  # nothing attends to padding
+    logits -= logits.max(axis=-1, keepdims=True)
+    attentions = np.exp(logits, out=logits)
+    attentions /= attentions.sum(axis=-1, keepdims=True)
+    return DemoInspection(
+        encoding=DemoEncoding(tokens, special),
+        input_tokens=tokens,
+        attentions=attentions,
+        head_mask=np.ones((num_layers, num_heads), np.float32),
+    )
+
+
+def real_inspection(text_a: str = DEMO_TEXT_A, text_b: str | None = DEMO_TEXT_B, checkpoint: Path | None = None,
+                    preset: str = "mini"):
+    """bertcore.analysis.inspection.inspect on a checkpoint folder, or on an untrained `preset` model."""
+    import torch
+
+    from bertcore.analysis.inspection import inspect
+    from bertcore.config import preset as make_config
+    from bertcore.files.resources import default_vocab_path
+    from bertcore.models.bert import BertForPreTraining
+    from bertcore.models.checkpoint import load_pretrained
+    from bertcore.tokenization.wordpiece import BertTokenizer
+
+    if checkpoint is not None:
+        model, tokenizer = load_pretrained(checkpoint)
+    else:
+        torch.manual_seed(0)
+        tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
+        model = BertForPreTraining(make_config(preset, vocab_size=tokenizer.vocab_size)).eval()
+    return inspect(model, tokenizer, text_a, text_b)

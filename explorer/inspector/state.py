@@ -1,0 +1,328 @@
+"""The explorer's session state, in plain Python: the source of truth the Qt views render.
+
+Which model is loaded and where it came from, the sentence pair, the masking (BERT's random recipe with a
+seed, or positions the user clicked), the head mask, and the last inspection. Nothing here imports Qt, so
+the whole flow (type → encode → mask → request an inspection) runs and is tested headless.
+
+Errors never leave the state half-changed: `set_pair` encodes first and commits only when that worked, so
+the window keeps showing the previous input while it reports what was wrong with the new one.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
+from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
+
+DEFAULT_TOP_K = 5
+
+
+class MaskingMode(str, enum.Enum):
+    NONE = "none"  # the model sees the sentence as typed
+    BERT = "bert"  # 15% of the tokens, 80/10/10, reproducible from `seed`
+    MANUAL = "manual"  # exactly the positions the user clicked, each replaced by [MASK]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the window title and the model label say about the loaded model."""
+
+    name: str  # "mini", "all-MiniLM-L6-v2", a checkpoint folder's name
+    path: str | None  # checkpoint folder it was loaded from; None for a model built in memory
+    untrained: bool  # randomly initialised: its predictions and attention patterns mean nothing yet
+    num_parameters: int
+    device: str
+    has_pretraining_heads: bool  # MLM and NSP heads (False for a bare encoder and for a fine-tuned task model)
+    num_layers: int
+    num_heads: int
+    max_positions: int
+    task: str | None = None  # a fine-tuned model's head: "sequence", "token" or "qa" (bertcore.models.task_heads)
+    task_labels: tuple[str, ...] = ()  # its labels in class-id order (config.id2label); () for qa
+    problem_type: str | None = None  # sequence: single_label_classification, multi_label_classification, regression
+
+    @property
+    def task_description(self) -> str:
+        """The task head in words, e.g. "sequence classification: exclamation, question, statement"."""
+        if self.task is None:
+            return ""
+        if self.task == "qa":
+            return "question answering (start/end of a span)"
+        if self.task == "token":
+            kind = "token classification"
+        else:
+            kind = {"regression": "regression", "multi_label_classification": "multi-label classification"}.get(
+                self.problem_type or "", "sequence classification")
+        shown = ", ".join(self.task_labels[:6]) + (f" and {len(self.task_labels) - 6} more"
+                                                    if len(self.task_labels) > 6 else "")
+        return f"{kind}: {shown}" if kind != "regression" else kind
+
+    @property
+    def label(self) -> str:
+        """One line, e.g. "mini (untrained) · 11.2M parameters · cpu"."""
+        name = f"{self.name} (untrained)" if self.untrained else self.name
+        parts = [name, f"{_human_count(self.num_parameters)} parameters",
+                 f"{self.num_layers} layers × {self.num_heads} heads", self.device]
+        if self.task is not None:
+            parts.append(self.task_description)
+        elif not self.has_pretraining_heads:
+            parts.append("no MLM/NSP heads")
+        return " · ".join(parts)
+
+
+def task_of(model: Any) -> str | None:
+    """"sequence", "token" or "qa" for a fine-tuned model of bertcore.models.task_heads; None for any other."""
+    from bertcore.models.task_heads import (
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+    )
+
+    kinds = {BertForSequenceClassification: "sequence", BertForTokenClassification: "token",
+             BertForQuestionAnswering: "qa"}
+    return kinds.get(type(model))
+
+
+def describe_model(model: Any, name: str, *, path: str | None = None, untrained: bool = False) -> ModelInfo:
+    config = model.config
+    parameter = next(model.parameters(), None)
+    task = task_of(model)
+    problem_type = None
+    if task == "sequence":  # as transformers infers it when config.json does not say
+        problem_type = config.problem_type or (
+            "regression" if config.num_labels == 1 else "single_label_classification")
+    return ModelInfo(
+        name=name,
+        path=str(path) if path is not None else None,
+        untrained=untrained,
+        num_parameters=int(model.num_parameters()),
+        device=str(parameter.device) if parameter is not None else "cpu",
+        has_pretraining_heads=bool(getattr(model, "has_pretraining_heads", task is None)),
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        max_positions=config.max_position_embeddings,
+        task=task,
+        task_labels=tuple(config.id2label.values()) if task in ("sequence", "token") else (),
+        problem_type=problem_type,
+    )
+
+
+def _human_count(count: int) -> str:
+    if count >= 1_000_000_000:
+        return f"{count / 1e9:.2f}B"
+    if count >= 1_000_000:
+        return f"{count / 1e6:.1f}M"
+    if count >= 1_000:
+        return f"{count / 1e3:.1f}k"
+    return str(count)
+
+
+@dataclass(frozen=True)
+class InspectRequest:
+    """Everything the inspection worker needs, captured at one moment; `request_id` orders requests."""
+
+    request_id: int
+    model: Any
+    tokenizer: BertTokenizer
+    encoding: Encoding
+    masking: Masking | None
+    head_mask: np.ndarray | None  # (L, H) 1 = keep, 0 = off; None = all heads on
+    top_k: int = DEFAULT_TOP_K
+
+
+@dataclass
+class ExplorerState:
+    model: Any = None
+    tokenizer: BertTokenizer | None = None
+    model_info: ModelInfo | None = None
+    text_a: str = ""
+    text_b: str | None = None
+    pad_to: int | None = None  # pad the encoding to this many positions to show [PAD] and the attention mask
+    masking_mode: MaskingMode = MaskingMode.NONE
+    seed: int = 0
+    manual_positions: tuple[int, ...] = ()
+    head_mask: np.ndarray | None = None  # (L, H) float32; None while every head is on
+    top_k: int = DEFAULT_TOP_K
+    encoding: Encoding | None = None  # the last pair that encoded without error
+    masking: Masking | None = None  # the masking applied to `encoding`
+    inspection: Any = None  # the last inspection shown (bertcore.analysis.inspection.Inspection)
+    _next_request_id: int = field(default=0, repr=False)
+
+    # -- model -------------------------------------------------------------------------------------------------
+
+    def set_model(self, model: Any, tokenizer: BertTokenizer, info: ModelInfo) -> None:
+        """Swap in a model. The pair stays; it is re-encoded with the new vocabulary when that works."""
+        self.model, self.tokenizer, self.model_info = model, tokenizer, info
+        self.head_mask = None  # a head mask belongs to one architecture
+        self.inspection = None
+        self.encoding = None
+        self.masking = None
+        if self.text_a.strip():
+            try:
+                self.set_pair(self.text_a, self.text_b)
+            except ValueError:
+                pass  # the window re-encodes and reports the message
+
+    @property
+    def max_length(self) -> int:
+        if self.model is None:
+            return 512
+        return int(self.model.config.max_position_embeddings)
+
+    # -- input ---------------------------------------------------------------------------------------------------
+
+    def encode(self, text_a: str, text_b: str | None) -> Encoding:
+        """Encode without changing the state; TokenizerError (a ValueError) says what is wrong."""
+        if self.tokenizer is None:
+            raise ValueError("no model is loaded yet; open a checkpoint or create a model from the Model menu")
+        text_b = text_b if text_b is not None and text_b.strip() else None
+        pad_to = None
+        if self.pad_to is not None:
+            pad_to = min(self.pad_to, self.max_length)
+        encoding = self.tokenizer.encode(text_a, text_b, max_length=self.max_length)
+        if pad_to is not None and pad_to > len(encoding):
+            encoding = self.tokenizer.encode(text_a, text_b, max_length=self.max_length, pad_to=pad_to)
+        return encoding
+
+    def set_pair(self, text_a: str, text_b: str | None) -> Encoding:
+        """Encode the pair and re-apply the masking; on error the previous pair and encoding stay."""
+        encoding = self.encode(text_a, text_b)
+        masking = self._masking_for(encoding)
+        self.text_a = text_a
+        self.text_b = text_b if text_b is not None and text_b.strip() else None
+        self.encoding, self.masking = encoding, masking
+        if self.masking_mode is MaskingMode.MANUAL:
+            self.manual_positions = tuple(masking.positions) if masking is not None else ()
+            if masking is None:
+                self.masking_mode = MaskingMode.NONE
+        return encoding
+
+    def input_notes(self) -> list[str]:
+        """Warnings about the current encoding: truncation and words the vocabulary lacks."""
+        if self.encoding is None:
+            return []
+        notes = []
+        if self.encoding.truncation is not None:
+            notes.append(self.encoding.truncation.message)
+        if self.encoding.unknown_words:
+            words = ", ".join(dict.fromkeys(repr(word) for word in self.encoding.unknown_words))
+            notes.append(f"[UNK] for: {words} — the vocabulary has no pieces for these characters")
+        return notes
+
+    # -- masking ---------------------------------------------------------------------------------------------
+
+    def mask_like_bert(self, seed: int | None = None) -> Masking | None:
+        if seed is not None:
+            self.seed = int(seed)
+        self.masking_mode = MaskingMode.BERT
+        return self._remask()
+
+    def reroll(self) -> Masking | None:
+        """A new seed: the next draw of BERT's 15% / 80-10-10 recipe."""
+        return self.mask_like_bert(self.seed + 1)
+
+    def toggle_mask(self, position: int) -> Masking | None:
+        """Mask or unmask one position by hand. ValueError for [CLS]/[SEP]/[PAD] or a position past the end."""
+        if self.encoding is None:
+            raise ValueError("there is no input to mask yet; type a sentence first")
+        if not 0 <= position < len(self.encoding):
+            raise ValueError(f"position {position} is outside the input (0..{len(self.encoding) - 1})")
+        if self.encoding.special_tokens_mask[position]:
+            token = self.encoding.tokens[position]
+            raise ValueError(f"position {position} is {token}, a token the layout adds; BERT never masks it")
+        current = set(self.masking.positions) if self.masking is not None else set()
+        current ^= {position}
+        if not current:
+            return self.clear_masks()
+        masking = mask_exactly(self.encoding, self.tokenizer, sorted(current))
+        self.masking_mode, self.manual_positions, self.masking = MaskingMode.MANUAL, tuple(sorted(current)), masking
+        return masking
+
+    def clear_masks(self) -> None:
+        self.masking_mode, self.manual_positions, self.masking = MaskingMode.NONE, (), None
+        return None
+
+    def masking_summary(self) -> str:
+        """The masking in one line: how it was chosen and what became of the tokens it picked."""
+        if self.masking is None:
+            return "No masking: click a token to mask it, or press “Mask like BERT”."
+        decisions = [MaskDecision(decision) for decision in self.masking.decisions]
+        counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
+        candidates = sum(1 for special in self.encoding.special_tokens_mask if not special)
+        how = f"BERT recipe, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
+        return (f"Masking ({how}): {sum(counts.values())} of {candidates} tokens — {counts[MaskDecision.MASK]} → "
+                f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
+
+    def _remask(self) -> Masking | None:
+        self.masking = self._masking_for(self.encoding) if self.encoding is not None else None
+        return self.masking
+
+    def _masking_for(self, encoding: Encoding) -> Masking | None:
+        if self.masking_mode is MaskingMode.BERT:
+            return mask_like_bert(encoding, self.tokenizer, seed=self.seed)
+        if self.masking_mode is MaskingMode.MANUAL:
+            # Clicked positions survive an edit when they still hold an ordinary token.
+            positions = [
+                position for position in self.manual_positions
+                if position < len(encoding) and not encoding.special_tokens_mask[position]
+                and encoding.input_ids[position] not in self.tokenizer.special_token_ids
+            ]
+            return mask_exactly(encoding, self.tokenizer, positions) if positions else None
+        return None
+
+    # -- heads ---------------------------------------------------------------------------------------------------
+
+    def set_head_mask(self, head_mask: np.ndarray | None) -> bool:
+        """Returns whether it changed. An all-ones mask is stored as None (every head on)."""
+        if head_mask is not None:
+            head_mask = np.asarray(head_mask, dtype=np.float32)
+            if self.model_info is not None:
+                expected = (self.model_info.num_layers, self.model_info.num_heads)
+                if head_mask.shape != expected:
+                    raise ValueError(f"head mask has shape {head_mask.shape}; this model needs {expected}")
+            if np.all(head_mask == 1):
+                head_mask = None
+        unchanged = (head_mask is None and self.head_mask is None) or (
+            head_mask is not None and self.head_mask is not None and np.array_equal(head_mask, self.head_mask)
+        )
+        self.head_mask = head_mask
+        return not unchanged
+
+    # -- inspection --------------------------------------------------------------------------------------------
+
+    def inspect_request(self) -> InspectRequest | None:
+        """The request for the current input, with a fresh id; None when there is nothing to inspect."""
+        if self.model is None or self.encoding is None:
+            return None
+        self._next_request_id += 1
+        return InspectRequest(
+            request_id=self._next_request_id,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            encoding=self.encoding,
+            masking=self.masking,
+            head_mask=None if self.head_mask is None else self.head_mask.copy(),
+            top_k=self.top_k,
+        )
+
+    def supersede_requests(self) -> None:
+        """Make every request issued so far stale: its result will not be shown."""
+        self._next_request_id += 1
+
+    @property
+    def latest_request_id(self) -> int:
+        return self._next_request_id
+
+
+def run_inspection(request: InspectRequest) -> Any:
+    """The work the inspection worker does for one request (plain call; no Qt)."""
+    from bertcore.analysis.inspection import inspect_encoding
+
+    return inspect_encoding(
+        request.model, request.tokenizer, request.encoding,
+        masking=request.masking, top_k=request.top_k, head_mask=request.head_mask,
+    )

@@ -1,0 +1,412 @@
+"""Live training curves: the loss, a metric plot and the learning rate, with held-out points.
+
+What each plot holds follows a `explorer.runs.curve_layout.CurveLayout`: for pretraining the total / MLM / NSP loss
+and MLM / NSP accuracy; for fine-tuning the task's loss and metrics (accuracy, macro_f1, entity_f1,
+exact_match, f1, pearson, spearman) held out, joined. `set_layout` switches (a Train or a Fine-tune run, a
+watched run folder of either kind). Records arrive as the engines yield them or as a metrics file is read back
+(`bertcore.training.pretraining.StepStats` / `EvalStats`,
+`bertcore.training.finetuning.TaskStepStats` / `TaskEvalStats`).
+
+Plot items are created once per curve, empty, whenever the layout is (re)set, before a run's first step (made at
+that step they held the GUI thread ~60 ms); a curve is named in the legend when its first value arrives, so the
+legend names only what is there. They are fed with `setData`; new points land in growing numpy buffers
+(`explorer.runs.curve_series`) and a single-shot timer redraws at most `max_fps` times a second however fast steps
+arrive. Long runs stay smooth: curves are drawn only over the steps in view (clip to view), reduced with the "peak"
+method (a min and a max per pixel column, so spikes stay visible) from an incrementally built `PeakPyramid` rather
+than by pyqtgraph's own `setDownsampling(mode="peak")`, which recomputes over every point at every repaint
+(measured at 100k steps: ~35 ms a frame with pyqtgraph's, see benchmarks/gui_lag_training.py --long).
+
+Painting cost is what decides the GUI's lag during a run (measured: a repaint of the three plots took
+~18 ms with a translucent grid and ~3 ms without, most of it replaying the axis pictures), so there is no
+grid, and the step axis spans the run's total steps from the start instead of growing with every step
+(an axis whose range changes re-computes its ticks and text on each repaint).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from explorer.runs.curve_layout import (
+    METRIC_PLOT,
+    PRETRAINING,
+    Curve,
+    CurveLayout,
+    is_held_out,
+    record_values,
+    summary_line,
+)
+from explorer.runs.curve_series import CurveSeries
+
+LEFT_AXIS_WIDTH = 72  # pixels, the label included
+
+
+class ScientificAxis(pg.AxisItem):
+    """Tick values in scientific notation ("2.0e-05"), for learning rates: an SI prefix read "(x1e-06)"
+    beside ticks of 20…100, true but a sum to do in one's head."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values, scale, spacing):
+        largest = max((abs(value) for value in values), default=0.0)
+        # Enough digits that neighbouring ticks differ: 1.00e-03, 1.05e-03, … for a narrow range.
+        digits = max(1, math.ceil(math.log10(largest / spacing))) if largest > 0 and spacing > 0 else 1
+        return ["0" if value == 0 else f"{value * scale:.{digits}e}" for value in values]
+
+
+_NOTHING = object()
+
+
+class LossPlots(QWidget):
+    """Three linked plots (loss, a metric, learning rate) with a draggable step marker."""
+
+    markerMoved = Signal(int)  # the user dragged the step marker to this step
+
+    def __init__(self, parent: QWidget | None = None, *, max_fps: float = 30.0, smoothing: float = 0.6,
+                 layout: CurveLayout = PRETRAINING):
+        super().__init__(parent)
+        self.setObjectName("lossPlots")
+        self.layout_spec = layout
+        self._smoothing = smoothing
+        self._smoothing_on = True
+        self._series: dict[str, CurveSeries] = {}
+        self._eval_series: dict[str, CurveSeries] = {}
+        self._last_step = -math.inf
+        self._last_values: dict[str, float] = {}
+        self._last_held_out: dict[str, float] = {}
+        self._step_extent: int | None = None  # the step axis spans [0, this] while the user has not zoomed
+        self._follow_steps = True
+        self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
+        self.redraw_count = 0
+        self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _update_needed)
+
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setObjectName("lossGraphics")
+        self.graphics.setBackground("w")
+        self.loss_plot = self._make_plot("loss", row=0)
+        self.accuracy_plot = self._make_plot(layout.metric_title, row=1)
+        self.lr_plot = self._make_plot("learning rate", row=2, left_axis=ScientificAxis("left"))
+        self.plots = (self.loss_plot, self.accuracy_plot, self.lr_plot)  # by curve_layout's plot numbers
+        self.accuracy_plot.setXLink(self.loss_plot)
+        self.lr_plot.setXLink(self.loss_plot)
+        self.lr_plot.setLabel("bottom", "step")
+        self.accuracy_plot.setYRange(0.0, 1.0)
+        self._place_metric_legend()
+        for plot in self.plots:
+            # Plain step numbers: an SI prefix made an empty axis read "step (x0.001)".
+            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            # One width for the value axes, wide enough for "1.0e-04": the linked step axes line up.
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
+            plot.getViewBox().sigRangeChangedManually.connect(self._user_moved_view)
+
+        self._raw_items: dict[str, pg.PlotDataItem] = {}
+        self._smooth_items: dict[str, pg.PlotDataItem] = {}
+        self._eval_items: dict[str, pg.PlotDataItem] = {}
+        self._make_train_items()
+
+        self.markers = []
+        for plot in self.plots:
+            marker = pg.InfiniteLine(angle=90, movable=plot is self.loss_plot, pen=pg.mkPen("#d62728", width=1))
+            marker.setVisible(False)
+            plot.addItem(marker, ignoreBounds=True)
+            self.markers.append(marker)
+        self.markers[0].sigDragged.connect(self._marker_dragged)
+        self.loss_plot.sigXRangeChanged.connect(self._schedule)  # zoom / pan: redraw at the new detail
+
+        self.smoothing_check = QCheckBox("Smooth")
+        self.smoothing_check.setObjectName("smoothingCheck")
+        self.smoothing_check.setChecked(True)
+        self.smoothing_check.setToolTip("Draw each training curve smoothed (an exponential moving average, as "
+                                        "TensorBoard does) over its raw values, drawn faint")
+        self.smoothing_check.toggled.connect(self.set_smoothing_enabled)
+        self.smoothing_spin = QDoubleSpinBox()
+        self.smoothing_spin.setObjectName("smoothingSpin")
+        self.smoothing_spin.setRange(0.0, 0.999)
+        self.smoothing_spin.setSingleStep(0.05)
+        self.smoothing_spin.setDecimals(3)
+        self.smoothing_spin.setValue(smoothing)
+        self.smoothing_spin.setToolTip("How much each smoothed point keeps of the one before (0 = no smoothing, "
+                                       "0.99 = very smooth)")
+        self.smoothing_spin.editingFinished.connect(lambda: self.set_smoothing(self.smoothing_spin.value()))
+        self.summary_label = QLabel("no steps yet")
+        self.summary_label.setObjectName("lossSummaryLabel")
+        self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        controls = QHBoxLayout()
+        controls.addWidget(self.smoothing_check)
+        controls.addWidget(self.smoothing_spin)
+        controls.addStretch(1)
+        controls.addWidget(self.summary_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(controls)
+        layout.addWidget(self.graphics, 1)
+
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(max(1, round(1000.0 / max_fps)))
+        self._redraw_timer.timeout.connect(self._redraw)
+
+    def _make_plot(self, title: str, row: int, left_axis: pg.AxisItem | None = None) -> pg.PlotItem:
+        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": left_axis} if left_axis else None)
+        plot.setLabel("left", title)
+        plot.addLegend(offset=(-10, 2), labelTextSize="8pt", colCount=3)
+        plot.setClipToView(True)
+        plot.setMenuEnabled(True)
+        return plot
+
+    def _user_moved_view(self, *_args) -> None:
+        self._follow_steps = False  # the user zoomed or panned: leave their view alone
+
+    def set_step_extent(self, total_steps: int | None) -> None:
+        """Make the step axis span [0, total_steps] (None: follow the data)."""
+        self._step_extent = total_steps
+        if total_steps is None:
+            self.loss_plot.enableAutoRange(x=True)
+        elif self._follow_steps:
+            self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
+
+    def show_planned_steps(self, total_steps: int | None) -> None:
+        """Before the first step: let the empty step axis span [0, total_steps] (a run about to start, or the
+        form's step count) rather than an arbitrary 0..1. No effect once steps have arrived, or after a zoom."""
+        if self._last_step != -math.inf or not self._follow_steps or not total_steps:
+            return
+        self._showing_planned_steps = True
+        self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
+
+    @staticmethod
+    def _make_curve(plot: pg.PlotItem, pen) -> pg.PlotDataItem:
+        # CurveSeries holds finite values only, already reduced to the view by its PeakPyramid ("peak" method).
+        item = pg.PlotDataItem(pen=pen, skipFiniteCheck=True)
+        item.setClipToView(True)
+        plot.addItem(item)
+        return item
+
+    def _make_train_items(self) -> None:
+        """The layout's training curves, empty and not yet in the legend (see the module docstring)."""
+        for curve in self.layout_spec.train:
+            plot = self.plots[curve.plot]
+            if curve.smoothed:
+                faint = pg.mkPen(pg.mkColor(curve.colour).lighter(160), width=1)
+                self._raw_items[curve.key] = self._make_curve(plot, faint)
+                self._smooth_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
+            else:
+                self._raw_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
+
+    def _train_series(self, curve: Curve) -> CurveSeries:
+        """The series of a training curve; its first value puts the curve in the legend."""
+        series = self._series.get(curve.key)
+        if series is None:
+            series = self._series[curve.key] = CurveSeries(self._smoothing)
+            named = self._smooth_items.get(curve.key, self._raw_items[curve.key])
+            self.plots[curve.plot].legend.addItem(named, curve.name)
+        return series
+
+    def _held_out_series(self, curve: Curve) -> CurveSeries:
+        series = self._eval_series.get(curve.key)
+        if series is None:
+            series = self._eval_series[curve.key] = CurveSeries(self._smoothing)
+            pen = pg.mkPen(curve.colour, width=1.5, style=Qt.PenStyle.DashLine) if curve.joined else None
+            item = pg.PlotDataItem(pen=pen, name=curve.name, symbol=curve.symbol, symbolSize=7,
+                                   symbolBrush=curve.colour, symbolPen="k")
+            self.plots[curve.plot].addItem(item)
+            self._eval_items[curve.key] = item
+        return series
+
+    # ---- data in ----
+    def set_layout(self, layout: CurveLayout) -> None:
+        """Draw another kind of run's curves (pretraining or fine-tuning); clears what is drawn."""
+        if layout is self.layout_spec:
+            return
+        self.layout_spec = layout
+        self.accuracy_plot.setLabel("left", layout.metric_title)
+        self._place_metric_legend()
+        self.clear()
+
+    def _place_metric_legend(self) -> None:
+        """The metric plot's legend top right, or bottom right where the layout's curves rise into the top."""
+        corner = (1, 1) if self.layout_spec.metric_legend_at_bottom else (1, 0)  # as addLegend's offset sign says
+        self.accuracy_plot.legend.anchor(corner, corner, offset=(-10, -2 if corner[1] else 2))
+
+    def clear(self) -> None:
+        """Forget every point and every curve (a new run, another run folder)."""
+        for items in (self._raw_items, self._smooth_items, self._eval_items):
+            for item in items.values():
+                for plot in self.plots:
+                    if item in plot.items:
+                        plot.removeItem(item)  # and its legend entry
+            items.clear()
+        self._series.clear()
+        self._eval_series.clear()
+        self._drawn.clear()
+        self._make_train_items()
+        self._last_step = -math.inf
+        self._last_values, self._last_held_out = {}, {}
+        self._follow_steps = True
+        self._showing_planned_steps = False
+        self.accuracy_plot.setYRange(0.0, 1.0)
+        self.set_step_extent(None)
+        self.summary_label.setText("no steps yet")
+        self.set_marker(None)
+        self._redraw()
+
+    def add_all(self, records) -> None:
+        """Append step and evaluation records, in order."""
+        for stats in records:
+            self.add(stats)
+
+    def add(self, stats) -> None:
+        """A training step (and its held-out evaluation, if it ran one), or a held-out evaluation alone."""
+        values = record_values(stats)
+        if is_held_out(stats):
+            for key, value in values.items():
+                curve = self.layout_spec.held_out_curve(key)
+                if curve is not None and math.isfinite(value):
+                    self._held_out_series(curve).append(float(stats.step), value)
+                    self._fit_metric_range(curve, value)
+            self._last_held_out = values
+            self._schedule()
+            return
+        step = stats.step
+        if step <= self._last_step:
+            # A resumed run replays the steps after its last checkpoint: the new values replace them.
+            for series in self._series.values():
+                series.truncate_from(float(step))
+        self._last_step = step
+        total = stats.total_steps or None  # 0: a metrics file that does not say
+        if self._showing_planned_steps:
+            self._showing_planned_steps = False
+            if total is None and self._follow_steps:
+                self.set_step_extent(self._step_extent)  # the plan was a placeholder: follow the data again
+        if total is not None and total != self._step_extent and self._follow_steps:
+            self.set_step_extent(total)
+        for curve in self.layout_spec.train:
+            value = values.get(curve.key, math.nan)
+            if math.isfinite(value):
+                self._train_series(curve).append(float(step), value)
+                self._fit_metric_range(curve, value)
+        self._last_values = values
+        if stats.eval is not None:
+            self.add(stats.eval)
+        else:
+            self._schedule()
+
+    def _fit_metric_range(self, curve: Curve, value: float) -> None:
+        """The metric plot spans 0..1, or -1..1 once a correlation (pearson, spearman) goes negative."""
+        if curve.plot == METRIC_PLOT and value < 0 and self.accuracy_plot.viewRange()[1][0] > -1:
+            self.accuracy_plot.setYRange(-1.0, 1.0)
+
+    def _schedule(self, *_args) -> None:
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
+    def _visible_steps(self) -> tuple[float, float, int]:
+        """(first, last step in view, points the plot can show), the whole run when the axis follows the data."""
+        view = self.loss_plot.getViewBox()
+        budget = max(200, round(view.width()))  # about one min/max pair per pixel column
+        if view.autoRangeEnabled()[0]:
+            return -math.inf, math.inf, budget
+        x_min, x_max = view.viewRange()[0]
+        return x_min, x_max, budget
+
+    def _redraw(self) -> None:
+        self.redraw_count += 1
+        view = self._visible_steps()
+        for key, series in self._series.items():
+            raw = self._raw_items[key]
+            if key in self._smooth_items:
+                self._show_curve(self._smooth_items[key], series, view, smoothed=self._smoothing_on)
+                if self._smoothing_on:
+                    self._show_curve(raw, series, view, smoothed=False)
+                elif self._update_needed(raw, None):
+                    raw.setData([], [])
+            else:
+                self._show_curve(raw, series, view, smoothed=False)
+        for key, series in self._eval_series.items():
+            item = self._eval_items[key]
+            if self._update_needed(item, series.version):
+                item.setData(series.x, series.y)
+        if self._last_step > -math.inf:
+            self.summary_label.setText(summary_line(self.layout_spec, int(self._last_step), self._last_values,
+                                                    self._last_held_out))
+
+    def _update_needed(self, item: pg.PlotDataItem, shown: object) -> bool:
+        """False when `item` already shows `shown` (what its data depends on); else remember it, True.
+
+        Held-out dots change every few hundred steps but rebuilt their scatter points on every redraw: with
+        the curves of unchanged series, half of the redraw time and a third of the paint while training.
+        """
+        if self._drawn.get(id(item), _NOTHING) == shown:
+            return False
+        self._drawn[id(item)] = shown
+        return True
+
+    def _show_curve(self, item: pg.PlotDataItem, series: CurveSeries, view: tuple, smoothed: bool) -> None:
+        if self._update_needed(item, (series.version, view, smoothed)):
+            x_min, x_max, budget = view
+            item.setData(*series.display(x_min, x_max, budget, smoothed=smoothed))
+
+    # ---- smoothing ----
+    def set_smoothing_enabled(self, enabled: bool) -> None:
+        self._smoothing_on = bool(enabled)
+        self.smoothing_spin.setEnabled(self._smoothing_on)
+        self._redraw()
+
+    def set_smoothing(self, smoothing: float) -> None:
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing is {smoothing}; use a weight in [0, 1) (0 turns smoothing off)")
+        if smoothing == self._smoothing:
+            return
+        self._smoothing = smoothing
+        for key in self._smooth_items:
+            self._series[key].set_smoothing(smoothing)
+        self._redraw()
+
+    # ---- the step marker ----
+    def set_marker(self, step: int | None) -> None:
+        """Show the vertical step marker at `step` (None hides it)."""
+        for marker in self.markers:
+            marker.setVisible(step is not None)
+            if step is not None:
+                marker.blockSignals(True)
+                marker.setValue(step)
+                marker.blockSignals(False)
+
+    def _marker_dragged(self) -> None:
+        step = round(self.markers[0].value())
+        for marker in self.markers[1:]:
+            marker.setValue(step)
+        self.markerMoved.emit(step)
+
+    # ---- for tests and the panel ----
+    def point_count(self, key: str = "loss") -> int:
+        """How many training points the `key` curve holds."""
+        return self._series[key].size if key in self._series else 0
+
+    def eval_point_count(self, key: str = "loss") -> int:
+        return self._eval_series[key].size if key in self._eval_series else 0
+
+    def series(self, key: str, held_out: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of a training curve (or of a held-out series), copies; empty when it has none."""
+        series = (self._eval_series if held_out else self._series).get(key)
+        if series is None:
+            return np.zeros(0), np.zeros(0)
+        return series.x.copy(), series.y.copy()
+
+    def legend_names(self) -> list[str]:
+        """The legend entries of the three plots, top to bottom (what a user reads the curves by)."""
+        return [label.text for plot in self.plots for _, label in plot.legend.items]
+
+    def last_step(self) -> int | None:
+        return None if self._last_step == -math.inf else int(self._last_step)
+
+    def flush(self) -> None:
+        """Redraw now (tests; the end of a run)."""
+        self._redraw_timer.stop()
+        self._redraw()

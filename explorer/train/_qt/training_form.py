@@ -1,0 +1,223 @@
+"""The Train tab's form: corpus and run settings in, a validated `TrainingSettings` out.
+
+A view over `explorer.train.training_run.TrainingSettings` and nothing more: it starts nothing and knows no
+worker. The panel reads `settings()` when Start is pressed, fills it back with `set_settings()` when a run
+was started with explicit settings, and locks it with `set_editable(False)` while a run goes ("probe every"
+stays live: it may change mid-run).
+
+Nothing typed is silently clamped or refused: the number fields take any number (the learning rate any
+text), and a value out of range is framed in red with the reason under the form as it is typed
+(`problems()`, from the same checks TrainingSettings makes; `problemsChanged`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QStandardPaths, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from explorer.runs._qt.form_fields import DeviceCombo, ProblemLabel, RunForm, number_spin, typed_number
+from explorer.train.training_run import (
+    CONTINUE_LOADED,
+    PRESET_NAMES,
+    TrainingSettings,
+    field_problems,
+)
+
+
+def default_runs_dir() -> Path:
+    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(base or Path.home() / ".bert-explorer") / "runs"
+
+
+class TrainingForm(RunForm):
+    probeEveryChanged = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("trainingForm")
+        # Not on the form (the engine's defaults suit the app) but kept from set_settings() for settings().
+        self._extras: dict[str, int] = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self._build_corpus_box())
+        layout.addWidget(self._build_run_box())
+        self.problem_label = ProblemLabel()
+        layout.addWidget(self.problem_label)
+        self.steps_spin.valueChanged.connect(self.stepsChanged)
+        self.probe_every_spin.valueChanged.connect(lambda value: value >= 0 and self.probeEveryChanged.emit(value))
+        for spin in (self.steps_spin, self.batch_spin, self.seq_len_spin, self.seed_spin, self.probe_every_spin):
+            spin.valueChanged.connect(self._check)
+        self.lr_edit.textChanged.connect(self._check)
+        self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
+        for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
+                             (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
+                             (self.seq_len_spin, "Sequence length"), (self.lr_edit, "Learning rate"),
+                             (self.device_combo, "Device"), (self.seed_spin, "Seed"),
+                             (self.probe_every_spin, "Probe every N steps"), (self.out_edit, "Run folder")):
+            widget.setAccessibleName(name)
+
+    def _build_corpus_box(self) -> QGroupBox:
+        box = QGroupBox("Corpus")
+        self.default_corpus_radio = QRadioButton("Default corpus (tiny Shakespeare)")
+        self.default_corpus_radio.setObjectName("defaultCorpusRadio")
+        self.default_corpus_radio.setToolTip("Train on Tiny Shakespeare (about 1 MB), with the shipped vocabulary")
+        self.custom_corpus_radio = QRadioButton("File or folder:")
+        self.custom_corpus_radio.setObjectName("customCorpusRadio")
+        self.custom_corpus_radio.setToolTip("Train on your own text: a .txt file, or a folder of them; blank "
+                                            "lines separate documents")
+        self.default_corpus_radio.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(self.default_corpus_radio)
+        group.addButton(self.custom_corpus_radio)
+        self.corpus_edit = QLineEdit()
+        self.corpus_edit.setObjectName("corpusEdit")
+        self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
+        self.corpus_edit.setToolTip("The path of your corpus: a .txt file or a folder of .txt files")
+        self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
+        browse_file = QPushButton("File…")
+        browse_file.setObjectName("browseCorpusFileButton")
+        browse_file.setToolTip("Pick a .txt file to train on")
+        browse_file.clicked.connect(self._browse_corpus_file)
+        browse_folder = QPushButton("Folder…")
+        browse_folder.setObjectName("browseCorpusFolderButton")
+        browse_folder.setToolTip("Pick a folder of .txt files to train on")
+        browse_folder.clicked.connect(self._browse_corpus_folder)
+        grid = QGridLayout(box)
+        grid.addWidget(self.default_corpus_radio, 0, 0, 1, 3)
+        grid.addWidget(self.custom_corpus_radio, 1, 0, 1, 3)
+        grid.addWidget(self.corpus_edit, 2, 0)
+        grid.addWidget(browse_file, 2, 1)
+        grid.addWidget(browse_folder, 2, 2)
+        return box
+
+    def _build_run_box(self) -> QGroupBox:
+        box = QGroupBox("Run")
+        form = QFormLayout(box)
+        self.model_combo = QComboBox()
+        self.model_combo.setObjectName("presetCombo")
+        for name in PRESET_NAMES:
+            self.model_combo.addItem(f"new {name} model", name)
+        self.model_combo.addItem(CONTINUE_LOADED.capitalize(), CONTINUE_LOADED)
+        self.model_combo.setToolTip("A new, randomly initialised model of a preset size (tiny trains in about "
+                                    "a minute on a CPU), or the Inspect tab's model, trained further")
+        form.addRow("Model", self.model_combo)
+        self.steps_spin = number_spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
+        form.addRow("Steps", self.steps_spin)
+        self.batch_spin = number_spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
+        form.addRow("Batch size", self.batch_spin)
+        self.seq_len_spin = number_spin("seqLenSpin", 64, "Longest sequence, [CLS] and [SEP] included (8 … 512)")
+        form.addRow("Sequence length", self.seq_len_spin)
+        self.lr_edit = QLineEdit("0.001")
+        self.lr_edit.setObjectName("learningRateEdit")
+        self.lr_edit.setMaximumWidth(150)
+        self.lr_edit.setToolTip("Peak learning rate, between 0 and 1: e.g. 1e-3 for tiny and mini, 1e-4 for base")
+        form.addRow("Learning rate", self.lr_edit)
+        self.device_combo = DeviceCombo()
+        form.addRow("Device", self.device_combo)
+        self.seed_spin = number_spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow "
+                                                    "it: the same seed, the same run")
+        form.addRow("Seed", self.seed_spin)
+        self.probe_every_spin = number_spin("probeEverySpin", 25, "Re-inspect the probe pairs every N steps "
+                                                                  "(0 = off); can be changed while a run goes")
+        form.addRow("Probe every", self.probe_every_spin)
+        self.out_edit = QLineEdit()
+        self.out_edit.setObjectName("runFolderEdit")
+        self.out_edit.setPlaceholderText(f"new folder under {default_runs_dir()}")
+        self.out_edit.setToolTip("Where the run writes its metrics, checkpoints and final weights (the layout "
+                                 "bert-train writes); empty: a new folder for each run")
+        form.addRow("Run folder", self.out_edit)
+        return box
+
+    # ---- values ----
+    def _number_values(self) -> dict:
+        """The number fields as typed (the learning rate as a float, or its text when it is not a number)."""
+        return {"steps": self.steps_spin.value(), "batch_size": self.batch_spin.value(),
+                "seq_len": self.seq_len_spin.value(), "learning_rate": typed_number(self.lr_edit.text()),
+                "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value()}
+
+    def problems(self) -> dict[str, str]:
+        """{field: why its value cannot be used}, for the number fields as they are now."""
+        return field_problems(**self._number_values())
+
+    def problem_fields(self) -> dict[str, QWidget]:
+        return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
+                "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
+
+    def settings(self) -> TrainingSettings:
+        """The form as a validated TrainingSettings (ValueError with the problem)."""
+        problems = self.problems()
+        if problems:
+            raise ValueError(next(iter(problems.values())))
+        corpus = None
+        if self.custom_corpus_radio.isChecked():
+            corpus = self.corpus_edit.text().strip()
+            if not corpus:
+                raise ValueError("no corpus file or folder is given; type a path, browse, or pick the default")
+        return TrainingSettings(
+            corpus=corpus,
+            preset=self.model_combo.currentData(),
+            steps=self.steps_spin.value(),
+            batch_size=self.batch_spin.value(),
+            seq_len=self.seq_len_spin.value(),
+            learning_rate=float(self.lr_edit.text()),
+            device=self.device_combo.currentData(),
+            seed=self.seed_spin.value(),
+            probe_every=self.probe_every_spin.value(),
+            out_dir=self.typed_run_folder(),
+            **self._extras,
+        )
+
+    def set_settings(self, settings: TrainingSettings) -> None:
+        """Fill the form (the run folder too); ValueError for a device this machine lacks."""
+        index = self.device_combo.index_of(settings.device)
+        self.custom_corpus_radio.setChecked(settings.corpus is not None)
+        self.default_corpus_radio.setChecked(settings.corpus is None)
+        self.corpus_edit.setText(settings.corpus or "")
+        self.model_combo.setCurrentIndex(max(0, self.model_combo.findData(settings.preset)))
+        self.steps_spin.setValue(settings.steps)
+        self.batch_spin.setValue(settings.batch_size)
+        self.seq_len_spin.setValue(settings.seq_len)
+        self.lr_edit.setText(f"{settings.learning_rate:g}")
+        self.device_combo.setCurrentIndex(index)
+        self.seed_spin.setValue(settings.seed)
+        self.probe_every_spin.setValue(settings.probe_every)
+        self.out_edit.setText(settings.out_dir or "")
+        self._extras = {"checkpoint_every": settings.checkpoint_every, "eval_every": settings.eval_every}
+
+    def planned_steps(self) -> int:
+        return self.steps_spin.value()
+
+    def set_editable(self, editable: bool) -> None:
+        """Lock everything a running run depends on; "probe every" stays live."""
+        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_edit,
+                       self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
+                       self.default_corpus_radio, self.custom_corpus_radio):
+            widget.setEnabled(editable)
+
+    # ---- browsing ----
+    def _browse_corpus_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Corpus file", "", "Text files (*.txt);;All files (*)")
+        if path:
+            self.corpus_edit.setText(path)
+            self.custom_corpus_radio.setChecked(True)
+
+    def _browse_corpus_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Folder of .txt files")
+        if path:
+            self.corpus_edit.setText(path)
+            self.custom_corpus_radio.setChecked(True)

@@ -1,0 +1,505 @@
+"""The training run as the Train tab sees it, without Qt: its settings, the engine behind it, and the prober.
+
+- `TrainingSettings`: what the tab's form asks for, validated, with messages a user understands.
+- `EngineRun`: what the tab needs from a running engine; `make_engine_run` adapts `bertcore.training.pretraining`,
+  whose `StepStats` (plain numbers, with the step's `EvalStats` and checkpoint) reach the GUI as they are.
+- `RunDriver`: one run as its training thread drives it (builds the engine, hands weight snapshots to the
+  prober every N steps, passes a stop request on).
+- `SnapshotProber`: run in the probe thread, it loads a weights snapshot (`WeightsJob`) or a watched run's
+  checkpoint (`CheckpointJob`) into its own model and inspects the probe pairs.
+- Plain helpers for what the tab shows: the devices to pick from, a failure in words, a watched run's
+  configuration in words, a duration.
+
+Everything here runs headless (the engine and the prober in worker threads); `explorer.train._qt.training_panel`
+is the thin Qt view over it.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import math
+import os
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer.common.failure import Failure
+from explorer.train.probe_history import ProbePair
+
+PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
+CONTINUE_LOADED = "continue the loaded model"
+DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
+
+
+MAX_SEQ_LEN = 512  # positions of every bertcore preset
+MAX_BATCH_SIZE = 4096
+MAX_SEED = 2**31 - 1
+
+
+def _at_least(name: str, low: int, value, high: int | None = None, why: str = "") -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{name} is {value!r}; type a whole number"
+    if value < low:
+        return f"{name} is {value:,}; it must be at least {low}{why}"
+    if high is not None and value > high:
+        return f"{name} is {value:,}; it can be at most {high:,}{why}"
+    return None
+
+
+def _learning_rate_problem(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"learning rate is {value!r}; type a number such as 1e-3 or 0.0005"
+    if not 0.0 < value < 1.0:
+        return f"learning rate is {value:g}; it must be between 0 and 1, e.g. 1e-3 or 1e-4"
+    return None
+
+
+# One check per field: the form shows each field's problem as it is typed; the settings refuse the first.
+FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "preset": lambda value: None if value in (*PRESET_NAMES, CONTINUE_LOADED)
+    else f"preset {value!r} is unknown; pick one of {', '.join(PRESET_NAMES)}",
+    "steps": lambda value: _at_least("steps", 1, value),
+    "batch_size": lambda value: _at_least("batch size", 1, value, MAX_BATCH_SIZE),
+    "seq_len": lambda value: _at_least("sequence length", 8, value, MAX_SEQ_LEN,
+                                       " (a pair needs [CLS] A [SEP] B [SEP]; BERT has 512 positions)"),
+    "learning_rate": _learning_rate_problem,
+    "seed": lambda value: _at_least("seed", 0, value, MAX_SEED),
+    "probe_every": lambda value: _at_least("probe every", 0, value, why=" (0 = off)"),
+    "checkpoint_every": lambda value: _at_least("checkpoint every", 0, value, why=" (0 = only at the end)"),
+    "eval_every": lambda value: _at_least("held-out evaluation every", 0, value, why=" (0 = only at the end)"),
+}
+
+
+def field_problems(**values: Any) -> dict[str, str]:
+    """{field: what is wrong with it} for the fields given (empty when all are fine)."""
+    problems = {}
+    for name, value in values.items():
+        check = FIELD_CHECKS.get(name)
+        problem = check(value) if check is not None else None
+        if problem:
+            problems[name] = problem
+    return problems
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """What the panel's form asks for; the defaults finish a visible run on a 2-core CPU in about a minute."""
+
+    corpus: str | None = None  # a .txt file or a folder of them; None = the default corpus
+    preset: str = "tiny"  # a bertcore preset name, or CONTINUE_LOADED to train the inspector's model further
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 64
+    learning_rate: float = 1e-3
+    device: str = "cpu"
+    seed: int = 0
+    probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
+    checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
+    eval_every: int = 50  # held-out loss every this many steps
+    out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
+    # A run folder to resume from its latest checkpoint, exactly as `bert-train --out DIR --resume` does
+    # (its recorded configuration; the fields above only describe it); None = a new run.
+    resume_from: str | None = None
+
+    def __post_init__(self) -> None:
+        values = {name: getattr(self, name) for name in FIELD_CHECKS}
+        problems = field_problems(**values)
+        if problems:
+            raise ValueError(next(iter(problems.values())))
+
+
+def resume_config(run_dir: str | os.PathLike):
+    """The `bertcore.training.pretraining.TrainingConfig` a run folder was started with, pointed at that folder: what
+    `bert-train --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
+    from bertcore.config import TrainingConfig
+    from bertcore.files.run_folder import RunFolder
+
+    return TrainingConfig.from_dict(RunFolder(run_dir).read_training_settings())
+
+
+def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...] = ("cpu",)) -> TrainingSettings:
+    """The form's view of a run folder to resume (its recorded configuration, as near as the form can show)."""
+    config = resume_config(run_dir)
+    device = config.device if config.device in device_names else device_names[0]
+    return TrainingSettings(
+        corpus=config.corpus or None, preset=config.preset if config.preset in PRESET_NAMES else "tiny",
+        steps=config.steps, batch_size=min(config.batch_size, MAX_BATCH_SIZE),
+        seq_len=min(max(config.seq_len, 8), MAX_SEQ_LEN), learning_rate=config.lr if 0 < config.lr < 1 else 1e-3,
+        device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
+        eval_every=config.eval_every, out_dir=str(run_dir), resume_from=str(run_dir))
+
+
+def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tuple[Any, Any] | None:
+    """What a run with `settings` starts from: for "continue the loaded model", the inspector's (model,
+    tokenizer), which the training thread saves as the run's first checkpoint and trains a copy of (reading
+    its weights, never changing them); None for a preset. ValueError, saying what to pick, when that model
+    is missing or has no MLM/NSP heads to pretrain."""
+    if settings.preset != CONTINUE_LOADED:
+        return None
+    if model is None:
+        raise ValueError("the inspector has no model loaded; pick a preset instead")
+    if not getattr(model, "has_pretraining_heads", True):
+        raise ValueError("the loaded model has no MLM/NSP heads (e.g. MiniLM), so it cannot be pretrained "
+                         "further here; pick a preset instead")
+    return model, tokenizer
+
+
+def available_devices() -> list[tuple[str, str]]:
+    """(device, label) pairs the user may pick: CPU always, CUDA/MPS only when torch sees them."""
+    import torch
+
+    devices = [("cpu", f"CPU ({os.cpu_count()} cores)")]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            devices.insert(index, (f"cuda:{index}", f"CUDA {index}: {torch.cuda.get_device_name(index)}"))
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.insert(0, ("mps", "Apple MPS"))
+    return devices
+
+
+def describe_failure(failure: Failure, last_step: Any, last_checkpoint: Path | None) -> str:
+    """A message a user understands for a failed run, saying what was kept.
+
+    `last_step` is the last statistics record the run yielded (None: it failed before its first step).
+    """
+    kind, message = failure.kind, failure.message
+    lowered = message.lower()
+    kept = (f"The last good checkpoint is kept: {last_checkpoint}." if last_checkpoint
+            else "No checkpoint had been written yet.")
+    if failure.is_a("CorpusError"):
+        return f"The corpus cannot be used: {message}"
+    if failure.is_a("NonFiniteLossError") or failure.is_a("DivergenceError"):
+        return f"The run diverged: {message}"  # the engine's message names the step, the checkpoint and the fix
+    if failure.is_a("OutOfMemoryTrainingError"):  # the engine's message suggests the smaller sizes
+        return f"Out of memory: {message}. {kept}"
+    if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
+        return f"Out of memory: {message}. Try a smaller batch size or sequence length, or the CPU. {kept}"
+    if failure.errno == errno.ENOSPC or "no space left" in lowered:
+        return (f"The disk is full: {message}. Free some space (or pick a run folder on another disk) and "
+                f"start again. {kept}")
+    if last_step is not None and failure.is_a("OSError"):  # a checkpoint or metrics write failed
+        return f"The run could not write to its folder: {message}. {kept}"
+    if failure.is_a("TrainingError"):  # the engine stopped the run; its message says why and what to change
+        return f"The run stopped: {message}" + ("" if "checkpoint" in lowered else f". {kept}")
+    if kind == "FloatingPointError" or re.search(r"\b(nan|inf)\b|diverg", lowered):
+        return f"The run diverged: {message}. Try a lower learning rate. {kept}"
+    if last_step is None:
+        return f"The run could not start: {message}"
+    return f"The run failed after step {last_step.step} ({kind}): {message}. {kept}"
+
+
+# ---------------------------------------------------------------- the engine, seen through one adapter
+class EngineRun(abc.ABC):
+    """What the panel needs from a run; `make_engine_run` builds the bertcore one, tests may pass others.
+
+    Built in the worker thread. `steps` yields one `bertcore.training.pretraining.StepStats` per step (plain numbers;
+    its     `eval` holds the step's held-out `EvalStats`, its `checkpoint` the folder written after it);
+    `request_stop()` makes it end at the next step boundary after saving a checkpoint; `snapshot()` returns
+    a CPU copy of the weights (state dict) for probing, safe to call between steps from the training thread;
+    `model_config`/`tokenizer` let the probe build its model.
+    """
+
+    run_dir: Path
+    steps: Iterator
+    model_config: Any
+    tokenizer: Any
+    start_step: int = 0  # the step it continues from (a resumed run), 0 for a new one
+
+    @abc.abstractmethod
+    def request_stop(self) -> None:
+        """End at the next step boundary (thread-safe)."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> dict:
+        """A CPU copy of the current weights."""
+
+
+EngineFactory = Callable[[TrainingSettings, Any], EngineRun]
+
+
+class LoopRun(EngineRun):
+    """A `bertcore.training.loop.TrainingLoop` (a pretraining `Trainer`, a `Finetuner`) behind the EngineRun
+    interface; a subclass builds the loop from its settings and hands it to `_start`."""
+
+    def _start(self, loop) -> None:
+        self.loop = loop
+        self.model_config = loop.model.config
+        self.tokenizer = loop.tokenizer
+        self.start_step = loop.step
+        self.steps = loop.steps()
+
+    def request_stop(self) -> None:
+        self.loop.request_stop()
+
+    def snapshot(self) -> dict:
+        return self.loop.snapshot_state_dict()
+
+
+def warm_up_engine() -> None:
+    """Pay the engine's one-time costs now, on this thread, not inside a run.
+
+    AdamW's first construction imports torch._dynamo (~1 s holding the GIL), and a module imported for the
+    first time in the training or probe thread holds the GIL while it executes: either would freeze the
+    window mid-run. Cheap after the first call.
+    """
+    import importlib
+
+    for name in ("bertcore.models.checkpoint", "bertcore.analysis.inspection", "bertcore.data.masking",
+                 "bertcore.models.bert", "bertcore.tokenization.wordpiece", "bertcore.data.corpus"):
+        importlib.import_module(name)
+    from bertcore.training.pretraining import warm_up
+
+    warm_up()
+
+
+def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
+    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`)."""
+    return _BertcoreRun(settings, init)
+
+
+class _BertcoreRun(LoopRun):
+    """`bertcore.training.pretraining.Trainer` with the panel's settings (or a run folder's own, when it resumes one);
+    yields its `StepStats` as they are."""
+
+    def __init__(self, settings: TrainingSettings, init: Any):
+        from bertcore.files.resources import default_vocab_path
+        from bertcore.training.pretraining import Trainer, TrainingConfig
+
+        if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
+            self.run_dir = Path(settings.resume_from)
+            self._start(Trainer(resume_config(self.run_dir), resume=True))
+            return
+        self.run_dir = Path(settings.out_dir)
+        init_from = None
+        if init is not None:  # "continue the loaded model": the engine starts from a checkpoint folder
+            from bertcore.models.checkpoint import save_pretrained
+
+            model, tokenizer = init
+            init_from = str(save_pretrained(model, tokenizer, self.run_dir / "init"))
+        vocab = None
+        if settings.corpus is None and init_from is None:
+            try:  # the shipped vocabulary was trained on the default corpus: no need to train another
+                vocab = str(default_vocab_path()) if default_vocab_path().is_file() else None
+            except FileNotFoundError:
+                vocab = None
+        config = TrainingConfig(
+            corpus=settings.corpus or "",
+            out_dir=str(self.run_dir),
+            preset=settings.preset if settings.preset != CONTINUE_LOADED else "tiny",
+            vocab=vocab,
+            init_from=init_from,
+            steps=settings.steps,
+            batch_size=settings.batch_size,
+            seq_len=settings.seq_len,
+            lr=settings.learning_rate,
+            seed=settings.seed,
+            device=settings.device,
+            eval_every=settings.eval_every,
+            checkpoint_every=settings.checkpoint_every,
+        )
+        self._start(Trainer(config))
+
+
+# ---------------------------------------------------------------- the training thread's side of a run
+class RunDriver:
+    """One run as its training thread drives it: builds the engine (`make_steps`), hands a weights snapshot
+    to the prober every `probe_every` steps and at the end (`after_step`), and passes a stop request on to
+    the engine, which then ends at its next step boundary with a checkpoint (`request_stop`, any thread).
+
+    submit_probe(step, job) must be thread-safe (a `LatestJobWorker.submit`); probe_pairs() returns the pairs
+    to probe now (a tuple the GUI thread replaces whole).
+    """
+
+    def __init__(self, settings: TrainingSettings, init: Any, engine_factory: EngineFactory,
+                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]]):
+        self.settings = settings
+        self.probe_every = settings.probe_every  # the form's field stays live: the GUI thread replaces it whole
+        self._init = init
+        self._engine_factory = engine_factory
+        self._submit_probe = submit_probe
+        self._probe_pairs = probe_pairs
+        self._lock = threading.Lock()
+        self._run: EngineRun | None = None
+        self._stop_requested = False
+
+    def make_steps(self) -> Iterator:  # training thread
+        run = self._engine_factory(self.settings, self._init)
+        with self._lock:
+            self._run = run
+            stop = self._stop_requested
+        if stop:  # asked while the engine was being built
+            run.request_stop()
+        if self.probe_every:
+            self._probe(run, getattr(run, "start_step", 0))  # "before": the weights the run starts from
+        return run.steps
+
+    def after_step(self, stats: Any) -> None:  # training thread
+        every, run = self.probe_every, self._run
+        last = getattr(stats, "total_steps", 0) or self.settings.steps
+        if every and run is not None and (stats.step % every == 0 or stats.step == last):
+            self._probe(run, stats.step)
+
+    def request_stop(self) -> None:  # any thread
+        with self._lock:
+            self._stop_requested = True
+            run = self._run
+        if run is not None:
+            run.request_stop()
+
+    def _probe(self, run: EngineRun, step: int) -> None:
+        pairs = self._probe_pairs()
+        if pairs:
+            self._submit_probe(step, WeightsJob(run.snapshot(), run.model_config, run.tokenizer, pairs))
+
+
+# ---------------------------------------------------------------- probing
+@dataclass(frozen=True)
+class WeightsJob:
+    """Probe a running engine's weights (a CPU snapshot of its state dict)."""
+
+    state: dict
+    config: Any  # bertcore.config.BertConfig
+    tokenizer: Any
+    pairs: tuple[ProbePair, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    """Probe a watched run's checkpoint folder."""
+
+    folder: str
+    pairs: tuple[ProbePair, ...]
+
+
+class SnapshotProber:
+    """Runs in the probe thread: loads a job's weights into its own model and inspects every probe pair;
+    returns {pair: Inspection}."""
+
+    def __init__(self):
+        self._model = None
+        self._config = None
+        self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
+
+    def __call__(self, job: WeightsJob | CheckpointJob) -> dict[ProbePair, Any]:
+        import torch
+
+        from bertcore.analysis.inspection import inspect_encoding
+        from bertcore.data.masking import mask_like_bert
+        from bertcore.models.task_heads import model_class_for
+
+        if isinstance(job, CheckpointJob):
+            from bertcore.models.checkpoint import load_pretrained
+
+            model, tokenizer = load_pretrained(job.folder)
+            state, config = model.state_dict(), model.config
+        else:
+            state, config, tokenizer = job.state, job.config, job.tokenizer
+        pairs = job.pairs
+        if self._model is None or self._config != config:
+            with torch.device("meta"):  # no random init: the snapshot overwrites every weight
+                model = model_class_for(config)(config)  # a pretraining or a fine-tuning run's class
+            self._model = model.to_empty(device="cpu").eval()
+            self._config = config
+            self._encodings.clear()
+        self._model.load_state_dict(state)
+        results = {}
+        with torch.inference_mode():
+            for pair in pairs:
+                key = (id(tokenizer), pair)
+                if key not in self._encodings:
+                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
+                    # The same positions are masked at every snapshot, so predictions can be compared.
+                    masking = mask_like_bert(encoding, tokenizer, seed=0)
+                    self._encodings[key] = (encoding, masking)
+                encoding, masking = self._encodings[key]
+                results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)
+        return results
+
+
+# ---------------------------------------------------------------- following a run: its pace, its checkpoints
+class StepPace:
+    """Recent (step, elapsed seconds) points of a run, for the time it has left at its recent pace."""
+
+    def __init__(self, window: int = 50):
+        self._points: deque[tuple[int, float]] = deque(maxlen=window)
+
+    def clear(self) -> None:
+        """Forget the pace (a pause is not part of it)."""
+        self._points.clear()
+
+    def add(self, step: int, elapsed: float) -> None:
+        self._points.append((step, float(elapsed)))
+
+    def seconds_left(self, step: int, total: int) -> float | None:
+        """Seconds until step `total` at the recent pace; None before there is a pace to go by."""
+        points = self._points
+        if total > step and len(points) >= 2 and points[-1][0] > points[0][0]:
+            seconds_per_step = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+            return seconds_per_step * (total - step)
+        return None
+
+
+class CheckpointProbeQueue:
+    """A watched run's checkpoints to probe: each one once, oldest first, one in flight at a time."""
+
+    def __init__(self):
+        self._seen: set[str] = set()  # checkpoint folder names already queued
+        self._waiting: list[tuple[int, Path]] = []
+        self.in_flight = False
+
+    def add(self, checkpoints: list[tuple[int | None, Path]]) -> None:
+        """Queue the checkpoints (`run_watch.list_checkpoints`, oldest first) not seen before."""
+        for step, folder in checkpoints:
+            if folder.name not in self._seen and step is not None:
+                self._seen.add(folder.name)
+                self._waiting.append((step, folder))
+
+    def take(self) -> tuple[int, Path] | None:
+        """The next checkpoint to probe, now in flight; None while one is in flight or none waits."""
+        if self.in_flight or not self._waiting:
+            return None
+        self.in_flight = True
+        return self._waiting.pop(0)
+
+    def done(self) -> bool:
+        """The checkpoint in flight was probed (or failed); False when none was in flight."""
+        was_in_flight, self.in_flight = self.in_flight, False
+        return was_in_flight
+
+
+# ---------------------------------------------------------------- a watched run and a duration, in words
+def planned_steps(config: dict) -> int | None:
+    """The total steps a watched run's `config.json` (as `run_watch.read_run_config` reads it) plans, if it says."""
+    training = config.get("training") if isinstance(config.get("training"), dict) else config
+    for key in ("steps", "total_steps", "max_steps", "num_steps"):
+        if isinstance(training.get(key), int):
+            return training[key]
+    return None
+
+
+def describe_run_config(config: dict) -> str:
+    """A watched run's configuration in one line ("tiny preset L2/H64, 300 steps of 16 × 64, lr 0.001, cpu")."""
+    training, model = config.get("training"), config.get("model")
+    if not isinstance(training, dict):
+        return ""
+    parts = [f"{training.get('preset', '?')} preset" if not training.get("init_from") else "further training"]
+    if isinstance(model, dict) and "num_hidden_layers" in model:
+        parts[0] += f" L{model['num_hidden_layers']}/H{model.get('hidden_size')}"
+    parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
+    parts.append(f"lr {training.get('lr')}")
+    if config.get("device"):
+        parts.append(str(config["device"]))
+    return ", ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """"1:02:03" or "2:03"."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"

