@@ -1,9 +1,10 @@
 """Demo fine-tuning tasks from the shipped default model: the held-out metric against training wall time.
 
 Runs `bertcore.training.finetuning.Finetuner` on each demo task named (default: mood and next-line) with its measured
-settings (bertcore.config.DEMO_SETTINGS) or the ones given, evaluating on the whole eval set every --eval-every
-steps, and prints step, training seconds (evaluation excluded, as the run's elapsed_seconds counts it) and the
-task's metrics, then the load average before and after (the machine may be shared: compare runs of one sitting).
+settings (bertcore.training.finetuning_config.DEMO_SETTINGS) or the ones given, evaluating on the whole eval set
+every --eval-every steps, and prints step, training seconds (evaluation excluded, as the run's elapsed_seconds
+counts it) and the task's metrics, then the load average before and after (the machine may be shared: compare
+runs of one sitting).
 
     .venv/bin/python benchmarks/finetune_demos.py                                  # mood and next-line
     .venv/bin/python benchmarks/finetune_demos.py --demo mood --lr 1e-4 --steps 600 --threads 2
@@ -22,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertcore.config import DEMO_SETTINGS, FinetuneConfig
 from bertcore.training.finetuning import Finetuner
+from bertcore.training.finetuning_config import DEMO_SETTINGS, FinetuneConfig
 
 
 def load_average() -> str:

@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.train_throughput import Runner, time_interleaved  # the pretraining benchmark's timed step
-from bertcore.config import preset
+from bertcore.models.config import preset
 from bertcore.models.task_heads import BertForSequenceClassification
 
 

@@ -13,10 +13,10 @@ import time
 import torch
 
 from bertcore.analysis.inspection import inspect_encoding
-from bertcore.config import preset
 from bertcore.data.masking import mask_like_bert
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import preset
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 

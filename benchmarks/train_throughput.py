@@ -31,8 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertcore.config import preset
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import preset
 from bertcore.training.pretraining import make_optimizer, weight_decay_groups
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense tensor-core peaks

@@ -18,7 +18,7 @@ fine-tuning (classification, tagging, extractive QA). Qt-free.
             print(stats.step, stats.loss, stats.eval and stats.eval.metrics)
 
 The names below are imported on first use (PEP 562), so `import bertcore` and its torch-free modules
-(`bertcore.config`, `bertcore.files.run_folder`, `bertcore.errors`, `bertcore.files.atomic`) do not import torch: a GUI
+(the configs, `bertcore.files.run_folder`, `bertcore.errors`, `bertcore.files.atomic`) do not import torch: a GUI
 or `bert-train --help` starts fast. Submodules are reachable as attributes too (`bertcore.training.pretraining`).
 """
 
@@ -33,9 +33,9 @@ __version__ = "0.1.0"  # the one place the project's version is written (pyproje
 
 # Public name -> the module that defines it. Adding a name to the package is one line here.
 _EXPORTS = {
-    "BertConfig": "bertcore.config",
-    "TrainingConfig": "bertcore.config",
-    "preset": "bertcore.config",
+    "BertConfig": "bertcore.models.config",
+    "TrainingConfig": "bertcore.training.pretraining_config",
+    "preset": "bertcore.models.config",
     "BertModel": "bertcore.models.bert",
     "BertForPreTraining": "bertcore.models.bert",
     "BertForSequenceClassification": "bertcore.models.task_heads",
@@ -59,7 +59,7 @@ _EXPORTS = {
     "demo_task": "bertcore.tasks.demos",
     "postprocess_qa_predictions": "bertcore.tasks.squad",
     # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
-    "FinetuneConfig": "bertcore.config",
+    "FinetuneConfig": "bertcore.training.finetuning_config",
     "Finetuner": "bertcore.training.finetuning",
     "TaskStepStats": "bertcore.training.finetuning",
     "TaskEvalStats": "bertcore.training.finetuning",

@@ -40,8 +40,8 @@ from bertcore.cli.common import (
     resumed_run_dir,
     run_command,
 )
-from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
 from bertcore.files.run_folder import RunFolder
+from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
 
 PROG = "bert-finetune"
 OPTION_FIELDS = {**SHARED_OPTION_FIELDS, "task": "task", "train": "train", "eval": "eval", "demo": "demo",
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 def make_config(args: argparse.Namespace):
     """The FinetuneConfig: defaults (a demo's settings, or the resumed run's recorded values) with the given
     options on top; --epochs without --steps drops a recorded or demo step count."""
-    from bertcore.config import FinetuneConfig
+    from bertcore.training.finetuning_config import FinetuneConfig
 
     given = given_options(args, OPTION_FIELDS)
     options = {name: getattr(args, name) for name in [*DATA_OPTIONS, "allow_no_answer"]

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(args: argparse.Namespace):
     """The TrainingConfig: defaults (or the resumed run's recorded values) with the given options on top."""
-    from bertcore.config import TrainingConfig
+    from bertcore.training.pretraining_config import TrainingConfig
 
     given = given_options(args, OPTION_FIELDS)
     if args.resume:
@@ -98,7 +98,7 @@ def make_model_config(args: argparse.Namespace, config):
     if args.resume or config.init_from:
         raise ValueError(f"{', '.join(o for o, f in MODEL_OPTIONS.items() if f in overrides)} cannot change the "
                          "size of a model that is resumed or trained further (--resume / --init-from)")
-    from bertcore.config import preset
+    from bertcore.models.config import preset
     from bertcore.tokenization.wordpiece import BertTokenizer
 
     vocab_size = BertTokenizer.from_vocab_file(config.vocab).vocab_size if config.vocab else config.vocab_size

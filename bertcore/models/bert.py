@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcore.config import BertConfig
+from bertcore.models.config import BertConfig
 
 IGNORE_INDEX = -100  # label of positions that take no part in the MLM loss
 

@@ -27,7 +27,6 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from bertcore.config import BertConfig
 from bertcore.errors import CheckpointError
 from bertcore.files.atomic import staged_folder
 from bertcore.files.reading import (
@@ -40,6 +39,7 @@ from bertcore.files.reading import (
 )
 from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.models.bert import BertForPreTraining, BertPreTrainedModel
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import model_class_for
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
 

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcore.config import BertConfig
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel, BertPreTrainedModel
+from bertcore.models.config import BertConfig
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Fine-tuning: the `FinetuningTask` of the shared training loop, and `Finetuner`, the loop running it.
 
-    from bertcore.config import FinetuneConfig
+    from bertcore.training.finetuning_config import FinetuneConfig
     from bertcore.training.finetuning import Finetuner
 
     config = FinetuneConfig.for_demo("mood", out_dir="runs/mood")       # or FinetuneConfig(task=..., train=...)
@@ -48,7 +48,6 @@ from typing import Any
 
 import torch
 
-from bertcore.config import FinetuneConfig
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.models.task_heads import (
     BertForQuestionAnswering,
@@ -58,6 +57,7 @@ from bertcore.models.task_heads import (
     start_from_pretrained,
 )
 from bertcore.tasks.finetune_data import FinetuningData, TaskEvaluation, load_finetuning_data
+from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.task import LoopPlace, TrainingTask
 

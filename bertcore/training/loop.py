@@ -71,7 +71,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from bertcore.config import linear_schedule
 from bertcore.data.corpus import step_rng
 from bertcore.errors import (
     DivergenceError,
@@ -85,6 +84,7 @@ from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import TRAINER_STATE_FILE, MetricsLog, RunFolder
 from bertcore.training.controls import LoopControls
 from bertcore.training.divergence import DivergenceMonitor
+from bertcore.training.loop_settings import linear_schedule
 from bertcore.training.setup import (
     TRAINER_STATE_VERSION,
     autocast_dtype,

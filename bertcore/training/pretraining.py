@@ -31,7 +31,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from bertcore.config import TrainingConfig
 from bertcore.data.corpus import Batch, CorpusError, PretrainingData, read_corpus
 from bertcore.errors import (
     CheckpointWriteError,
@@ -51,6 +50,7 @@ from bertcore.files.run_folder import (  # re-exported: their home before bertco
     find_checkpoint,
 )
 from bertcore.training.loop import TrainingLoop
+from bertcore.training.pretraining_config import TrainingConfig
 from bertcore.training.setup import (  # re-exported: their home before bertcore.training.setup
     make_optimizer,
     resolve_device,
@@ -123,9 +123,9 @@ class PretrainingTask(TrainingTask):
         self.corpus = read_corpus(Path(config.corpus) if config.corpus else default_corpus_path())
 
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
-        from bertcore.config import preset
         from bertcore.models.bert import BertForPreTraining
         from bertcore.models.checkpoint import load_pretrained
+        from bertcore.models.config import preset
         from bertcore.tokenization.wordpiece import BertTokenizer
 
         config = self.config

@@ -2,7 +2,7 @@
 
 - `FinetuneSettings`: what the tab's form asks for (a demo task or the user's files, where to start from, the
   loop's settings), each value checked as the Train tab checks its own (`field_problems`), with messages a user
-  understands; `to_config` makes the engine's `bertcore.config.FinetuneConfig` of it.
+  understands; `to_config` makes the engine's `bertcore.training.finetuning_config.FinetuneConfig` of it.
 - `make_finetune_run`: `bertcore.training.finetuning.Finetuner` behind the `EngineRun` interface the Train tab's runner
   drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
   `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
 from explorer.train.training_run import EngineRun, LoopRun, field_problems, warm_up_engine
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
@@ -102,7 +102,7 @@ class FinetuneSettings:
 
     @classmethod
     def for_demo(cls, name: str, **changes: Any) -> FinetuneSettings:
-        """A demo task with its measured settings (bertcore.config.DEMO_SETTINGS), `changes` on top."""
+        """A demo task with its measured settings (finetuning_config.DEMO_SETTINGS), `changes` on top."""
         measured = DEMO_SETTINGS[name]
         return cls(**{"demo": name, "steps": measured["steps"], "batch_size": measured["batch_size"],
                       "seq_len": measured["seq_len"], "learning_rate": measured["lr"], **changes})
@@ -114,7 +114,7 @@ class FinetuneSettings:
 
     def to_config(self, init_from: str | None):
         """The engine's FinetuneConfig, starting from the checkpoint folder `init_from` (None: the default)."""
-        from bertcore.config import FinetuneConfig
+        from bertcore.training.finetuning_config import FinetuneConfig
 
         values = dict(init_from=init_from, out_dir=self.out_dir, steps=self.steps, epochs=self.epochs,
                       batch_size=self.batch_size, seq_len=self.seq_len, lr=self.learning_rate,
@@ -128,8 +128,8 @@ class FinetuneSettings:
 def resume_finetune_config(run_dir: str | os.PathLike):
     """The FinetuneConfig a fine-tuning run folder recorded, pointed at that folder: what
     `bert-finetune --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
-    from bertcore.config import FinetuneConfig
     from bertcore.files.run_folder import RunFolder
+    from bertcore.training.finetuning_config import FinetuneConfig
 
     return FinetuneConfig.from_dict(RunFolder(run_dir).read_training_settings())
 

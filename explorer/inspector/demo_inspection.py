@@ -93,10 +93,10 @@ def real_inspection(text_a: str = DEMO_TEXT_A, text_b: str | None = DEMO_TEXT_B,
     import torch
 
     from bertcore.analysis.inspection import inspect
-    from bertcore.config import preset as make_config
     from bertcore.files.resources import default_vocab_path
     from bertcore.models.bert import BertForPreTraining
     from bertcore.models.checkpoint import load_pretrained
+    from bertcore.models.config import preset as make_config
     from bertcore.tokenization.wordpiece import BertTokenizer
 
     if checkpoint is not None:

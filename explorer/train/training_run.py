@@ -116,8 +116,8 @@ class TrainingSettings:
 def resume_config(run_dir: str | os.PathLike):
     """The `bertcore.training.pretraining.TrainingConfig` a run folder was started with, pointed at that folder: what
     `bert-train --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
-    from bertcore.config import TrainingConfig
     from bertcore.files.run_folder import RunFolder
+    from bertcore.training.pretraining_config import TrainingConfig
 
     return TrainingConfig.from_dict(RunFolder(run_dir).read_training_settings())
 
@@ -363,7 +363,7 @@ class WeightsJob:
     """Probe a running engine's weights (a CPU snapshot of its state dict)."""
 
     state: dict
-    config: Any  # bertcore.config.BertConfig
+    config: Any  # bertcore.models.config.BertConfig
     tokenizer: Any
     pairs: tuple[ProbePair, ...]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertcore.config import PRESETS, preset
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
+from bertcore.models.config import PRESETS, preset
 
 if TYPE_CHECKING:
     from bertcore.tokenization.wordpiece import BertTokenizer

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bertcore.analysis.attention_change import attention_change, check_comparable, head_divergence, js_divergence
-from bertcore.config import BertConfig
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 

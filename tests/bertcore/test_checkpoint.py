@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.config import BertConfig
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, save_pretrained
+from bertcore.models.config import BertConfig
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!?!")

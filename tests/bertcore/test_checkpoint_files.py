@@ -20,10 +20,10 @@ import pytest
 import torch
 
 import bertcore.files.reading as file_reading
-from bertcore.config import BertConfig
 from bertcore.files.resources import default_checkpoint_dir
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
+from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer, TokenizerError
 
 REPO = Path(__file__).resolve().parents[2]

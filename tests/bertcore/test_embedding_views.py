@@ -17,11 +17,11 @@ from bertcore.analysis.embedding_views import (
     segment_comparison,
 )
 from bertcore.analysis.inspection import inspect
-from bertcore.config import BertConfig
 from bertcore.data.corpus import read_corpus
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
+from bertcore.models.config import BertConfig
 
 
 @pytest.fixture(scope="module")

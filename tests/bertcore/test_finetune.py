@@ -18,14 +18,15 @@ import torch
 from safetensors.torch import load_file
 
 from bertcore.cli.finetune import main
-from bertcore.config import BertConfig, FinetuneConfig
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification, BertForTokenClassification
 from bertcore.tasks.metrics import squad_metrics
 from bertcore.tasks.task_files import read_squad
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.finetuning import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
+from bertcore.training.finetuning_config import FinetuneConfig
 from tests.bertcore.test_data import WORDS
 
 KEYWORD = "romeo"  # the sequence task: does the text name romeo?

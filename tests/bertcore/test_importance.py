@@ -16,12 +16,12 @@ from bertcore.analysis.importance import (
     normalize_importance,
     pretraining_sample,
 )
-from bertcore.config import BertConfig
 from bertcore.data.corpus import PretrainingData, read_corpus
 from bertcore.data.masking import mask_exactly
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel
 from bertcore.models.checkpoint import load_pretrained
+from bertcore.models.config import BertConfig
 
 CONFIG = BertConfig(vocab_size=61, hidden_size=30, num_hidden_layers=3, num_attention_heads=5, intermediate_size=37,
                     max_position_embeddings=23, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3)

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from bertcore.analysis.inspection import attention_rollout, inspect
-from bertcore.config import BertConfig
 from bertcore.data.masking import MaskDecision, mask_exactly, mask_like_bert
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import BertConfig
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 

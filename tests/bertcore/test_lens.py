@@ -6,11 +6,11 @@ import torch
 
 from bertcore.analysis.inspection import inspect_encoding
 from bertcore.analysis.lens import encoding_logit_lens, logit_lens
-from bertcore.config import BertConfig
 from bertcore.data.masking import mask_exactly, mask_like_bert
 from bertcore.files.resources import default_checkpoint_dir
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
+from bertcore.models.config import BertConfig
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 

@@ -6,8 +6,8 @@ Distinct odd sizes (vocab 99, hidden 48, 3 heads, seq 7, batch 3) make a wrong t
 import pytest
 import torch
 
-from bertcore.config import BertConfig
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
+from bertcore.models.config import BertConfig
 
 CONFIGS = [
     BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37,

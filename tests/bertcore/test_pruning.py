@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bertcore.analysis.pruning import iter_pruning_curve, pretraining_metric, pruning_curve
-from bertcore.config import BertConfig
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
+from bertcore.models.config import BertConfig
 
 IMPORTANCE = np.arange(16, dtype=np.float64)[::-1].reshape(4, 4) % 7 + np.arange(16).reshape(4, 4) * 0.01
 

@@ -18,11 +18,11 @@ from bertcore.analysis.roles import (
     iter_corpus_head_roles,
     role_sample,
 )
-from bertcore.config import BertConfig
 from bertcore.data.corpus import PretrainingData, read_corpus
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
+from bertcore.models.config import BertConfig
 
 TOKENS = ["[CLS]", "the", "cat", "sat", ",", "on", "mat", "[SEP]", "[PAD]", "[PAD]"]
 MASK = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]

@@ -378,8 +378,8 @@ def test_final_weights_that_cannot_be_written_are_a_clean_stop(corpus_path, tmp_
 @pytest.mark.parametrize("fail", [torch_save_fails, safetensors_fails])
 def test_save_pretrained_on_a_full_disk_is_a_checkpoint_error_and_leaves_nothing(tmp_path, monkeypatch, fail,
                                                                                  small_vocab_tokenizer):
-    from bertcore.config import preset
     from bertcore.models.bert import BertForPreTraining
+    from bertcore.models.config import preset
 
     tokenizer = small_vocab_tokenizer
     model = BertForPreTraining(preset("tiny", vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,

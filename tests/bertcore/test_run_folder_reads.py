@@ -32,7 +32,7 @@ from pathlib import Path
 _, hard = resource.getrlimit(resource.RLIMIT_DATA)
 limit = MEMORY if hard == resource.RLIM_INFINITY else min(MEMORY, hard)
 resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-from bertcore.config import BertConfig
+from bertcore.models.config import BertConfig
 from bertcore.models.hub import list_cached_models
 from bertcore.files.run_folder import MetricsTail, RunFolder, read_run_config
 from bertcore.training.setup import read_trainer_state

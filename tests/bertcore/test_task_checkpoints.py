@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.config import BertConfig
 from bertcore.errors import TokenizerError
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,

@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.config import BertConfig
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import (
     ARCHITECTURES,
     BertForQuestionAnswering,

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from bertcore.analysis.inspection import inspect, inspect_encoding
-from bertcore.config import BertConfig
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,

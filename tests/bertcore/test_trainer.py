@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.config import preset
 from bertcore.data.corpus import CorpusError
 from bertcore.errors import (
     CheckpointWriteError,
@@ -26,6 +25,7 @@ from bertcore.errors import (
     TrainingError,
 )
 from bertcore.models.checkpoint import load_pretrained
+from bertcore.models.config import preset
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.pretraining import (
     NonFiniteLossError,
@@ -215,7 +215,7 @@ def test_resume_continues_the_same_loss_curve(corpus_path, tmp_path):
 KILL_DURING_WRITE = textwrap.dedent("""
     import os, signal, sys
     import bertcore.models.checkpoint as checkpoint
-    from bertcore.config import preset
+    from bertcore.models.config import preset
     from bertcore.training.pretraining import Trainer, TrainingConfig
     real_save_file, calls = checkpoint.save_file, []
     def save_file_then_die(tensors, path, metadata=None):

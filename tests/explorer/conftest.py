@@ -11,9 +11,9 @@ import os
 import pytest
 import torch
 
-from bertcore.config import BertConfig
 from bertcore.files.resources import default_vocab_path
 from bertcore.models.bert import BertForPreTraining
+from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -21,9 +21,9 @@ def real_inspection():
     import torch
 
     from bertcore.analysis.inspection import inspect
-    from bertcore.config import preset
     from bertcore.files.resources import default_vocab_path
     from bertcore.models.bert import BertForPreTraining
+    from bertcore.models.config import preset
     from bertcore.tokenization.wordpiece import BertTokenizer
 
     torch.manual_seed(0)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.config import BertConfig
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import save_pretrained
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification, start_from_pretrained
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model

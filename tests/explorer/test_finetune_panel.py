@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.config import BertConfig
 from bertcore.files.run_folder import list_checkpoints
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from explorer.app import _add_training_tab

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bertcore.config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
 from explorer.common._qt.widget_names import named
 from explorer.finetune.finetune_run import (
     DEFAULT_START,

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTa
 
 import explorer.window._qt.shortcuts as shortcuts
 import explorer.window.startup as startup
-from bertcore.config import PRESETS
+from bertcore.models.config import PRESETS
 from explorer import APP_NAME, __version__
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.widget_names import named

@@ -1,0 +1,91 @@
+"""A pretraining run's configuration (`TrainingConfig`), frozen and validated. Torch-free."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from bertcore.checks import check_at_most, check_int
+from bertcore.models.config import MAX_VOCAB_SIZE
+from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, linear_schedule
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    corpus: str = ""  # a .txt file or a folder of them; "" = the built-in Tiny Shakespeare
+    out_dir: str = "runs/bert"  # run folder: run_config.json, metrics.jsonl, checkpoints/, final/
+    preset: str = "mini"  # model size (bertcore.models.config.PRESETS); ignored when init_from is set
+    vocab: str | None = None  # reuse this vocab.txt; None = train a WordPiece vocabulary on the corpus
+    vocab_size: int = 8000  # size of the vocabulary trained when vocab is None
+    init_from: str | None = None  # a checkpoint folder to train further (its weights, config and vocabulary)
+    steps: int = 1000  # optimisation steps in total
+    batch_size: int = 32  # sequences per step per process
+    seq_len: int = 128  # longest sequence, [CLS]/[SEP] included; batches are padded only to their longest
+    lr: float = 5e-4  # peak learning rate, reached after warm-up
+    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
+    weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0  # global gradient-norm clipping; 0 = off
+    seed: int = 0  # model init, held-out split, batches, masks and dropout all derive from it
+    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
+    precision: str = "auto"  # "auto" (bf16 autocast on CUDA when supported, else fp32), "fp32", "bf16"
+    mlm_probability: float = 0.15  # fraction of tokens picked for the MLM loss
+    short_seq_prob: float = 0.1  # fraction of examples with a shorter random target length (as the paper)
+    length_buckets: int = 8  # batches cut from a length-sorted pool of this many (less padding); 1 = off
+    heldout_fraction: float = 0.02  # documents kept out of training for the held-out metrics
+    eval_every: int = 100  # held-out evaluation every N steps (and at the end); 0 = only at the end
+    eval_batches: int = 4  # held-out batches per evaluation (a fixed set)
+    checkpoint_every: int = 500  # checkpoint every N steps (and at the end / on stop); 0 = only those
+    keep_checkpoints: int = 2  # newest step-* folders kept (older ones are deleted)
+    compile: bool = False  # torch.compile the model (slow first step; mostly useful on GPUs)
+    num_threads: int | None = None  # torch.set_num_threads for this process; None = leave as is
+    # Stop a run whose loss explodes without becoming NaN (see bertcore.training.divergence): when the smoothed loss
+    # stays this many times above its best value so far for divergence_patience steps in a row. 0 = never stop.
+    divergence_factor: float = 4.0
+    divergence_patience: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "steps", "batch_size", "seq_len", "eval_batches", "keep_checkpoints",
+                     "length_buckets"):
+            check_int(name, getattr(self, name), minimum=1)
+        for name in ("eval_every", "checkpoint_every"):  # 0 = only at the end
+            check_int(name, getattr(self, name), minimum=0)
+        if self.warmup_steps is not None:
+            check_int("warmup_steps", self.warmup_steps, minimum=0)
+        check_at_most("steps", self.steps, MAX_STEPS, "the learning-rate schedule divides by it as a float")
+        check_at_most("vocab_size", self.vocab_size, MAX_VOCAB_SIZE,
+                       "the largest BERT vocabularies hold about 250,000 tokens")
+        if self.seq_len < 8:
+            raise ValueError(f"seq_len is {self.seq_len}; it must be at least 8 to hold [CLS] A [SEP] B [SEP]")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
+        check_loop_settings(self, lr_hint="BERT-mini likes about 5e-4")
+        if not (0 < self.mlm_probability < 1):
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+        if not (0 <= self.short_seq_prob <= 1):
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
+        if not (0 <= self.heldout_fraction < 1):
+            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction!r}")
+
+    @property
+    def resolved_warmup_steps(self) -> int:
+        return self.steps // 10 if self.warmup_steps is None else self.warmup_steps
+
+    def learning_rate(self, step: int) -> float:
+        """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
+        return linear_schedule(step, lr=self.lr, warmup_steps=self.resolved_warmup_steps, total_steps=self.steps)
+
+    def replace(self, **changes: Any) -> TrainingConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["adam_betas"] = list(self.adam_betas)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
