@@ -1,0 +1,128 @@
+"""Which model families bertcore can load, and which class each config.json's `architectures` name loads as.
+
+One entry per family in FAMILIES: its model_type (as config.json spells it), its config class, and its
+architecture names (transformers' class names) mapped to bertcore's classes. Everything is named by import path
+("module:Class") and imported only when asked for, so reading this module (the Hub browser, the app's menus)
+never imports torch. Adding a family is adding one entry; the loader (bertcore.models.checkpoint) and
+`bertcore.models.hub.loader_supports` ask this registry and nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class UnsupportedModelError(ValueError):
+    """A config.json naming a model_type or architecture that no family here loads; the message names both
+    what was asked for and what is supported."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: a config class and the classes that its architecture names load as."""
+
+    config: str  # "module:Class" of the config class; it must have from_dict(values)
+    architectures: Mapping[str, str]  # transformers' class name -> "module:Class" that loads those weights
+    default: str  # the architecture for a config.json that names none (an old or hand-written one)
+    # Architecture names of this family that have no class here (e.g. BertForNextSentencePrediction) load as this
+    # one, whose encoder is what every class of the family shares; None: such names are refused.
+    fallback: str | None = None
+    class_prefix: str = ""  # how the family's class names begin ("Bert"): says which unlisted names are its own
+    aliases: tuple[str, ...] = field(default=())  # other model_type spellings of the same layout
+
+    def config_class(self) -> type:
+        return _resolve(self.config)
+
+    def architecture_for(self, values: Mapping[str, Any]) -> str:
+        """The architecture name a config.json's values pick: the first of `architectures`, else `default`;
+        an unlisted name of this family maps to `fallback`. UnsupportedModelError for any other name."""
+        names = values.get("architectures") or ()
+        if isinstance(names, str):
+            names = (names,)
+        name = names[0] if names and isinstance(names[0], str) else self.default
+        if name in self.architectures:
+            return name
+        if self.fallback is not None and self.class_prefix and name.startswith(self.class_prefix):
+            return self.fallback
+        raise UnsupportedModelError(
+            f"config.json's architectures names {name!r}, which bertcore cannot load (model_type "
+            f"{values.get('model_type')!r}); correct architectures in config.json. The supported architectures are "
+            f"{', '.join(supported_architectures())}")
+
+    def model_class(self, architecture: str) -> type:
+        return _resolve(self.architectures[architecture])
+
+
+_BERT = "bertcore.models.bert"
+_TASK_HEADS = "bertcore.models.task_heads"
+_ROBERTA = "bertcore.models.roberta"
+_DISTILBERT = "bertcore.models.distilbert"
+
+# model_type -> Family. A bare encoder's name (BertModel) loads as the pretraining class, whose heads are then
+# marked absent: the analyses need the wrapper's `.bert` and know to show no predictions.
+FAMILIES: dict[str, Family] = {
+    "bert": Family(
+        config="bertcore.models.config:BertConfig",
+        architectures={
+            "BertForPreTraining": f"{_BERT}:BertForPreTraining",
+            "BertModel": f"{_BERT}:BertForPreTraining",
+            "BertForMaskedLM": f"{_BERT}:BertForMaskedLM",
+            "BertForSequenceClassification": f"{_TASK_HEADS}:BertForSequenceClassification",
+            "BertForTokenClassification": f"{_TASK_HEADS}:BertForTokenClassification",
+            "BertForQuestionAnswering": f"{_TASK_HEADS}:BertForQuestionAnswering",
+        },
+        default="BertForPreTraining",
+        fallback="BertForPreTraining",
+        class_prefix="Bert",
+    ),
+}
+
+
+def family_for(values: Mapping[str, Any]) -> Family:
+    """The family of a config.json's values: by `model_type`; a config without one (the original Google
+    bert_config.json) by its architecture's class prefix, else BERT. UnsupportedModelError naming the
+    model_type and the supported ones otherwise."""
+    model_type = values.get("model_type")
+    if model_type is None:
+        names = values.get("architectures") or ()
+        name = names[0] if isinstance(names, (list, tuple)) and names and isinstance(names[0], str) else None
+        for family in FAMILIES.values():
+            if name is not None and family.class_prefix and name.startswith(family.class_prefix):
+                return family
+        return FAMILIES["bert"]
+    for key, family in FAMILIES.items():
+        if model_type == key or model_type in family.aliases:
+            return family
+    raise UnsupportedModelError(f"config.json's model_type is {model_type!r}, which bertcore cannot load; the "
+                                f"supported model types are {', '.join(supported_model_types())}")
+
+
+def resolve(values: Mapping[str, Any]) -> tuple[Family, str]:
+    """(family, architecture name) for a config.json's values; UnsupportedModelError if either is not supported."""
+    family = family_for(values)
+    return family, family.architecture_for(values)
+
+
+def supports(values: Mapping[str, Any]) -> bool:
+    """Whether a config.json's values name a family and an architecture that bertcore loads."""
+    try:
+        resolve(values)
+    except UnsupportedModelError:
+        return False
+    return True
+
+
+def supported_model_types() -> tuple[str, ...]:
+    return tuple(name for key, family in FAMILIES.items() for name in (key, *family.aliases))
+
+
+def supported_architectures() -> tuple[str, ...]:
+    return tuple(name for family in FAMILIES.values() for name in family.architectures)
+
+
+def _resolve(path: str) -> Any:
+    module_name, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
