@@ -6,18 +6,11 @@ unless it sets its own: nothing here reads the real ~/.cache or reaches the netw
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
-import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -32,88 +25,23 @@ from bertcore.models.hub import (
     looks_like_repo_id,
     resolve_model,
 )
-
-COMMIT_A = "a" * 40
-COMMIT_B = "b" * 40
-HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # nothing listens here once the socket is closed
+from tests.hub_fixtures import (
+    COMMIT_A,
+    COMMIT_B,
+    HUB_COMMIT,
+    cache_repo,
+    closed_port,
+    hub_config,
+    hub_env_fixture,  # noqa: F401 (a fixture: tests ask for it as `hub_env`)
+    safetensors_bytes,
+    serve_fixture,  # noqa: F401 (a fixture: tests ask for it as `serve`)
+)
 
 
 @pytest.fixture(autouse=True)
-def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private HF home and cache, no token, telemetry off, and an endpoint that refuses connections."""
-    home = tmp_path / "hf_home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME",
-                 "HF_OIDC_RESOURCE"):
-        monkeypatch.delenv(name, raising=False)
-    # huggingface_hub read these from the environment when it was imported (the transformers fixture may have
-    # switched it offline first): set them as this test's environment says.
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
-    return home / "hub"
-
-
-# --- a hand-built cache --------------------------------------------------------------------------------------
-
-
-def _safetensors_bytes(shapes: dict[str, tuple[tuple[int, ...], str]]) -> bytes:
-    """A valid safetensors file with zero-filled tensors: name -> (shape, dtype)."""
-    widths = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
-    header, offset = {}, 0
-    for name, (shape, dtype) in shapes.items():
-        size = widths[dtype]
-        for dimension in shape:
-            size *= dimension
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    encoded = json.dumps(header).encode()
-    encoded += b" " * (-len(encoded) % 8)
-    return struct.pack("<Q", len(encoded)) + encoded + bytes(offset)
-
-
-def _cache_repo(cache: Path, repo_id: str, files: dict[str, bytes], commit: str = COMMIT_A,
-                ref: str | None = "main") -> Path:
-    """models--org--name with blobs named by content and snapshot links into them, as huggingface_hub lays out."""
-    storage = cache / ("models--" + repo_id.replace("/", "--"))
-    snapshot = storage / "snapshots" / commit
-    snapshot.mkdir(parents=True, exist_ok=True)
-    (storage / "blobs").mkdir(exist_ok=True)
-    for name, content in files.items():
-        blob = storage / "blobs" / hashlib.sha256(content).hexdigest()
-        blob.write_bytes(content)
-        link = snapshot / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    if ref is not None:
-        (storage / "refs").mkdir(exist_ok=True)
-        (storage / "refs" / ref).write_text(commit)
-    return snapshot
-
-
-def _config(model_type: str = "bert", architectures: list[str] | None = None, **fields: object) -> bytes:
-    values = {"model_type": model_type, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 8}
-    if architectures is not None:
-        values["architectures"] = architectures
-    values.update(fields)
-    return json.dumps(values).encode()
+def private_hub(hub_env: Path) -> Path:
+    """Every test here runs in its own HF home and cache, with an endpoint that refuses connections."""
+    return hub_env
 
 
 TINY_SHAPES = {"bert.embeddings.word_embeddings.weight": ((10, 8), "F32"),
@@ -123,9 +51,9 @@ TINY_PARAMETERS = 10 * 8 + 10
 
 
 def test_a_cached_repo_id_resolves_to_the_snapshot_refs_main_names(hub_env: Path):
-    _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"old"}, commit=COMMIT_A,
+    cache_repo(hub_env, "org/tiny", {"config.json": hub_config(), "model.safetensors": b"old"}, commit=COMMIT_A,
                 ref=None)
-    newest = _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"new"},
+    newest = cache_repo(hub_env, "org/tiny", {"config.json": hub_config(), "model.safetensors": b"new"},
                          commit=COMMIT_B)
 
     resolved = resolve_model("org/tiny")
@@ -140,8 +68,8 @@ def test_the_cache_is_found_from_the_environment_at_call_time(tmp_path: Path, mo
     monkeypatch.delenv("HF_HUB_CACHE")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
     assert default_cache_dir() == tmp_path / "elsewhere" / "hub"
-    snapshot = _cache_repo(tmp_path / "elsewhere" / "hub", "bert-tiny",
-                           {"config.json": _config(), "model.safetensors": b"w"})
+    snapshot = cache_repo(tmp_path / "elsewhere" / "hub", "bert-tiny",
+                           {"config.json": hub_config(), "model.safetensors": b"w"})
     assert resolve_model("bert-tiny").folder == snapshot
     monkeypatch.delenv("HF_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -150,7 +78,7 @@ def test_the_cache_is_found_from_the_environment_at_call_time(tmp_path: Path, mo
 
 def test_an_existing_folder_wins_over_a_cached_repo_of_that_name(hub_env: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch):
-    _cache_repo(hub_env, "org/tiny", {"config.json": _config(), "model.safetensors": b"w"})
+    cache_repo(hub_env, "org/tiny", {"config.json": hub_config(), "model.safetensors": b"w"})
     (tmp_path / "work" / "org" / "tiny").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "work")
 
@@ -161,8 +89,8 @@ def test_an_existing_folder_wins_over_a_cached_repo_of_that_name(hub_env: Path, 
 
 
 def test_a_snapshot_folder_opened_directly_is_named_by_its_repo_id_not_its_hash(hub_env: Path):
-    snapshot = _cache_repo(hub_env, "google-bert/bert-base-uncased",
-                           {"config.json": _config(), "model.safetensors": b"w"})
+    snapshot = cache_repo(hub_env, "google-bert/bert-base-uncased",
+                           {"config.json": hub_config(), "model.safetensors": b"w"})
 
     by_snapshot = resolve_model(str(snapshot))
     by_repo_folder = resolve_model(snapshot.parent.parent)  # a file dialog may pick models--org--name itself
@@ -181,7 +109,7 @@ def test_a_repo_id_not_in_the_cache_is_an_error_naming_it_and_how_to_get_it(hub_
 
 
 def test_a_repo_cached_without_weights_says_only_part_was_downloaded(hub_env: Path):
-    _cache_repo(hub_env, "org/tokenizer-only", {"config.json": _config(), "vocab.txt": b"[PAD]\n"})
+    cache_repo(hub_env, "org/tokenizer-only", {"config.json": hub_config(), "vocab.txt": b"[PAD]\n"})
     with pytest.raises(CheckpointError, match=r"org/tokenizer-only is in the Hugging Face cache .* without weights"):
         resolve_model("org/tokenizer-only")
 
@@ -200,27 +128,27 @@ def test_repo_ids_are_told_from_paths():
 
 def test_listing_describes_each_supported_repo_and_leaves_out_the_rest(hub_env: Path):
     shared_vocab = b"[PAD]\n[UNK]\nthe\n"
-    mlm = _cache_repo(hub_env, "org/tiny-mlm", {
-        "config.json": _config(architectures=["BertForMaskedLM"]),
-        "model.safetensors": _safetensors_bytes(TINY_SHAPES),
+    mlm = cache_repo(hub_env, "org/tiny-mlm", {
+        "config.json": hub_config(architectures=["BertForMaskedLM"]),
+        "model.safetensors": safetensors_bytes(TINY_SHAPES),
         "vocab.txt": shared_vocab, "copy/vocab.txt": shared_vocab})  # one blob, linked twice: counted once
-    _cache_repo(hub_env, "org/sentiment", {
-        "config.json": _config("roberta", ["RobertaForSequenceClassification"],
+    cache_repo(hub_env, "org/sentiment", {
+        "config.json": hub_config("roberta", ["RobertaForSequenceClassification"],
                                id2label={"0": "neg", "1": "neu", "2": "pos"}),
         "model.safetensors.index.json": json.dumps({"weight_map": {"a": "model-1.safetensors",
                                                                    "b": "model-2.safetensors"}}).encode(),
-        "model-1.safetensors": _safetensors_bytes({"a": ((3, 4), "F32")}),
-        "model-2.safetensors": _safetensors_bytes({"b": ((5,), "BF16")})})
-    _cache_repo(hub_env, "org/old-bin", {"config.json": _config(architectures=["BertForPreTraining"]),
+        "model-1.safetensors": safetensors_bytes({"a": ((3, 4), "F32")}),
+        "model-2.safetensors": safetensors_bytes({"b": ((5,), "BF16")})})
+    cache_repo(hub_env, "org/old-bin", {"config.json": hub_config(architectures=["BertForPreTraining"]),
                                          "pytorch_model.bin": bytes(4000)})
-    _cache_repo(hub_env, "org/gpt", {"config.json": _config("gpt2"), "model.safetensors": b"w"})  # another family
-    _cache_repo(hub_env, "org/no-config", {"model.safetensors": b"w"})
-    _cache_repo(hub_env, "org/bad-json", {"config.json": b"{not json", "model.safetensors": b"w"})
-    _cache_repo(hub_env, "org/no-weights", {"config.json": _config()})
-    _cache_repo(hub_env, "org/bad-header", {"config.json": _config(), "model.safetensors": b"\xff" * 8})
-    dangling = _cache_repo(hub_env, "org/dangling", {"config.json": _config(), "model.safetensors": b"gone"})
+    cache_repo(hub_env, "org/gpt", {"config.json": hub_config("gpt2"), "model.safetensors": b"w"})  # another family
+    cache_repo(hub_env, "org/no-config", {"model.safetensors": b"w"})
+    cache_repo(hub_env, "org/bad-json", {"config.json": b"{not json", "model.safetensors": b"w"})
+    cache_repo(hub_env, "org/no-weights", {"config.json": hub_config()})
+    cache_repo(hub_env, "org/bad-header", {"config.json": hub_config(), "model.safetensors": b"\xff" * 8})
+    dangling = cache_repo(hub_env, "org/dangling", {"config.json": hub_config(), "model.safetensors": b"gone"})
     (dangling / "model.safetensors").resolve().unlink()
-    lost = _cache_repo(hub_env, "org/lost-snapshot", {"config.json": _config(), "model.safetensors": b"w"})
+    lost = cache_repo(hub_env, "org/lost-snapshot", {"config.json": hub_config(), "model.safetensors": b"w"})
     (lost.parent.parent / "refs" / "main").write_text(COMMIT_B)
     (hub_env / "models--not-a-repo").mkdir()
     (hub_env / "datasets--org--data").mkdir()
@@ -231,8 +159,8 @@ def test_listing_describes_each_supported_repo_and_leaves_out_the_rest(hub_env: 
     tiny = models["org/tiny-mlm"]
     assert tiny == CachedModel(
         repo_id="org/tiny-mlm", folder=mlm, revision=COMMIT_A, model_type="bert", supported_now=True,
-        size_bytes=sum(len(content) for content in (_config(architectures=["BertForMaskedLM"]),
-                                                     _safetensors_bytes(TINY_SHAPES), shared_vocab)),
+        size_bytes=sum(len(content) for content in (hub_config(architectures=["BertForMaskedLM"]),
+                                                     safetensors_bytes(TINY_SHAPES), shared_vocab)),
         parameters=TINY_PARAMETERS, parameters_estimated=False, num_layers=2, num_heads=4, head="MLM",
         last_used=tiny.last_used)
     sentiment = models["org/sentiment"]
@@ -244,8 +172,8 @@ def test_listing_describes_each_supported_repo_and_leaves_out_the_rest(hub_env: 
 
 
 def test_last_used_is_the_newest_access_and_listing_does_not_touch_it(hub_env: Path):
-    snapshot = _cache_repo(hub_env, "org/tiny", {"config.json": _config(),
-                                                 "model.safetensors": _safetensors_bytes(TINY_SHAPES)})
+    snapshot = cache_repo(hub_env, "org/tiny", {"config.json": hub_config(),
+                                                 "model.safetensors": safetensors_bytes(TINY_SHAPES)})
     day = 86400.0
     modified = 1_700_000_000.0
     for name, accessed in (("config.json", modified + 2 * day), ("model.safetensors", modified + 5 * day)):
@@ -262,8 +190,8 @@ def test_last_used_is_the_newest_access_and_listing_does_not_touch_it(hub_env: P
 def test_listing_orders_by_last_use_and_copes_with_no_cache(hub_env: Path):
     assert list_cached_models() == []  # the cache folder does not exist yet
     for index, repo_id in enumerate(["org/older", "org/newer"]):
-        snapshot = _cache_repo(hub_env, repo_id, {"config.json": _config(),
-                                                  "model.safetensors": _safetensors_bytes(TINY_SHAPES)})
+        snapshot = cache_repo(hub_env, repo_id, {"config.json": hub_config(),
+                                                  "model.safetensors": safetensors_bytes(TINY_SHAPES)})
         for name in ("config.json", "model.safetensors"):
             os.utime(snapshot / name, (1e9 + index, 1e9 + index))
         os.utime(snapshot.parent.parent / "refs" / "main", (1e9, 1e9))
@@ -294,89 +222,7 @@ def test_importing_hub_imports_neither_torch_nor_huggingface_hub():
     assert result.stdout.strip() == "[]"
 
 
-# --- a fake Hub on 127.0.0.1 ---------------------------------------------------------------------------------
-
-
-@dataclass
-class FakeHub:
-    """Answers what huggingface_hub asks of a Hub: the model info API and HEAD/GET on resolve URLs."""
-
-    repos: dict[str, dict[str, bytes]]
-    commit: str = HUB_COMMIT
-    token: str | None = None  # when set, requests without "Authorization: Bearer <token>" get 401
-    forbidden: bool = False  # every request gets 403
-    failing_files: set[str] = field(default_factory=set)  # GETs of these get 500
-    requests: list[tuple[str, str]] = field(default_factory=list)
-    url: str = ""
-
-    def answer(self, handler: BaseHTTPRequestHandler, method: str) -> None:
-        path = unquote(urlsplit(handler.path).path)
-        self.requests.append((method, handler.path))
-        if self.forbidden:
-            return self._send(handler, 403, b'{"error": "forbidden"}', {"X-Error-Message": "forbidden"})
-        if self.token is not None and handler.headers.get("Authorization") != f"Bearer {self.token}":
-            return self._send(handler, 401, b'{"error": "Invalid username or password."}')
-        parts = path.strip("/").split("/")
-        if parts[:2] == ["api", "models"]:
-            repo_id = "/".join(parts[2:4])
-            if repo_id not in self.repos:
-                return self._send(handler, 404, b'{"error": "Repository not found"}',
-                                  {"X-Error-Code": "RepoNotFound"})
-            info = {"id": repo_id, "sha": self.commit, "siblings": [
-                {"rfilename": name, "size": len(content)} for name, content in self.repos[repo_id].items()]}
-            return self._send(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"})
-        if len(parts) >= 5 and parts[2] == "resolve":
-            repo_id, filename = "/".join(parts[:2]), "/".join(parts[4:])
-            content = self.repos.get(repo_id, {}).get(filename)
-            if content is None:
-                return self._send(handler, 404, b"", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": self.commit})
-            if method == "GET" and filename in self.failing_files:
-                return self._send(handler, 500, b"boom")
-            headers = {"X-Repo-Commit": self.commit, "ETag": f'"{hashlib.sha256(content).hexdigest()}"'}
-            return self._send(handler, 200, content if method == "GET" else b"", headers, length=len(content))
-        return self._send(handler, 404, b"")
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str] | None = None,
-              length: int | None = None) -> None:
-        handler.send_response(status)
-        for name, value in (headers or {}).items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(body) if length is None else length))
-        handler.end_headers()
-        if body:
-            handler.wfile.write(body)
-
-
-@pytest.fixture()
-def serve(monkeypatch: pytest.MonkeyPatch):
-    """serve(repos) -> a FakeHub listening on 127.0.0.1, with HF_ENDPOINT pointing at it."""
-    servers = []
-
-    def start(repos: dict[str, dict[str, bytes]], **options: object) -> FakeHub:
-        hub = FakeHub(repos, **options)
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                hub.answer(self, "GET")
-
-            def do_HEAD(self):
-                hub.answer(self, "HEAD")
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        return hub
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+# --- downloads from a fake Hub on 127.0.0.1 ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -425,7 +271,7 @@ def test_a_download_is_found_by_repo_id_with_the_network_off(serve, tiny_checkpo
 
     hub_requests = len(hub.requests)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     assert resolve_model("org/tiny-bert") == resolved
     [listed] = list_cached_models()
     assert (listed.repo_id, listed.parameters, listed.head) == ("org/tiny-bert",
@@ -445,7 +291,7 @@ def test_pytorch_weights_are_fetched_only_when_the_repo_has_no_safetensors(serve
 
 
 def test_a_sharded_checkpoint_brings_its_shards_and_they_are_counted(serve, tiny_checkpoint, hub_env: Path):
-    header = _safetensors_bytes
+    header = safetensors_bytes
     repo = _repo(tiny_checkpoint)
     del repo["model.safetensors"]
     repo["model.safetensors.index.json"] = json.dumps({"metadata": {}, "weight_map": {
@@ -555,7 +401,7 @@ def test_a_forbidden_repo_says_the_token_needs_read_access(serve, tiny_checkpoin
 
 
 def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
-    hub = serve({"org/tf-only": {"config.json": _config(), "tf_model.h5": b"h5", "vocab.txt": b"[PAD]\n"}})
+    hub = serve({"org/tf-only": {"config.json": hub_config(), "tf_model.h5": b"h5", "vocab.txt": b"[PAD]\n"}})
     with pytest.raises(CheckpointError, match="org/tf-only has no weights in PyTorch form"):
         download_model("org/tf-only")
     assert [method for method, _ in hub.requests] == ["GET"]  # the listing only
