@@ -124,7 +124,7 @@ def input_head_importance(
     A single sentence never gets an NSP term: the model was trained on pairs only, so NSP on one sentence
     has no meaning. With no masked position and no sentence B there is nothing to explain (ValueError).
     """
-    if not getattr(model, "has_pretraining_heads", False):
+    if not model.has_pretraining_heads:
         raise ValueError("this model has no MLM/NSP heads (a plain encoder checkpoint), so it has no loss on "
                          "this input; use head_importance with a task model and labelled batches")
     if next_sentence not in ("predicted", "is_next", "not_next", "none"):

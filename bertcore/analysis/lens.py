@@ -104,7 +104,7 @@ def encoding_logit_lens(
 def _read_layers(
     model: nn.Module, tokenizer: BertTokenizer, hidden_states: torch.Tensor, masking: Masking | None, top_k: int
 ) -> LogitLens:
-    if not getattr(model, "has_pretraining_heads", False):
+    if not model.has_pretraining_heads:
         raise ValueError("this model has no MLM head (a plain encoder checkpoint); the logit lens reads the "
                          "MLM head at every layer, so it needs a checkpoint with pretraining heads")
     if not is_int_at_least(top_k, 1):

@@ -381,6 +381,14 @@ class BertPreTrainedModel(nn.Module):
     def num_parameters(self) -> int:
         return sum(parameter.numel() for parameter in self.parameters())  # tied tensors count once
 
+    @property
+    def has_pretraining_heads(self) -> bool:
+        """Whether trained MLM and NSP heads are there to predict masked tokens and sentence order with.
+
+        Only a BertForPreTraining loaded with its heads (or being pretrained) has them; a task model carries its
+        own head instead, so it answers False."""
+        return False
+
 
 class BertForPreTraining(BertPreTrainedModel):
     """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
@@ -392,7 +400,15 @@ class BertForPreTraining(BertPreTrainedModel):
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
         # False when loaded from a checkpoint that had no MLM/NSP heads: their outputs mean nothing.
-        self.has_pretraining_heads = True
+        self._has_pretraining_heads = True
+
+    @property
+    def has_pretraining_heads(self) -> bool:
+        return self._has_pretraining_heads
+
+    @has_pretraining_heads.setter
+    def has_pretraining_heads(self, value: bool) -> None:
+        self._has_pretraining_heads = bool(value)
 
     def forward(
         self,

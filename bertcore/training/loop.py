@@ -82,6 +82,7 @@ from bertcore.errors import (
 )
 from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import TRAINER_STATE_FILE, MetricsLog, RunFolder
+from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
 from bertcore.training.divergence import DivergenceMonitor
 from bertcore.training.loop_settings import linear_schedule
@@ -258,7 +259,7 @@ class TrainingLoop(LoopControls):
         """A CPU model of the trained class in eval mode holding a copy of the current weights, for probing."""
         copy = type(self.model)(self.model.config)
         copy.load_state_dict(self.snapshot_state_dict())
-        if hasattr(self.model, "has_pretraining_heads"):
+        if isinstance(copy, BertForPreTraining):  # a fresh one says it has heads; the trained one may not
             copy.has_pretraining_heads = self.model.has_pretraining_heads
         return copy.eval()
 

@@ -99,7 +99,7 @@ def recommend_objective(model: Any, checkpoint_path: str | Path | None = None) -
     NSP accuracy that fell from its best by OVERFIT_DROP or more → "mlm"; a history where it held → "mlm+nsp"
     (the pretraining loss, as Michel et al.); no history → "mlm", the loss every masked-LM head carries.
     """
-    if not getattr(model, "has_pretraining_heads", False):  # a bare encoder, or a fine-tuned task model
+    if not model.has_pretraining_heads:  # a bare encoder, or a fine-tuned task model
         return ObjectiveChoice(None, "This model has no MLM/NSP heads (a plain encoder or a fine-tuned checkpoint), "
                                      "so there is no pretraining loss to take head importance from. Head roles still "
                                      "work.")
@@ -297,7 +297,7 @@ def analyse_input(job: InputJob) -> InputAnalysis:
     inspection, model = job.inspection, job.model
     grid = (inspection.num_layers, inspection.num_heads)
     importance, note, importance_ms = None, "", 0.0
-    has_heads = bool(getattr(model, "has_pretraining_heads", False))
+    has_heads = model.has_pretraining_heads
     if not has_heads or job.objective is None:
         note = NO_HEADS_NOTE
     elif job.want_importance and not _has_loss(job.objective, inspection):
@@ -426,7 +426,7 @@ def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: Head
 
     config = model.config
     grid = (config.num_hidden_layers, config.num_attention_heads)
-    has_heads = bool(getattr(model, "has_pretraining_heads", False))
+    has_heads = model.has_pretraining_heads
     yield CorpusProgress("preparing", 0, 1)
     seq_len = min(settings.seq_len, config.max_position_embeddings)
     data = (held_out or HeldOutData()).get(tokenizer, settings.corpus_path, seq_len, settings.seed)

@@ -143,9 +143,9 @@ def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tup
         return None
     if model is None:
         raise ValueError("the inspector has no model loaded; pick a preset instead")
-    if not getattr(model, "has_pretraining_heads", True):
-        raise ValueError("the loaded model has no MLM/NSP heads (e.g. MiniLM), so it cannot be pretrained "
-                         "further here; pick a preset instead")
+    if not model.has_pretraining_heads:
+        raise ValueError("the loaded model has no MLM/NSP heads (a bare encoder such as MiniLM, or a fine-tuned "
+                         "task model), so it cannot be pretrained further here; pick a preset instead")
     return model, tokenizer
 
 

@@ -18,6 +18,7 @@ from bertcore.models.task_heads import (
     start_from_pretrained,
 )
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.tiny_configs import two_layer_bert
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TASK_CLASSES = [BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering]
@@ -30,8 +31,7 @@ def tokenizer(small_vocab_tokenizer):
 
 
 def small_config(tokenizer, **changes) -> BertConfig:
-    return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                      intermediate_size=40, max_position_embeddings=32, **changes)
+    return two_layer_bert(tokenizer.vocab_size, **changes)
 
 
 def task_model(model_class, tokenizer, seed: int = 0):
@@ -198,3 +198,18 @@ def test_a_folder_with_only_a_tokenizer_json_gives_its_wordpiece_vocabulary(toke
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE", "vocab": {}}}))
     with pytest.raises(TokenizerError, match=r"tokenizer\.json holds a BPE tokenizer, not BERT's WordPiece"):
         BertTokenizer.from_vocab_file(tmp_path)
+
+
+def test_only_a_pretraining_model_saved_with_its_heads_says_it_has_them(tokenizer, tmp_path):
+    for model_class in TASK_CLASSES:
+        model = task_model(model_class, tokenizer)
+        assert model.has_pretraining_heads is False
+        with pytest.raises(AttributeError):  # a task model cannot be told it has MLM/NSP heads
+            model.has_pretraining_heads = True
+        assert load_pretrained(save_pretrained(model, tokenizer, tmp_path / model_class.__name__))[0] \
+            .has_pretraining_heads is False
+    pretraining = BertForPreTraining(small_config(tokenizer))
+    assert pretraining.has_pretraining_heads is True
+    assert load_pretrained(save_pretrained(pretraining, tokenizer, tmp_path / "with"))[0].has_pretraining_heads is True
+    pretraining.has_pretraining_heads = False  # as for a bare encoder: its heads are not saved, nor claimed again
+    assert load_pretrained(save_pretrained(pretraining, tokenizer, tmp_path / "bare"))[0].has_pretraining_heads is False
