@@ -39,10 +39,7 @@ class Family:
     def architecture_for(self, values: Mapping[str, Any]) -> str:
         """The architecture name a config.json's values pick: the first of `architectures`, else `default`;
         an unlisted name of this family maps to `fallback`. UnsupportedModelError for any other name."""
-        names = values.get("architectures") or ()
-        if isinstance(names, str):
-            names = (names,)
-        name = names[0] if names and isinstance(names[0], str) else self.default
+        name = _first_architecture(values) or self.default
         if name in self.architectures:
             return name
         if self.fallback is not None and self.class_prefix and name.startswith(self.class_prefix):
@@ -78,6 +75,16 @@ FAMILIES: dict[str, Family] = {
         fallback="BertForPreTraining",
         class_prefix="Bert",
     ),
+    "modernbert": Family(
+        config="bertcore.models.modernbert:ModernBertConfig",
+        architectures={
+            "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
+            "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
+        },
+        default="ModernBertForMaskedLM",
+        fallback="ModernBertForMaskedLM",
+        class_prefix="ModernBert",
+    ),
 }
 
 
@@ -87,8 +94,7 @@ def family_for(values: Mapping[str, Any]) -> Family:
     model_type and the supported ones otherwise."""
     model_type = values.get("model_type")
     if model_type is None:
-        names = values.get("architectures") or ()
-        name = names[0] if isinstance(names, (list, tuple)) and names and isinstance(names[0], str) else None
+        name = _first_architecture(values)
         for family in FAMILIES.values():
             if name is not None and family.class_prefix and name.startswith(family.class_prefix):
                 return family
@@ -121,6 +127,16 @@ def supported_model_types() -> tuple[str, ...]:
 
 def supported_architectures() -> tuple[str, ...]:
     return tuple(name for family in FAMILIES.values() for name in family.architectures)
+
+
+def _first_architecture(values: Mapping[str, Any]) -> str | None:
+    """architectures' first name (a lone string counts as a list of one); None for none or a malformed value."""
+    names = values.get("architectures")
+    if isinstance(names, str):
+        return names
+    if isinstance(names, (list, tuple)) and names and isinstance(names[0], str):
+        return names[0]
+    return None
 
 
 def _resolve(path: str) -> Any:

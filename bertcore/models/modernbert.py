@@ -476,6 +476,8 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
             std = self.config.initializer_range / math.sqrt(2.0 * self.config.num_hidden_layers)
             cutoff = self.config.initializer_cutoff_factor * std
             nn.init.trunc_normal_(self.decoder.weight, std=std, a=-cutoff, b=cutoff)
+        # False when loaded from a checkpoint without the MLM head (a bare ModernBertModel): its logits mean nothing.
+        self.has_pretraining_heads = True
 
     def forward(
         self,

@@ -182,6 +182,7 @@ def test_decoder_is_tied_to_the_token_embeddings_and_has_its_own_bias():
     assert isinstance(model.model.layers[0].attn_norm, torch.nn.Identity)
     assert isinstance(model.model.layers[1].attn_norm, torch.nn.LayerNorm)
     assert model.config.architectures == ("ModernBertForMaskedLM",)
+    assert model.has_pretraining_heads
 
 
 def test_token_type_ids_are_accepted_and_ignored_and_labels_give_the_reference_loss(transformers):
@@ -240,3 +241,14 @@ def test_bad_inputs_are_a_clear_value_error():
         model(torch.ones(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match=r"head_mask has shape \(5,\).*\(4, 5\)"):
         model(torch.ones(1, 5, dtype=torch.long), head_mask=torch.ones(5))
+
+
+def test_the_family_registry_loads_modernbert_config_json_as_our_classes():
+    from bertcore.models.families import resolve
+
+    values = {**CONFIGS[0].to_dict(), "architectures": ["ModernBertModel"]}
+    family, architecture = resolve(values)
+    assert family.model_class(architecture) is ModernBertForMaskedLM
+    assert family.config_class().from_dict(values) == CONFIGS[0].replace(architectures=("ModernBertModel",))
+    assert family.architecture_for({**values, "architectures": ["ModernBertForTokenClassification"]}) == (
+        "ModernBertForMaskedLM")
