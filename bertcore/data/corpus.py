@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from bertcore.errors import CorpusError
+from bertcore.files.reading import open_regular_file, present
 
 # Token ids of one sentence, of one document (list of sentences), of a corpus (list of documents).
 Sentence = list[int]
@@ -70,11 +71,21 @@ def split_documents_text(text: str) -> list[str]:
 
 def read_text_file(path: str | Path, *, kind: str = "corpus file", error: type[ValueError] = CorpusError) -> str:
     """The file's text; `error` (CorpusError) naming the `kind` of file for a missing file, non-UTF-8 bytes or no
-    text."""
+    text, and naming what is there when it is not a regular file (a FIFO, a device such as /dev/zero, a folder, a
+    broken link): only a regular file is opened, so a read never waits on a writer nor reads without end. Its
+    size is not bounded (a corpus may be large)."""
     path = Path(path)
-    if not path.is_file():
-        raise error(f"{kind} {path} does not exist; check the path")
-    raw = path.read_bytes()
+    try:
+        file = open_regular_file(path, error=error, label=kind)
+    except FileNotFoundError:
+        raise error(f"{kind} {path} does not exist; check the path") from None
+    except error as refused:
+        raise error(f"{refused}; pass a plain text file (save the text into one first)") from None
+    with file:
+        try:
+            raw = file.read()
+        except OSError as failure:
+            raise error(f"{kind} {path} cannot be read: {failure.strerror or failure}") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as bad:
@@ -95,7 +106,7 @@ def read_corpus(path: str | Path) -> Corpus:
         files = sorted(p for p in path.rglob("*.txt") if p.is_file())
         if not files:
             raise CorpusError(f"corpus folder {path} holds no .txt files; put plain-text .txt files in it")
-    elif path.exists():
+    elif present(path):  # a FIFO, a device or a broken link too: read_text_file names what it is
         files = [path]
     else:
         raise CorpusError(f"corpus {path} does not exist; pass an existing .txt file or a folder of them")

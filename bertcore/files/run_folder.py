@@ -30,7 +30,8 @@ pruning never deletes the newest sane checkpoint.
 
 Nothing is written through a symbolic link: files are replaced by rename (which replaces a link, never what it
 leads to), and the files opened in place (run.lock, metrics.jsonl) are opened without following a link; a link,
-folder, FIFO or device where one of them belongs is a RunFolderError saying so.
+folder, FIFO or device where one of them belongs is a RunFolderError saying so. A run folder whose checkpoints/
+or final/ is a link is refused outright (`refuse_linked_folders`): pruning would delete folders it did not make.
 
 Reading a run that is still being written (the app watching `bert-train`): `MetricsTail` parses only complete
 lines, keeps a partial last line until its newline arrives, and notices a file that was truncated or replaced
@@ -287,11 +288,27 @@ class RunFolder:
         return RunLock(self.lock_path).acquire()
 
     def create(self) -> None:
-        """Make the folder and checkpoints/, and delete what a crashed writer left (call it under the lock)."""
+        """Make the folder and checkpoints/, and delete what a crashed writer left (call it under the lock).
+        RunFolderError when checkpoints/ or final/ is a symbolic link (`refuse_linked_folders`)."""
+        self.refuse_linked_folders()
         with _raising_write_error(self.path, "the run folder"):
             self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         for folder in (self.path, self.checkpoints_dir):
             remove_leftovers(folder)
+
+    def refuse_linked_folders(self, *, final: bool = True) -> None:
+        """RunFolderError when checkpoints/ (or final/, unless `final` is False) is a symbolic link: the run would
+        write its checkpoints into (and prune them from) whatever folder the link leads to, which it did not make.
+        A link to the run folder itself is fine: everything then stays in the folder it leads to."""
+        for folder in (self.checkpoints_dir, self.final_dir) if final else (self.checkpoints_dir,):
+            if folder.is_symlink():
+                target = _link_target(folder)
+                raise RunFolderError(
+                    f"{folder} is a symbolic link (to {target}); a run writes its checkpoints and final weights "
+                    f"only into folders it made, never through a link, since pruning would delete folders in "
+                    f"{target}. To keep checkpoints on another disk, make the whole run folder there "
+                    f"(--out /other/disk/{self.path.name}, or link the run folder itself); delete the link "
+                    f"{folder} (what it leads to is left alone), then try again")
 
     def write_vocabulary(self, tokenizer) -> None:
         """The run's vocab.txt and tokenizer_config.json, as `tokenizer.save(folder)` writes them."""
@@ -488,6 +505,7 @@ class RunFolder:
         On a write error (disk full, ...; a library's own exception becomes an OSError through
         bertcore.files.atomic.library_write) nothing half-written stays, `latest` still names the previous
         checkpoint, and CheckpointWriteError says so."""
+        self.refuse_linked_folders(final=False)  # linked since create(): not a folder to write into nor prune
         folder = self.checkpoint_path(step)
         previous = self.latest_resumable()
         loss = smoothed_loss if smoothed_loss is not None and math.isfinite(smoothed_loss) else None
@@ -524,6 +542,7 @@ class RunFolder:
         one (after a NaN or a divergence it is the one to go back to); returns them. A folder is renamed away
         before it is deleted, so an interruption never leaves half a checkpoint under its name; a link to a
         folder elsewhere is left alone."""
+        self.refuse_linked_folders(final=False)
         spared = {folder.name for folder in protect if folder is not None}
         newest_sane = self.newest_sane_checkpoint()
         if newest_sane is not None:
@@ -556,6 +575,13 @@ def _raising_write_error(path: Path, what: str):
 
 def _reason(error: OSError) -> str:
     return describe_os_error(error)
+
+
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError as error:
+        return f"? ({_reason(error)})"
 
 
 def _advice(error: OSError) -> str:

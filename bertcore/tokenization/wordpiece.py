@@ -152,6 +152,7 @@ class BertTokenizer:
         if not any(token.strip() for token in vocab):
             raise TokenizerError(f"{label} {path} is empty; it needs one token per line")
         _check_byte_order_mark(vocab, f"{label} {path}")
+        _check_blank_lines(vocab, f"{label} {path}")
         if lowercase is None:
             lowercase = _read_do_lower_case(path.parent / TOKENIZER_CONFIG_FILE)
         if lowercase is None:
@@ -476,6 +477,20 @@ def _check_byte_order_mark(vocab: list[str], source: str) -> None:
             f"{source} starts with a UTF-8 byte order mark (BOM), which is read as part of its first token "
             f"({vocab[0]!r}; transformers' BertTokenizer reads it so too), so it has no {missing[0]} token; "
             "save the file as UTF-8 without a BOM"
+        )
+
+
+def _check_blank_lines(vocab: list[str], source: str) -> None:
+    """One blank line is read as the token "" with its line's id, as transformers' BertTokenizer reads it (WordPiece
+    never produces an empty token, so it only keeps the ids after it on their lines). A second one would give ""
+    two ids; transformers then hands out an id equal to its vocabulary size (past the embedding table)."""
+    blank = [number for number, token in enumerate(vocab, start=1) if token == ""]
+    if len(blank) > 1:
+        shown = ", ".join(map(str, blank[:-1])) + f" and {blank[-1]}"
+        raise TokenizerError(
+            f"{source}: lines {shown} are blank; a vocab.txt holds one token per line and its line number is the "
+            "token's id, so the file is damaged (or was edited by hand). Use the vocabulary that came with the "
+            "model's weights"
         )
 
 
