@@ -28,6 +28,28 @@ from typing import Any
 SMOOTHING = 0.9  # weight of the past in the moving average: about the last 1 / (1 - 0.9) = 10 steps
 LOSS_FLOOR = 1.0  # nats; the reference never goes below it (see above)
 
+# The learning rates runs usually succeed with, (low, high, in words): BERT-base was pretrained at 1e-4 and small
+# BERTs take up to about 1e-3; the BERT paper fine-tuned base models at 2e-5 to 5e-5.
+PRETRAINING_LEARNING_RATES = (1e-4, 1e-3, "1e-4 to 1e-3 for pretraining a small BERT")
+FINETUNING_LEARNING_RATES = (2e-5, 5e-5, "2e-5 to 5e-5 for fine-tuning BERT-base (small models take up to 2e-4)")
+
+
+def learning_rate_advice(lr: float, *, pretraining: bool) -> str:
+    """What to change after a NaN or a diverging loss at learning rate `lr`, as a clause ("lower the learning rate
+    (now 1e+30) into the usual range ..."). A tenth of an absurd rate is still absurd, so a rate above the usual
+    range is pointed into it; one within it is halved; one below it is not the likely cause."""
+    low, high, usual = PRETRAINING_LEARNING_RATES if pretraining else FINETUNING_LEARNING_RATES
+    if lr > high:
+        middle = math.sqrt(low * high)  # 3e-04 or 3e-05 once rounded: a round value in the middle of the range
+        return (f"lower the learning rate (now {lr:g}) into the usual range, {usual}: e.g. {middle:.0e}; or lengthen "
+                "the warm-up")
+    if lr >= low:
+        return (f"lower the learning rate (now {lr:g}), already within the usual range ({usual}), e.g. to "
+                f"{lr / 2:.2g}, or lengthen the warm-up")
+    return (f"the learning rate (now {lr:g}) is already below the usual range ({usual}), so it is not the likely "
+            "cause: lengthen the warm-up, clip the gradients (--max-grad-norm 1) or train in fp32 (--precision "
+            "fp32)")
+
 
 @dataclass
 class DivergenceMonitor:

@@ -84,7 +84,7 @@ from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import TRAINER_STATE_FILE, MetricsLog, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
-from bertcore.training.divergence import DivergenceMonitor
+from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice
 from bertcore.training.loop_settings import linear_schedule
 from bertcore.training.setup import (
     TRAINER_STATE_VERSION,
@@ -139,6 +139,7 @@ class TrainingLoop(LoopControls):
 
     def _set_up(self, resume: bool | str | Path, command: list[str] | None) -> None:
         config, task = self.config, self.task
+        self.run_folder.refuse_linked_folders()  # before the task spends its setup on a run that cannot be written
         if not resume and self.run_folder.checkpoint_folders():
             raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
                              "choose another output folder (--out)")
@@ -364,11 +365,11 @@ class TrainingLoop(LoopControls):
 
     def _restart_advice(self) -> str:
         """Where to go back to after a NaN or a divergence, and what to change."""
-        checkpoint, lr = self.last_good_checkpoint, self.config.lr
+        checkpoint = self.last_good_checkpoint
         where = (f"The last checkpoint written while the loss was sane is {checkpoint}; " if checkpoint
                  else "No checkpoint of this run is known to be sane; ")
-        return (where + f"lower the learning rate (now {lr:g}) — e.g. to {lr / 10:g} — or lengthen the warm-up and "
-                + ("resume from it" if checkpoint else "start again"))
+        change = learning_rate_advice(self.config.lr, pretraining=isinstance(self.model, BertForPreTraining))
+        return where + change + (", and resume from it" if checkpoint else ", and start again")
 
     # ---- evaluation ---------------------------------------------------------------------------------------
 
@@ -409,7 +410,8 @@ class TrainingLoop(LoopControls):
         return self._elapsed_before + time.perf_counter() - self._session_started - self._paused_seconds
 
     def learning_rate(self, step: int) -> float:
-        """Learning rate of 1-based `step`: linear warm-up to config.lr, then linear decay to 0 at the end."""
+        """Learning rate of 1-based `step`: linear warm-up to config.lr, then linear decay towards 0, step for step
+        transformers' linear schedule (`linear_schedule`)."""
         return linear_schedule(step, lr=self.config.lr, warmup_steps=self.task.warmup_steps,
                                total_steps=self.total_steps)
 

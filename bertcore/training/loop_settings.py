@@ -16,11 +16,15 @@ FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller adam_eps 
 
 
 def linear_schedule(step: int, *, lr: float, warmup_steps: int, total_steps: int) -> float:
-    """Learning rate of 1-based `step`: linear warm-up to `lr` over `warmup_steps`, then linear decay to 0 at
-    `total_steps` (BERT's schedule, for pretraining and fine-tuning alike)."""
-    if step <= warmup_steps:
-        return lr * step / max(1, warmup_steps)
-    return lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    """Learning rate of 1-based `step`: linear warm-up to `lr` over `warmup_steps`, then linear decay towards 0
+    (BERT's schedule, for pretraining and fine-tuning alike), step for step what transformers'
+    `get_linear_schedule_with_warmup` gives: its scheduler steps after the optimizer, so update k uses its factor
+    of k - 1. The first update of a warm-up therefore has rate 0 and the last one lr / (total - warmup) (it would
+    reach 0 one step after the end)."""
+    done = step - 1  # updates applied before this one
+    if done < warmup_steps:
+        return lr * done / max(1, warmup_steps)
+    return lr * max(0.0, (total_steps - done) / max(1, total_steps - warmup_steps))
 
 
 def check_loop_settings(config, *, lr_hint: str) -> None:

@@ -434,10 +434,12 @@ def test_config_validation_and_schedule():
     with pytest.raises(ValueError, match="lr must be a positive number"):
         TrainingConfig(lr=float("nan"))
     config = TrainingConfig(steps=100, warmup_steps=10, lr=1.0)
-    assert config.learning_rate(5) == pytest.approx(0.5)
-    assert config.learning_rate(10) == pytest.approx(1.0)
-    assert config.learning_rate(55) == pytest.approx(0.5)
-    assert config.learning_rate(100) == 0.0
+    # Update k uses transformers' factor of k - 1 (its scheduler steps after the optimizer).
+    assert config.learning_rate(1) == 0.0
+    assert config.learning_rate(6) == pytest.approx(0.5)
+    assert config.learning_rate(11) == pytest.approx(1.0)
+    assert config.learning_rate(56) == pytest.approx(0.5)
+    assert config.learning_rate(100) == pytest.approx(1 / 90)
     assert TrainingConfig.from_dict(config.to_dict()) == config
 
 
