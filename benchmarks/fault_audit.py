@@ -16,9 +16,9 @@ Three families of concrete cases, each made in a temporary folder:
   read-only folders (chattr +i), a full disk (a small tmpfs), corrupt trainer_state.pt / run_config.json /
   latest, divergence, Ctrl-C twice, two runs in one folder, bad corpora and options.
 - finetune: `bert-finetune` (python -m bertcore.cli.finetune) for one step on CSV/TSV/JSONL/CoNLL/SQuAD files
-  with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings. The schedule's
-  learning rate is 0 at the last step, so a one-step run reads, builds and computes a loss but moves no weight:
-  settings that only bite in an update (--lr 1e30) get 3 steps.
+  with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings. The schedule is
+  transformers' linear one (update k uses its factor of k - 1), so a warm-up's first update has rate 0: settings
+  that only bite in an update (--lr 1e30) get 3 steps.
 
 Each case records what it expects: "fail" (the input is wrong: it must be refused), "ok" (valid: it must work) or
 "any" (either is right, e.g. a flipped byte inside safetensors' tensor data, which no checksum covers). Outcomes:
@@ -567,7 +567,10 @@ def checkpoint_cases() -> list[CheckpointCase]:
                        lambda f: None),
         CheckpointCase("vocab with a BOM", "ours", "any", _vocab_bytes(lambda d: b"\xef\xbb\xbf" + d)),
         CheckpointCase("vocab with CRLF line ends", "ours", "any", _vocab_bytes(lambda d: d.replace(b"\n", b"\r\n"))),
-        CheckpointCase("vocab with a blank line in the middle", "ours", "fail",
+        # transformers keeps a blank line as the token "" with its line's id (WordPiece never produces it), and so
+        # does bertcore: the same ids. The word it replaced is [UNK] from then on, which no reader can tell apart
+        # from a vocabulary that never had it.
+        CheckpointCase("vocab with a blank line in the middle", "ours", "any",
                        _vocab_lines(lambda v: [*v[:50], "", *v[51:]])),
         CheckpointCase("vocab with a token twice", "ours", "fail", _vocab_lines(lambda v: [*v[:60], v[10], *v[61:]])),
         CheckpointCase("vocab without [MASK]", "ours", "fail", _vocab_lines(lambda v: [t if t != "[MASK]" else "zz"
