@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
-
-IGNORE_INDEX = -100  # label value the cross-entropy loss skips
 
 
 class MaskDecision(enum.IntEnum):

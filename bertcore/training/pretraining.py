@@ -49,6 +49,7 @@ from bertcore.files.run_folder import (  # re-exported: their home before bertco
     MetricsLog,
     find_checkpoint,
 )
+from bertcore.models.bert import IGNORE_INDEX
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.pretraining_config import TrainingConfig
 from bertcore.training.setup import (  # re-exported: their home before bertcore.training.setup
@@ -172,7 +173,7 @@ class PretrainingTask(TrainingTask):
 
     def batch_sums(self, output, batch: Batch) -> torch.Tensor:
         """(mlm loss·n_masked, mlm correct, n_masked, nsp loss·B, nsp correct, B) of one forward pass."""
-        masked_labels = batch.labels[batch.labels != -100]  # (N,), in the order of prediction_logits rows
+        masked_labels = batch.labels[batch.labels != IGNORE_INDEX]  # (N,), in the order of prediction_logits rows
         mlm_correct = (output.prediction_logits.argmax(-1) == masked_labels).sum()
         nsp_correct = (output.seq_relationship_logits.argmax(-1) == batch.next_sentence_label).sum()
         num_masked, num_examples = masked_labels.numel(), batch.next_sentence_label.numel()

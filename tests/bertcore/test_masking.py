@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from bertcore.data.masking import IGNORE_INDEX, MaskDecision, Masking, mask_exactly, mask_like_bert, mask_tokens
+from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert, mask_tokens
 from bertcore.files.resources import default_vocab_path
+from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 VOCAB_SIZE = 99
