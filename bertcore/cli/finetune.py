@@ -41,7 +41,8 @@ from bertcore.cli.common import (
     run_command,
 )
 from bertcore.files.run_folder import RunFolder
-from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.tasks.kinds import QA_TASK, TASK_KINDS
+from bertcore.training.finetuning_config import DEMO_SETTINGS
 
 PROG = "bert-finetune"
 OPTION_FIELDS = {**SHARED_OPTION_FIELDS, "task": "task", "train": "train", "eval": "eval", "demo": "demo",
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "answer spans (qa, SQuAD), starting from a checkpoint (default: the shipped default model).",
     )
     task = parser.add_argument_group("task and data")
-    task.add_argument("--task", choices=FINETUNE_TASKS, help="sequence, token or qa")
+    task.add_argument("--task", choices=TASK_KINDS, help="sequence, token or qa")
     task.add_argument("--train", help="training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)")
     task.add_argument("--eval", help="evaluation file, same format (default: hold out --heldout-fraction of --train)")
     task.add_argument("--demo", choices=tuple(DEMO_SETTINGS),
@@ -144,7 +145,7 @@ def _run(finetuner, args: argparse.Namespace) -> int:
         if finetuner.resume_note:
             print(f"{PROG}: warning: {finetuner.resume_note}", file=sys.stderr)
         print(f"{PROG}: {config.task} task, {len(data.train_features):,} training / {len(data.eval_features):,} "
-              f"eval {'windows' if config.task == 'qa' else 'examples'} (eval: {data.eval_source}); "
+              f"eval {'windows' if config.task == QA_TASK else 'examples'} (eval: {data.eval_source}); "
               f"{config.steps:,} steps of {config.batch_size} at lr {config.lr:g}; "
               f"{finetuner.model.num_parameters():,} parameters on {finetuner.device} × {finetuner.world_size} "
               f"process(es); run folder {finetuner.out_dir}", file=sys.stderr)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bertcore.data.corpus import split_documents_text, split_sentences
 from bertcore.files.resources import assets_dir, default_corpus_path
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.metrics import accuracy, entity_scores, macro_f1, squad_metrics, token_classification_metrics
 
 RUN_LENGTH = 100  # speeches per run; every EVAL_EVERY-th run is eval
@@ -33,17 +34,17 @@ _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[^\sA-Za-z]")
 @dataclass(frozen=True)
 class DemoTask:
     name: str
-    task: str  # "sequence" | "token" | "qa"
+    task: str  # one of bertcore.tasks.kinds.TASK_KINDS
     train: Path
     eval: Path
     description: str
 
 
 _DEMOS = {
-    "mood": ("sequence", "csv", "question, exclamation or statement? (one sentence, final punctuation removed)"),
-    "next-line": ("sequence", "tsv", "does sentence B directly follow sentence A in the same speech? (pairs)"),
-    "names": ("token", "conll", "BIO tags for characters mentioned by name (PER)"),
-    "who-says": ("qa", "json", 'Who says "..."? over a passage of speeches (SQuAD v2.0 format)'),
+    "mood": (SEQUENCE_TASK, "csv", "question, exclamation or statement? (one sentence, final punctuation removed)"),
+    "next-line": (SEQUENCE_TASK, "tsv", "does sentence B directly follow sentence A in the same speech? (pairs)"),
+    "names": (TOKEN_TASK, "conll", "BIO tags for characters mentioned by name (PER)"),
+    "who-says": (QA_TASK, "json", 'Who says "..."? over a passage of speeches (SQuAD v2.0 format)'),
 }
 
 SPLIT = (f"Eval examples come from other parts of the corpus than training examples: the speeches are cut into "

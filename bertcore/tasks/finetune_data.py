@@ -52,6 +52,7 @@ import torch
 
 from bertcore.data.corpus import step_rng
 from bertcore.models.bert import IGNORE_INDEX
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
 from bertcore.tasks.metrics import (
     classification_metrics,
     get_entities,
@@ -80,7 +81,6 @@ from bertcore.tasks.task_files import (
 )
 from bertcore.tokenization.wordpiece import longest_first
 
-TASKS = ("sequence", "token", "qa")
 PROBLEM_TYPES = ("single_label_classification", "regression")
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -471,7 +471,7 @@ def split_heldout(num_items: int, fraction: float, seed: int, *, source: str, un
 class SequenceClassificationData(FinetuningData):
     """Single sentences or sentence pairs with one label (or one score) each."""
 
-    task = "sequence"
+    task = SEQUENCE_TASK
 
     def __init__(
         self, train_examples: Sequence[TextExample], eval_examples: Sequence[TextExample], tokenizer, *,
@@ -576,7 +576,7 @@ class SequenceClassificationData(FinetuningData):
 class TokenClassificationData(FinetuningData):
     """Sentences of pre-split words with one tag per word (NER, POS, ...)."""
 
-    task = "token"
+    task = TOKEN_TASK
     problem_type = "single_label_classification"
 
     def __init__(
@@ -665,7 +665,7 @@ def _bio_like(names: Sequence[str]) -> bool:
 class QuestionAnsweringData(FinetuningData):
     """SQuAD questions over contexts, as windows; evaluation writes {question id: answer text}."""
 
-    task = "qa"
+    task = QA_TASK
     problem_type = None
     main_metric = "f1"
 
@@ -749,12 +749,12 @@ def load_finetuning_data(
     checkpoint's id2label); else it comes from the training file. `task_options`: for "sequence"
     text_column / text_b_column / label_column; for "token" tokens_field / tags_field; for "qa"
     max_query_length / doc_stride / max_answer_length / null_score_diff_threshold / allow_no_answer."""
-    if task not in TASKS:
-        raise ValueError(f"task {task!r} is not one of {TASKS}")
+    if task not in TASK_KINDS:
+        raise ValueError(f"task {task!r} is not one of {TASK_KINDS}")
     train = Path(train)
     common = {"tokenizer": tokenizer, "seq_len": seq_len, "seed": seed, "length_buckets": length_buckets,
               "train_source": str(train)}
-    if task == "sequence":
+    if task == SEQUENCE_TASK:
         columns = {k: task_options.pop(k) for k in ("text_column", "text_b_column", "label_column")
                    if k in task_options}
         _no_more_options(task, task_options)
@@ -767,7 +767,7 @@ def load_finetuning_data(
             examples, eval, heldout_fraction, seed, train, lambda p: read_text_examples(p, format=format, **columns))
         return SequenceClassificationData(train_examples, eval_examples, problem_type=problem_type, labels=labels,
                                           eval_source=eval_source, **common)
-    if task == "token":
+    if task == TOKEN_TASK:
         fields = {k: task_options.pop(k) for k in ("tokens_field", "tags_field") if k in task_options}
         _no_more_options(task, task_options)
         examples = read_tagged_examples(train, format=format, **fields)

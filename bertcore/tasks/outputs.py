@@ -21,12 +21,13 @@ from bertcore.models.task_heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.squad import MAX_ANSWER_LENGTH, best_spans
 
 
 @dataclass(frozen=True)
 class SequenceTaskOutput:
-    kind = "sequence"
+    kind = SEQUENCE_TASK
     problem_type: str  # "single_label_classification", "multi_label_classification" or "regression"
     labels: tuple[str, ...]  # label names in class-id order (config.id2label)
     logits: np.ndarray  # (C,) float32
@@ -37,7 +38,7 @@ class SequenceTaskOutput:
 
 @dataclass(frozen=True)
 class TokenTaskOutput:
-    kind = "token"
+    kind = TOKEN_TASK
     labels: tuple[str, ...]  # tag names in class-id order
     logits: np.ndarray  # (T, C) float32
     probabilities: np.ndarray  # (T, C) float32, softmax at each position
@@ -49,7 +50,7 @@ class TokenTaskOutput:
 
 @dataclass(frozen=True)
 class QuestionAnsweringTaskOutput:
-    kind = "qa"
+    kind = QA_TASK
     start_logits: np.ndarray  # (T,) float32
     end_logits: np.ndarray  # (T,) float32
     start_probabilities: np.ndarray  # (T,) float32, softmax over the positions

@@ -57,12 +57,13 @@ from bertcore.models.task_heads import (
     start_from_pretrained,
 )
 from bertcore.tasks.finetune_data import FinetuningData, TaskEvaluation, load_finetuning_data
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.task import LoopPlace, TrainingTask
 
-TASK_MODELS = {"sequence": BertForSequenceClassification, "token": BertForTokenClassification,
-               "qa": BertForQuestionAnswering}
+TASK_MODELS = {SEQUENCE_TASK: BertForSequenceClassification, TOKEN_TASK: BertForTokenClassification,
+               QA_TASK: BertForQuestionAnswering}
 PREDICTIONS_FILE = "predictions.json"  # in final/, for qa: {question id: answer text}
 
 
@@ -185,7 +186,7 @@ class FinetuningTask(TrainingTask):
         checkpoint_labels = list(contents.config.id2label.values())
         data = self._read_data(contents.tokenizer, checkpoint_labels if resume_from is not None else None)
         same_labels = has_this_head and self._same_labels(contents.config, data)
-        if same_labels and self.task != "qa" and checkpoint_labels != list(data.id2label.values()):
+        if same_labels and self.task != QA_TASK and checkpoint_labels != list(data.id2label.values()):
             data = self._read_data(contents.tokenizer, checkpoint_labels)  # the head's order of the labels
         self.data, self.tokenizer = data, contents.tokenizer
         self.init = self._build_model(contents, same_labels)
@@ -197,22 +198,22 @@ class FinetuningTask(TrainingTask):
     def _read_data(self, tokenizer, labels: list[str] | None) -> FinetuningData:
         config = self.config
         options = dict(config.task_options)
-        if labels is not None and self.task != "qa":
+        if labels is not None and self.task != QA_TASK:
             options["labels"] = labels
         return load_finetuning_data(self.task, config.train, config.eval, tokenizer=tokenizer, seq_len=config.seq_len,
                                     heldout_fraction=config.heldout_fraction, seed=config.seed,
                                     length_buckets=config.length_buckets, **options)
 
     def _same_labels(self, checkpoint_config, data: FinetuningData) -> bool:
-        if self.task == "qa":
+        if self.task == QA_TASK:
             return True  # start and end: a QA head is one whatever its labels are called
-        if self.task == "sequence" and (data.problem_type == "regression") != (checkpoint_config.num_labels == 1):
+        if self.task == SEQUENCE_TASK and (data.problem_type == "regression") != (checkpoint_config.num_labels == 1):
             return False
         return set(checkpoint_config.id2label.values()) == set(data.id2label.values())
 
     def _task_config(self, base):
         """The model config: the checkpoint's sizes with this task's labels."""
-        if self.task == "qa":
+        if self.task == QA_TASK:
             return base.replace(id2label=self.data.id2label, problem_type=None)
         return base.replace(id2label=self.data.id2label, problem_type=self.data.problem_type)
 
@@ -241,7 +242,7 @@ class FinetuningTask(TrainingTask):
         else:
             kept = "encoder and pooler" if "bert.pooler.dense.weight" in transfer.loaded else "encoder"
             note = f"started from {source} ({contents.model_class.__name__}): its {kept} with a new {name} head"
-            if self.task != "qa":
+            if self.task != QA_TASK:
                 note += f" for {labels}"
         return InitReport(source, transfer, note, continued_head=same_labels)
 
@@ -258,9 +259,9 @@ class FinetuningTask(TrainingTask):
 
     def _metric_names(self) -> list[str]:
         data = self.data
-        if self.task == "sequence":
+        if self.task == SEQUENCE_TASK:
             return ["pearson", "spearman"] if data.problem_type == "regression" else ["accuracy", "macro_f1"]
-        if self.task == "token":
+        if self.task == TOKEN_TASK:
             return ["entity_precision", "entity_recall", "entity_f1", "accuracy"] if data.main_metric == "entity_f1" \
                 else ["accuracy"]
         return ["exact_match", "f1"]
@@ -273,14 +274,14 @@ class FinetuningTask(TrainingTask):
     def batch_sums(self, output, batch) -> torch.Tensor:
         """(loss·n, n) and, for classification and tagging, the correct argmaxes: n = examples (token: scored
         words, the first sub-tokens; qa: windows)."""
-        if self.task == "token":
+        if self.task == TOKEN_TASK:
             scored = batch.labels != IGNORE_INDEX  # (B, T)
             count = scored.sum().float()
             correct = ((output.logits.argmax(-1) == batch.labels) & scored).sum().float()
             return torch.stack([output.loss.detach().float() * count, count, correct])
         count = torch.tensor(float(batch.input_ids.size(0)), device=output.loss.device)
         sums = [output.loss.detach().float() * count, count]
-        if self.task == "sequence" and self.data.problem_type != "regression":
+        if self.task == SEQUENCE_TASK and self.data.problem_type != "regression":
             sums.append((output.logits.argmax(-1) == batch.labels).sum().float())
         return torch.stack(sums)
 
@@ -304,7 +305,7 @@ class FinetuningTask(TrainingTask):
             output, moved = forward(batch)
             sums = self.batch_sums(output, moved).tolist()
             loss_sum, count = loss_sum + sums[0], count + sums[1]
-            if self.task == "qa":
+            if self.task == QA_TASK:
                 evaluation.add(batch, (output.start_logits.float().cpu(), output.end_logits.float().cpu()))
             else:
                 evaluation.add(batch, output.logits.float().cpu())
@@ -322,7 +323,7 @@ class FinetuningTask(TrainingTask):
                          "initialised": list(transfer.initialised), "dropped": list(transfer.dropped)}}
 
     def write_final_files(self, folder: Path) -> None:
-        if self.task == "qa" and self.last_evaluation is not None:
+        if self.task == QA_TASK and self.last_evaluation is not None:
             predictions = self.last_evaluation[1].predictions
             (folder / PREDICTIONS_FILE).write_text(json.dumps(predictions, indent=1, ensure_ascii=False) + "\n",
                                                    encoding="utf-8")

@@ -11,16 +11,14 @@ from typing import Any
 
 from bertcore.checks import check_at_most, check_int, check_number
 from bertcore.models.config import FrozenMapping
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
 from bertcore.training.loop_settings import MAX_EPOCHS, MAX_STEPS, check_loop_settings
-
-FINETUNE_TASKS = ("sequence", "token", "qa")
-
 
 # Options of the task's data (bertcore.tasks.finetune_data.load_finetuning_data), by task.
 TASK_OPTIONS = {
-    "sequence": ("format", "problem_type", "text_column", "text_b_column", "label_column"),
-    "token": ("format", "tokens_field", "tags_field"),
-    "qa": ("max_query_length", "doc_stride", "max_answer_length", "null_score_diff_threshold", "allow_no_answer"),
+    SEQUENCE_TASK: ("format", "problem_type", "text_column", "text_b_column", "label_column"),
+    TOKEN_TASK: ("format", "tokens_field", "tags_field"),
+    QA_TASK: ("max_query_length", "doc_stride", "max_answer_length", "null_score_diff_threshold", "allow_no_answer"),
 }
 
 
@@ -106,8 +104,8 @@ class FinetuneConfig:
         check_loop_settings(self, lr_hint="2e-4 suits the small default model, 2e-5..5e-5 BERT-base")
         if self.demo is not None and self.demo not in DEMO_SETTINGS:
             raise ValueError(f"there is no demo task {self.demo!r}; the demo tasks are {', '.join(DEMO_SETTINGS)}")
-        if self.task is not None and self.task not in FINETUNE_TASKS:
-            raise ValueError(f"task {self.task!r} is not one of {', '.join(FINETUNE_TASKS)} (sequence: a label per "
+        if self.task is not None and self.task not in TASK_KINDS:
+            raise ValueError(f"task {self.task!r} is not one of {', '.join(TASK_KINDS)} (sequence: a label per "
                              "text or pair; token: a tag per word; qa: answer spans, SQuAD)")
         if self.demo is None and (self.task is None or self.train is None):
             raise ValueError("a fine-tuning run needs a task and a training file (--task and --train), or a demo "

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
+from bertcore.training.finetuning_config import DEMO_SETTINGS
 from explorer.train.training_run import EngineRun, LoopRun, field_problems, warm_up_engine
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
 LOADED_START = "loaded"  # the Inspect tab's model
-TASK_NAMES = {"sequence": "sequence or pair classification", "token": "token classification",
-              "qa": "question answering"}
+TASK_NAMES = {SEQUENCE_TASK: "sequence or pair classification", TOKEN_TASK: "token classification",
+              QA_TASK: "question answering"}
 FORMATS_HELP = (
     "Sequence or pair classification: CSV or TSV with a header row, or JSONL (one JSON object a line), with the "
     "columns text, an optional text_b (the second sentence of a pair) and label (names or numbers; a number with "
@@ -65,7 +66,7 @@ class FinetuneSettings:
     """What the Fine-tune tab's form asks for; the defaults are the mood demo's measured settings."""
 
     demo: str | None = "mood"  # a demo task (bertcore.tasks.demos), or None for the user's own files
-    task: str | None = None  # "sequence" | "token" | "qa", with `train`, when demo is None
+    task: str | None = None  # one of bertcore.tasks.kinds.TASK_KINDS, with `train`, when demo is None
     train: str | None = None
     eval: str | None = None  # None: hold out 10% of the training file
     init_from: str = DEFAULT_START  # DEFAULT_START, LOADED_START, or a checkpoint folder
@@ -93,8 +94,8 @@ class FinetuneSettings:
         if self.demo is not None and self.demo not in DEMO_SETTINGS:
             raise ValueError(f"there is no demo task {self.demo!r}; pick one of {', '.join(DEMO_SETTINGS)}")
         if self.demo is None:
-            if self.task not in FINETUNE_TASKS:
-                raise ValueError(f"task {self.task!r} is not one of {', '.join(FINETUNE_TASKS)}")
+            if self.task not in TASK_KINDS:
+                raise ValueError(f"task {self.task!r} is not one of {', '.join(TASK_KINDS)}")
             if not self.train:
                 raise ValueError("no training file is given; pick one (its format is in the help), or a demo task")
         if not self.init_from:

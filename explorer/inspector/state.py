@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 DEFAULT_TOP_K = 5
@@ -50,9 +51,9 @@ class ModelInfo:
         """The task head in words, e.g. "sequence classification: exclamation, question, statement"."""
         if self.task is None:
             return ""
-        if self.task == "qa":
+        if self.task == QA_TASK:
             return "question answering (start/end of a span)"
-        if self.task == "token":
+        if self.task == TOKEN_TASK:
             kind = "token classification"
         else:
             kind = {"regression": "regression", "multi_label_classification": "multi-label classification"}.get(
@@ -82,8 +83,8 @@ def task_of(model: Any) -> str | None:
         BertForTokenClassification,
     )
 
-    kinds = {BertForSequenceClassification: "sequence", BertForTokenClassification: "token",
-             BertForQuestionAnswering: "qa"}
+    kinds = {BertForSequenceClassification: SEQUENCE_TASK, BertForTokenClassification: TOKEN_TASK,
+             BertForQuestionAnswering: QA_TASK}
     return kinds.get(type(model))
 
 
@@ -92,7 +93,7 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
     parameter = next(model.parameters(), None)
     task = task_of(model)
     problem_type = None
-    if task == "sequence":  # as transformers infers it when config.json does not say
+    if task == SEQUENCE_TASK:  # as transformers infers it when config.json does not say
         problem_type = config.problem_type or (
             "regression" if config.num_labels == 1 else "single_label_classification")
     return ModelInfo(
@@ -101,12 +102,12 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
         untrained=untrained,
         num_parameters=int(model.num_parameters()),
         device=str(parameter.device) if parameter is not None else "cpu",
-        has_pretraining_heads=bool(getattr(model, "has_pretraining_heads", task is None)),
+        has_pretraining_heads=model.has_pretraining_heads,
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         max_positions=config.max_position_embeddings,
         task=task,
-        task_labels=tuple(config.id2label.values()) if task in ("sequence", "token") else (),
+        task_labels=tuple(config.id2label.values()) if task in (SEQUENCE_TASK, TOKEN_TASK) else (),
         problem_type=problem_type,
     )
 

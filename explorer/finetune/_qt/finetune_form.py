@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bertcore.training.finetuning_config import DEMO_SETTINGS, FINETUNE_TASKS
+from bertcore.tasks.kinds import TASK_KINDS
+from bertcore.training.finetuning_config import DEMO_SETTINGS
 from explorer.common._qt.widget_names import named
 from explorer.finetune.finetune_run import (
     DEFAULT_START,
@@ -100,7 +101,7 @@ class FinetuneForm(RunForm):
         self.task_combo = named(QComboBox(), "taskCombo", "Task",
                                 "What the model learns from your data: a label per text or pair, a tag per word, "
                                 "or the span of a context that answers a question")
-        for task in FINETUNE_TASKS:
+        for task in TASK_KINDS:
             self.task_combo.addItem(TASK_NAMES[task], task)
         self.train_edit = named(QLineEdit(), "trainFileEdit", "Training file",
                                 "Your training file; its format is in Formats…")
