@@ -39,12 +39,14 @@ class Inspection:
     attentions: np.ndarray  # (L, H, T, T) float32, rows are queries, columns keys
     hidden_states: np.ndarray  # (L + 1, T, D) float32: embeddings output, then each layer
     predictions: list[MaskedPrediction]  # one per masked position; empty without masking or heads
-    is_next_probability: float | None  # P(B follows A); None when the model has no pretraining heads
-    has_pretraining_heads: bool
+    is_next_probability: float | None  # P(B follows A); None when the model has no NSP head
+    has_pretraining_heads: bool  # an MLM or an NSP head (a BertForMaskedLM has the MLM head alone)
     head_mask: np.ndarray  # (L, H) float32, 1 = head on, 0 = ablated
     # A fine-tuned model's answer (bertcore.tasks.outputs): SequenceTaskOutput, TokenTaskOutput or
     # QuestionAnsweringTaskOutput (sentence A = the question, B = the context); None for pretraining models.
     task_output: TaskOutput | None = None
+    has_mlm_head: bool = False  # predictions for masked positions are the model's own
+    has_nsp_head: bool = False  # is_next_probability is the model's own
 
     @property
     def num_layers(self) -> int:
@@ -119,10 +121,10 @@ def inspect_encoding(
             )
             predictions: list[MaskedPrediction] = []
             is_next_probability = None
-            has_pretraining_heads = getattr(model, "has_pretraining_heads", False)  # only BertForPreTraining has it
-            if has_pretraining_heads:
-                if masking is not None and masking.positions:
-                    predictions = _top_predictions(model, tokenizer, outputs.last_hidden_state[0], masking, top_k)
+            has_mlm_head, has_nsp_head = model.has_mlm_head, model.has_nsp_head
+            if has_mlm_head and masking is not None and masking.positions:
+                predictions = _top_predictions(model, tokenizer, outputs.last_hidden_state[0], masking, top_k)
+            if has_nsp_head:
                 nsp_logits = model.cls.seq_relationship(outputs.pooler_output)  # (1, 2)
                 is_next_probability = float(nsp_logits.float().softmax(dim=-1)[0, 0])
             attentions = torch.cat(outputs.attentions).float().cpu().numpy()  # (L, H, T, T)
@@ -139,9 +141,11 @@ def inspect_encoding(
         hidden_states=hidden_states,
         predictions=predictions,
         is_next_probability=is_next_probability,
-        has_pretraining_heads=has_pretraining_heads,
+        has_pretraining_heads=has_mlm_head or has_nsp_head,
         head_mask=head_mask,
         task_output=task,
+        has_mlm_head=has_mlm_head,
+        has_nsp_head=has_nsp_head,
     )
 
 
@@ -149,7 +153,7 @@ def _top_predictions(
     model: BertForPreTraining, tokenizer: BertTokenizer, sequence_output: torch.Tensor, masking: Masking, top_k: int
 ) -> list[MaskedPrediction]:
     positions = masking.positions
-    logits = model.cls.predictions(sequence_output[positions])  # (P, V): only the masked rows
+    logits = model.mlm_logits(sequence_output[positions])  # (P, V): only the masked rows
     probabilities, ids = logits.float().softmax(dim=-1).topk(min(top_k, logits.size(-1)), dim=-1)  # (P, k)
     probabilities, ids = probabilities.cpu().numpy(), ids.cpu().tolist()
     return [

@@ -23,7 +23,7 @@ from torch import nn
 
 from bertcore.models.config import BertConfig
 
-IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
+IGNORE_INDEX = -100  # label of positions that take no part in the MLM loss
 
 ACTIVATION_FUNCTIONS = {
     "gelu": F.gelu,
@@ -389,6 +389,17 @@ class BertPreTrainedModel(nn.Module):
         own head instead, so it answers False."""
         return False
 
+    @property
+    def has_mlm_head(self) -> bool:
+        """Whether a trained masked-LM head is there (`mlm_logits` gives its scores); BertForMaskedLM has one
+        without an NSP head."""
+        return self.has_pretraining_heads
+
+    @property
+    def has_nsp_head(self) -> bool:
+        """Whether a trained next-sentence head is there (`cls.seq_relationship` on the pooled [CLS] vector)."""
+        return self.has_pretraining_heads
+
 
 class BertForPreTraining(BertPreTrainedModel):
     """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
@@ -409,6 +420,10 @@ class BertForPreTraining(BertPreTrainedModel):
     @has_pretraining_heads.setter
     def has_pretraining_heads(self, value: bool) -> None:
         self._has_pretraining_heads = bool(value)
+
+    def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Vocabulary scores (..., V) of final hidden states (..., D)."""
+        return self.cls.predictions(sequence_output)
 
     def forward(
         self,
@@ -453,6 +468,66 @@ class BertForPreTraining(BertPreTrainedModel):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
+
+
+@dataclass
+class MaskedLMOutput:
+    loss: torch.Tensor | None  # () mean cross-entropy over positions whose label is not -100
+    logits: torch.Tensor  # (B, T, V)
+    hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D)
+    attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return self.predictions(sequence_output)
+
+
+class BertForMaskedLM(BertPreTrainedModel):
+    """BERT with the masked-LM head alone (no pooler, no NSP head): what most fill-mask checkpoints are."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(self.config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(self.config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
+
+    @property
+    def has_mlm_head(self) -> bool:
+        return True
+
+    @property
+    def has_nsp_head(self) -> bool:
+        return False
+
+    def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Vocabulary scores (..., V) of final hidden states (..., D)."""
+        return self.cls.predictions(sequence_output)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> MaskedLMOutput:
+        """labels: (B, T) token ids to predict, -100 where a position takes no part in the loss."""
+        outputs = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
+                            output_hidden_states)
+        logits = self.cls.predictions(outputs.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1),
+                                   ignore_index=IGNORE_INDEX)
+        return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
 
 def _positions_read_by_heads(labelled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,10 +3,13 @@
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
 plain `BertModel` without pretraining heads) and writes what `transformers` loads as the same class.
-`config.json`'s `architectures` picks the class (`bertcore.models.task_heads.model_class_for`): BertForPreTraining
-(also for BertModel / BertForMaskedLM, as before task heads existed), BertForSequenceClassification,
+`config.json`'s `model_type` and `architectures` pick the config class and the model class through the family
+registry (bertcore.models.families; `bertcore.models.task_heads.model_class_for`): BertForPreTraining (also for
+a bare BertModel, with or without its pooler), BertForMaskedLM, BertForSequenceClassification,
 BertForTokenClassification or BertForQuestionAnswering, whose head (and, for sequence classification, pooler)
-must be in the file. `read_checkpoint` gives the checked tensors without building a model (to start a task
+must be in the file; a model_type or architecture of no supported family is refused by name. Weights may be one
+file or shards listed by `model.safetensors.index.json` / `pytorch_model.bin.index.json`.
+`read_checkpoint` gives the checked tensors without building a model (to start a task
 model from them, bertcore.models.task_heads.start_from_pretrained).
 
 A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
@@ -40,6 +43,7 @@ from bertcore.files.reading import (
 from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.models.bert import BertForPreTraining, BertPreTrainedModel
 from bertcore.models.config import BertConfig
+from bertcore.models.families import UnsupportedModelError, family_for
 from bertcore.models.task_heads import model_class_for
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
 
@@ -98,7 +102,10 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
     _check_vocabulary(folder, tokenizer, config.vocab_size)
     state_dict = _standard_names(_read_weights(folder))
     _check_sizes(config, state_dict, folder)  # before anything is allocated
-    model_class = model_class_for(config)
+    try:
+        model_class = model_class_for(config)
+    except UnsupportedModelError as error:
+        raise CheckpointError(f"{folder / CONFIG_FILE}: {error}") from None
     with torch.device("meta"):  # names and shapes only: no memory, no random init
         skeleton = model_class(config)
     has_head = _check_weights(skeleton, state_dict, folder)
@@ -155,7 +162,8 @@ def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer,
     from bertcore.files.atomic import library_write
 
     model.config.to_json_file(folder / CONFIG_FILE)
-    with_heads = getattr(model, "has_pretraining_heads", True)  # task models always have their head
+    # Only a pretraining model whose heads were never trained leaves them out; every other class saves its own head.
+    with_heads = model.has_pretraining_heads or not isinstance(model, BertForPreTraining)
     tensors = {
         name: tensor.detach().to("cpu", torch.float32).contiguous()
         for name, tensor in model.state_dict().items()
@@ -187,7 +195,11 @@ def _read_config(folder: Path) -> BertConfig:
     if not isinstance(values, dict):
         raise CheckpointError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
     try:
-        return BertConfig.from_dict(values)
+        family = family_for(values)
+    except UnsupportedModelError as error:
+        raise CheckpointError(f"{path}: {error}") from None
+    try:
+        return family.config_class().from_dict(values)
     except (ValueError, TypeError) as error:
         raise CheckpointError(f"{path} is not a usable BERT config: {error}") from None
     except RecursionError:

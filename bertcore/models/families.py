@@ -85,6 +85,29 @@ FAMILIES: dict[str, Family] = {
         fallback="ModernBertForMaskedLM",
         class_prefix="ModernBert",
     ),
+    # The discriminator is the ELECTRA people fine-tune, so a bare or fine-tuned encoder loads as it.
+    "electra": Family(
+        config="bertcore.models.electra:ElectraConfig",
+        architectures={
+            "ElectraForPreTraining": "bertcore.models.electra:ElectraForPreTraining",
+            "ElectraModel": "bertcore.models.electra:ElectraForPreTraining",
+            "ElectraForMaskedLM": "bertcore.models.electra:ElectraForMaskedLM",
+        },
+        default="ElectraForPreTraining",
+        fallback="ElectraForPreTraining",
+        class_prefix="Electra",
+    ),
+    "albert": Family(
+        config="bertcore.models.albert:AlbertConfig",
+        architectures={
+            "AlbertForPreTraining": "bertcore.models.albert:AlbertForPreTraining",
+            "AlbertModel": "bertcore.models.albert:AlbertForPreTraining",
+            "AlbertForMaskedLM": "bertcore.models.albert:AlbertForMaskedLM",
+        },
+        default="AlbertForPreTraining",
+        fallback="AlbertForPreTraining",
+        class_prefix="Albert",
+    ),
 }
 
 

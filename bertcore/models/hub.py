@@ -55,9 +55,11 @@ _LABELS_SHOWN = 6
 
 
 def loader_supports(config: Mapping) -> bool:
-    """Whether bertcore.load_pretrained can open a checkpoint with this config.json (as a mapping). The loader
-    reads BERT's parameter names only; when it learns another family, this is the one place to say so."""
-    return config.get("model_type") == "bert"
+    """Whether bertcore.load_pretrained can open a checkpoint with this config.json (as a mapping): its model_type
+    and architecture are in the family registry (bertcore.models.families, torch-free), which the loader asks too."""
+    from bertcore.models.families import supports
+
+    return supports(config)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel, BertPreTrainedModel
+from bertcore.models.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertcore.models.config import BertConfig
+from bertcore.models.families import FAMILIES, resolve
 
 
 @dataclass
@@ -188,23 +189,21 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         return QuestionAnsweringModelOutput(loss, start_logits, end_logits, outputs.hidden_states, outputs.attentions)
 
 
-# config.json's "architectures" -> the class that loads those weights. The pretraining and bare-encoder names
-# load as BertForPreTraining (a checkpoint without MLM/NSP heads gets has_pretraining_heads = False).
+# config.json's "architectures" -> the class that loads those weights, for BERT (bertcore.models.families holds
+# every family's table; this is BERT's, resolved). The bare-encoder name loads as BertForPreTraining (a checkpoint
+# without MLM/NSP heads gets has_pretraining_heads = False).
 ARCHITECTURES: dict[str, type[BertPreTrainedModel]] = {
-    "BertForPreTraining": BertForPreTraining,
-    "BertForMaskedLM": BertForPreTraining,
-    "BertModel": BertForPreTraining,
-    "BertForSequenceClassification": BertForSequenceClassification,
-    "BertForTokenClassification": BertForTokenClassification,
-    "BertForQuestionAnswering": BertForQuestionAnswering,
+    name: FAMILIES["bert"].model_class(name) for name in FAMILIES["bert"].architectures
 }
 
 
 def model_class_for(config: BertConfig) -> type[BertPreTrainedModel]:
-    """The class for config.architectures' first name; BertForPreTraining when it names none or one without a
-    task head here (e.g. BertForNextSentencePrediction): then its encoder loads, as before task heads existed."""
-    name = config.architectures[0] if config.architectures else "BertForPreTraining"
-    return ARCHITECTURES.get(name, BertForPreTraining)
+    """The class for config.architectures' first name, in the family of its model_type; the family's default
+    (BertForPreTraining) when it names none, and for a name of the family without a class here (e.g.
+    BertForNextSentencePrediction): then its encoder loads. UnsupportedModelError (a ValueError) naming the
+    architecture and the supported ones for any other name (a GPT2LMHeadModel config.json)."""
+    family, name = resolve(config.to_dict())
+    return family.model_class(name)
 
 
 @dataclass(frozen=True)
