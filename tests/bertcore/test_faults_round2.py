@@ -194,3 +194,10 @@ def test_a_run_uses_transformers_learning_rate_at_every_step(corpus_path, tmp_pa
         scheduler.step()
     assert used == pytest.approx(expected, rel=1e-12)
     assert used[-1] > 0  # the last step still learns; lr reaches 0 only after it
+
+
+def test_a_fifo_among_a_corpus_folders_files_is_named_not_skipped(tmp_path):
+    (tmp_path / "a.txt").write_text("One sentence here. Another one there.\n", encoding="utf-8")
+    os.mkfifo(tmp_path / "b.txt")
+    error = read_within(tmp_path)
+    assert isinstance(error, CorpusError) and "b.txt" in str(error) and "FIFO" in str(error)
