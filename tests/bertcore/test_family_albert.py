@@ -229,3 +229,19 @@ def test_invalid_config_is_a_clear_value_error(changes, message):
 def test_an_electra_config_json_is_refused_by_name():
     with pytest.raises(ValueError, match=r"model_type is 'electra'; AlbertConfig reads 'albert' configs"):
         AlbertConfig.from_dict({"model_type": "electra", "hidden_size": 60})
+
+
+@pytest.mark.parametrize(("architecture", "model_class"), [
+    ("AlbertForPreTraining", AlbertForPreTraining),
+    ("AlbertForMaskedLM", AlbertForMaskedLM),
+    ("AlbertModel", AlbertForPreTraining),  # a bare encoder: its heads are then absent
+    ("AlbertForSequenceClassification", AlbertForPreTraining),  # a fine-tuned one: its encoder
+])
+def test_the_family_registry_loads_albert_config_json_as_our_classes(architecture, model_class):
+    from bertcore.models.families import resolve
+
+    config = CONFIGS["two groups of two"].replace(architectures=(architecture,))
+    family, resolved = resolve(config.to_dict())
+    assert family.model_class(resolved) is model_class
+    assert family.config_class().from_dict(config.to_dict()) == config
+    assert resolve({key: value for key, value in config.to_dict().items() if key != "model_type"})[0] is family

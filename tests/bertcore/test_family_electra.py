@@ -191,3 +191,19 @@ def test_invalid_config_is_a_clear_value_error(changes, message):
 def test_a_bert_config_json_is_refused_by_name():
     with pytest.raises(ValueError, match=r"model_type is 'bert'; ElectraConfig reads 'electra' configs"):
         ElectraConfig.from_dict({"model_type": "bert", "hidden_size": 60})
+
+
+@pytest.mark.parametrize(("architecture", "model_class"), [
+    ("ElectraForPreTraining", ElectraForPreTraining),
+    ("ElectraForMaskedLM", ElectraForMaskedLM),
+    ("ElectraModel", ElectraForPreTraining),  # a bare encoder: the discriminator, whose head is then absent
+    ("ElectraForSequenceClassification", ElectraForPreTraining),  # a fine-tuned one: its encoder
+])
+def test_the_family_registry_loads_electra_config_json_as_our_classes(architecture, model_class):
+    from bertcore.models.families import resolve
+
+    values = CONFIGS["projected"].replace(architectures=(architecture,)).to_dict()
+    family, resolved = resolve(values)
+    assert family.model_class(resolved) is model_class
+    assert family.config_class().from_dict(values) == CONFIGS["projected"].replace(architectures=(architecture,))
+    assert resolve({key: value for key, value in values.items() if key != "model_type"})[0] is family
