@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from bertcore.data.buckets import LengthBuckets
 from bertcore.errors import CorpusError
 from bertcore.files.reading import open_regular_file, present
 
@@ -341,8 +342,7 @@ class PretrainingData:
         self, corpus: Corpus, tokenizer, *, seq_len: int, heldout_fraction: float = 0.02, seed: int = 0,
         short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1,
     ):
-        if length_buckets < 1:
-            raise ValueError(f"length_buckets is {length_buckets}; it must be >= 1 (1 = no length bucketing)")
+        self._buckets: LengthBuckets[PairExample] = LengthBuckets(length_buckets)
         documents = tokenize_corpus(corpus, tokenizer)
         if not documents:
             raise CorpusError(f"corpus {corpus.source} has no tokens after tokenization; pick a file with text")
@@ -353,7 +353,6 @@ class PretrainingData:
         self.seed = seed
         self.mlm_probability = mlm_probability
         self.length_buckets = length_buckets
-        self._pool: tuple[tuple[int, int, int], list[list[PairExample]]] | None = None
         self.num_tokens = sum(len(s) for doc in documents for s in doc)
         self.train = PairSampler(train, seq_len, short_seq_prob=short_seq_prob,
                                  source=f"the training split of corpus {corpus.source}")
@@ -373,17 +372,16 @@ class PretrainingData:
         sequences of similar length and padding to its longest wastes little. Masks are drawn per step."""
         if self.length_buckets == 1:
             return self._batch(self.train, step_rng(self.seed, rank, step), batch_size)
-        group, slot = divmod(step - 1, self.length_buckets)
-        key = (rank, group, batch_size)
-        if self._pool is None or self._pool[0] != key:
-            rng = step_rng(self.seed, rank, group, "pool")
-            examples = sorted(self.train.sample_batch(rng, self.length_buckets * batch_size),
-                              key=lambda e: len(e.tokens_a) + len(e.tokens_b))
-            buckets = [examples[i * batch_size : (i + 1) * batch_size] for i in range(self.length_buckets)]
-            rng.shuffle(buckets)
-            self._pool = (key, buckets)
+        group, slot = self._buckets.locate(step)
+
+        def draw_pool() -> tuple[list[PairExample], list[int], random.Random]:
+            rng = step_rng(self.seed, rank, group, "pool")  # draws the pool, then deals its batches out
+            examples = self.train.sample_batch(rng, self.length_buckets * batch_size)
+            return examples, [len(e.tokens_a) + len(e.tokens_b) for e in examples], rng
+
+        examples = self._buckets.batches((rank, group, batch_size), draw_pool, batch_size)[slot]
         generator = torch.Generator().manual_seed(step_rng(self.seed, rank, step, "mask").getrandbits(63))
-        return make_batch(self._pool[1][slot], self.tokenizer, generator, self.mlm_probability)
+        return make_batch(examples, self.tokenizer, generator, self.mlm_probability)
 
     def heldout_batches(self, num_batches: int, batch_size: int, rank: int = 0) -> list[Batch]:
         """A fixed held-out set (same examples and masks at every evaluation, so curves are comparable)."""

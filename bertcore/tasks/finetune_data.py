@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bertcore.data.buckets import LengthBuckets
 from bertcore.data.corpus import step_rng
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
@@ -263,15 +264,13 @@ class FinetuningData:
         if seq_len < 5:
             raise ValueError(f"seq_len is {seq_len}; fine-tuning inputs need at least 5 positions "
                              "([CLS] A [SEP] B [SEP] with a token in each sentence)")
-        if length_buckets < 1:
-            raise ValueError(f"length_buckets is {length_buckets}; it must be >= 1 (1 = no length bucketing)")
+        self._buckets: LengthBuckets[int] = LengthBuckets(length_buckets)  # of feature indices
         self.tokenizer = tokenizer
         self.seq_len = seq_len
         self.seed = seed
         self.length_buckets = length_buckets
         self.train_source = train_source
         self.eval_source = eval_source
-        self._pool: tuple[tuple, list[list[int]]] | None = None
         self._epochs: dict[int, np.ndarray] = {}  # the last two epochs' orders (a step may straddle two)
         self._train_lengths: np.ndarray | None = None  # tokens of each training feature, for length buckets
 
@@ -320,17 +319,16 @@ class FinetuningData:
         if self.length_buckets == 1:
             indices = self._stream((step - 1) * per_step + rank * batch_size, batch_size)
             return self._collate(indices, self.train_features, self.train_examples)
-        group, slot = divmod(step - 1, self.length_buckets)
-        key = (group, batch_size, world_size)
-        if self._pool is None or self._pool[0] != key:
+        group, slot = self._buckets.locate(step)
+
+        def draw_pool() -> tuple[list[int], list[int], random.Random]:
             pool = self._stream(group * self.length_buckets * per_step, self.length_buckets * per_step)
             if self._train_lengths is None:
                 self._train_lengths = feature_lengths(self.train_features)
-            pool = np.asarray(pool)[np.argsort(self._train_lengths[pool], kind="stable")].tolist()  # by length
-            batches = [pool[i : i + batch_size] for i in range(0, len(pool), batch_size)]
-            step_rng(self.seed, 0, group, "buckets").shuffle(batches)
-            self._pool = (key, batches)
-        return self._collate(self._pool[1][slot * world_size + rank], self.train_features, self.train_examples)
+            return pool, self._train_lengths[pool].tolist(), step_rng(self.seed, 0, group, "buckets")
+
+        batches = self._buckets.batches((group, batch_size, world_size), draw_pool, batch_size)
+        return self._collate(batches[slot * world_size + rank], self.train_features, self.train_examples)
 
     # -- evaluation --
 
