@@ -6,6 +6,11 @@ the whole flow (type → encode → mask → request an inspection) runs and is 
 
 Errors never leave the state half-changed: `set_pair` encodes first and commits only when that worked, so
 the window keeps showing the previous input while it reports what was wrong with the new one.
+
+Every mutator announces what it changed on `changed(state, what)`, `what` a `Change`, and only that: the Qt
+views (`explorer.inspector._qt.inspect_tab`, the head lab's controller) subscribe and redraw from it, so no view
+refreshes another by hand. A training snapshot shown in the tab is state too (`snapshot`): what the views show is
+`shown_inspection()`, and the snapshot goes as soon as the live input, its masking or the head mask changes.
 """
 
 from __future__ import annotations
@@ -19,8 +24,28 @@ import numpy as np
 from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
+from explorer.common.events import Event
 
 DEFAULT_TOP_K = 5
+
+
+class Change(str, enum.Enum):
+    """What one `ExplorerState.changed` announcement is about."""
+
+    MODEL = "model"  # another model: the snapshot, head mask, encoding, masking and inspection were reset with it
+    INPUT = "input"  # the pair was encoded (and the masking re-applied to it)
+    MASKING = "masking"  # the masking of the same encoding (its mode, seed or positions)
+    HEAD_MASK = "head_mask"
+    INSPECTION = "inspection"  # a live inspection arrived (`inspection`)
+    SNAPSHOT = "snapshot"  # a snapshot was shown, or left (`snapshot` is None again)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An inspection computed elsewhere (a training snapshot), shown captioned instead of the live one."""
+
+    inspection: Any
+    caption: str
 
 
 class MaskingMode(str, enum.Enum):
@@ -150,18 +175,25 @@ class ExplorerState:
     top_k: int = DEFAULT_TOP_K
     encoding: Encoding | None = None  # the last pair that encoded without error
     masking: Masking | None = None  # the masking applied to `encoding`
-    inspection: Any = None  # the last inspection shown (bertcore.analysis.inspection.Inspection)
+    inspection: Any = None  # the last live inspection (bertcore.analysis.inspection.Inspection)
+    snapshot: Snapshot | None = None  # shown instead of `inspection` until the live input changes
+    changed: Event = field(default_factory=Event, repr=False, compare=False)  # (state, Change)
     _next_request_id: int = field(default=0, repr=False)
+    _shown_request_id: int = field(default=0, repr=False)  # the request whose inspection `inspection` is
 
     # -- model -------------------------------------------------------------------------------------------------
 
     def set_model(self, model: Any, tokenizer: BertTokenizer, info: ModelInfo) -> None:
-        """Swap in a model. The pair stays; it is re-encoded with the new vocabulary when that works."""
+        """Swap in a model (`MODEL`). The pair stays; it is re-encoded with the new vocabulary when that works
+        (`INPUT`). Inspections requested for the previous model are dropped when they arrive."""
         self.model, self.tokenizer, self.model_info = model, tokenizer, info
         self.head_mask = None  # a head mask belongs to one architecture
         self.inspection = None
+        self.snapshot = None
         self.encoding = None
         self.masking = None
+        self._shown_request_id = self._next_request_id
+        self._announce(Change.MODEL)
         if self.text_a.strip():
             try:
                 self.set_pair(self.text_a, self.text_b)
@@ -190,9 +222,11 @@ class ExplorerState:
         return encoding
 
     def set_pair(self, text_a: str, text_b: str | None) -> Encoding:
-        """Encode the pair and re-apply the masking; on error the previous pair and encoding stay."""
+        """Encode the pair and re-apply the masking (`INPUT`); on error the previous pair and encoding stay and
+        nothing is announced."""
         encoding = self.encode(text_a, text_b)
         masking = self._masking_for(encoding)
+        self.leave_snapshot()
         self.text_a = text_a
         self.text_b = text_b if text_b is not None and text_b.strip() else None
         self.encoding, self.masking = encoding, masking
@@ -200,6 +234,7 @@ class ExplorerState:
             self.manual_positions = tuple(masking.positions) if masking is not None else ()
             if masking is None:
                 self.masking_mode = MaskingMode.NONE
+        self._announce(Change.INPUT)
         return encoding
 
     def input_notes(self) -> list[str]:
@@ -217,14 +252,28 @@ class ExplorerState:
     # -- masking ---------------------------------------------------------------------------------------------
 
     def mask_like_bert(self, seed: int | None = None) -> Masking | None:
+        """BERT's recipe with `seed` (or the seed set last): `MASKING`."""
         if seed is not None:
             self.seed = int(seed)
         self.masking_mode = MaskingMode.BERT
-        return self._remask()
+        self.leave_snapshot()
+        self._remask()
+        self._announce(Change.MASKING)
+        return self.masking
 
     def reroll(self) -> Masking | None:
         """A new seed: the next draw of BERT's 15% / 80-10-10 recipe."""
         return self.mask_like_bert(self.seed + 1)
+
+    def set_seed(self, seed: int) -> None:
+        """The seed the next "mask like BERT" uses; while BERT's recipe masks the input it draws again with it
+        (`MASKING`), otherwise nothing shown changes and nothing is announced."""
+        seed = int(seed)
+        if seed == self.seed:
+            return
+        self.seed = seed
+        if self.masking_mode is MaskingMode.BERT and self.encoding is not None:
+            self.mask_like_bert()
 
     def toggle_mask(self, position: int) -> Masking | None:
         """Mask or unmask one position by hand. ValueError for [CLS]/[SEP]/[PAD] or a position past the end."""
@@ -240,23 +289,34 @@ class ExplorerState:
         if not current:
             return self.clear_masks()
         masking = mask_exactly(self.encoding, self.tokenizer, sorted(current))
+        self.leave_snapshot()
         self.masking_mode, self.manual_positions, self.masking = MaskingMode.MANUAL, tuple(sorted(current)), masking
+        self._announce(Change.MASKING)
         return masking
 
     def clear_masks(self) -> None:
+        """Unmask every position: `MASKING`, unless nothing was masked or chosen."""
+        if self.masking_mode is MaskingMode.NONE and self.masking is None and not self.manual_positions:
+            return None
+        self.leave_snapshot()
         self.masking_mode, self.manual_positions, self.masking = MaskingMode.NONE, (), None
+        self._announce(Change.MASKING)
         return None
 
     def masking_summary(self) -> str:
-        """The masking in one line: how it was chosen and what became of the tokens it picked."""
+        """The masking of what is shown in one line: how it was chosen and what became of the tokens it picked
+        (a snapshot's own masking while one is shown)."""
+        if self.snapshot is not None:
+            shown = self.snapshot.inspection
+            if shown.masking is None:
+                return "No masking in the snapshot's input."
+            seed = shown.masking.seed
+            how = "snapshot, by hand" if seed is None else f"snapshot, BERT recipe, seed {seed}"
+            return _masking_line(how, shown.encoding, shown.masking)
         if self.masking is None:
             return "No masking: click a token to mask it, or press “Mask like BERT”."
-        decisions = [MaskDecision(decision) for decision in self.masking.decisions]
-        counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
-        candidates = sum(1 for special in self.encoding.special_tokens_mask if not special)
         how = f"BERT recipe, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
-        return (f"Masking ({how}): {sum(counts.values())} of {candidates} tokens — {counts[MaskDecision.MASK]} → "
-                f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
+        return _masking_line(how, self.encoding, self.masking)
 
     def _remask(self) -> Masking | None:
         self.masking = self._masking_for(self.encoding) if self.encoding is not None else None
@@ -278,7 +338,8 @@ class ExplorerState:
     # -- heads ---------------------------------------------------------------------------------------------------
 
     def set_head_mask(self, head_mask: np.ndarray | None) -> bool:
-        """Returns whether it changed. An all-ones mask is stored as None (every head on)."""
+        """Returns whether it changed (`HEAD_MASK` when it did). An all-ones mask is stored as None (every head
+        on)."""
         if head_mask is not None:
             head_mask = np.asarray(head_mask, dtype=np.float32)
             if self.model_info is not None:
@@ -290,8 +351,20 @@ class ExplorerState:
         unchanged = (head_mask is None and self.head_mask is None) or (
             head_mask is not None and self.head_mask is not None and np.array_equal(head_mask, self.head_mask)
         )
+        if unchanged:
+            return False
+        self.leave_snapshot()
         self.head_mask = head_mask
-        return not unchanged
+        self._announce(Change.HEAD_MASK)
+        return True
+
+    def heads_on(self) -> np.ndarray | None:
+        """(L, H) 1 = on, 0 = off, for the model loaded (all ones while every head is on); None without a model."""
+        if self.head_mask is not None:
+            return self.head_mask.copy()
+        if self.model_info is None:
+            return None
+        return np.ones((self.model_info.num_layers, self.model_info.num_heads), np.float32)
 
     # -- inspection --------------------------------------------------------------------------------------------
 
@@ -313,10 +386,52 @@ class ExplorerState:
     def supersede_requests(self) -> None:
         """Make every request issued so far stale: its result will not be shown."""
         self._next_request_id += 1
+        self._shown_request_id = self._next_request_id
 
     @property
     def latest_request_id(self) -> int:
         return self._next_request_id
+
+    def inspection_arrived(self, request_id: int, inspection: Any) -> bool:
+        """The worker's result for `request_id`: it becomes `inspection` (`INSPECTION`) when it is newer than the
+        one shown, else it is dropped (made stale by a snapshot or a model shown since); returns whether it was
+        taken. Every newer result is taken, not only the newest request's: while keys keep coming the views show
+        the input of a moment ago instead of nothing."""
+        if request_id <= self._shown_request_id:
+            return False
+        self._shown_request_id = request_id
+        self.inspection = inspection
+        self._announce(Change.INSPECTION)
+        return True
+
+    # -- a snapshot shown instead of the live inspection -----------------------------------------------------
+
+    def show_snapshot(self, inspection: Any, caption: str) -> None:
+        """Show an inspection computed elsewhere (`SNAPSHOT`); a live result still in flight will not replace it."""
+        self.supersede_requests()
+        self.snapshot = Snapshot(inspection, caption)
+        self._announce(Change.SNAPSHOT)
+
+    def leave_snapshot(self) -> None:
+        """Back to the live inspection (`SNAPSHOT`); nothing happens while none is shown."""
+        if self.snapshot is not None:
+            self.snapshot = None
+            self._announce(Change.SNAPSHOT)
+
+    def shown_inspection(self) -> Any:
+        """The snapshot while one is shown, else the live inspection (None before the first)."""
+        return self.snapshot.inspection if self.snapshot is not None else self.inspection
+
+    def _announce(self, what: Change) -> None:
+        self.changed.emit(self, what)
+
+
+def _masking_line(how: str, encoding: Encoding, masking: Masking) -> str:
+    decisions = [MaskDecision(decision) for decision in masking.decisions]
+    counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
+    candidates = sum(1 for special in encoding.special_tokens_mask if not special)
+    return (f"Masking ({how}): {sum(counts.values())} of {candidates} tokens — {counts[MaskDecision.MASK]} → "
+            f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
 
 
 def run_inspection(request: InspectRequest) -> Any:

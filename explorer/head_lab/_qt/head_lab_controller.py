@@ -1,4 +1,8 @@
-"""The head lab's live side: it follows the Inspect tab and runs the analyses off the GUI thread.
+"""The head lab's live side: it follows the inspector's state and runs the analyses off the GUI thread.
+
+It follows `ExplorerState` (its `changed` announcements: another model, a live inspection, a snapshot shown or
+left), never the Inspect tab's widgets; what it changes there it writes into that state (the head mask), and the
+tab redraws from the state as it does for a user's clicks.
 
 For every live inspection it asks a newest-wins worker (`LatestJobWorker`, one torch thread, as an inspection
 gets) for that input's logit lens, and, while someone looks at them (the heads in importance or roles mode, or
@@ -8,9 +12,8 @@ the Head lab tab shown), its head importance and roles: `explorer.head_lab.analy
 thread leaves a core to the GUI and is niced, as the training thread is.
 
 What it shows: the chosen source's marks on the attention panel's heads (`HeadMarks`, a tool it adds to the
-panel's toolbar), the lens under the predictions; what it tells the Head lab tab: the signals below. "Switch
-off the k least important heads" goes through the attention panel's own head mask, as a user's clicks do
-(`headMaskChanged`).
+panel's toolbar), the lens under the predictions (the two views it is given); what it tells the Head lab tab:
+the signals below. "Switch off the k least important heads" is a head mask written into the state.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from explorer.head_lab.analyses import (
     recommend_objective,
     warm_up_analyses,
 )
+from explorer.inspector.state import Change, ExplorerState
 
 CORPUS_NICENESS = 5  # as the training thread: the GUI thread wins the CPU
 PUBLISH_INTERVAL_S = 0.5  # a corpus run redraws the table and the heads at most this often (and at its end)
@@ -52,11 +56,13 @@ class HeadLabController(QObject):
     curveChanged = Signal(object)  # bertcore.analysis.pruning.PruningCurve so far, or None
     inputAnalysed = Signal(object)  # InputAnalysis of the inspection on screen
 
-    def __init__(self, inspect_tab: Any, *, corpus_threads: int | None = None, parent: QObject | None = None):
+    def __init__(self, state: ExplorerState, attention_panel: Any, logit_lens: Any, *,
+                 corpus_threads: int | None = None, parent: QObject | None = None):
+        """`state` is followed and written; `attention_panel` gets the head marks tool, `logit_lens` the lens."""
         super().__init__(parent)
-        self.inspect_tab = inspect_tab
-        self.attention_panel = inspect_tab.attention_panel
-        self.logit_lens = inspect_tab.logit_lens
+        self.state = state
+        self.attention_panel = attention_panel
+        self.logit_lens = logit_lens
         self.corpus_threads = corpus_threads or max(1, (os.cpu_count() or 1) - 1)
         self.objective: str | None = "mlm"
         self.objective_reason = ""
@@ -82,12 +88,12 @@ class HeadLabController(QObject):
         self.input_worker.failed.connect(self._on_input_failed)
         self.marks = HeadMarks(self.attention_panel)  # "Heads: attention / importance / roles" in its toolbar
         self.marks.modeChanged.connect(self._on_head_mode_changed)
-        inspect_tab.inspectionShown.connect(self.on_inspection)
+        state.changed.connect(self._on_state_changed)
 
     # ---- what the window and the tab ask ----
     @property
     def model(self) -> Any:
-        return self.inspect_tab.state.model
+        return self.state.model
 
     @property
     def has_pretraining_heads(self) -> bool:
@@ -103,7 +109,7 @@ class HeadLabController(QObject):
 
     def on_model_changed(self, loaded: Any = None) -> None:
         """A new model: forget every result of the old one, cancel its corpus run, choose its objective."""
-        state = self.inspect_tab.state
+        state = self.state
         if state.model is self._model:
             return
         self._model = state.model
@@ -153,36 +159,40 @@ class HeadLabController(QObject):
             self.request_input_analysis()
 
     def switch_off_least_important(self, count: int) -> Any:
-        """Apply the head mask with the `count` least important heads of the shown source off (the others
-        on) through the attention panel, as a user's clicks would. Returns the mask."""
+        """Write the head mask with the `count` least important heads of the shown source off (the others on)
+        into the inspector's state, as a user's clicks do. Returns the mask."""
         scores = self.shown_scores()
         if scores is None:
             raise ValueError("no importance yet: mask a token in the inspector or run the corpus sample")
         mask = scores.mask_without_least_important(count)
-        if self.attention_panel.inspection is None:
+        if self.state.shown_inspection() is None:
             raise ValueError("the inspector shows no input yet; type a sentence first")
-        self.attention_panel.set_head_mask(mask)
+        self.state.set_head_mask(mask)
         return mask
 
     def all_heads_on(self) -> None:
-        if self.attention_panel.inspection is not None:
-            self.attention_panel.set_head_mask(self.attention_panel.head_mask() * 0 + 1)
+        if self.state.shown_inspection() is not None:
+            self.state.set_head_mask(None)
 
     # ---- this input ----
-    def on_inspection(self, inspection: Any) -> None:
-        """An inspection is on screen; only a live one (not a training snapshot) is analysed."""
-        if inspection is not self.inspect_tab.state.inspection:
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        """Only a live inspection is analysed (not a training snapshot): the lens and marks are the live model's."""
+        if what is Change.MODEL:
+            self.on_model_changed()
+        elif what is Change.INSPECTION:
+            self.request_input_analysis()
+        elif what is Change.SNAPSHOT and state.snapshot is not None:
             self._request_id += 1
             self.logit_lens.show_lens(None, "A training snapshot is shown: the logit lens follows the live model. "
                                             "Edit the input to return to it.")
             self.input_scores = None  # this input's marks were the live model's
             if self.source == "input":
                 self._publish()
-            return
-        self.request_input_analysis()
+        elif what is Change.SNAPSHOT:
+            self.request_input_analysis()  # the live inspection is back on screen
 
     def request_input_analysis(self) -> None:
-        state = self.inspect_tab.state
+        state = self.state
         inspection = state.inspection
         if state.model is None or inspection is None:
             return
@@ -226,7 +236,7 @@ class HeadLabController(QObject):
     def start_corpus_run(self, settings: CorpusSettings, *, reuse: bool = False) -> None:
         """Run `settings` in the background (cancelling a run in progress); with `reuse`, what the last run
         computed on the same sample and loss is kept, not computed again. ValueError when it cannot start."""
-        state = self.inspect_tab.state
+        state = self.state
         if state.model is None:
             raise ValueError("no model is loaded yet")
         if state.model is not self._model:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 import explorer.window._qt.shortcuts as shortcuts
 from explorer.common._qt.exporting import export_button
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.importance_table import ImportanceTable
@@ -155,10 +156,10 @@ class HeadLabTab(WindowTab):
         controller.corpusProgress.connect(self._on_progress)
         controller.corpusEnded.connect(self._on_run_ended)
         controller.curveChanged.connect(self.plot.show_curve)
-        inspect_tab = controller.inspect_tab  # "mask a token (Ctrl+M …)" is what the scores of this input wait for
+        state = controller.state  # "mask a token (Ctrl+M …)" is what the scores of this input wait for
         self.shortcuts = shortcuts.install(self, {
-            "mask_like_bert": inspect_tab.mask_like_bert, "reroll": inspect_tab.reroll_masking,
-            "clear_masks": inspect_tab.clear_masks}, shortcuts.HEAD_LAB)
+            "mask_like_bert": self._mask_like_bert, "reroll": lambda: state.encoding is not None and state.reroll(),
+            "clear_masks": state.clear_masks}, shortcuts.HEAD_LAB)
         self._show_objective(controller.objective or "", controller.objective_reason)
         self.show_scores(controller.shown_scores())
         self._update_buttons()
@@ -174,6 +175,12 @@ class HeadLabTab(WindowTab):
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         return self.controller.shutdown(timeout_ms)
+
+    def _mask_like_bert(self) -> None:
+        if self.controller.state.encoding is None:
+            self.status_label.setText("There is no input to mask yet: type a sentence in the Inspect tab first.")
+            return
+        self.controller.state.mask_like_bert()
 
     def showEvent(self, event) -> None:
         self.controller.watch("lab", True)
@@ -243,14 +250,12 @@ class HeadLabTab(WindowTab):
 
     def _show_source(self, source: str) -> None:
         index = self.source_combo.findData(source)
-        self.source_combo.blockSignals(True)
-        self.source_combo.setCurrentIndex(index)
-        self.source_combo.blockSignals(False)
+        with blocked(self.source_combo):
+            self.source_combo.setCurrentIndex(index)
 
     def _show_objective(self, objective: str, reason: str) -> None:
-        self.objective_combo.blockSignals(True)
-        self.objective_combo.setCurrentIndex(self.objective_combo.findData(objective) if objective else -1)
-        self.objective_combo.blockSignals(False)
+        with blocked(self.objective_combo):
+            self.objective_combo.setCurrentIndex(self.objective_combo.findData(objective) if objective else -1)
         self.objective_combo.setEnabled(bool(objective))
         self.objective_combo.setToolTip(reason)
 

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.inspector.attention_math import ViewOptions
 
@@ -109,10 +110,9 @@ class AttentionToolbar(QWidget):
 
     def show_layer(self, layer: int, num_layers: int) -> None:
         """The stepper at `layer` of `num_layers` (no layerChosen)."""
-        self.layer_slider.blockSignals(True)
-        self.layer_slider.setRange(0, num_layers - 1)
-        self.layer_slider.setValue(layer)
-        self.layer_slider.blockSignals(False)
+        with blocked(self.layer_slider):
+            self.layer_slider.setRange(0, num_layers - 1)
+            self.layer_slider.setValue(layer)
         self.layer_label.setText(f"Layer {layer + 1} / {num_layers}")
 
     def show_no_layer(self) -> None:
@@ -129,9 +129,8 @@ class AttentionToolbar(QWidget):
         """Tick or untick the boxes without optionsChanged (None leaves one as it is)."""
         for check, value in ((self.hide_special_check, hide_special), (self.renormalise_check, renormalise)):
             if value is not None:
-                check.blockSignals(True)
-                check.setChecked(value)
-                check.blockSignals(False)
+                with blocked(check):
+                    check.setChecked(value)
 
     def colour_scale(self) -> str:
         return self.scale_combo.currentData()

@@ -24,6 +24,7 @@ from explorer.common._qt.heatmap_style import (
     colour_lookup,
     highlight_band,
 )
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.inspector.attention_images import fit
 from explorer.inspector.attention_math import LayerView, colour_gamma, to_rgba
@@ -198,9 +199,8 @@ class HeadGrid(HoverReadout, QWidget):
             on = bool(on)
             self.images[head].setOpacity(1.0 if on else ABLATED_OPACITY)
             checkbox = self.checkboxes[head]
-            checkbox.blockSignals(True)
-            checkbox.setChecked(on)
-            checkbox.blockSignals(False)
+            with blocked(checkbox):
+                checkbox.setChecked(on)
             checkbox.setToolTip(f"Layer {self.layer + 1}, head {head + 1}: {'on' if on else 'switched off'} "
                                 "(untick to switch it off and see what changes)")
         self.enabled = enabled.copy()

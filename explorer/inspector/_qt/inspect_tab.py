@@ -1,16 +1,20 @@
 """The "Inspect" tab: type a pair, see BERT's input, its masking, predictions and attention.
 
-A thin view over `ExplorerState`. Each settled edit (`InputForm`: a throttle, so a fast typist sees the
-views follow) re-encodes on the GUI thread (a few milliseconds) and submits an inspection to a
-`LatestJobWorker`, which computes the newest request submitted; the token table and the notes are refreshed
-while the worker computes on the other core. The worker also draws the attention panel's pictures for what
-it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI thread only the hand-over.
+A thin view over `ExplorerState`: the tab writes what the user does into the state and redraws from what the
+state announces (`ExplorerState.changed`, one `Change` at a time, in `_on_state_changed`), never because a
+sibling called it. Each settled edit (`InputForm`: a throttle, so a fast typist sees the views follow)
+re-encodes on the GUI thread (a few milliseconds); every change of the input, its masking or the head mask
+submits an inspection to a `LatestJobWorker`, which computes the newest request submitted, and the token table
+and the notes are redrawn while the worker computes on the other core. The worker also draws the attention
+panel's pictures for what it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI
+thread only the hand-over.
 
 Every result newer than the one on screen is shown, even when the user has typed on meanwhile: while keys
 keep coming the views show the input of a moment ago instead of nothing, and the newest request always
 arrives last. An inspection that arrives is rendered by every view in `inspection_views`. Errors show in
 `errorLabel` and leave the previous input and inspection on screen. An inspection computed elsewhere (a
-training snapshot) can be shown, captioned, until the next edit.
+training snapshot) can be shown, captioned, until the next edit; the table and the masking note then describe
+the snapshot's input, not the live one.
 
 The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
 attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads (a
@@ -31,6 +35,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 import explorer.window._qt.shortcuts as shortcuts
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers import InspectionThreads, LatestJobWorker
 from explorer.inspector._qt.attention_panel import AttentionPanel
@@ -40,7 +45,7 @@ from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
-from explorer.inspector.state import ExplorerState, InspectRequest, MaskingMode, run_inspection
+from explorer.inspector.state import Change, ExplorerState, InspectRequest, ModelInfo, run_inspection
 from explorer.inspector.task_display import tag_cells
 from explorer.window.startup import LoadedModel
 
@@ -90,10 +95,9 @@ class InspectTab(QWidget):
         super().__init__(parent)
         self.setObjectName("inspectTab")
         self.state = ExplorerState()
-        self._showing_external = False
-        self._note_under_external = ""  # the model's note, hidden while a snapshot shows and back after it
+        self._note_under_snapshot = ""  # the model's note, hidden while a snapshot shows and back after it
         self._side_has_content = True  # what is shown has predictions or a task output to put beside the attention
-        self._shown_request_id = 0  # the request whose inspection is on screen: older results are dropped
+        self._arrived_pictures: PanelPictures | None = None  # drawn by the worker for the inspection arriving
         self._last_emitted_pair: tuple[str, str] | None = None
         self._predictions_wanted = True  # the user's choice, for models that have predictions to show
         self.last_render_ms = float("nan")
@@ -161,7 +165,7 @@ class InspectTab(QWidget):
         }, shortcuts.INSPECT)
 
         form = self.input_form
-        form.edited.connect(self._leave_external)
+        form.edited.connect(self.state.leave_snapshot)
         form.settled.connect(self._settle_input)
         form.maskRequested.connect(self.mask_like_bert)
         form.rerollRequested.connect(self.reroll_masking)
@@ -172,6 +176,7 @@ class InspectTab(QWidget):
         self.token_table.positionHovered.connect(self._on_table_hovered)
         self.attention_panel.tokenHovered.connect(self.token_table.highlight_position)
         self.attention_panel.headMaskChanged.connect(self._on_head_mask_changed)
+        self.state.changed.connect(self._on_state_changed)
 
     # -- what the window asks ----------------------------------------------------------------------------------
 
@@ -188,42 +193,14 @@ class InspectTab(QWidget):
 
     def set_model(self, loaded: LoadedModel) -> None:
         """Inspect with `loaded` from now on; the pair stays and is encoded again with its vocabulary."""
-        self._leave_external()
-        self.info_label.hide()
-        self.state.set_model(loaded.model, loaded.tokenizer, loaded.info)
-        self._shown_request_id = self.state.latest_request_id  # results for the previous model are dropped
-        for render in self.inspection_views:
-            render(None)
-        is_task = loaded.info.task is not None
-        self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
-        self._fit_side(loaded.info.has_pretraining_heads, loaded.info.task)
-        if is_task:
-            self.show_info(f"{loaded.info.name} is fine-tuned ({loaded.info.task_description}): beside the "
-                           "attention is what its task head says about the input, in place of MLM/NSP predictions.")
-        elif not loaded.info.has_pretraining_heads:
-            self.show_info(f"{loaded.info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), "
-                           "so there are no predictions to show: the attention views have the room.")
-        self.input_form.set_max_positions(loaded.info.max_positions)
         self.clear_error()
-        self._settle_input()
-        if self.state.encoding is None:
-            self.token_table.set_input(None, None)
+        self.state.set_model(loaded.model, loaded.tokenizer, loaded.info)
+        if self.state.encoding is None or (self.state.text_a, self.state.text_b) != self.current_pair():
+            self._settle_input()  # the state could not re-encode its pair (or has none yet): the form's, with why
 
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""
-        self.state.supersede_requests()  # a live result still in flight must not replace it
-        self._shown_request_id = self.state.latest_request_id
-        if not self._showing_external:
-            # the note speaks of the live model (MiniLM: "no predictions to show"), not of the snapshot
-            self._note_under_external = self.info_label.text()
-            self.show_info("")
-        self._showing_external = True
-        output = inspection.task_output
-        self._fit_side(inspection.has_pretraining_heads, None if output is None else output.kind)
-        self.caption_label.setText(f"Showing: {caption} — edit the input to return to the live model")
-        self.caption_label.show()
-        self.token_table.set_input(inspection.encoding, inspection.masking)
-        self._render(inspection)
+        self.state.show_snapshot(inspection, caption)
 
     def show_error(self, message: str) -> None:
         self.error_label.setText(message)
@@ -258,38 +235,15 @@ class InspectTab(QWidget):
             kept = " (the tables still show the last input that worked)" if self.state.encoding is not None else ""
             self.show_error(_sentence_case(str(error)) + kept)
             return
-        self.clear_error()
-        self._input_changed()
         pair = (text_a, text_b or "")
         if pair != self._last_emitted_pair:  # only pairs that encode: other tabs can inspect what they get
             self._last_emitted_pair = pair
             self.pairChanged.emit(*pair)
 
-    def _input_changed(self) -> None:
-        """The encoding or masking changed: ask for an inspection, then refresh the table and the notes
-        while the worker computes on the other core."""
-        self._request_inspection()
-        notes = self.state.input_notes()
-        self.warning_label.setText("\n".join(notes))
-        self.warning_label.setVisible(bool(notes))
-        self.token_table.set_input(self.state.encoding, self.state.masking)
-        self.input_form.show_masking_summary(self.state.masking_summary())
-
     def _request_inspection(self) -> None:
         request = self.state.inspect_request()
         if request is not None:
             self.inspect_worker.submit(request.request_id, InspectJob(request, self.attention_panel.picture_spec()))
-
-    def _leave_external(self) -> None:
-        if not self._showing_external:
-            return
-        self._showing_external = False
-        self.caption_label.hide()
-        self.caption_label.clear()
-        self.show_info(self._note_under_external)
-        info = self.state.model_info
-        if info is not None:
-            self._fit_side(info.has_pretraining_heads, info.task)
 
     def _on_pad_changed(self, pad_to: int) -> None:
         self.state.pad_to = pad_to or None
@@ -298,56 +252,40 @@ class InspectTab(QWidget):
     # -- masking -----------------------------------------------------------------------------------------------
 
     def mask_like_bert(self, seed: int | None = None) -> None:
+        """BERT's recipe with `seed`, or the one in the seed box."""
         if self.state.encoding is None:
             self.show_error("There is no input to mask yet: type sentence A first.")
             return
-        self._leave_external()
         self.state.mask_like_bert(self.input_form.seed() if seed is None else seed)
-        self._input_changed()
 
     def reroll_masking(self) -> None:
-        if self.state.encoding is None:
-            return
-        self._leave_external()
-        self.state.reroll()
-        self.input_form.show_seed(self.state.seed)
-        self._input_changed()
+        if self.state.encoding is not None:
+            self.state.reroll()
 
     def clear_masks(self) -> None:
-        self._leave_external()
         self.state.clear_masks()
-        if self.state.encoding is not None:
-            self._input_changed()
 
     def toggle_mask(self, position: int) -> None:
         """Click-to-mask: a token cell toggles [MASK] at its position."""
-        if self._showing_external:
+        if self.state.snapshot is not None:
             return  # the table shows a snapshot's input, not the live one
         try:
             self.state.toggle_mask(position)
         except ValueError as error:
             self.statusMessage.emit(_sentence_case(str(error)), 6000)
-            return
-        self._input_changed()
 
     def _on_seed_changed(self, seed: int) -> None:
-        if self.state.masking_mode is MaskingMode.BERT and self.state.encoding is not None:
-            self.state.mask_like_bert(seed)
-            self._input_changed()
+        with blocked(self.input_form.seed_spin):
+            self.state.set_seed(seed)
 
     # -- heads and hover -----------------------------------------------------------------------------------
 
     def _on_head_mask_changed(self, head_mask: Any) -> None:
         try:
-            changed = self.state.set_head_mask(None if head_mask is None else np.asarray(head_mask))
+            with blocked(self.attention_panel):
+                self.state.set_head_mask(None if head_mask is None else np.asarray(head_mask))
         except ValueError as error:
             self.show_error(_sentence_case(str(error)))
-            return
-        if changed:
-            self._leave_external()
-            off = 0 if self.state.head_mask is None else int((self.state.head_mask == 0).sum())
-            self.statusMessage.emit(f"{off} head(s) switched off" if off else "All heads on", 4000)
-            self._request_inspection()
 
     def _on_table_hovered(self, position: int) -> None:
         self.token_table.highlight_position(position)
@@ -356,15 +294,99 @@ class InspectTab(QWidget):
     # -- inspection results ---------------------------------------------------------------------------------
 
     def _on_inspected(self, request_id: int, result: InspectResult) -> None:
-        if request_id <= self._shown_request_id:
-            return  # older than what is on screen (or made stale by a snapshot or a model shown since)
-        self._shown_request_id = request_id
-        self.state.inspection = result.inspection
         started = time.perf_counter()
-        self._render(result.inspection, result.pictures)
-        self.last_render_ms = (time.perf_counter() - started) * 1e3
-        self.last_pictures_ms = result.pictures_ms
-        self.inspectionTimed.emit(self.inspect_worker.last_compute_ms, self.last_render_ms)
+        self._arrived_pictures = result.pictures
+        try:  # the state drops a result older than the one shown (or made stale by a snapshot or a model)
+            taken = self.state.inspection_arrived(request_id, result.inspection)
+        finally:
+            self._arrived_pictures = None
+        if taken:
+            self.last_render_ms = (time.perf_counter() - started) * 1e3
+            self.last_pictures_ms = result.pictures_ms
+            self.inspectionTimed.emit(self.inspect_worker.last_compute_ms, self.last_render_ms)
+
+    # -- redrawing from the state ------------------------------------------------------------------------------
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what is Change.MODEL:
+            self._show_model(state.model_info)
+        elif what is Change.INPUT:
+            self.clear_error()
+            self._request_inspection()
+            notes = state.input_notes()
+            self.warning_label.setText("\n".join(notes))
+            self.warning_label.setVisible(bool(notes))
+            self._show_input()
+        elif what is Change.MASKING:
+            self._request_inspection()
+            self._show_input()
+        elif what is Change.HEAD_MASK:
+            heads_on = state.heads_on()
+            if heads_on is not None and self.attention_panel.inspection is not None:
+                with blocked(self.attention_panel):
+                    self.attention_panel.set_head_mask(heads_on)
+            off = 0 if state.head_mask is None else int((state.head_mask == 0).sum())
+            self.statusMessage.emit(f"{off} head(s) switched off" if off else "All heads on", 4000)
+            self._request_inspection()
+        elif what is Change.INSPECTION:
+            self._render(state.inspection, self._arrived_pictures)
+        elif what is Change.SNAPSHOT:
+            self._show_snapshot_or_live()
+
+    def _show_model(self, info: ModelInfo) -> None:
+        """Another model: nothing of the previous one's stays on screen, and its note says what it lacks."""
+        self.caption_label.hide()
+        self.caption_label.clear()
+        for render in self.inspection_views:
+            render(None)
+        is_task = info.task is not None
+        self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
+        self._fit_side(info.has_pretraining_heads, info.task)
+        if is_task:
+            self.show_info(f"{info.name} is fine-tuned ({info.task_description}): beside the attention is what its "
+                           "task head says about the input, in place of MLM/NSP predictions.")
+        elif not info.has_pretraining_heads:
+            self.show_info(f"{info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), so "
+                           "there are no predictions to show: the attention views have the room.")
+        else:
+            self.show_info("")
+        self.input_form.set_max_positions(info.max_positions)
+        self._show_input()
+
+    def _show_input(self) -> None:
+        """The token table, the masking note and the seed, of the input shown: the snapshot's while one is."""
+        state = self.state
+        shown = state.snapshot.inspection if state.snapshot is not None else None
+        if shown is not None:
+            self.token_table.set_input(shown.encoding, shown.masking)
+        else:
+            self.token_table.set_input(state.encoding, state.masking)
+        self.input_form.show_masking_summary(state.masking_summary())
+        self.input_form.show_seed(state.seed)
+
+    def _show_snapshot_or_live(self) -> None:
+        snapshot = self.state.snapshot
+        if snapshot is not None:
+            if not self.caption_label.text():  # a first snapshot, not one over another
+                # the note speaks of the live model (MiniLM: "no predictions to show"), not of the snapshot
+                self._note_under_snapshot = self.info_label.text()
+                self.show_info("")
+            output = snapshot.inspection.task_output
+            self._fit_side(snapshot.inspection.has_pretraining_heads, None if output is None else output.kind)
+            self.caption_label.setText(f"Showing: {snapshot.caption} — edit the input to return to the live model")
+            self.caption_label.show()
+            self._show_input()
+            self._render(snapshot.inspection)
+            return
+        self.caption_label.hide()
+        self.caption_label.clear()
+        self.show_info(self._note_under_snapshot)
+        info = self.state.model_info
+        if info is not None:
+            self._fit_side(info.has_pretraining_heads, info.task)
+        self._show_input()
+        if self.state.inspection is not None:
+            self._render(self.state.inspection)  # until the inspection of the change that left the snapshot
 
     def _render(self, inspection: Any, pictures: PanelPictures | None = None) -> None:
         self.attention_panel.set_inspection(inspection, pictures)
@@ -416,7 +438,7 @@ class InspectTab(QWidget):
         self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
-        if request_id == self.state.latest_request_id and request_id > self._shown_request_id:
+        if request_id == self.state.latest_request_id:
             self.show_error(f"The model could not inspect this input: {failure.text}")
 
 

@@ -85,7 +85,8 @@ class MainWindow(QMainWindow):
         self._add_tab_page(self.inspect_tab, "Inspect")
         self._connect()
         # the head lab: importance, roles and logit lens of what is inspected; its tab; the embeddings
-        self.head_lab = HeadLabController(self.inspect_tab, parent=self)
+        self.head_lab = HeadLabController(self.inspect_tab.state, self.inspect_tab.attention_panel,
+                                          self.inspect_tab.logit_lens, parent=self)
         self.modelChanged.connect(self.head_lab.on_model_changed)
         self.add_tab(HeadLabTab(self.head_lab), "Head lab")
         self.add_tab(EmbeddingView(), "Embeddings")
