@@ -245,3 +245,18 @@ def test_the_family_registry_loads_albert_config_json_as_our_classes(architectur
     assert family.model_class(resolved) is model_class
     assert family.config_class().from_dict(config.to_dict()) == config
     assert resolve({key: value for key, value in config.to_dict().items() if key != "model_type"})[0] is family
+
+
+def test_gradients_match_transformers(transformers):
+    """Shared layers collect the gradient of every depth that runs them, and the tied decoder that of both uses."""
+    config = CONFIGS["two groups of two"]
+    torch.manual_seed(3)
+    ours = AlbertForPreTraining(config).eval()  # eval: no dropout, so both are deterministic
+    reference = reference_model(transformers, ours)
+    input_ids, token_type_ids, attention_mask, labels, order = padded_pairs(config, seed=5)
+    ours(input_ids, token_type_ids, attention_mask, labels=labels, sentence_order_label=order).loss.backward()
+    reference(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels,
+              sentence_order_label=order).loss.backward()
+    theirs = dict(reference.named_parameters())
+    for name, parameter in ours.named_parameters():
+        torch.testing.assert_close(parameter.grad, theirs[name].grad, rtol=1e-4, atol=1e-6, msg=name)

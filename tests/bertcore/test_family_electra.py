@@ -207,3 +207,22 @@ def test_the_family_registry_loads_electra_config_json_as_our_classes(architectu
     assert family.model_class(resolved) is model_class
     assert family.config_class().from_dict(values) == CONFIGS["projected"].replace(architectures=(architecture,))
     assert resolve({key: value for key, value in values.items() if key != "model_type"})[0] is family
+
+
+@pytest.mark.parametrize("model_class", [ElectraForPreTraining, ElectraForMaskedLM])
+def test_gradients_match_transformers(model_class, transformers):
+    config = CONFIGS["projected"]
+    torch.manual_seed(3)
+    ours = model_class(config).eval()  # eval: no dropout, so both are deterministic
+    reference = reference_model(transformers, ours)
+    input_ids, token_type_ids, attention_mask, generator = padded_pairs(config, seed=5)
+    if model_class is ElectraForPreTraining:
+        labels = torch.randint(0, 2, input_ids.shape, generator=generator)
+    else:
+        labels = input_ids.masked_fill(torch.rand(input_ids.shape, generator=generator) < 0.6, IGNORE_INDEX)
+        labels[:, 0] = input_ids[:, 0]
+    ours(input_ids, token_type_ids, attention_mask, labels=labels).loss.backward()
+    reference(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels).loss.backward()
+    theirs = dict(reference.named_parameters())
+    for name, parameter in ours.named_parameters():
+        torch.testing.assert_close(parameter.grad, theirs[name].grad, rtol=1e-4, atol=1e-6, msg=name)
