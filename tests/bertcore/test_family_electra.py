@@ -176,6 +176,8 @@ def test_config_json_is_what_transformers_writes(transformers):
     for key, value in values.items():  # every field we write, transformers writes with the same value
         assert theirs[key] == value, key
     assert ElectraConfig.from_dict(theirs) == model.config  # and reads back from what it writes
+    defaults = json.loads(transformers.ElectraConfig().to_json_string(use_diff=False))
+    assert ElectraConfig.from_dict(defaults) == ElectraConfig()  # the same defaults (electra-small)
 
 
 @pytest.mark.parametrize(("changes", "message"), [
