@@ -1,50 +1,26 @@
 """Made-up and real inspections to open the attention views on, without a window (demos, tests, benchmarks).
 
-`demo_inspection` fakes attention shaped like real heads at any size (512 tokens × 144 heads in a blink);
+`demo_inspection` fakes attention shaped like real heads at any size (512 tokens × 144 heads in a blink), in a real
+bertcore `Inspection` (so a view cannot come to rely on a field that only the demo has);
 `real_inspection` runs an untrained bertcore model or a checkpoint folder. Qt-free.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from bertcore.analysis.inspection import Inspection
+from bertcore.tokenization.wordpiece import Encoding
 from explorer.inspector.attention_math import SPECIAL_TOKENS_TO_HIDE
-
-
-@dataclass(frozen=True)
-class DemoEncoding:
-    tokens: list[str]
-    special_tokens_mask: list[int]
-
-
-@dataclass(frozen=True)
-class DemoInspection:
-    """The fields of bertcore.analysis.inspection.Inspection the panel reads, filled with made-up attention."""
-
-    encoding: DemoEncoding
-    input_tokens: list[str]
-    attentions: np.ndarray  # (L, H, T, T) float32, rows sum to 1
-    head_mask: np.ndarray  # (L, H) float32
-    predictions: list = field(default_factory=list)
-
-    @property
-    def num_layers(self) -> int:
-        return self.attentions.shape[0]
-
-    @property
-    def num_heads(self) -> int:
-        return self.attentions.shape[1]
-
 
 DEMO_TEXT_A = "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill"
 DEMO_TEXT_B = "later that evening both animals fell asleep beside the fire in the old stone cottage"
 
 
 def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int = 12, seed: int = 0,
-                    num_padding: int = 0) -> DemoInspection:
+                    num_padding: int = 0) -> Inspection:
     """[CLS] A [SEP] B [SEP] [PAD]... with attention shaped like real heads: to [CLS]/[SEP], to the
     previous / next token, to itself, broad, plus noise; every row a probability distribution."""
     if num_tokens < 4:
@@ -57,7 +33,6 @@ def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int =
     sentence_a = [words_a[i % len(words_a)] for i in range(length_a)]
     sentence_b = [words_b[i % len(words_b)] for i in range(length_b)]
     tokens = ["[CLS]", *sentence_a, "[SEP]", *sentence_b, "[SEP]"] + ["[PAD]"] * num_padding
-    special = [int(token in SPECIAL_TOKENS_TO_HIDE) for token in tokens]
     positions = np.arange(num_tokens)
     offsets = positions[None, :] - positions[:, None]  # (T, T) key - query
     separators = np.array([token == "[SEP]" for token in tokens])
@@ -79,11 +54,50 @@ def demo_inspection(num_tokens: int = 30, num_layers: int = 12, num_heads: int =
     logits -= logits.max(axis=-1, keepdims=True)
     attentions = np.exp(logits, out=logits)
     attentions /= attentions.sum(axis=-1, keepdims=True)
-    return DemoInspection(
-        encoding=DemoEncoding(tokens, special),
+    encoding = _demo_encoding(sentence_a, sentence_b, num_padding)
+    return Inspection(
+        encoding=encoding,
+        masking=None,
+        input_ids=np.array(encoding.input_ids, dtype=np.int64),
         input_tokens=tokens,
         attentions=attentions,
+        hidden_states=np.zeros((num_layers + 1, num_tokens, 0), np.float32),  # no model, so no hidden states
+        predictions=[],
+        is_next_probability=None,
+        has_pretraining_heads=False,
         head_mask=np.ones((num_layers, num_heads), np.float32),
+    )
+
+
+def _demo_encoding(sentence_a: list[str], sentence_b: list[str], num_padding: int) -> Encoding:
+    """[CLS] A [SEP] B [SEP] [PAD]... laid out as the tokenizer would, each word a token; the ids number the
+    distinct tokens in order of appearance ([PAD] is 0), as there is no vocabulary behind them."""
+    layout: list[tuple[str, int | None, int]] = [("[CLS]", None, 0)]  # (token, sentence, segment)
+    layout += [(word, 0, 0) for word in sentence_a] + [("[SEP]", None, 0)]
+    layout += [(word, 1, 1) for word in sentence_b] + [("[SEP]", None, 1)] + [("[PAD]", None, 0)] * num_padding
+    ids: dict[str, int] = {"[PAD]": 0}
+    offsets: list[tuple[int, int]] = []
+    ends = {0: 0, 1: 0}  # where each sentence's text has reached: words are joined by single spaces
+    for token, sentence, _ in layout:
+        ids.setdefault(token, len(ids))
+        if sentence is None:
+            offsets.append((0, 0))
+        else:
+            start = ends[sentence] + (1 if ends[sentence] else 0)
+            ends[sentence] = start + len(token)
+            offsets.append((start, ends[sentence]))
+    tokens = [token for token, _, _ in layout]
+    return Encoding(
+        tokens=tokens,
+        input_ids=[ids[token] for token in tokens],
+        segment_ids=[segment for _, _, segment in layout],
+        position_ids=list(range(len(tokens))),
+        attention_mask=[int(token != "[PAD]") for token in tokens],
+        special_tokens_mask=[int(token in SPECIAL_TOKENS_TO_HIDE) for token in tokens],
+        sequence_ids=[sentence for _, sentence, _ in layout],
+        offsets=offsets,
+        truncation=None,
+        unknown_words=[],
     )
 
 

@@ -1,5 +1,6 @@
 """The attention panel driven through its public interface, its objectNames and the mouse (offscreen)."""
 
+import dataclasses
 import xml.etree.ElementTree as ElementTree
 
 import numpy as np
@@ -132,7 +133,7 @@ def test_a_new_inspection_brings_its_own_head_mask(panel):
     inspection = demo_inspection(8, 2, 3)
     mask = np.ones((2, 3), np.float32)
     mask[0, 2] = 0
-    panel.set_inspection(type(inspection)(inspection.encoding, inspection.input_tokens, inspection.attentions, mask))
+    panel.set_inspection(dataclasses.replace(inspection, head_mask=mask))
     np.testing.assert_array_equal(panel.head_mask(), mask)
     assert not panel.head_grid.checkboxes[2].isChecked()
 
