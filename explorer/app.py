@@ -1,4 +1,5 @@
-"""`bert-explorer [PATH]`: open the explorer window, on a checkpoint folder or on the best model available.
+"""`bert-explorer [PATH | ORG/NAME]`: open the explorer window, on a checkpoint folder, a Hugging Face repo id found in
+the local cache (never downloaded: Model ▸ Download from the Hub… does that), or on the best model available.
 
 `--help` and `--version` answer without importing torch or Qt: only `main` imports the window.
 
@@ -32,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("path", nargs="?", metavar="PATH",
                         help="a checkpoint folder in the standard BERT layout (config.json, model.safetensors "
-                             "or pytorch_model.bin, vocab.txt)")
+                             "or pytorch_model.bin, vocab.txt), or a Hugging Face repo id such as "
+                             "google-bert/bert-base-uncased, opened from the local Hugging Face cache "
+                             "(HF_HUB_CACHE or HF_HOME) without the network")
     parser.add_argument("--device", default="cpu",
                         help="torch device for the model, e.g. cpu or cuda (default: cpu)")
     parser.add_argument("--no-training-tab", action="store_true",

@@ -1,9 +1,12 @@
 """Which model the explorer opens with, decided without Qt.
 
-In order: a folder named on the command line, the checkpoint opened last time (the Qt layer reads it from
-QSettings and passes it in), the trained default checkpoint in assets/default-model, and finally a fresh
-`mini` model over the default vocabulary, labelled untrained. Every option that is skipped leaves a note
-saying why, which the window shows in its status bar.
+In order: a folder or Hugging Face repo id named on the command line, the checkpoint opened last time (the Qt
+layer reads it from QSettings and passes it in), the trained default checkpoint in assets/default-model, and
+finally a fresh `mini` model over the default vocabulary, labelled untrained. Every option that is skipped leaves
+a note saying why, which the window shows in its status bar.
+
+A repo id ("google-bert/bert-base-uncased") is looked up in the local Hugging Face cache only
+(bertcore.models.hub.resolve_model); a model from the cache is named by its repo id, never by its snapshot's hash.
 
 Importing this module does not import torch (the command line's `--help` reads `FALLBACK_PRESET`); the
 functions that build or load a model do.
@@ -20,11 +23,15 @@ from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.models.config import PRESETS, preset
 
 if TYPE_CHECKING:
+    from bertcore.models.hub import ResolvedModel
     from bertcore.tokenization.wordpiece import BertTokenizer
     from explorer.inspector.state import ModelInfo
 
 FALLBACK_PRESET = "mini"
 FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the window does not show it
+COMMAND_LINE = "the model given on the command line"
+LAST_OPENED = "the checkpoint opened last time"
+DEFAULT_MODEL = "the trained default model"
 MINILM_NAME = "all-MiniLM-L6-v2"
 
 
@@ -39,16 +46,29 @@ class LoadedModel:
 class StartupChoice:
     loaded: LoadedModel
     notes: tuple[str, ...]  # one line per option skipped, saying why, in the order they were tried
+    source: str | None = None  # which option was opened (COMMAND_LINE, LAST_OPENED, DEFAULT_MODEL); None: fresh
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
-    """A checkpoint folder in the standard BERT layout; CheckpointError / OSError say what is wrong."""
+    """A checkpoint folder in the standard BERT layout, or a repo id in the local Hugging Face cache (never the
+    network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded."""
     from bertcore.models.checkpoint import load_pretrained
     from explorer.inspector.state import describe_model
 
-    folder = Path(path).expanduser()
+    resolved = resolve_model(path if isinstance(path, Path) else str(path).strip())
+    folder = resolved.folder
+    name = resolved.display_name if resolved.repo_id is not None else display_name(folder)
     model, tokenizer = load_pretrained(folder, device=device)
-    return LoadedModel(model, tokenizer, describe_model(model, display_name(folder), path=str(folder)))
+    return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
+
+
+def resolve_model(path_or_repo_id: str | Path) -> ResolvedModel:
+    """The folder for a path or a cached repo id (bertcore.models.hub.resolve_model), with `~` expanded."""
+    from bertcore.models.hub import resolve_model as resolve_in_cache
+
+    if isinstance(path_or_repo_id, str) and path_or_repo_id.startswith("~"):
+        path_or_repo_id = Path(path_or_repo_id).expanduser()
+    return resolve_in_cache(path_or_repo_id)
 
 
 def display_name(folder: Path) -> str:
@@ -116,13 +136,17 @@ def choose_startup_model(
     device: str = "cpu",
     loader: Callable[[str | Path, str], LoadedModel] = load_checkpoint,
 ) -> StartupChoice:
-    """The best model available, with a note for every better option that could not be used."""
+    """The best model available, with a note for every better option that could not be used. `explicit_path`
+    may be a folder or a Hugging Face repo id found in the local cache."""
+    from bertcore.errors import CheckpointError
+    from bertcore.models.hub import looks_like_repo_id
+
     notes: list[str] = []
-    candidates: list[tuple[str, Path]] = []
+    candidates: list[tuple[str, str]] = []
     if explicit_path:
-        candidates.append(("the folder given on the command line", Path(explicit_path).expanduser()))
+        candidates.append((COMMAND_LINE, explicit_path))
     if last_path:
-        candidates.append(("the checkpoint opened last time", Path(last_path).expanduser()))
+        candidates.append((LAST_OPENED, last_path))
     else:
         notes.append(FIRST_RUN_NOTE)
     try:
@@ -131,23 +155,30 @@ def choose_startup_model(
         default = None
         notes.append(f"no default checkpoint: {error}")
     if default is not None:
-        candidates.append(("the trained default model", default))
+        candidates.append((DEFAULT_MODEL, str(default)))
 
     tried: set[Path] = set()
-    for what, folder in candidates:
+    for what, given in candidates:
+        folder = Path(given).expanduser()
+        if not folder.is_dir():
+            if what == DEFAULT_MODEL:
+                notes.append(f"{what} {folder} does not exist yet (train it with bert-train)")
+                continue
+            if not looks_like_repo_id(given) or folder.exists():
+                notes.append(f"{what} {folder} does not exist or is not a folder")
+                continue
+            try:  # a repo id: the snapshot the local cache holds for it
+                folder = resolve_model(given).folder
+            except CheckpointError as error:
+                notes.append(f"{what}: {error}")
+                continue
         if folder in tried:
             continue
         tried.add(folder)
-        if not folder.is_dir():
-            if what == "the trained default model":
-                notes.append(f"{what} {folder} does not exist yet (train it with bert-train)")
-            else:
-                notes.append(f"{what} {folder} does not exist or is not a folder")
-            continue
         try:
-            return StartupChoice(loader(folder, device), tuple(notes))
+            return StartupChoice(loader(folder, device), tuple(notes), what)
         except Exception as error:  # any failure to load falls through to the next option, with its reason
-            notes.append(f"{what} {folder} could not be loaded: {error}")
+            notes.append(f"{what} {given} could not be loaded: {error}")
 
     notes.append(f"using a fresh, untrained {fallback_preset} model with the default vocabulary")
     return StartupChoice(new_untrained_model(fallback_preset, device=device), tuple(notes))

@@ -7,7 +7,8 @@ entry and Ctrl+N, N its place), loads and saves models through a `ModelLoader`, 
 Everything is wired here, in `_connect` and `add_tab`, through signals: no part reaches into another.
 
 Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_pair()`, `pairChanged`,
-`model_and_tokenizer()`, `load_checkpoint(path)`, `open_minilm()`, `new_untrained_model(preset)`,
+`model_and_tokenizer()`, `load_checkpoint(path)` (a folder or a cached repo id), `open_minilm()`,
+`open_model_picker()`, `open_hub_download()`, `new_untrained_model(preset)`,
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
 `use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
@@ -41,7 +42,9 @@ from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer.inspector._qt.inspect_tab import InspectTab
 from explorer.inspector.state import describe_model
 from explorer.what_changed._qt.change_tab import ChangeTab
+from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
+from explorer.window._qt.model_picker import ModelPicker
 from explorer.window._qt.window_tab import WindowTab
 
 __all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
@@ -67,6 +70,8 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.settings = settings if settings is not None else default_settings()
         self.error_box: QMessageBox | None = None
+        self.model_picker: ModelPicker | None = None  # Model ▸ Open from Hugging Face cache, once opened
+        self.hub_download: HubDownloadDialog | None = None  # Model ▸ Download from the Hub, once opened
         self.about_box: QMessageBox | None = None  # Help ▸ About, the last one opened
         self.loader = ModelLoader(self.settings, device, parent=self)
         self.tabs = QTabWidget()
@@ -103,6 +108,8 @@ class MainWindow(QMainWindow):
         model_menu.setObjectName("modelMenu")
         self.open_action = self._action(model_menu, "&Open checkpoint folder…", self._choose_checkpoint,
                                         shortcuts.key_for("open_checkpoint"))
+        self.picker_action = self._action(model_menu, "Open from Hugging Face &cache…", self.open_model_picker)
+        self.download_action = self._action(model_menu, "&Download from the Hub…", self.open_hub_download)
         self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
         self.minilm_action.setEnabled(startup.minilm_path() is not None)
         if not self.minilm_action.isEnabled():
@@ -226,6 +233,27 @@ class MainWindow(QMainWindow):
 
     def new_untrained_model(self, preset_name: str) -> None:
         self.loader.new_untrained_model(preset_name)
+
+    def open_model_picker(self) -> ModelPicker:
+        """Model ▸ Open from Hugging Face cache: list the cache (again) and show the picker; the model chosen
+        loads from its snapshot folder, offline."""
+        if self.model_picker is None:
+            self.model_picker = ModelPicker(self)
+            self.model_picker.modelChosen.connect(self.load_checkpoint)
+            self.closing.connect(self.model_picker.shutdown)
+        self.model_picker.refresh()
+        self.model_picker.open()
+        return self.model_picker
+
+    def open_hub_download(self) -> HubDownloadDialog:
+        """Model ▸ Download from the Hub: the dialog; a completed download opens in the window."""
+        if self.hub_download is None:
+            self.hub_download = HubDownloadDialog(self)
+            self.hub_download.downloaded.connect(self.load_checkpoint)
+            self.closing.connect(self.hub_download.shutdown)
+        self.hub_download.show_where()
+        self.hub_download.open()
+        return self.hub_download
 
     def start_up(self, explicit_path: str | None = None) -> None:
         """Load the best model available (see explorer.window.startup) off the GUI thread."""

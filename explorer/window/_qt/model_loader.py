@@ -42,27 +42,27 @@ class ModelLoader(QObject):
         return self.settings.value(LAST_CHECKPOINT_KEY) or None
 
     def load_checkpoint(self, path: str) -> None:
-        """Open a checkpoint folder; on failure `failed` says why (the window keeps its model)."""
+        """Open a checkpoint folder, or a repo id in the local Hugging Face cache (never the network); on failure
+        `failed` says why (the window keeps its model). What is remembered is the folder that loaded."""
         path = str(Path(path).expanduser())
-        self._load(f"checkpoint {path}", lambda: startup.load_checkpoint(path, self.device), remember=path)
+        self._load(f"checkpoint {path}", lambda: startup.load_checkpoint(path, self.device), remember=True)
 
     def open_minilm(self) -> None:
-        path = startup.minilm_path()
-        self._load("MiniLM", lambda: startup.load_minilm(self.device),
-                   remember=str(path) if path is not None else None)
+        self._load("MiniLM", lambda: startup.load_minilm(self.device), remember=True)
 
     def new_untrained_model(self, preset_name: str) -> None:
         self._load(f"a new {preset_name} model",
                    lambda: startup.new_untrained_model(preset_name, device=self.device))
 
     def start_up(self, explicit_path: str | None = None) -> None:
-        """The best model available (explorer.window.startup): the folder named, else the last one, else the default."""
+        """The best model available (explorer.window.startup): the folder or cached repo id named, else the last
+        one, else the default."""
         last_path = self.last_checkpoint()
 
         def choose() -> startup.StartupChoice:
             return startup.choose_startup_model(last_path, explicit_path=explicit_path, device=self.device)
 
-        self._load("the start-up model", choose, remember=explicit_path, is_startup=True)
+        self._load("the start-up model", choose, explicit=explicit_path, is_startup=True)
 
     def save(self, model: Any, tokenizer: Any, path: str) -> None:
         """Write `model` in the standard folder layout."""
@@ -82,11 +82,11 @@ class ModelLoader(QObject):
         return all([worker.wait(timeout_ms) for worker in list(self._workers.values())])
 
     # ---- the jobs ----
-    def _load(self, what: str, load: Callable[[], Any], *, remember: str | None = None,
+    def _load(self, what: str, load: Callable[[], Any], *, remember: bool = False, explicit: str | None = None,
               is_startup: bool = False) -> None:
         self._load_job += 1
         worker = OneShotWorker(self._load_job, load, name="loadThread")
-        worker.done.connect(lambda job, result: self._on_loaded(job, result, remember, is_startup))
+        worker.done.connect(lambda job, result: self._on_loaded(job, result, remember, explicit, is_startup))
         worker.failed.connect(lambda job, failure: self._on_load_failed(job, what, failure.text))
         self.statusMessage.emit(f"Loading {what}…", 0)
         if QApplication.overrideCursor() is None:
@@ -107,26 +107,29 @@ class ModelLoader(QObject):
             while QApplication.overrideCursor() is not None:
                 QApplication.restoreOverrideCursor()
 
-    def _on_loaded(self, job: int, result: Any, remember: str | None, is_startup: bool) -> None:
+    def _on_loaded(self, job: int, result: Any, remember: bool, explicit: str | None, is_startup: bool) -> None:
         if job != self._load_job:
             return  # the user asked for another model meanwhile
         self.statusMessage.emit("", 0)
         if is_startup:
             choice: startup.StartupChoice = result
-            self.loaded.emit(choice.loaded)
+            result = choice.loaded
+            self.loaded.emit(result)
             notes = [note for note in choice.notes if note != startup.FIRST_RUN_NOTE]
-            if remember and choice.loaded.info.path != str(Path(remember).expanduser()):
-                # the folder asked for on the command line failed: an error, with what was opened instead
-                self.startupNote.emit(f"Could not open {remember}: " + "; ".join(notes)
-                                      + f". Showing {choice.loaded.info.label} instead.", True)
+            if explicit and choice.source != startup.COMMAND_LINE:
+                # the model asked for on the command line failed: an error, with what was opened instead
+                self.startupNote.emit(f"Could not open {explicit}: " + "; ".join(notes)
+                                      + f". Showing {result.info.label} instead.", True)
                 return
             if notes:
                 self.startupNote.emit("Start-up: " + "; ".join(notes) + ".", False)
+            remember = bool(explicit)
         else:
             self.loaded.emit(result)
             self.statusMessage.emit(f"Loaded {result.info.label}", 6000)
-        if remember:
-            self.settings.setValue(LAST_CHECKPOINT_KEY, str(Path(remember).expanduser()))
+        if remember and result.info.path:
+            # the folder itself: a repo id resolves to its snapshot, which reopens without the cache's refs
+            self.settings.setValue(LAST_CHECKPOINT_KEY, result.info.path)
             self.settings.sync()
 
     def _on_load_failed(self, job: int, what: str, message: str) -> None:

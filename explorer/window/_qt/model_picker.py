@@ -1,0 +1,237 @@
+"""Model ▸ Open from Hugging Face cache…: every encoder the local cache holds, in a table to filter and open.
+
+The listing (bertcore.models.hub.list_cached_models) reads config.json and the weights' headers of every cached
+repo, which takes a moment on a large cache or a network home folder, so it runs in a `OneShotWorker`. Nothing here
+reaches the network: the row opened is a snapshot folder, which the window loads like any checkpoint folder.
+Families bertcore cannot open yet are listed greyed, with a tooltip saying so, and cannot be opened.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QPalette, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bertcore.models.hub import CachedModel, default_cache_dir, list_cached_models
+from explorer.common._qt.widget_names import named
+from explorer.common._qt.workers import OneShotWorker
+
+COLUMNS = ("Name", "Size on disk", "Parameters", "Layers × heads", "Head", "Last used")
+MODEL_ROLE = Qt.ItemDataRole.UserRole  # the row's CachedModel, on its name cell
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1  # a number (or lower-case name) to sort a column by
+
+
+class ModelPicker(QDialog):
+    """The cached models as a table; `modelChosen(folder)` when the user opens one."""
+
+    modelChosen = Signal(str)  # the snapshot folder to load
+    listed = Signal(int)  # how many models the listing found (tests, and the status line)
+
+    def __init__(self, parent: QWidget | None = None, *,
+                 list_models: Callable[[], list[CachedModel]] = list_cached_models):
+        super().__init__(parent)
+        self.setObjectName("modelPicker")
+        self.setWindowTitle("Open from the Hugging Face cache")
+        self._list_models = list_models
+        self._job = 0
+        self._workers: dict[int, OneShotWorker] = {}
+        self.filter_edit = named(QLineEdit(), "modelFilter", "Filter models by name",
+                                 "Shows the models whose repo id contains this text (case does not matter)")
+        self.filter_edit.setPlaceholderText("Filter by name, e.g. bert-base")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.rows = QStandardItemModel(0, len(COLUMNS), self)
+        self.rows.setHorizontalHeaderLabels(list(COLUMNS))
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.rows)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setFilterKeyColumn(0)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.table = named(QTableView(), "cachedModels", "Cached models")
+        self.table.setModel(self.proxy)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSortingEnabled(True)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.status_label = named(QLabel(), "cacheStatus", "Cache status")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        self.open_button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+        named(self.open_button, "openCachedModel", "Open the selected model")
+        self.open_button.setEnabled(False)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.filter_edit)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.status_label)
+        layout.addWidget(self.buttons)
+        self.resize(900, 420)
+
+        self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
+        self.filter_edit.returnPressed.connect(self.open_selected)
+        self.table.doubleClicked.connect(self._open_index)
+        self.table.selectionModel().selectionChanged.connect(self._update_open_button)
+        self.proxy.modelReset.connect(self._update_open_button)
+        self.proxy.rowsRemoved.connect(self._update_open_button)
+        self.buttons.accepted.connect(self.open_selected)
+        self.buttons.rejected.connect(self.reject)
+
+    # ---- listing ----
+    def refresh(self) -> None:
+        """List the cache again, off the GUI thread (the newest listing asked for wins)."""
+        self._job += 1
+        worker = OneShotWorker(self._job, self._list_models, name="cacheListThread")
+        worker.done.connect(self._on_listed)
+        worker.failed.connect(self._on_list_failed)
+        self.status_label.setText(f"Reading the Hugging Face cache at {default_cache_dir()}…")
+        self._workers[worker.key] = worker
+        worker.finished.connect(lambda: self._forget(worker.key))
+        worker.start()
+
+    def is_listing(self) -> bool:
+        return any(worker.is_running for worker in self._workers.values())
+
+    def shutdown(self, timeout_ms: int = 30_000) -> bool:
+        """Join the listings still running (they read headers only, and end by themselves)."""
+        return all([worker.wait(timeout_ms) for worker in list(self._workers.values())])
+
+    def _forget(self, key: int) -> None:
+        worker = self._workers.pop(key, None)
+        if worker is not None:
+            worker.wait()  # `finished` comes just before its thread ends
+            worker.deleteLater()
+
+    def _on_listed(self, job: int, models: list[CachedModel]) -> None:
+        if job != self._job:
+            return
+        self.table.setSortingEnabled(False)  # rows are appended in the listing's order (newest used first)
+        self.rows.removeRows(0, self.rows.rowCount())
+        for model in models:
+            self.rows.appendRow(_row(model, self.palette().color(QPalette.ColorGroup.Disabled,
+                                                                QPalette.ColorRole.Text)))
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(5, Qt.SortOrder.DescendingOrder)
+        cache = default_cache_dir()
+        if models:
+            unsupported = sum(not model.supported_now for model in models)
+            greyed = f"; {unsupported} greyed: their family cannot be opened yet" if unsupported else ""
+            self.status_label.setText(f"{len(models)} encoder models in {cache}{greyed}.")
+        else:
+            self.status_label.setText(f"No encoder models in the Hugging Face cache at {cache}. Download one with "
+                                      "Model ▸ Download from the Hub…, or set HF_HUB_CACHE (or HF_HOME) to the "
+                                      "cache you use.")
+        self._select_first_openable()
+        self.listed.emit(len(models))
+
+    def _on_list_failed(self, job: int, failure) -> None:
+        if job == self._job:
+            self.status_label.setText(f"Could not list the Hugging Face cache at {default_cache_dir()}: "
+                                      f"{failure.text}")
+            self.listed.emit(0)
+
+    # ---- choosing ----
+    def visible_repo_ids(self) -> list[str]:
+        """The repo ids the table shows now, top to bottom (after filtering and sorting)."""
+        return [self.proxy.index(row, 0).data() for row in range(self.proxy.rowCount())]
+
+    def select(self, repo_id: str) -> bool:
+        """Select the row of `repo_id` if it is shown and can be opened."""
+        for row in range(self.proxy.rowCount()):
+            index = self.proxy.index(row, 0)
+            if index.data() == repo_id and index.flags() & Qt.ItemFlag.ItemIsSelectable:
+                self.table.selectRow(row)
+                return True
+        return False
+
+    def selected_model(self) -> CachedModel | None:
+        rows = self.table.selectionModel().selectedRows(0)
+        return rows[0].data(MODEL_ROLE) if rows else None
+
+    def open_selected(self) -> None:
+        model = self.selected_model()
+        if model is None or not model.supported_now:
+            return
+        self.accept()
+        self.modelChosen.emit(str(model.folder))
+
+    def _open_index(self, index: QModelIndex) -> None:
+        model = index.siblingAtColumn(0).data(MODEL_ROLE)
+        if model is not None and model.supported_now:
+            self.table.selectRow(index.row())
+            self.open_selected()
+
+    def _select_first_openable(self) -> None:
+        for row in range(self.proxy.rowCount()):
+            if self.proxy.index(row, 0).flags() & Qt.ItemFlag.ItemIsSelectable:
+                self.table.selectRow(row)
+                return
+        self._update_open_button()
+
+    def _update_open_button(self, *_args) -> None:
+        model = self.selected_model()
+        self.open_button.setEnabled(model is not None and model.supported_now)
+
+
+def _row(model: CachedModel, greyed: object) -> list[QStandardItem]:
+    layers = (f"{model.num_layers} × {model.num_heads}" if model.num_layers is not None and model.num_heads is not None
+              else "?")
+    parameters = "?" if model.parameters is None else ("~" if model.parameters_estimated else "") + count_text(
+        model.parameters)
+    cells = [
+        (model.repo_id, model.repo_id.lower()),
+        (size_text(model.size_bytes), model.size_bytes),
+        (parameters, -1 if model.parameters is None else model.parameters),
+        (layers, (model.num_layers or 0) * 10_000 + (model.num_heads or 0)),
+        (model.head, model.head),
+        (time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used)), model.last_used),
+    ]
+    if model.supported_now:
+        tip = f"{model.repo_id}: {model.describe()}\n{model.folder}"
+    else:
+        tip = (f"{model.repo_id} is a {model.model_type} model: the {model.model_type} family is not supported yet "
+               "(bert-explorer opens BERT checkpoints only, for now)")
+    items = []
+    for text, sort_key in cells:
+        item = QStandardItem(text)
+        item.setData(sort_key, SORT_ROLE)
+        item.setToolTip(tip)
+        if not model.supported_now:
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled)  # shown, with its tooltip, but not selectable
+            item.setForeground(greyed)
+        else:
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+        items.append(item)
+    items[0].setData(model, MODEL_ROLE)
+    if model.parameters_estimated:
+        items[2].setToolTip("Estimated from the size of pytorch_model.bin, as if every tensor were float32")
+    return items
+
+
+def count_text(parameters: int) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if parameters >= scale:
+            return f"{parameters / scale:.1f}{suffix}"
+    return str(parameters)
+
+
+def size_text(size_bytes: int) -> str:
+    for scale, suffix in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f} {suffix}"
+    return f"{size_bytes} B"

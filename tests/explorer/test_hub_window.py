@@ -1,0 +1,245 @@
+"""The window and the Hugging Face cache: `bert-explorer org/name`, the cache picker, the download dialog.
+
+Every test runs in a private HF home and cache (tests/hub_fixtures.py) with a real tiny BERT, saved by
+bertcore.save_pretrained, laid out in a fake snapshot; downloads come from a fake Hub on 127.0.0.1. Nothing reads
+~/.cache or reaches the network.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
+
+from bertcore.models.hub import download_model
+from explorer import app
+from explorer.window._qt.hub_download_dialog import PROGRESS_STEPS, HubDownloadDialog
+from explorer.window._qt.main_window import MainWindow
+from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY
+from explorer.window._qt.model_picker import ModelPicker
+from tests.hub_fixtures import (
+    COMMIT_A,
+    HUB_COMMIT,
+    cache_repo,
+    hub_config,
+    hub_env_fixture,  # noqa: F401 (a fixture: tests ask for it as `hub_env`)
+    safetensors_bytes,
+    serve_fixture,  # noqa: F401 (a fixture: tests ask for it as `serve`)
+)
+
+WAIT_MS = 15_000
+
+
+@pytest.fixture(autouse=True)
+def private_hub(hub_env: Path) -> Path:
+    return hub_env
+
+
+@pytest.fixture
+def checkpoint_files(tiny_checkpoint: Path) -> dict[str, bytes]:
+    """The files of a real tiny BERT (save_pretrained): what a Hub repo of it holds."""
+    return {path.name: path.read_bytes() for path in tiny_checkpoint.iterdir() if path.is_file()}
+
+
+@pytest.fixture
+def cached_tiny(hub_env: Path, checkpoint_files: dict[str, bytes]) -> Path:
+    """org/tiny-bert in the cache: its snapshot folder."""
+    return cache_repo(hub_env, "org/tiny-bert", checkpoint_files)
+
+
+@pytest.fixture
+def window(qtbot, settings) -> MainWindow:
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+    return window
+
+
+def model_label(window: MainWindow) -> str:
+    return window.findChild(QLabel, "modelLabel").text()
+
+
+# -- `bert-explorer org/name` -------------------------------------------------------------------------------------
+
+def test_start_up_opens_a_cached_repo_id_and_names_it_by_the_repo_id(qtbot, window, cached_tiny):
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.start_up("org/tiny-bert")
+
+    assert window.inspect_tab.state.model_info.path == str(cached_tiny)
+    assert window.windowTitle().startswith("org/tiny-bert") and model_label(window).startswith("org/tiny-bert")
+    assert COMMIT_A not in window.windowTitle() + model_label(window)
+    assert window.settings.value(LAST_CHECKPOINT_KEY) == str(cached_tiny)  # the folder: reopens without refs
+    assert not window.findChild(QLabel, "errorLabel").isVisibleTo(window)
+
+
+def test_the_command_line_resolves_a_repo_id_headless(qtbot, cached_tiny, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(app.signal, "signal", lambda *_args: None)  # leave pytest's own Ctrl+C handler alone
+    args = app.build_parser().parse_args(["org/tiny-bert", "--no-training-tab"])
+
+    window = app.open_window(args)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.inspect_tab.state.model_info is not None, timeout=WAIT_MS)
+
+    assert window.inspect_tab.state.model_info.path == str(cached_tiny)
+    assert window.windowTitle().startswith("org/tiny-bert")
+
+
+def test_a_repo_id_not_in_the_cache_says_so_and_falls_back(qtbot, settings, tiny_checkpoint, hub_env: Path):
+    settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
+    window = MainWindow(settings)
+    qtbot.addWidget(window)
+
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.start_up("org/absent")
+
+    assert window.inspect_tab.state.model_info.path == str(tiny_checkpoint)
+    error = window.findChild(QLabel, "errorLabel").text()
+    assert error.startswith("Could not open org/absent: ")
+    assert f"org/absent is not in the Hugging Face cache ({hub_env})" in error
+    assert "Download from the Hub" in error and "Traceback" not in error and "Showing tiny-bert" in error
+
+
+def test_a_snapshot_folder_opened_by_path_is_named_by_its_repo_id(qtbot, window, cached_tiny):
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.load_checkpoint(str(cached_tiny))
+    assert window.windowTitle().startswith("org/tiny-bert") and COMMIT_A not in window.windowTitle()
+
+
+# -- Model ▸ Open from Hugging Face cache… ---------------------------------------------------------------------------
+
+@pytest.fixture
+def picker_cache(hub_env: Path, checkpoint_files: dict[str, bytes], cached_tiny: Path) -> Path:
+    """org/tiny-bert, org/other-bert (both real) and org/roberta-tiny (a family not loadable yet)."""
+    cache_repo(hub_env, "org/other-bert", checkpoint_files)
+    cache_repo(hub_env, "org/roberta-tiny", {
+        "config.json": hub_config("roberta", ["RobertaForMaskedLM"]),
+        "model.safetensors": safetensors_bytes({"roberta.embeddings.word_embeddings.weight": ((10, 8), "F32")})})
+    return hub_env
+
+
+def test_the_picker_lists_the_cache_off_the_gui_thread(qtbot, picker_cache):
+    threads = []
+
+    def listing():
+        threads.append(threading.current_thread())
+        from bertcore.models.hub import list_cached_models
+
+        return list_cached_models()
+
+    picker = ModelPicker(list_models=listing)
+    qtbot.addWidget(picker)
+    with qtbot.waitSignal(picker.listed, timeout=WAIT_MS) as listed:
+        picker.refresh()
+
+    assert listed.args == [3] and threads and threads[0] is not threading.main_thread()
+    assert sorted(picker.visible_repo_ids()) == ["org/other-bert", "org/roberta-tiny", "org/tiny-bert"]
+    assert [picker.table.model().headerData(column, Qt.Orientation.Horizontal) for column in range(6)] == [
+        "Name", "Size on disk", "Parameters", "Layers × heads", "Head", "Last used"]
+
+
+def test_the_picker_filters_greys_unsupported_families_and_opens_a_model(qtbot, window, picker_cache):
+    picker = window.open_model_picker()
+    qtbot.waitUntil(lambda: len(picker.visible_repo_ids()) == 3, timeout=WAIT_MS)
+    proxy = picker.table.model()
+    row_of = {proxy.index(row, 0).data(): row for row in range(proxy.rowCount())}
+    tiny = [proxy.index(row_of["org/tiny-bert"], column).data() for column in range(5)]
+    assert tiny[0] == "org/tiny-bert" and tiny[1].endswith("MB") and tiny[3] == "3 × 2"
+    assert tiny[4] == "pretraining (MLM + NSP)"
+    roberta = proxy.index(row_of["org/roberta-tiny"], 0)
+    assert "not supported yet" in roberta.data(Qt.ItemDataRole.ToolTipRole)
+    assert not roberta.flags() & Qt.ItemFlag.ItemIsSelectable and not picker.select("org/roberta-tiny")
+
+    qtbot.keyClicks(picker.filter_edit, "OTHER")
+    assert picker.visible_repo_ids() == ["org/other-bert"]
+    picker.filter_edit.clear()
+    qtbot.keyClicks(picker.filter_edit, "tiny")
+    assert sorted(picker.visible_repo_ids()) == ["org/roberta-tiny", "org/tiny-bert"]
+
+    index = proxy.index(picker.visible_repo_ids().index("org/tiny-bert"), 0)
+    centre = picker.table.visualRect(index).center()
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        # a double-click as a mouse sends it: QTest's mouseDClick alone is the second press without the first
+        qtbot.mouseClick(picker.table.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+        qtbot.mouseDClick(picker.table.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+    assert not picker.isVisible()
+    assert window.windowTitle().startswith("org/tiny-bert")
+    assert window.inspect_tab.state.model_info.path.endswith(f"models--org--tiny-bert/snapshots/{COMMIT_A}")
+
+
+def test_an_empty_cache_says_where_it_looked_and_how_to_fill_it(qtbot, hub_env: Path):
+    picker = ModelPicker()
+    qtbot.addWidget(picker)
+    with qtbot.waitSignal(picker.listed, timeout=WAIT_MS):
+        picker.refresh()
+    text = picker.status_label.text()
+    assert str(hub_env) in text and "Download from the Hub" in text
+    assert not picker.open_button.isEnabled()
+
+
+# -- Model ▸ Download from the Hub… ---------------------------------------------------------------------------------
+
+def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve, checkpoint_files, hub_env: Path):
+    serve({"org/tiny-bert": checkpoint_files})
+    dialog = window.open_hub_download()
+    values: list[int] = []
+    dialog.progress_bar.valueChanged.connect(values.append)
+    qtbot.keyClicks(dialog.repo_edit, "org/tiny-bert")
+
+    with qtbot.waitSignals([dialog.downloaded, window.modelChanged], timeout=WAIT_MS):
+        qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+
+    assert values[-1] == PROGRESS_STEPS and values == sorted(values) and len(set(values)) > 2
+    total = sum(len(content) for content in checkpoint_files.values())
+    assert dialog.progress_bar.format() == f"{total / 1e6:.1f} MB of {total / 1e6:.1f} MB"
+    assert not dialog.isVisible()
+    assert window.windowTitle().startswith("org/tiny-bert")
+    assert window.inspect_tab.state.model_info.path == str(hub_env / "models--org--tiny-bert" / "snapshots"
+                                                           / HUB_COMMIT)
+
+
+def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, checkpoint_files, hub_env: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # the weights arrive in many chunks
+    serve({"org/tiny-bert": checkpoint_files})
+
+    def download_held_inside_the_weights(repo_id, *, progress, cancel):
+        def report(done, total, filename):
+            progress(done, total, filename)
+            deadline = time.monotonic() + 10
+            while filename == "model.safetensors" and not cancel() and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the user has pressed Cancel: no race with the download finishing
+
+        return download_model(repo_id, progress=report, cancel=cancel)
+
+    dialog = HubDownloadDialog(download=download_held_inside_the_weights)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.start("org/tiny-bert")
+    qtbot.waitUntil(lambda: "model.safetensors" in dialog.status_label.text(), timeout=WAIT_MS)
+    assert dialog.cancel_button.isEnabled() and not dialog.download_button.isEnabled()
+
+    with qtbot.waitSignal(dialog.ended, timeout=WAIT_MS) as ended:
+        qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+
+    assert ended.args == ["cancelled"]
+    assert dialog.status_label.text() == "Download cancelled: nothing of org/tiny-bert was kept."
+    storage = hub_env / "models--org--tiny-bert"
+    assert not storage.exists() or not list(storage.rglob("*"))
+    qtbot.waitUntil(lambda: dialog.download_button.isEnabled(), timeout=WAIT_MS)
+
+
+def test_a_failed_download_shows_bertcores_message_as_it_is(qtbot, serve):
+    hub = serve({})
+    dialog = HubDownloadDialog()
+    qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.ended, timeout=WAIT_MS) as ended:
+        dialog.start("org/missing")
+    assert ended.args == ["failed"]
+    assert dialog.status_label.text() == (f"there is no model org/missing on {hub.url} (404); check the spelling "
+                                          "(org/name, as on the model's page)")
+    assert hub.url in dialog.where_label.text()
