@@ -41,7 +41,7 @@ from bertcore.files.reading import (
     read_json,
 )
 from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
-from bertcore.models.bert import BertForPreTraining, BertPreTrainedModel
+from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError, family_for
 from bertcore.models.task_heads import model_class_for
@@ -52,14 +52,23 @@ PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"
 SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.files.run_folder named every file
 PYTORCH_NAME = PYTORCH_FILE
 HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
-# Keys that are either buffers rebuilt at load time or tensors tied to another parameter.
-DERIVED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
-BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")
+BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")  # rebuilt at load time, never read
 # The heads of the BERT architectures (transformers' names), and the pooler that tagging and QA models lack.
 # A checkpoint of one of them loads into a model of another: its head is left out (a fine-tuned classifier's
 # encoder can be inspected; a pretrained checkpoint starts a fine-tuning). Any other tensor outside the model's
 # own names is an error naming it.
 KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.", "bert.pooler.")
+# The same for each family, by the prefix of its encoder's names (transformers' names of its classes' heads).
+FAMILY_HEAD_PREFIXES = {
+    "bert.": KNOWN_HEAD_PREFIXES,
+    "roberta.": ("lm_head.", "classifier.", "qa_outputs."),
+    "distilbert.": ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.", "pre_classifier.", "classifier.",
+                    "qa_outputs."),
+    "electra.": ("generator_predictions.", "generator_lm_head.", "discriminator_predictions.", "classifier.",
+                 "qa_outputs."),
+    "albert.": ("predictions.", "sop_classifier.", "classifier.", "qa_outputs."),
+    "model.": ("head.", "decoder.", "classifier.", "qa_outputs."),  # ModernBERT
+}
 # A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
 # NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
 # embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
@@ -68,7 +77,9 @@ KNOWN_HEAD_PREFIXES = (*HEAD_PREFIXES, "classifier.", "qa_outputs.", "bert.poole
 # which BertTokenizer.save writes, or a tokenizer.json's token count): a vocab.txt that lost a few lines looks
 # the same as a padded one by its line count, and would shift every later id onto the wrong embedding.
 VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
-_LAYER_INDEX = re.compile(r"bert\.encoder\.layer\.(\d+)\.")
+# An encoder layer's index in the names of the families that number their layers (BERT, RoBERTa, ELECTRA:
+# encoder.layer.N; DistilBERT: transformer.layer.N; ModernBERT: layers.N); ALBERT's shared groups are not layers.
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:(?:encoder|transformer)\.layer|layers)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -102,14 +113,15 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
     _check_vocabulary(folder, tokenizer, config.vocab_size)
-    state_dict = _standard_names(_read_weights(folder))
-    _check_sizes(config, state_dict, folder)  # before anything is allocated
     try:
         model_class = model_class_for(config)
     except UnsupportedModelError as error:
         raise CheckpointError(f"{folder / CONFIG_FILE}: {error}") from None
+    weights = _read_weights(folder)
+    _check_sizes(config, weights, folder)  # before anything is allocated
     with torch.device("meta"):  # names and shapes only: no memory, no random init
         skeleton = model_class(config)
+    state_dict = _standard_names(weights, skeleton)
     has_head = _check_weights(skeleton, state_dict, folder)
     return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head)
 
@@ -125,7 +137,7 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tup
     contents = read_checkpoint(path)
     model = contents.model_class(contents.config)
     _copy_weights(model, contents.state_dict)
-    if isinstance(model, BertForPreTraining):
+    if _heads_may_be_absent(model):
         model.has_pretraining_heads = contents.has_head
     return model.to(device).eval(), contents.tokenizer
 
@@ -165,11 +177,13 @@ def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer,
 
     model.config.to_json_file(folder / CONFIG_FILE)
     # Only a pretraining model whose heads were never trained leaves them out; every other class saves its own head.
-    with_heads = model.has_pretraining_heads or not isinstance(model, BertForPreTraining)
+    with_heads = model.has_pretraining_heads or not _heads_may_be_absent(model)
+    prefix = _encoder_prefix(model)
+    tied = _tied_names(model)
     tensors = {
         name: tensor.detach().to("cpu", torch.float32).contiguous()
         for name, tensor in model.state_dict().items()
-        if name not in DERIVED_KEYS and (with_heads or not name.startswith(HEAD_PREFIXES))
+        if name not in tied and not name.endswith(BUFFER_SUFFIXES) and (with_heads or name.startswith(prefix))
     }
     with library_write(folder / SAFETENSORS_FILE, "safetensors", SafetensorError):
         save_file(tensors, folder / SAFETENSORS_FILE, metadata={"format": "pt"})
@@ -328,47 +342,88 @@ def _read_pytorch(pytorch_path: Path) -> dict[str, torch.Tensor]:
     return state_dict
 
 
-def _standard_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Map the spellings found in the wild onto this model's parameter names."""
+def _encoder_prefix(model: torch.nn.Module) -> str:
+    """"bert.", "roberta.", "distilbert.", "model."…: the name of the child that holds the embeddings (the encoder
+    every class of a family shares), with its dot."""
+    for name, child in model.named_children():
+        if hasattr(child, "embeddings"):
+            return name + "."
+    raise TypeError(f"{type(model).__name__} has no child with embeddings; it is not a model this loader reads")
+
+
+def _tied_names(model: torch.nn.Module) -> dict[str, str]:
+    """Names under which a tied parameter appears a second time (the MLM decoder's weight and bias), each mapped
+    to the name it is stored under: the one registered first, as transformers' _tied_weights_keys point."""
+    home: dict[int, str] = {}
+    tied = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        if id(parameter) in home:
+            tied[name] = home[id(parameter)]
+        else:
+            home[id(parameter)] = name
+    return tied
+
+
+def _heads_may_be_absent(model: torch.nn.Module) -> bool:
+    """A class that says whether its checkpoint had its heads (a settable has_pretraining_heads): it loads a bare
+    encoder, whose heads are then marked absent. Every other class requires its head."""
+    prop = getattr(type(model), "has_pretraining_heads", None)
+    return isinstance(prop, property) and prop.fset is not None
+
+
+def _standard_names(state_dict: dict[str, torch.Tensor], skeleton: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Map the spellings found in the wild onto the model's parameter names: a bare encoder's names (no "bert."),
+    TF-era LayerNorm gamma/beta, a tied tensor stored only under its second name; buffers and tied copies go."""
+    expected = skeleton.state_dict().keys()
+    prefix = _encoder_prefix(skeleton)
+    tied = _tied_names(skeleton)
     renamed = {}
     for name, tensor in state_dict.items():
-        if name.startswith(("embeddings.", "encoder.", "pooler.")):
-            name = "bert." + name  # a bare BertModel
         if name.endswith(".gamma"):
             name = name[: -len("gamma")] + "weight"  # TF-era LayerNorm names
         elif name.endswith(".beta"):
             name = name[: -len("beta")] + "bias"
+        if name not in expected and prefix + name in expected:
+            name = prefix + name  # a bare encoder (BertModel) saved without its prefix
         renamed[name] = tensor
-    if "cls.predictions.bias" not in renamed and "cls.predictions.decoder.bias" in renamed:
-        renamed["cls.predictions.bias"] = renamed["cls.predictions.decoder.bias"]
+    for name, stored_as in tied.items():
+        if stored_as not in renamed and name in renamed:
+            renamed[stored_as] = renamed[name]  # e.g. only cls.predictions.decoder.bias was written
     return {name: tensor for name, tensor in renamed.items()
-            if name not in DERIVED_KEYS and not name.endswith(BUFFER_SUFFIXES)}
+            if name not in tied and not name.endswith(BUFFER_SUFFIXES)}
 
 
 def _check_sizes(config: BertConfig, state_dict: dict[str, torch.Tensor], folder: Path) -> None:
-    """The sizes config.json claims against the shapes of the weights, before a model of those sizes is built
-    (a config saying num_hidden_layers 1000000 or hidden_size 10**9 must not allocate anything)."""
+    """The sizes config.json claims against the shapes of the weights (as found in the file, any prefix), before a
+    model of those sizes is built (a config saying num_hidden_layers 1000000 or hidden_size 10**9 must not allocate
+    anything)."""
 
-    def rows_and_columns(name: str) -> tuple[int, ...]:
-        tensor = state_dict.get(name)
-        return tuple(tensor.shape) if isinstance(tensor, torch.Tensor) and tensor.dim() == 2 else ()
+    def rows_and_columns(suffix: str) -> tuple[str, tuple[int, ...]]:
+        for name, tensor in state_dict.items():
+            if (name == suffix or name.endswith("." + suffix)) and isinstance(tensor, torch.Tensor) \
+                    and tensor.dim() == 2:
+                return name, tuple(tensor.shape)
+        return "", ()
 
     claims = []  # (field, what the weights say, the tensor that says it)
-    word = "bert.embeddings.word_embeddings.weight"
-    if shape := rows_and_columns(word):
-        claims += [("vocab_size", shape[0], word), ("hidden_size", shape[1], word)]
-    for field, name in (("max_position_embeddings", "bert.embeddings.position_embeddings.weight"),
-                        ("type_vocab_size", "bert.embeddings.token_type_embeddings.weight"),
-                        ("intermediate_size", "bert.encoder.layer.0.intermediate.dense.weight")):
-        if shape := rows_and_columns(name):
+    word, shape = rows_and_columns("embeddings.word_embeddings.weight")
+    embedding_field = "embedding_size" if hasattr(config, "embedding_size") else "hidden_size"
+    if shape:
+        claims += [("vocab_size", shape[0], word), (embedding_field, shape[1], word)]
+    for field, suffix in (("max_position_embeddings", "embeddings.position_embeddings.weight"),
+                          ("type_vocab_size", "embeddings.token_type_embeddings.weight"),
+                          ("intermediate_size", "layer.0.intermediate.dense.weight")):
+        name, shape = rows_and_columns(suffix)
+        if shape:
             claims.append((field, shape[0], name))
     for field, found, source in claims:
-        if getattr(config, field) != found:
+        if hasattr(config, field) and getattr(config, field) != found:
             raise CheckpointError(f"{folder}: config.json says {field} {getattr(config, field)} but the weights "
                                   f"say {found} ({source}); the config does not belong to these weights")
-    layers = {int(match.group(1)) for name in state_dict if (match := _LAYER_INDEX.match(name))}
-    if config.num_hidden_layers > len(layers):  # more layers in the weights: named below as unexpected tensors
-        raise CheckpointError(f"{folder}: config.json says num_hidden_layers {config.num_hidden_layers} but the "
+    layers = {int(match.group(1)) for name in state_dict if (match := _LAYER_INDEX.search(name))}
+    claimed = getattr(config, "num_hidden_layers", getattr(config, "n_layers", None))
+    if layers and isinstance(claimed, int) and claimed > len(layers):  # more in the weights: named as unexpected
+        raise CheckpointError(f"{folder}: config.json says num_hidden_layers {claimed} but the "
                               f"weights hold {len(layers)} encoder layer(s); the config does not belong to these "
                               "weights")
 
@@ -377,13 +432,16 @@ def _check_weights(skeleton: BertPreTrainedModel, state_dict: dict[str, torch.Te
     """Every tensor the architecture expects is there with its shape, finite, and nothing unknown is; returns
     whether the checkpoint carried the model's head (always True for a task model, whose head is required).
     `skeleton` may live on the meta device."""
-    expected = {name: tensor for name, tensor in skeleton.state_dict().items() if name not in DERIVED_KEYS}
-    head_names = {name for name in expected if not name.startswith("bert.")}
+    prefix = _encoder_prefix(skeleton)
+    tied = _tied_names(skeleton)
+    expected = {name: tensor for name, tensor in skeleton.state_dict().items()
+                if name not in tied and not name.endswith(BUFFER_SUFFIXES)}
+    head_names = {name for name in expected if not name.startswith(prefix)}
     has_head = bool(head_names & state_dict.keys())
     required = set(expected)
-    if isinstance(skeleton, BertForPreTraining) and not has_head:
-        # a bare encoder (BertModel) loads without MLM/NSP heads, and may lack its pooler
-        required -= head_names | {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+    if _heads_may_be_absent(skeleton) and not has_head:
+        # a bare encoder (BertModel) loads without its pretraining heads, and may lack its pooler
+        required -= head_names | {name for name in expected if name.startswith(prefix + "pooler.")}
     missing = sorted(required - state_dict.keys())
     architecture = type(skeleton).__name__
     if missing and set(missing) <= head_names:
@@ -397,13 +455,14 @@ def _check_weights(skeleton: BertPreTrainedModel, state_dict: dict[str, torch.Te
             f"{_some(missing)}; the weights and the config do not match"
         )
     unexpected = sorted(state_dict.keys() - expected.keys())
-    in_encoder = [name for name in unexpected if name.startswith("bert.") and not name.startswith("bert.pooler.")]
+    in_encoder = [name for name in unexpected if name.startswith(prefix) and not name.startswith(prefix + "pooler.")]
     if in_encoder:
         raise CheckpointError(
             f"{folder} has tensor(s) its config.json does not account for: {_some(in_encoder)}; "
             "check num_hidden_layers and the other sizes in config.json"
         )
-    unknown = [name for name in unexpected if not name.startswith(KNOWN_HEAD_PREFIXES)]
+    known = (*FAMILY_HEAD_PREFIXES.get(prefix, ()), prefix + "pooler.")
+    unknown = [name for name in unexpected if not name.startswith(known)]
     if unknown:
         raise CheckpointError(
             f"{folder} has tensor(s) that belong to no BERT architecture: {_some(unknown)}; is it a BERT "
@@ -436,7 +495,7 @@ def _copy_weights(model: BertPreTrainedModel, state_dict: dict[str, torch.Tensor
     """Copy the (checked) tensors into the model; parameters the checkpoint lacks keep their fresh init."""
     with torch.no_grad():
         for name, parameter in model.state_dict().items():
-            if name not in DERIVED_KEYS and name in state_dict:
+            if name in state_dict:  # tied copies are not in it: they follow the tensor they share
                 parameter.copy_(state_dict[name].to(torch.float32))
 
 

@@ -205,3 +205,22 @@ def test_hub_listing_asks_the_registry():
     assert not loader_supports({"model_type": "bert", "architectures": ["GPT2LMHeadModel"]})
     assert not loader_supports({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
     assert not loader_supports({"model_type": ["bert"], "architectures": 5})  # damaged JSON is "no", not a crash
+
+
+@pytest.mark.parametrize("family", ["electra", "albert"])
+def test_the_loader_reads_other_families_by_their_own_names(family, small_vocab_tokenizer, tmp_path, transformers):
+    """The checks (sizes, tied decoder, heads, encoder prefix) follow the class that config.json names, not BERT's
+    names: another family's transformers save loads with its head and gives transformers' outputs."""
+    sizes = dict(vocab_size=small_vocab_tokenizer.vocab_size, embedding_size=16, hidden_size=24, num_hidden_layers=2,
+                 num_attention_heads=3, intermediate_size=37, max_position_embeddings=32)
+    reference = {"electra": lambda: transformers.ElectraForPreTraining(transformers.ElectraConfig(**sizes)),
+                 "albert": lambda: transformers.AlbertForMaskedLM(transformers.AlbertConfig(**sizes))}[family]()
+    reference.eval().save_pretrained(tmp_path / family)
+    small_vocab_tokenizer.save(tmp_path / family)
+    model, _ = load_pretrained(tmp_path / family)
+    assert type(model).__name__ == type(reference).__name__ and model.has_pretraining_heads
+    input_ids, segments, mask = encoded(small_vocab_tokenizer)
+    with torch.no_grad():
+        want = reference(input_ids, attention_mask=mask, token_type_ids=segments).logits
+        got = model(input_ids, token_type_ids=segments, attention_mask=mask).logits
+    torch.testing.assert_close(got, want, **TOLERANCE)
