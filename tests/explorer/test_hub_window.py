@@ -193,7 +193,7 @@ def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve,
 
     assert values[-1] == PROGRESS_STEPS and values == sorted(values) and len(set(values)) > 2
     total = sum(len(content) for content in checkpoint_files.values())
-    assert dialog.progress_bar.format() == f"{total / 1e6:.1f} MB of {total / 1e6:.1f} MB"
+    assert dialog.progress_bar.text() == f"{total / 1e6:.1f} MB of {total / 1e6:.1f} MB (100%)"
     assert not dialog.isVisible()
     assert window.windowTitle().startswith("org/tiny-bert")
     assert window.inspect_tab.state.model_info.path == str(hub_env / "models--org--tiny-bert" / "snapshots"

@@ -159,7 +159,7 @@ class HubDownloadDialog(QDialog):
         if self._cancel.is_set():
             return  # chunks in flight when Cancel was pressed: "Cancelling…" stays
         self.progress_bar.setValue(min(PROGRESS_STEPS, done * PROGRESS_STEPS // total) if total else 0)
-        self.progress_bar.setFormat(f"{size_text(done)} of {size_text(total)}")
+        self.progress_bar.setFormat(f"{size_text(done)} of {size_text(total)} (%p%)")
         self.status_label.setText(f"Downloading {self._repo_id}: {filename}")
 
     def _on_done(self, job: int, resolved: ResolvedModel) -> None:

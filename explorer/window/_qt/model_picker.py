@@ -66,8 +66,9 @@ class ModelPicker(QDialog):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSortingEnabled(True)
         self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)  # a repo id broken over two lines reads as two names
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(COLUMNS.index("Head"), QHeaderView.ResizeMode.Stretch)
         self.status_label = named(QLabel(), "cacheStatus", "Cache status")
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -81,7 +82,7 @@ class ModelPicker(QDialog):
         layout.addWidget(self.table, 1)
         layout.addWidget(self.status_label)
         layout.addWidget(self.buttons)
-        self.resize(900, 420)
+        self.resize(1000, 420)
 
         self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
         self.filter_edit.returnPressed.connect(self.open_selected)
