@@ -422,6 +422,12 @@ class ExplorerState:
         """The snapshot while one is shown, else the live inspection (None before the first)."""
         return self.snapshot.inspection if self.snapshot is not None else self.inspection
 
+    def shown_input(self) -> tuple[Encoding | None, Masking | None]:
+        """The encoding and masking of what is shown: the snapshot's while one is, else the live input's."""
+        if self.snapshot is not None:
+            return self.snapshot.inspection.encoding, self.snapshot.inspection.masking
+        return self.encoding, self.masking
+
     def _announce(self, what: Change) -> None:
         self.changed.emit(self, what)
 

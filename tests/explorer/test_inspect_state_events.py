@@ -124,6 +124,7 @@ def test_a_snapshot_is_shown_until_the_live_input_changes(state, heard, tokenize
     in_flight = state.inspect_request()
     state.show_snapshot(snapshot, "step 10")
     assert heard.take() == [Change.SNAPSHOT] and state.shown_inspection() is snapshot
+    assert state.shown_input() == (snapshot.encoding, snapshot.masking)
     assert not state.inspection_arrived(in_flight.request_id, run_inspection(in_flight))  # it must not replace it
     state.set_pair(SENTENCE_A, None)
     assert heard.take() == [Change.SNAPSHOT, Change.INPUT] and state.snapshot is None
@@ -134,7 +135,7 @@ def test_a_snapshot_is_shown_until_the_live_input_changes(state, heard, tokenize
         change()
         assert heard.take()[0] == Change.SNAPSHOT and state.snapshot is None
     state.leave_snapshot()
-    assert heard.take() == []
+    assert heard.take() == [] and state.shown_input() == (state.encoding, state.masking)
 
 
 def test_the_masking_note_describes_the_snapshot_while_it_is_shown(state, tokenizer):

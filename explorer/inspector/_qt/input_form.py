@@ -19,6 +19,7 @@ from PySide6.QtCore import QSignalBlocker, QTimer, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.common._qt.widget_names import named
+from explorer.inspector.state import Change, ExplorerState
 
 DEFAULT_THROTTLE_MS = 150
 DEFAULT_SENTENCE_A = "the king is dead, long live the king"
@@ -93,6 +94,17 @@ class InputForm(QWidget):
         self.clear_masks_button.clicked.connect(self.clearRequested)
         self.seed_spin.valueChanged.connect(self.seedChanged)
         self.pad_spin.valueChanged.connect(self.padChanged)
+
+    def follow(self, state: ExplorerState) -> None:
+        """Show `state`'s masking note and seed, redrawn whenever it announces a change of them (a snapshot's
+        masking while one is shown)."""
+        state.changed.connect(self._on_state_changed)
+        self._on_state_changed(state, Change.MASKING)
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what in (Change.MODEL, Change.INPUT, Change.MASKING, Change.SNAPSHOT):
+            self.show_masking_summary(state.masking_summary())
+            self.show_seed(state.seed)
 
     def current_pair(self) -> tuple[str, str | None]:
         """What the fields hold now; B is None when its field is blank."""

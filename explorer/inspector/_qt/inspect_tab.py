@@ -176,6 +176,11 @@ class InspectTab(QWidget):
         self.token_table.positionHovered.connect(self._on_table_hovered)
         self.attention_panel.tokenHovered.connect(self.token_table.highlight_position)
         self.attention_panel.headMaskChanged.connect(self._on_head_mask_changed)
+        # In this order: the worker starts on a change before the table redraws, and the table shows an input
+        # before the inspection of it is rendered (its tag row is matched to the table's tokens).
+        self.state.changed.connect(self._request_on_change)
+        self.token_table.follow(self.state)
+        self.input_form.follow(self.state)
         self.state.changed.connect(self._on_state_changed)
 
     # -- what the window asks ----------------------------------------------------------------------------------
@@ -307,19 +312,19 @@ class InspectTab(QWidget):
 
     # -- redrawing from the state ------------------------------------------------------------------------------
 
+    def _request_on_change(self, state: ExplorerState, what: Change) -> None:
+        """What the model sees changed: ask for its inspection at once, before any view redraws."""
+        if what in (Change.INPUT, Change.MASKING, Change.HEAD_MASK):
+            self._request_inspection()
+
     def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
         if what is Change.MODEL:
             self._show_model(state.model_info)
         elif what is Change.INPUT:
             self.clear_error()
-            self._request_inspection()
             notes = state.input_notes()
             self.warning_label.setText("\n".join(notes))
             self.warning_label.setVisible(bool(notes))
-            self._show_input()
-        elif what is Change.MASKING:
-            self._request_inspection()
-            self._show_input()
         elif what is Change.HEAD_MASK:
             heads_on = state.heads_on()
             if heads_on is not None and self.attention_panel.inspection is not None:
@@ -327,7 +332,6 @@ class InspectTab(QWidget):
                     self.attention_panel.set_head_mask(heads_on)
             off = 0 if state.head_mask is None else int((state.head_mask == 0).sum())
             self.statusMessage.emit(f"{off} head(s) switched off" if off else "All heads on", 4000)
-            self._request_inspection()
         elif what is Change.INSPECTION:
             self._render(state.inspection, self._arrived_pictures)
         elif what is Change.SNAPSHOT:
@@ -351,18 +355,6 @@ class InspectTab(QWidget):
         else:
             self.show_info("")
         self.input_form.set_max_positions(info.max_positions)
-        self._show_input()
-
-    def _show_input(self) -> None:
-        """The token table, the masking note and the seed, of the input shown: the snapshot's while one is."""
-        state = self.state
-        shown = state.snapshot.inspection if state.snapshot is not None else None
-        if shown is not None:
-            self.token_table.set_input(shown.encoding, shown.masking)
-        else:
-            self.token_table.set_input(state.encoding, state.masking)
-        self.input_form.show_masking_summary(state.masking_summary())
-        self.input_form.show_seed(state.seed)
 
     def _show_snapshot_or_live(self) -> None:
         snapshot = self.state.snapshot
@@ -375,7 +367,6 @@ class InspectTab(QWidget):
             self._fit_side(snapshot.inspection.has_pretraining_heads, None if output is None else output.kind)
             self.caption_label.setText(f"Showing: {snapshot.caption} — edit the input to return to the live model")
             self.caption_label.show()
-            self._show_input()
             self._render(snapshot.inspection)
             return
         self.caption_label.hide()
@@ -384,7 +375,6 @@ class InspectTab(QWidget):
         info = self.state.model_info
         if info is not None:
             self._fit_side(info.has_pretraining_heads, info.task)
-        self._show_input()
         if self.state.inspection is not None:
             self._render(self.state.inspection)  # until the inspection of the change that left the snapshot
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking import MaskDecision, Masking
 from bertcore.tokenization.wordpiece import Encoding
+from explorer.inspector.state import Change, ExplorerState
 
 ROWS = ("token", "token id", "segment id", "position id", "attention mask", "masking")
 TOKEN_ROW, ID_ROW, SEGMENT_ROW, POSITION_ROW, ATTENTION_ROW, MASKING_ROW = range(len(ROWS))
@@ -284,6 +285,15 @@ class TokenTable(QTableView):
             width = metrics.horizontalAdvance(cells[column].text) + 14
             if width > header.sectionSize(column):
                 header.resizeSection(column, width)
+
+    def follow(self, state: ExplorerState) -> None:
+        """Show the input `state` shows (a snapshot's while one is), redrawn whenever it announces a change of it."""
+        state.changed.connect(self._on_state_changed)
+        self.set_input(*state.shown_input())
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what in (Change.MODEL, Change.INPUT, Change.MASKING, Change.SNAPSHOT):
+            self.set_input(*state.shown_input())
 
     def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
         self.table_model.set_input(encoding, masking)
