@@ -23,7 +23,6 @@ from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.models.config import PRESETS, preset
 
 if TYPE_CHECKING:
-    from bertcore.models.hub import ResolvedModel
     from bertcore.tokenization.wordpiece import BertTokenizer
     from explorer.inspector.state import ModelInfo
 
@@ -53,22 +52,14 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     """A checkpoint folder in the standard BERT layout, or a repo id in the local Hugging Face cache (never the
     network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded."""
     from bertcore.models.checkpoint import load_pretrained
+    from bertcore.models.hub import resolve_model
     from explorer.inspector.state import describe_model
 
-    resolved = resolve_model(path if isinstance(path, Path) else str(path).strip())
+    resolved = resolve_model(path)
     folder = resolved.folder
     name = resolved.display_name if resolved.repo_id is not None else display_name(folder)
     model, tokenizer = load_pretrained(folder, device=device)
     return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
-
-
-def resolve_model(path_or_repo_id: str | Path) -> ResolvedModel:
-    """The folder for a path or a cached repo id (bertcore.models.hub.resolve_model), with `~` expanded."""
-    from bertcore.models.hub import resolve_model as resolve_in_cache
-
-    if isinstance(path_or_repo_id, str) and path_or_repo_id.startswith("~"):
-        path_or_repo_id = Path(path_or_repo_id).expanduser()
-    return resolve_in_cache(path_or_repo_id)
 
 
 def display_name(folder: Path) -> str:
@@ -139,7 +130,7 @@ def choose_startup_model(
     """The best model available, with a note for every better option that could not be used. `explicit_path`
     may be a folder or a Hugging Face repo id found in the local cache."""
     from bertcore.errors import CheckpointError
-    from bertcore.models.hub import looks_like_repo_id
+    from bertcore.models.hub import looks_like_repo_id, resolve_model
 
     notes: list[str] = []
     candidates: list[tuple[str, str]] = []
