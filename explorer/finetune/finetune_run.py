@@ -1,8 +1,8 @@
 """A fine-tuning run as the Fine-tune tab sees it, without Qt: its settings, the engine behind it, its record.
 
 - `FinetuneSettings`: what the tab's form asks for (a demo task or the user's files, where to start from, the
-  loop's settings), each value checked as the Train tab checks its own (`field_problems`), with messages a user
-  understands; `to_config` makes the engine's `bertcore.training.finetuning_config.FinetuneConfig` of it.
+  loop's settings), each value checked by FinetuneConfig itself (`finetune_problems`: its own messages, field by
+  field); `to_config` makes the engine's `bertcore.training.finetuning_config.FinetuneConfig` of it.
 - `make_finetune_run`: `bertcore.training.finetuning.Finetuner` behind the `EngineRun` interface the Train tab's runner
   drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
   `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.training.finetuning_config import DEMO_SETTINGS
-from explorer.train.training_run import EngineRun, LoopRun, field_problems, warm_up_engine
+from explorer.train.training_run import APP_CHECKS, EngineRun, LoopRun, warm_up_engine
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
 LOADED_START = "loaded"  # the Inspect tab's model
@@ -38,27 +38,26 @@ FORMATS_HELP = (
     "Without an eval file, 10% of the training file is held out (seeded).")
 
 
-def _epochs_problem(value) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        shown = f"{value:g}" if isinstance(value, float) and math.isfinite(value) else repr(value)
-        return f"epochs is {shown}; type a number above 0, e.g. 3"
-    return None
+# The form's fields that FinetuneConfig checks (its messages are the ones shown), and their names there.
+CONFIG_FIELDS = ("steps", "epochs", "batch_size", "seq_len", "learning_rate", "warmup_steps", "seed",
+                 "checkpoint_every", "eval_every")
+CONFIG_NAMES = {"learning_rate": "lr"}
 
 
 def finetune_problems(**values: Any) -> dict[str, str]:
-    """{field: what is wrong} for the fields given: the Train tab's checks, and fine-tuning's own."""
-    problems = field_problems(**{name: value for name, value in values.items()
-                                 if name in ("batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every")
-                                 or (name == "eval_every" and value is not None)
-                                 or (name == "steps" and value is not None)})
-    if "epochs" in values and values.get("steps") is None and (problem := _epochs_problem(values["epochs"])):
-        problems["epochs"] = problem
-    warmup = values.get("warmup_steps")
-    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
-        problems["warmup_steps"] = f"warm-up is {warmup!r}; type a whole number of steps (0 or more), or leave it empty"
-    elif warmup is not None and isinstance(values.get("steps"), int) and warmup > values["steps"]:
-        problems["warmup_steps"] = f"warm-up is {warmup:,} steps but the run has {values['steps']:,}"
-    return problems
+    """{field: what is wrong} for the fields given, in their order: FinetuneConfig's own message for a field it
+    checks (a run given in steps ignores its epochs), then what the app asks beyond it (the Train tab's APP_CHECKS)."""
+    from bertcore.training.config_fields import config_field_problems
+    from bertcore.training.finetuning_config import FinetuneConfig
+
+    checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS
+               and not (name == "epochs" and values.get("steps") is not None)}
+    problems = config_field_problems(FinetuneConfig, checked, names=CONFIG_NAMES, context={"demo": "mood"})
+    for name, value in values.items():
+        check = APP_CHECKS.get(name)
+        if name not in problems and check is not None and (problem := check(value)):
+            problems[name] = problem
+    return {name: problems[name] for name in values if name in problems}
 
 
 @dataclass(frozen=True)
@@ -91,13 +90,10 @@ class FinetuneSettings:
                                      eval_every=self.eval_every)
         if problems:
             raise ValueError(next(iter(problems.values())))
-        if self.demo is not None and self.demo not in DEMO_SETTINGS:
-            raise ValueError(f"there is no demo task {self.demo!r}; pick one of {', '.join(DEMO_SETTINGS)}")
-        if self.demo is None:
-            if self.task not in TASK_KINDS:
-                raise ValueError(f"task {self.task!r} is not one of {', '.join(TASK_KINDS)}")
-            if not self.train:
-                raise ValueError("no training file is given; pick one (its format is in the help), or a demo task")
+        from bertcore.training.finetuning_config import FinetuneConfig
+
+        own = self.demo is None  # a demo's task and files are its own: only the user's are checked
+        FinetuneConfig(demo=self.demo, task=self.task if own else None, train=(self.train or None) if own else None)
         if not self.init_from:
             raise ValueError("no checkpoint folder to start from is given; pick one, or the default model")
 

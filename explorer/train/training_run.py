@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import abc
 import errno
-import math
 import os
 import re
 import threading
@@ -38,7 +37,11 @@ DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the
 
 MAX_SEQ_LEN = 512  # positions of every bertcore preset
 MAX_BATCH_SIZE = 4096
-MAX_SEED = 2**31 - 1
+MAX_SEED = 2**31 - 1  # what the form's seed field holds
+
+# The form's fields that TrainingConfig checks (its messages are the ones shown), and their names there.
+CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every")
+CONFIG_NAMES = {"learning_rate": "lr"}
 
 
 def _at_least(name: str, low: int, value, high: int | None = None, why: str = "") -> str | None:
@@ -51,39 +54,35 @@ def _at_least(name: str, low: int, value, high: int | None = None, why: str = ""
     return None
 
 
-def _learning_rate_problem(value) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"learning rate is {value!r}; type a number such as 1e-3 or 0.0005"
-    if not 0.0 < value < 1.0:
-        return f"learning rate is {value:g}; it must be between 0 and 1, e.g. 1e-3 or 1e-4"
-    return None
+def _at_most(name: str, value: int, high: int, why: str = "") -> str | None:
+    return f"{name} is {value:,}; it can be at most {high:,}{why}" if value > high else None
 
 
-# One check per field: the form shows each field's problem as it is typed; the settings refuse the first.
-FIELD_CHECKS: dict[str, Callable[[Any], str | None]] = {
+# What the app asks beyond TrainingConfig, checked once the config has taken the value: the preset and the length
+# limit belong to the model, which bertcore only checks when it builds one (after the run has started); the batch
+# limit keeps a typo from asking for a batch no machine here holds; the probes are the app's own.
+APP_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "preset": lambda value: None if value in (*PRESET_NAMES, CONTINUE_LOADED)
     else f"preset {value!r} is unknown; pick one of {', '.join(PRESET_NAMES)}",
-    "steps": lambda value: _at_least("steps", 1, value),
-    "batch_size": lambda value: _at_least("batch size", 1, value, MAX_BATCH_SIZE),
-    "seq_len": lambda value: _at_least("sequence length", 8, value, MAX_SEQ_LEN,
-                                       " (a pair needs [CLS] A [SEP] B [SEP]; BERT has 512 positions)"),
-    "learning_rate": _learning_rate_problem,
-    "seed": lambda value: _at_least("seed", 0, value, MAX_SEED),
+    "batch_size": lambda value: _at_most("batch_size", value, MAX_BATCH_SIZE),
+    "seq_len": lambda value: _at_most("seq_len", value, MAX_SEQ_LEN, " (the presets have 512 positions)"),
     "probe_every": lambda value: _at_least("probe every", 0, value, why=" (0 = off)"),
-    "checkpoint_every": lambda value: _at_least("checkpoint every", 0, value, why=" (0 = only at the end)"),
-    "eval_every": lambda value: _at_least("held-out evaluation every", 0, value, why=" (0 = only at the end)"),
 }
 
 
 def field_problems(**values: Any) -> dict[str, str]:
-    """{field: what is wrong with it} for the fields given (empty when all are fine)."""
-    problems = {}
+    """{field: what is wrong with it} for the fields given (empty when all are fine), in their order: TrainingConfig's
+    own message for a field it checks, then what the app asks beyond it (APP_CHECKS)."""
+    from bertcore.training.config_fields import config_field_problems
+    from bertcore.training.pretraining_config import TrainingConfig
+
+    checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS}
+    problems = config_field_problems(TrainingConfig, checked, names=CONFIG_NAMES)
     for name, value in values.items():
-        check = FIELD_CHECKS.get(name)
-        problem = check(value) if check is not None else None
-        if problem:
+        check = APP_CHECKS.get(name)
+        if name not in problems and check is not None and (problem := check(value)):
             problems[name] = problem
-    return problems
+    return {name: problems[name] for name in values if name in problems}
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ class TrainingSettings:
     resume_from: str | None = None
 
     def __post_init__(self) -> None:
-        values = {name: getattr(self, name) for name in FIELD_CHECKS}
+        values = {name: getattr(self, name) for name in (*CONFIG_FIELDS, *APP_CHECKS)}
         problems = field_problems(**values)
         if problems:
             raise ValueError(next(iter(problems.values())))
@@ -129,7 +128,7 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
     return TrainingSettings(
         corpus=config.corpus or None, preset=config.preset if config.preset in PRESET_NAMES else "tiny",
         steps=config.steps, batch_size=min(config.batch_size, MAX_BATCH_SIZE),
-        seq_len=min(max(config.seq_len, 8), MAX_SEQ_LEN), learning_rate=config.lr if 0 < config.lr < 1 else 1e-3,
+        seq_len=min(config.seq_len, MAX_SEQ_LEN), learning_rate=config.lr,
         device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
         eval_every=config.eval_every, out_dir=str(run_dir), resume_from=str(run_dir))
 

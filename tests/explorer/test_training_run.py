@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,3 +131,21 @@ def test_a_run_starts_from_the_inspectors_model_only_when_asked_and_only_one_it_
         initial_model(continuing, None, None)
     with pytest.raises(ValueError, match="no MLM/NSP heads"):
         initial_model(continuing, SimpleNamespace(has_pretraining_heads=False), "tok")
+
+
+def test_the_train_settings_say_what_training_config_says_and_the_app_adds_only_its_own_limits():
+    from bertcore.training.pretraining_config import TrainingConfig
+    from explorer.train.training_run import TrainingSettings, field_problems
+
+    cases = [(dict(steps=0), dict(steps=0)), (dict(learning_rate=0.0), dict(lr=0.0)),
+             (dict(checkpoint_every=-1), dict(checkpoint_every=-1)), (dict(seq_len=7), dict(seq_len=7))]
+    for given, config_values in cases:
+        with pytest.raises(ValueError) as refused:
+            TrainingConfig(**config_values)
+        assert field_problems(**given) == {next(iter(given)): str(refused.value)}
+        with pytest.raises(ValueError, match=re.escape(str(refused.value))):
+            TrainingSettings(**given)
+    assert field_problems(learning_rate=2.0) == {}  # bertcore sets no upper bound: the loop names a diverging run
+    assert field_problems(seq_len=600, probe_every=-1) == {
+        "seq_len": "seq_len is 600; it can be at most 512 (the presets have 512 positions)",
+        "probe_every": "probe every is -1; it must be at least 0 (0 = off)"}

@@ -125,7 +125,7 @@ class TrainingForm(RunForm):
         self.lr_edit = QLineEdit("0.001")
         self.lr_edit.setObjectName("learningRateEdit")
         self.lr_edit.setMaximumWidth(150)
-        self.lr_edit.setToolTip("Peak learning rate, between 0 and 1: e.g. 1e-3 for tiny and mini, 1e-4 for base")
+        self.lr_edit.setToolTip("Peak learning rate, above 0: e.g. 1e-3 for tiny and mini, 1e-4 for base")
         form.addRow("Learning rate", self.lr_edit)
         self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
