@@ -23,7 +23,7 @@ from torch import nn
 
 from bertcore.models.config import BertConfig
 
-IGNORE_INDEX = -100  # label of positions that take no part in the MLM loss
+IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
 
 ACTIVATION_FUNCTIONS = {
     "gelu": F.gelu,
