@@ -35,6 +35,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 import explorer.window._qt.shortcuts as shortcuts
+from bertcore.tasks.kinds import TOKEN_TASK
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers import InspectionThreads, LatestJobWorker
@@ -403,7 +404,7 @@ class InspectTab(QWidget):
     def _show_tags(self, inspection: Any) -> None:
         """The token table's tag row, from a token-classification inspection of the input the table shows."""
         output = None if inspection is None else inspection.task_output
-        if output is not None and output.kind == "token" and self.token_table.table_model.encoding is not None \
+        if output is not None and output.kind == TOKEN_TASK and self.token_table.table_model.encoding is not None \
                 and self.token_table.table_model.encoding.tokens == inspection.encoding.tokens:
             self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
 
@@ -423,7 +424,7 @@ class InspectTab(QWidget):
         is_task = task is not None
         self.predictions.setVisible(not is_task)
         self.task_output.setVisible(is_task)
-        self.token_table.show_tag_row(task == "token")
+        self.token_table.show_tag_row(task == TOKEN_TASK)
         self._side_has_content = has_pretraining_heads or is_task
         self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 

@@ -19,6 +19,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.qa_curves import QACurves
 from explorer.inspector.task_display import (
@@ -33,7 +34,7 @@ from explorer.inspector.task_display import (
 )
 
 BAR_COLOUR, CHOSEN_COLOUR, TRACK_COLOUR = QColor("#8fb3e0"), QColor("#5cb85c"), QColor("#eeeeee")
-TITLES = {"sequence": "Sequence classification", "token": "Token classification", "qa": "Question answering"}
+TITLES = {SEQUENCE_TASK: "Sequence classification", TOKEN_TASK: "Token classification", QA_TASK: "Question answering"}
 NOTE_STYLE = "color: #555;"
 
 
@@ -140,10 +141,10 @@ class TaskOutputView(QWidget):
         self.kind = output.kind
         self.title_label.setText(f"<b>{TITLES[output.kind]}</b>")
         tokens = list(inspection.encoding.tokens)
-        self.legend_label.setVisible(output.kind == "token")
-        if output.kind == "sequence":
+        self.legend_label.setVisible(output.kind == TOKEN_TASK)
+        if output.kind == SEQUENCE_TASK:
             self._show_sequence(output, has_pair=1 in inspection.encoding.sequence_ids)
-        elif output.kind == "token":
+        elif output.kind == TOKEN_TASK:
             self._show_tags(output, tokens)
         else:
             self._show_qa(output, tokens, has_context=bool(output.context.any()))
