@@ -248,9 +248,11 @@ class ModernBertAttention(nn.Module):
         attention_probs = None
         if output_attentions:
             # The explicit path: the caller wants to see the probabilities.
-            scores = query @ key.transpose(-2, -1) * self.head_dim ** -0.5  # (B, nh, T, T)
+            # Scaling the (T, hs) queries rather than the (T, T) scores, and adding the bias in place, saves two
+            # passes over the largest tensor of the layer.
+            scores = (query * self.head_dim ** -0.5) @ key.transpose(-2, -1)  # (B, nh, T, T)
             if attention_bias is not None:
-                scores = scores + attention_bias
+                scores += attention_bias
             attention_probs = scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
             if head_mask is not None:
                 attention_probs = attention_probs * head_mask  # what an ablated head contributes: nothing

@@ -252,3 +252,20 @@ def test_the_family_registry_loads_modernbert_config_json_as_our_classes():
     assert family.config_class().from_dict(values) == CONFIGS[0].replace(architectures=("ModernBertModel",))
     assert family.architecture_for({**values, "architectures": ["ModernBertForTokenClassification"]}) == (
         "ModernBertForMaskedLM")
+
+
+def test_both_attention_paths_give_the_same_gradients():
+    """For a loss on the real tokens, as training computes it. (A padding query whose window holds only padding
+    attends uniformly in both paths, but the two kernels differentiate that degenerate row differently; no real
+    token ever reads it, since padding is never a key.)"""
+    config = CONFIGS[0]
+    model = randomised(config, 7)
+    input_ids, attention_mask = random_batch(config, seed=7)
+    gradients = []
+    for output_attentions in (False, True):
+        model.zero_grad()
+        logits = model(input_ids, attention_mask, output_attentions=output_attentions).logits
+        logits[attention_mask.bool()].square().mean().backward()
+        gradients.append({name: parameter.grad.clone() for name, parameter in model.named_parameters()})
+    for name, gradient in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], gradient, rtol=1e-4, atol=1e-6, msg=name)

@@ -1,0 +1,98 @@
+"""Inspection forward of bertcore's ModernBERT against transformers' eager ModernBERT, on the same CPU.
+
+    python benchmarks/family_inspection_speed.py [--lengths 128 512] [--repeats 10] [--threads N]
+
+Both models hold the same random weights at ModernBERT-base size (22 layers, 768 wide, 12 heads, GeGLU 1152,
+local window 128 on two layers of three) and run one sequence with every attention map and hidden state, as the
+inspector asks. The two alternate within each repeat (which goes first alternates too), so that load on a shared
+machine falls on both alike; medians are printed with their ratio (ours / transformers: below 1.0 is faster), and
+the largest logit difference as a check that both computed the same thing. The 1-minute load average is printed
+before and after: on a shared machine read the ratio, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
+
+
+def load_average() -> str:
+    return Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").exists() else f"{os.getloadavg()}"
+
+
+def timed(forward) -> float:
+    start = time.perf_counter()
+    forward()
+    return (time.perf_counter() - start) * 1000
+
+
+def compare(ours, reference, input_ids: torch.Tensor, repeats: int) -> tuple[float, float, float]:
+    """(ours median ms, transformers median ms, largest logit difference) of the inspection forward."""
+    attention_mask = torch.ones_like(input_ids)
+    outputs = {}
+
+    def run_ours():
+        outputs["ours"] = ours(input_ids, attention_mask, output_attentions=True, output_hidden_states=True)
+
+    def run_reference():
+        outputs["reference"] = reference(input_ids, attention_mask=attention_mask, output_attentions=True,
+                                         output_hidden_states=True)
+
+    ours_ms, reference_ms = [], []
+    with torch.inference_mode():
+        for _ in range(2):  # warm-up: allocator, kernels picked for these shapes
+            run_ours()
+            run_reference()
+        for repeat in range(repeats):
+            if repeat % 2:
+                reference_ms.append(timed(run_reference))
+                ours_ms.append(timed(run_ours))
+            else:
+                ours_ms.append(timed(run_ours))
+                reference_ms.append(timed(run_reference))
+    difference = (outputs["ours"].logits - outputs["reference"].logits).abs().max().item()
+    return statistics.median(ours_ms), statistics.median(reference_ms), difference
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    config = ModernBertConfig()  # transformers' defaults: the ModernBERT-base layout
+    torch.manual_seed(0)
+    ours = ModernBertForMaskedLM(config).eval()
+    reference_values = {key: value for key, value in config.to_dict().items() if key != "model_type"}
+    reference_config = transformers.ModernBertConfig(**reference_values, attn_implementation="eager")
+    reference = transformers.ModernBertForMaskedLM(reference_config).eval()
+    reference.load_state_dict(ours.state_dict(), strict=True)
+
+    print(f"torch={torch.__version__} transformers={transformers.__version__} threads={torch.get_num_threads()} "
+          f"cpu={os.cpu_count()} repeats={args.repeats}")
+    print(f"loadavg before: {load_average()}")
+    print(f"{'tokens':>6} {'ours ms':>9} {'transformers ms':>16} {'ratio':>6} {'max |Δ logit|':>14}")
+    for length in args.lengths:
+        input_ids = torch.randint(0, config.vocab_size, (1, length), generator=torch.Generator().manual_seed(length))
+        ours_median, reference_median, difference = compare(ours, reference, input_ids, args.repeats)
+        print(f"{length:>6} {ours_median:>9.1f} {reference_median:>16.1f} {ours_median / reference_median:>6.2f} "
+              f"{difference:>14.2e}")
+    print(f"loadavg after: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
