@@ -377,13 +377,15 @@ def _standard_names(state_dict: dict[str, torch.Tensor], skeleton: torch.nn.Modu
     expected = skeleton.state_dict().keys()
     prefix = _encoder_prefix(skeleton)
     tied = _tied_names(skeleton)
+    # what a bare encoder's names begin with: its own parts (embeddings, encoder…), and the pooler it may have
+    encoder_parts = {name for name, _ in getattr(skeleton, prefix[:-1]).named_children()} | {"pooler"}
     renamed = {}
     for name, tensor in state_dict.items():
         if name.endswith(".gamma"):
             name = name[: -len("gamma")] + "weight"  # TF-era LayerNorm names
         elif name.endswith(".beta"):
             name = name[: -len("beta")] + "bias"
-        if name not in expected and prefix + name in expected:
+        if name not in expected and name.split(".", 1)[0] in encoder_parts:
             name = prefix + name  # a bare encoder (BertModel) saved without its prefix
         renamed[name] = tensor
     for name, stored_as in tied.items():

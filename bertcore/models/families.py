@@ -108,6 +108,18 @@ FAMILIES: dict[str, Family] = {
         fallback="AlbertForPreTraining",
         class_prefix="Albert",
     ),
+    # XLM-RoBERTa is RoBERTa's layout with another vocabulary; a bare encoder loads as the MLM class, heads absent.
+    "roberta": Family(
+        config=f"{_ROBERTA}:RobertaConfig",
+        architectures={
+            "RobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
+            "RobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
+            "XLMRobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
+            "XLMRobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
+        },
+        default="RobertaForMaskedLM",
+        aliases=("xlm-roberta",),
+    ),
 }
 
 
