@@ -120,6 +120,14 @@ FAMILIES: dict[str, Family] = {
         default="RobertaForMaskedLM",
         aliases=("xlm-roberta",),
     ),
+    "distilbert": Family(
+        config=f"{_DISTILBERT}:DistilBertConfig",
+        architectures={
+            "DistilBertForMaskedLM": f"{_DISTILBERT}:DistilBertForMaskedLM",
+            "DistilBertModel": f"{_DISTILBERT}:DistilBertForMaskedLM",
+        },
+        default="DistilBertForMaskedLM",
+    ),
 }
 
 
