@@ -7,9 +7,10 @@ from functools import lru_cache
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QBrush, QColor, QFont, QPen
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
+from explorer.common._qt.plot_style import CAPTION_STYLE, small_font
 from explorer.inspector.attention_math import colour_gamma, describe_scale
 
 COLOR_MAP_NAME = "viridis"
@@ -55,9 +56,7 @@ def scale_color_map(gamma: float) -> pg.ColorMap:
 def make_scale_bar() -> pg.ColorBarItem:
     """A colour bar that only shows the scale (the views colour their pictures themselves)."""
     bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=12)
-    font = QFont()  # (QFont("", 8) crashes PySide6 6.11 when the axis measures its text)
-    font.setPointSize(8)
-    bar.axis.setStyle(hideOverlappingLabels=8, tickFont=font)  # end labels may poke out 8 px
+    bar.axis.setStyle(hideOverlappingLabels=8, tickFont=small_font())  # end labels may poke out 8 px
     bar.axis.setWidth(46)
     bar.getAxis("left").setWidth(16)
     return bar
@@ -81,7 +80,7 @@ def _point_bar(bar: pg.ColorBarItem, color_map: pg.ColorMap, levels: tuple[float
         bar.setLevels(levels)
     axis = bar.getAxis("left")
     if axis.labelText != label:
-        axis.setLabel(label, **{"font-size": "8pt", "color": "#444"})
+        axis.setLabel(label, **CAPTION_STYLE)
 
 
 def insert_scale_bar(plot: pg.PlotItem, bar: pg.ColorBarItem) -> None:

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers import LatestJobWorker
 from explorer.common.export_data import _replace_atomically
@@ -112,15 +113,12 @@ class EmbeddingView(WindowTab):
                                      "The first n learned position embeddings")
         self.positions_spin.setRange(2, 512)
         self.positions_spin.setValue(DEFAULT_POSITIONS)
-        self.positions_plot = pg.PlotWidget(background="w")
+        self.positions_plot = pg.PlotWidget()
         self.positions_plot.setObjectName("positionSimilarityPlot")
+        style_canvas(self.positions_plot)
+        style_plot(self.positions_plot.getPlotItem(), x_label="position", y_label="position", auto_range_button=True)
         self.positions_plot.setAspectLocked(True)
         self.positions_plot.invertY(True)
-        self.positions_plot.setMenuEnabled(False)
-        for name in ("left", "bottom"):
-            self.positions_plot.setLabel(name, "position", color="k")
-            self.positions_plot.getAxis(name).setPen("k")
-            self.positions_plot.getAxis(name).setTextPen("k")
         self.positions_image = pg.ImageItem(axisOrder="row-major")
         diverging = pg.colormap.get("CET-D1")
         self.positions_image.setColorMap(diverging)
@@ -144,16 +142,13 @@ class EmbeddingView(WindowTab):
         self.neighbour_list = named(QListWidget(), "neighbourList", "nearest tokens")
 
         # projection
-        self.scatter_plot = pg.PlotWidget(background="w")
+        self.scatter_plot = pg.PlotWidget()
         self.scatter_plot.setObjectName("projectionPlot")
-        self.scatter_plot.setMenuEnabled(False)
-        for name in ("left", "bottom"):
-            axis = self.scatter_plot.getAxis(name)
-            axis.setPen("k")
-            axis.setTextPen("k")
+        style_canvas(self.scatter_plot)
+        style_plot(self.scatter_plot.getPlotItem(), auto_range_button=True)
         self.scatter = pg.ScatterPlotItem(size=POINT_SIZE, pen=None, pxMode=True)
         self.scatter_plot.addItem(self.scatter)
-        self.hover_marker = pg.ScatterPlotItem(size=POINT_SIZE + 8, pen=pg.mkPen("k", width=2), brush=None)
+        self.hover_marker = pg.ScatterPlotItem(size=POINT_SIZE + 8, pen=curve_pen("k", width=2), brush=None)
         self.hover_marker.setZValue(10)
         self.scatter_plot.addItem(self.hover_marker, ignoreBounds=True)
         self.legend_label = named(QLabel(" "), "projectionLegend", "projection legend")
@@ -368,8 +363,8 @@ class EmbeddingView(WindowTab):
         if not keep_range:
             self.scatter_plot.getPlotItem().vb.autoRange(padding=0.04)
         ratio = self.result.projection.explained_variance_ratio
-        self.scatter_plot.setLabel("bottom", f"PC 1 ({ratio[0]:.0%} of the variance)", color="k")
-        self.scatter_plot.setLabel("left", f"PC 2 ({ratio[1]:.0%})", color="k")
+        self.scatter_plot.setLabel("bottom", f"PC 1 ({ratio[0]:.0%} of the variance)")  # in style_plot's ink
+        self.scatter_plot.setLabel("left", f"PC 2 ({ratio[1]:.0%})")
 
     def _show_legend(self) -> None:
         key = self.colour_combo.currentData()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.exporting import export_png, export_svg
+from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.common.export_data import _replace_atomically
 
 METRIC_COLOURS = {"mlm_accuracy": "#1f5fa8", "nsp_accuracy": "#d9822b", "metric": "#333333", "loss": "#7b3294"}
@@ -31,24 +31,19 @@ class PruningPlot(QWidget):
         self.setObjectName("pruningPlot")
         self.setAccessibleName("Pruning curve")
         self.curve = None  # bertcore.analysis.pruning.PruningCurve
-        self.plot_widget = pg.PlotWidget(background="w")
-        self.plot = self.plot_widget.getPlotItem()
-        self.plot.setMenuEnabled(False)
+        self.plot_widget = pg.PlotWidget()
+        style_canvas(self.plot_widget)
+        self.plot = style_plot(self.plot_widget.getPlotItem(), x_label="heads switched off (% of all heads)",
+                               y_label="held-out accuracy", auto_range_button=True)
         # no showGrid: its translucent lines cost ~20 ms a paint here; one item of faint guides costs ~nothing
         guides = pg.PlotCurveItem(np.tile([0.0, 100.0], 4), np.repeat([0.2, 0.4, 0.6, 0.8], 2), connect="pairs",
-                                  pen=pg.mkPen("#e4e4e4", width=1))
+                                  pen=curve_pen("#e4e4e4"))
         self.plot.addItem(guides, ignoreBounds=True)
-        self.plot.setLabel("bottom", "heads switched off (% of all heads)", color="k")
-        self.plot.setLabel("left", "held-out accuracy", color="k")
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setPen("k")
-            axis.setTextPen("k")
         self.plot.setXRange(0, 100, padding=0.02)
         self.plot.setYRange(0, 1, padding=0.02)
-        self.legend = self.plot.addLegend(offset=(-10, 10), labelTextColor="k", brush=pg.mkBrush(255, 255, 255, 220))
+        self.legend = add_legend(self.plot, (-10, 10), backdrop=True)
         self.lines: dict[tuple[str, str], pg.PlotDataItem] = {}  # (metric, order) -> its line
-        self.count_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#888888", width=1, style=Qt.PenStyle.DotLine))
+        self.count_line = pg.InfiniteLine(angle=90, pen=curve_pen("#888888", dotted=True))
         self.count_line.setVisible(False)
         self.plot.addItem(self.count_line, ignoreBounds=True)
         self.caption = QLabel(EMPTY_TEXT)
@@ -84,10 +79,10 @@ class PruningPlot(QWidget):
             colour = METRIC_COLOURS.get(name, "#333333")
             label = METRIC_NAMES.get(name, name)
             if order == "importance":
-                line = self.plot.plot([], [], pen=pg.mkPen(colour, width=2.5), symbol="o", symbolSize=6,
+                line = self.plot.plot([], [], pen=curve_pen(colour, width=2.5), symbol="o", symbolSize=6,
                                       symbolBrush=colour, symbolPen=None, name=f"{label}, least important first")
             else:
-                line = self.plot.plot([], [], pen=pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine),
+                line = self.plot.plot([], [], pen=curve_pen(colour, width=2, dashed=True),
                                       symbol="t", symbolSize=6, symbolBrush=None, symbolPen=colour,
                                       name=f"{label}, random order")
             self.lines[key] = line

@@ -24,6 +24,7 @@ from explorer.common._qt.heatmap_style import (
     colour_lookup,
     highlight_band,
 )
+from explorer.common._qt.plot_style import style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.inspector.attention_images import fit
@@ -51,7 +52,7 @@ class HeadGrid(HoverReadout, QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
         self.view = self.graphics.addViewBox()
         self.view.invertY(True)

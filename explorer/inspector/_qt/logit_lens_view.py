@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.exporting import export_button, export_png
 from explorer.common._qt.heatmap_style import color_map
+from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.inspector._qt.predictions_view import CORRECT_COLOUR, percent
 
@@ -97,17 +98,12 @@ class LogitLensView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("logitLensPlot")
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.left_axis = TokenAxis("left")
         self.bottom_axis = TokenAxis("bottom", upright=True)  # a few wide columns: labels side by side
         self.plot = self.graphics.addPlot(axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
+        style_plot(self.plot, mouse=False)
         self.plot.invertY(True)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setMouseEnabled(False, False)
-        for axis in (self.left_axis, self.bottom_axis):
-            axis.setPen("k")
-            axis.setTextPen("k")
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.image_item.setColorMap(color_map())
         self.plot.addItem(self.image_item)

@@ -22,6 +22,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
+from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.inspector.attention_images import OverviewPicture
@@ -48,11 +49,9 @@ class ModelOverview(HoverReadout, QWidget):
         self._hover_inside = False
 
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
-        self.plot = self.graphics.addPlot(viewBox=ZoomViewBox())
+        style_canvas(self.graphics)
+        self.plot = style_plot(self.graphics.addPlot(viewBox=ZoomViewBox()))
         self.plot.invertY(True)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
         # Square cells keep each head's pattern undistorted; the layer and head numbers are text beside the
         # image (not axes, which would stretch across whatever room the locked aspect leaves).
         self.plot.hideAxis("bottom")

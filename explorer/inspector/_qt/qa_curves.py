@@ -11,6 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
 
 START_COLOUR, END_COLOUR = "#1f77b4", "#d62728"
@@ -24,29 +25,23 @@ class QACurves(QWidget):
         self.setObjectName("qaCurves")
         self.setAccessibleName("Answer start and end probabilities")
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.axis = TokenAxis("bottom")
-        self.plot = self.graphics.addPlot(axisItems={"bottom": self.axis})
-        self.plot.setLabel("left", "probability")
-        self.plot.setMouseEnabled(False, False)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
+        self.plot = style_plot(self.graphics.addPlot(axisItems={"bottom": self.axis}), y_label="probability",
+                               mouse=False)
         self.plot.getAxis("left").setWidth(48)
         self.plot.getAxis("left").enableAutoSIPrefix(False)  # 0.2, not "200 (x0.001)"
-        for axis in (self.axis, self.plot.getAxis("left")):
-            axis.setPen("k")
-            axis.setTextPen("k")
-        self.legend = self.plot.addLegend(offset=(-8, 4), labelTextSize="8pt", colCount=2)
+        self.legend = add_legend(self.plot, (-8, 4), columns=2)
         self.context_region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(*CONTEXT_BRUSH),
                                                   pen=pg.mkPen(None))
         self.span_region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(*SPAN_BRUSH),
-                                               pen=pg.mkPen("#b58900", width=1))
+                                               pen=curve_pen("#b58900"))
         for region in (self.context_region, self.span_region):
             region.setZValue(-10)
             self.plot.addItem(region, ignoreBounds=True)
-        self.start_curve = self.plot.plot(pen=pg.mkPen(START_COLOUR, width=2), symbol="o", symbolSize=5,
+        self.start_curve = self.plot.plot(pen=curve_pen(START_COLOUR, width=2), symbol="o", symbolSize=5,
                                           symbolBrush=START_COLOUR, symbolPen=None, name="start")
-        self.end_curve = self.plot.plot(pen=pg.mkPen(END_COLOUR, width=2), symbol="t", symbolSize=6,
+        self.end_curve = self.plot.plot(pen=curve_pen(END_COLOUR, width=2), symbol="t", symbolSize=6,
                                         symbolBrush=END_COLOUR, symbolPen=None, name="end")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

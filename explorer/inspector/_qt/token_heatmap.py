@@ -25,6 +25,7 @@ from explorer.common._qt.heatmap_style import (
     show_difference_scale,
     show_scale,
 )
+from explorer.common._qt.plot_style import show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.inspector.attention_images import MatrixPicture, fit
@@ -55,20 +56,16 @@ class TokenHeatmap(HoverReadout, QWidget):
         self._hover_inside = False
 
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.left_axis = TokenAxis("left")
         self.bottom_axis = TokenAxis("bottom")
         self.plot = self.graphics.addPlot(viewBox=ZoomViewBox(),
                                           axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
-        self.plot.setTitle(title, size="10pt", color="k")
+        show_title(self.plot, title)
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)  # square cells: a head's pattern keeps its shape
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        for axis in (self.left_axis, self.bottom_axis):
-            axis.setPen("k")
-            axis.setTextPen("k")
+        style_plot(self.plot)
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
         self.color_bar = make_scale_bar()
@@ -94,7 +91,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
     def set_title(self, title: str) -> None:
-        self.plot.setTitle(title, size="10pt", color="k")
+        show_title(self.plot, title)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

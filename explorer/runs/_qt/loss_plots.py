@@ -31,6 +31,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.runs.curve_layout import (
     METRIC_PLOT,
     PRETRAINING,
@@ -88,7 +89,7 @@ class LossPlots(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("lossGraphics")
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.loss_plot = self._make_plot("loss", row=0)
         self.accuracy_plot = self._make_plot(layout.metric_title, row=1)
         self.lr_plot = self._make_plot("learning rate", row=2, left_axis=ScientificAxis("left"))
@@ -112,7 +113,7 @@ class LossPlots(QWidget):
 
         self.markers = []
         for plot in self.plots:
-            marker = pg.InfiniteLine(angle=90, movable=plot is self.loss_plot, pen=pg.mkPen("#d62728", width=1))
+            marker = pg.InfiniteLine(angle=90, movable=plot is self.loss_plot, pen=curve_pen("#d62728"))
             marker.setVisible(False)
             plot.addItem(marker, ignoreBounds=True)
             self.markers.append(marker)
@@ -155,10 +156,10 @@ class LossPlots(QWidget):
 
     def _make_plot(self, title: str, row: int, left_axis: pg.AxisItem | None = None) -> pg.PlotItem:
         plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": left_axis} if left_axis else None)
-        plot.setLabel("left", title)
-        plot.addLegend(offset=(-10, 2), labelTextSize="8pt", colCount=3)
+        # the menu stays: its Export and axis ranges are the only ones these plots have
+        style_plot(plot, y_label=title, menu=True, auto_range_button=True)
+        add_legend(plot, (-10, 2), columns=3)
         plot.setClipToView(True)
-        plot.setMenuEnabled(True)
         return plot
 
     def _user_moved_view(self, *_args) -> None:
@@ -193,11 +194,11 @@ class LossPlots(QWidget):
         for curve in self.layout_spec.train:
             plot = self.plots[curve.plot]
             if curve.smoothed:
-                faint = pg.mkPen(pg.mkColor(curve.colour).lighter(160), width=1)
+                faint = curve_pen(pg.mkColor(curve.colour).lighter(160))
                 self._raw_items[curve.key] = self._make_curve(plot, faint)
-                self._smooth_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
+                self._smooth_items[curve.key] = self._make_curve(plot, curve_pen(curve.colour))
             else:
-                self._raw_items[curve.key] = self._make_curve(plot, pg.mkPen(curve.colour, width=1))
+                self._raw_items[curve.key] = self._make_curve(plot, curve_pen(curve.colour))
 
     def _train_series(self, curve: Curve) -> CurveSeries:
         """The series of a training curve; its first value puts the curve in the legend."""
@@ -212,7 +213,7 @@ class LossPlots(QWidget):
         series = self._eval_series.get(curve.key)
         if series is None:
             series = self._eval_series[curve.key] = CurveSeries(self._smoothing)
-            pen = pg.mkPen(curve.colour, width=1.5, style=Qt.PenStyle.DashLine) if curve.joined else None
+            pen = curve_pen(curve.colour, width=1.5, dashed=True) if curve.joined else None
             item = pg.PlotDataItem(pen=pen, name=curve.name, symbol=curve.symbol, symbolSize=7,
                                    symbolBrush=curve.colour, symbolPen="k")
             self.plots[curve.plot].addItem(item)

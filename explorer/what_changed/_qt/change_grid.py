@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
+from explorer.common._qt.plot_style import CAPTION_STYLE, style_canvas, style_plot
 from explorer.inspector.attention_math import to_rgba
 
 UNIT = "JS divergence, bits"
@@ -39,19 +40,10 @@ class HeadChangeGrid(QWidget):
         self.selected = (-1, -1)
 
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        style_canvas(self.graphics)
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
-        self.plot = self.graphics.addPlot()
+        self.plot = style_plot(self.graphics.addPlot(), x_label="head", y_label="layer", mouse=False)
         self.plot.invertY(True)
-        self.plot.setMouseEnabled(False, False)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setLabel("left", "layer", color="k")
-        self.plot.setLabel("bottom", "head", color="k")
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setPen("k")
-            axis.setTextPen("k")
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
         self.numbers = CellNumbers()
@@ -65,7 +57,7 @@ class HeadChangeGrid(QWidget):
         self.frame.setVisible(False)
         self.plot.addItem(self.frame, ignoreBounds=True)
         self.color_bar = make_scale_bar()
-        self.color_bar.getAxis("left").setLabel(UNIT, **{"font-size": "8pt", "color": "#444"})
+        self.color_bar.getAxis("left").setLabel(UNIT, **CAPTION_STYLE)
         insert_scale_bar(self.plot, self.color_bar)
 
         self.hover_label = QLabel(self.HINT)

@@ -1,0 +1,77 @@
+"""How every plot in the explorer looks: black ink on a white canvas, small legends, and the pens its curves are
+drawn with. Each view calls these instead of repeating the setup, so that a plot added later looks like the rest
+(and a change of house style is one edit here).
+
+The heatmaps' colour maps and colour bars are `heatmap_style`'s; it takes its font and caption style from here.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QPen
+
+BACKGROUND = "w"
+# Axes, tick labels, axis names, titles and legend text. pyqtgraph's default foreground is a mid grey meant for
+# its black canvas: on white it reads faint.
+INK = "k"
+TITLE_SIZE = "10pt"
+SMALL_TEXT = "8pt"  # legends and colour-bar names: they sit inside or beside a plot and must not crowd it
+SMALL_POINTS = 8
+CAPTION_STYLE = {"font-size": SMALL_TEXT, "color": "#444"}  # a colour bar's name: quieter than its ticks
+
+
+def small_font() -> QFont:
+    """The 8-point font of tick labels on colour bars."""
+    font = QFont()  # (QFont("", 8) crashes PySide6 6.11 when an axis measures its text)
+    font.setPointSize(SMALL_POINTS)
+    return font
+
+
+def style_canvas(canvas: pg.GraphicsView) -> None:
+    """A white canvas: a `pg.GraphicsLayoutWidget` or a `pg.PlotWidget`."""
+    canvas.setBackground(BACKGROUND)
+
+
+def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | None = None,
+               mouse: bool = True, menu: bool = False, auto_range_button: bool = False) -> pg.PlotItem:
+    """Black left and bottom axes (custom axis items such as `TokenAxis` included) named `x_label` and `y_label`.
+
+    mouse: the user may pan and zoom (False for plots whose range the data decides and clicks select).
+    menu: pyqtgraph's right-click menu (export, axis ranges): off by default, since most views use the right
+    button themselves or have an Export menu of their own.
+    auto_range_button: the small "A" button that zooms back out; a view with its own "View all" hides it.
+    """
+    for name, label in (("bottom", x_label), ("left", y_label)):
+        axis = plot.getAxis(name)
+        axis.setPen(INK)
+        axis.setTextPen(INK)  # also the colour of the axis name
+        if label is not None:
+            plot.setLabel(name, label)
+    plot.setMouseEnabled(mouse, mouse)
+    plot.setMenuEnabled(menu)
+    if not auto_range_button:
+        plot.hideButtons()
+    return plot
+
+
+def show_title(plot: pg.PlotItem, title: str) -> None:
+    plot.setTitle(title, size=TITLE_SIZE, color=INK)
+
+
+def add_legend(plot: pg.PlotItem, offset: tuple[float, float], *, columns: int = 1,
+               backdrop: bool = False) -> pg.LegendItem:
+    """A legend in the house's small black text at `offset` (pyqtgraph's sign convention: negative x from the
+    right edge). backdrop: a near-opaque white box, for a legend that sits over curves it must stay readable on."""
+    brush = pg.mkBrush(255, 255, 255, 220) if backdrop else None
+    return plot.addLegend(offset=offset, labelTextSize=SMALL_TEXT, labelTextColor=INK, colCount=columns,
+                          brush=brush)
+
+
+def curve_pen(colour, *, width: float = 1.0, dashed: bool = False, dotted: bool = False) -> QPen:
+    """The pen of a curve or a marker line: `colour` as pyqtgraph takes it (a name, "#rrggbb", a tuple, a
+    QColor), `width` in pixels whatever the zoom."""
+    if dashed and dotted:
+        raise ValueError("curve_pen: a pen is dashed or dotted, not both; pass one of dashed=True, dotted=True")
+    style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.DotLine if dotted else Qt.PenStyle.SolidLine
+    return pg.mkPen(colour, width=width, style=style)
