@@ -79,6 +79,14 @@ _EXPORTS = {
     "project_hidden_states": "bertcore.analysis.embedding_views",
     # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
     "attention_change": "bertcore.analysis.attention_change",
+    # every BERT a user has: the families the loader reads (bertcore.models.families) and their classes
+    "BertForMaskedLM": "bertcore.models.bert",
+    "RobertaConfig": "bertcore.models.roberta",
+    "RobertaModel": "bertcore.models.roberta",
+    "RobertaForMaskedLM": "bertcore.models.roberta",
+    "DistilBertConfig": "bertcore.models.distilbert",
+    "DistilBertModel": "bertcore.models.distilbert",
+    "DistilBertForMaskedLM": "bertcore.models.distilbert",
 }
 
 __all__ = ["__version__", *_EXPORTS]
