@@ -15,6 +15,7 @@ import torch
 
 from bertcore.data.masking import MaskDecision, Masking
 from bertcore.models.bert import BertForPreTraining, BertPreTrainedModel
+from bertcore.models.families import base_model_name
 from bertcore.tasks.outputs import TaskOutput, task_output
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
@@ -111,10 +112,11 @@ def inspect_encoding(
     model.eval()
     try:
         with torch.inference_mode():
-            outputs = model.bert(
+            encoder = getattr(model, base_model_name(model))  # model.bert, model.roberta, model.distilbert…
+            outputs = encoder(
                 as_batch(input_ids),
-                as_batch(encoding.segment_ids),
-                as_batch(encoding.attention_mask),
+                token_type_ids=as_batch(encoding.segment_ids),  # a family without segments ignores them
+                attention_mask=as_batch(encoding.attention_mask),
                 head_mask=None if head_mask.all() else torch.from_numpy(head_mask),
                 output_attentions=True,
                 output_hidden_states=True,

@@ -43,7 +43,7 @@ from bertcore.files.reading import (
 from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
-from bertcore.models.families import UnsupportedModelError, family_for
+from bertcore.models.families import UnsupportedModelError, base_model_name, family_for
 from bertcore.models.task_heads import model_class_for
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
 
@@ -343,12 +343,9 @@ def _read_pytorch(pytorch_path: Path) -> dict[str, torch.Tensor]:
 
 
 def _encoder_prefix(model: torch.nn.Module) -> str:
-    """"bert.", "roberta.", "distilbert.", "model."…: the name of the child that holds the embeddings (the encoder
-    every class of a family shares), with its dot."""
-    for name, child in model.named_children():
-        if hasattr(child, "embeddings"):
-            return name + "."
-    raise TypeError(f"{type(model).__name__} has no child with embeddings; it is not a model this loader reads")
+    """"bert.", "roberta.", "distilbert.", "model."…: the name of the encoder every class of a family shares, with
+    its dot (bertcore.models.families.base_model_name)."""
+    return base_model_name(model) + "."
 
 
 def _tied_names(model: torch.nn.Module) -> dict[str, str]:

@@ -172,6 +172,18 @@ def supported_architectures() -> tuple[str, ...]:
     return tuple(name for family in FAMILIES.values() for name in family.architectures)
 
 
+def base_model_name(model: Any) -> str:
+    """The attribute of a loaded model that holds its encoder ("bert", "roberta", "distilbert", "electra",
+    "albert", "model" for ModernBERT): the child module with the embeddings, which every class of a family
+    shares and whose forward takes input_ids, token_type_ids, attention_mask, head_mask, output_attentions and
+    output_hidden_states by keyword."""
+    for name, child in model.named_children():
+        if hasattr(child, "embeddings"):
+            return name
+    raise TypeError(f"{type(model).__name__} has no child module with embeddings; it is not a model of a family "
+                    "bertcore loads")
+
+
 def _first_architecture(values: Mapping[str, Any]) -> str | None:
     """architectures' first name (a lone string counts as a list of one); None for none or a malformed value."""
     names = values.get("architectures")

@@ -147,3 +147,19 @@ def test_bare_roberta_model_loads_without_a_head(small, small_vocab_tokenizer, t
     with torch.no_grad():
         torch.testing.assert_close(model.roberta(input_ids).last_hidden_state,
                                    reference(input_ids).last_hidden_state, **TOLERANCE)
+
+
+def test_inspection_predicts_masked_tokens(small, small_vocab_tokenizer):
+    from bertcore.analysis.inspection import inspect
+    from bertcore.data.masking import mask_exactly
+
+    model = small("roberta")
+    encoding = small_vocab_tokenizer.encode("the cat sat on a mat", "the dog ran far away")
+    masking = mask_exactly(encoding, small_vocab_tokenizer, [2, 4])
+    inspection = inspect(model, small_vocab_tokenizer, "the cat sat on a mat", "the dog ran far away",
+                         masking=masking, top_k=3)
+    assert inspection.has_mlm_head and not inspection.has_nsp_head and inspection.is_next_probability is None
+    assert inspection.attentions.shape[:2] == (2, 3) and inspection.hidden_states.shape[0] == 3
+    with torch.no_grad():
+        logits = model(torch.tensor([masking.masked_ids])).logits[0]  # pair segment ids play no part
+    assert [p.top_ids[0] for p in inspection.predictions] == [int(logits[2].argmax()), int(logits[4].argmax())]
