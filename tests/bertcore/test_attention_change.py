@@ -8,8 +8,8 @@ import torch
 
 from bertcore.analysis.attention_change import attention_change, check_comparable, head_divergence, js_divergence
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.tiny_configs import tiny_bert
 
 
 def entropy_bits(distribution) -> float:
@@ -23,9 +23,7 @@ def js_by_entropies(p, q) -> float:
 
 
 def model(tokenizer, seed, **changes) -> BertForPreTraining:
-    sizes = dict(hidden_size=30, num_hidden_layers=3, num_attention_heads=5, intermediate_size=37,
-                 max_position_embeddings=40)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, **{**sizes, **changes})
+    config = tiny_bert(tokenizer.vocab_size, **changes)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertForPreTraining(config).eval()

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, save_pretrained
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import two_layer_bert
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 SENTENCES = ("The cat sat on the mat.", "Ångström wrote 中文 and 🙂 emoji!?!")
@@ -25,8 +25,7 @@ def tokenizer(small_vocab_tokenizer):
 def small_model(tokenizer):
     torch.manual_seed(0)
     # vocab_size padded to a multiple of 16 beyond the vocabulary, as some real checkpoints are
-    config = BertConfig(vocab_size=-(-(tokenizer.vocab_size + 1) // 16) * 16, hidden_size=24, num_hidden_layers=2,
-                        num_attention_heads=3, intermediate_size=40, max_position_embeddings=32)
+    config = two_layer_bert(-(-(tokenizer.vocab_size + 1) // 16) * 16)
     model = BertForPreTraining(config).eval()
     with torch.no_grad():
         model.cls.predictions.bias.normal_()  # a zero bias would hide a bias that failed to load

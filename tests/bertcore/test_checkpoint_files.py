@@ -23,8 +23,8 @@ import bertcore.files.reading as file_reading
 from bertcore.files.resources import default_checkpoint_dir
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
-from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer, TokenizerError
+from tests.tiny_configs import two_layer_bert
 
 REPO = Path(__file__).resolve().parents[2]
 SECONDS_PER_CASE = 20
@@ -42,8 +42,7 @@ def tokenizer(small_vocab_tokenizer):
 
 def small_model(tokenizer, vocab_size: int) -> BertForPreTraining:
     torch.manual_seed(0)
-    return BertForPreTraining(BertConfig(vocab_size=vocab_size, hidden_size=24, num_hidden_layers=2,
-                                         num_attention_heads=3, intermediate_size=40, max_position_embeddings=32))
+    return BertForPreTraining(two_layer_bert(vocab_size))
 
 
 @pytest.fixture(scope="module")

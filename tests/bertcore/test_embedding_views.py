@@ -21,14 +21,13 @@ from bertcore.data.corpus import read_corpus
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import tiny_bert
 
 
 @pytest.fixture(scope="module")
 def tiny(small_vocab_tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=small_vocab_tokenizer.vocab_size, hidden_size=30, num_hidden_layers=3,
-                        num_attention_heads=5, intermediate_size=37, max_position_embeddings=24)
+    config = tiny_bert(small_vocab_tokenizer.vocab_size, max_position_embeddings=24)
     return BertForPreTraining(config).eval(), small_vocab_tokenizer
 
 

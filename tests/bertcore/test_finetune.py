@@ -20,7 +20,6 @@ from safetensors.torch import load_file
 from bertcore.cli.finetune import main
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
-from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification, BertForTokenClassification
 from bertcore.tasks.metrics import squad_metrics
 from bertcore.tasks.task_files import read_squad
@@ -28,6 +27,7 @@ from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.finetuning import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
 from bertcore.training.finetuning_config import FinetuneConfig
 from tests.bertcore.test_data import WORDS
+from tests.tiny_configs import training_bert
 
 KEYWORD = "romeo"  # the sequence task: does the text name romeo?
 NAMES = ("juliet", "romeo", "oscar")  # the tagging task: these words are PER entities
@@ -47,8 +47,7 @@ def one_thread():
 def pretrained(tmp_path_factory) -> Path:
     """A tiny BertForPreTraining checkpoint over one token per word (distinct small sizes)."""
     tokenizer = BertTokenizer([*SPECIAL_TOKENS, ".", *WORDS], lowercase=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=40, max_position_embeddings=64)
+    config = training_bert(tokenizer.vocab_size)
     torch.manual_seed(0)
     return save_pretrained(BertForPreTraining(config), tokenizer, tmp_path_factory.mktemp("pretrained") / "model")
 

@@ -22,9 +22,9 @@ from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel
 from bertcore.models.checkpoint import load_pretrained
 from bertcore.models.config import BertConfig
+from tests.tiny_configs import tiny_bert
 
-CONFIG = BertConfig(vocab_size=61, hidden_size=30, num_hidden_layers=3, num_attention_heads=5, intermediate_size=37,
-                    max_position_embeddings=23, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3)
+CONFIG = tiny_bert(61, max_position_embeddings=23, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3)
 
 
 def random_batch(config: BertConfig, seed: int, batch_size: int = 3, seq_len: int = 9) -> dict[str, torch.Tensor]:

@@ -5,7 +5,7 @@ import torch
 from bertcore.analysis.inspection import attention_rollout, inspect
 from bertcore.data.masking import MaskDecision, mask_exactly, mask_like_bert
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import tiny_bert
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 
@@ -18,8 +18,7 @@ def tokenizer(small_vocab_tokenizer):
 @pytest.fixture(scope="module")
 def model(tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=30, num_hidden_layers=3, num_attention_heads=5,
-                        intermediate_size=37, max_position_embeddings=40)
+    config = tiny_bert(tokenizer.vocab_size)
     return BertForPreTraining(config)
 
 

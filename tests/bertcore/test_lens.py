@@ -10,7 +10,7 @@ from bertcore.data.masking import mask_exactly, mask_like_bert
 from bertcore.files.resources import default_checkpoint_dir
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import tiny_bert
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 
@@ -18,8 +18,7 @@ TEXT_A, TEXT_B = "the cat sat on the mat", "a dog ran far away"
 @pytest.fixture(scope="module")
 def tiny(small_vocab_tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=small_vocab_tokenizer.vocab_size, hidden_size=30, num_hidden_layers=3,
-                        num_attention_heads=5, intermediate_size=37, max_position_embeddings=40)
+    config = tiny_bert(small_vocab_tokenizer.vocab_size)
     return BertForPreTraining(config).eval(), small_vocab_tokenizer
 
 

@@ -8,10 +8,10 @@ import torch
 
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
 from bertcore.models.config import BertConfig
+from tests.tiny_configs import parity_bert
 
 CONFIGS = [
-    BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37,
-               max_position_embeddings=19, type_vocab_size=2),
+    parity_bert(type_vocab_size=2),
     BertConfig(vocab_size=131, hidden_size=60, num_hidden_layers=3, num_attention_heads=5, intermediate_size=71,
                max_position_embeddings=23, type_vocab_size=3, hidden_act="gelu_new", layer_norm_eps=1e-7),
     BertConfig(vocab_size=57, hidden_size=28, num_hidden_layers=1, num_attention_heads=7, intermediate_size=45,

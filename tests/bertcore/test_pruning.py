@@ -8,7 +8,7 @@ import torch
 
 from bertcore.analysis.pruning import iter_pruning_curve, pretraining_metric, pruning_curve
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import two_layer_bert
 
 IMPORTANCE = np.arange(16, dtype=np.float64)[::-1].reshape(4, 4) % 7 + np.arange(16).reshape(4, 4) * 0.01
 
@@ -118,8 +118,7 @@ def test_bad_inputs_say_what_to_fix():
 
 # ---- the pretraining metric ------------------------------------------------------------------------------------
 
-CONFIG = BertConfig(vocab_size=41, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=29,
-                    max_position_embeddings=16)
+CONFIG = two_layer_bert(41, intermediate_size=29, max_position_embeddings=16)
 
 
 def labelled_batch(seed: int) -> dict[str, torch.Tensor]:

@@ -22,7 +22,7 @@ from bertcore.data.corpus import PretrainingData, read_corpus
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained
-from bertcore.models.config import BertConfig
+from tests.tiny_configs import two_layer_bert
 
 TOKENS = ["[CLS]", "the", "cat", "sat", ",", "on", "mat", "[SEP]", "[PAD]", "[PAD]"]
 MASK = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0]
@@ -141,8 +141,7 @@ def test_bad_inputs_say_what_to_fix():
 @pytest.fixture(scope="module")
 def tiny(small_vocab_tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=small_vocab_tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2,
-                        num_attention_heads=3, intermediate_size=29, max_position_embeddings=32)
+    config = two_layer_bert(small_vocab_tokenizer.vocab_size, intermediate_size=29)
     return BertForPreTraining(config), small_vocab_tokenizer
 
 

@@ -18,6 +18,7 @@ from bertcore.models.task_heads import (
     start_from_pretrained,
 )
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.tiny_configs import two_layer_bert
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TASK_CLASSES = [BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering]
@@ -30,8 +31,7 @@ def tokenizer(small_vocab_tokenizer):
 
 
 def small_config(tokenizer, **changes) -> BertConfig:
-    return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                      intermediate_size=40, max_position_embeddings=32, **changes)
+    return two_layer_bert(tokenizer.vocab_size, **changes)
 
 
 def task_model(model_class, tokenizer, seed: int = 0):

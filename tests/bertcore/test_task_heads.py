@@ -21,9 +21,9 @@ from bertcore.models.task_heads import (
     model_class_for,
     start_from_pretrained,
 )
+from tests.tiny_configs import parity_bert
 
-CONFIG = BertConfig(vocab_size=99, hidden_size=48, num_hidden_layers=2, num_attention_heads=3, intermediate_size=37,
-                    max_position_embeddings=19)
+CONFIG = parity_bert()
 BATCH, SEQ = 3, 7
 TOLERANCE = dict(rtol=0, atol=1e-5)
 GRADIENT_TOLERANCE = dict(rtol=1e-4, atol=1e-6)

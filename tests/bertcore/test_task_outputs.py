@@ -6,7 +6,6 @@ import torch
 
 from bertcore.analysis.inspection import inspect, inspect_encoding
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
@@ -14,6 +13,7 @@ from bertcore.models.task_heads import (
 )
 from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
 from bertcore.tasks.squad import best_spans
+from tests.tiny_configs import tiny_bert
 
 QUESTION, CONTEXT = "where did the cat sleep", "the cat ran far away and then came back home to sleep on a mat"
 LABELS = {0: "negative", 1: "neutral", 2: "positive"}
@@ -26,8 +26,7 @@ def tokenizer(small_vocab_tokenizer):
 
 def task_model(model_class, tokenizer, **config_changes):
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=30, num_hidden_layers=3, num_attention_heads=5,
-                        intermediate_size=37, max_position_embeddings=40, **config_changes)
+    config = tiny_bert(tokenizer.vocab_size, **config_changes)
     model = model_class(config).eval()
     with torch.no_grad():
         for parameter in model.parameters():  # an untrained head gives near-uniform outputs: make them differ
@@ -126,7 +125,6 @@ def test_head_mask_reaches_the_task_output(tokenizer):
 
 
 def test_a_pretraining_model_has_no_task_output(tokenizer):
-    model = BertForPreTraining(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=30, num_hidden_layers=1,
-                                          num_attention_heads=5, intermediate_size=37, max_position_embeddings=40))
+    model = BertForPreTraining(tiny_bert(tokenizer.vocab_size, num_hidden_layers=1))
     result = inspect(model, tokenizer, QUESTION, CONTEXT)
     assert result.task_output is None and result.is_next_probability is not None

@@ -13,8 +13,8 @@ import torch
 
 from bertcore.files.resources import default_vocab_path
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.config import BertConfig
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.tiny_configs import explorer_bert
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -48,14 +48,7 @@ def tokenizer() -> BertTokenizer:
 
 
 def make_tiny_model(tokenizer: BertTokenizer, seed: int = 0) -> BertForPreTraining:
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=TINY_LAYERS,
-        num_attention_heads=TINY_HEADS,
-        intermediate_size=48,
-        max_position_embeddings=64,
-    )
+    config = explorer_bert(tokenizer.vocab_size, num_hidden_layers=TINY_LAYERS, num_attention_heads=TINY_HEADS)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertForPreTraining(config).eval()

@@ -9,10 +9,10 @@ import torch
 
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import save_pretrained
-from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification, start_from_pretrained
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
+from tests.tiny_configs import explorer_bert
 
 TEXT_A, TEXT_B = "the cat sat on the mat", "a dog barked"
 
@@ -44,8 +44,7 @@ def checkpoints(tmp_path_factory):
                                    architectures=("BertForSequenceClassification",))
     task_model, _ = start_from_pretrained(BertForSequenceClassification, config, source)
     folders["task"] = save_pretrained(task_model.eval(), tokenizer, root / "task")
-    other = BertForPreTraining(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                          num_attention_heads=4, intermediate_size=48, max_position_embeddings=64))
+    other = BertForPreTraining(explorer_bert(tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=4))
     folders["other"] = save_pretrained(other.eval(), tokenizer, root / "other")
     return {name: str(folder) for name, folder in folders.items()}
 

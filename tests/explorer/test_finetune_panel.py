@@ -16,7 +16,6 @@ import torch
 from bertcore.files.run_folder import list_checkpoints
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
-from bertcore.models.config import BertConfig
 from bertcore.models.task_heads import BertForSequenceClassification
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from explorer.app import _add_training_tab
@@ -25,6 +24,7 @@ from explorer.finetune.finetune_run import LOADED_START, FinetuneSettings
 from explorer.window._qt.main_window import MainWindow
 from explorer.window.startup import load_checkpoint
 from tests.bertcore.test_finetune import WORDS, keyword_rows, write_csv
+from tests.tiny_configs import training_bert
 
 RUN_TIMEOUT_MS = 60_000
 REPO = Path(__file__).resolve().parents[2]
@@ -34,8 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 def pretrained(tmp_path_factory) -> Path:
     """A tiny BertForPreTraining checkpoint over one token per word."""
     tokenizer = BertTokenizer([*SPECIAL_TOKENS, ".", *WORDS], lowercase=True)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=40, max_position_embeddings=64)
+    config = training_bert(tokenizer.vocab_size)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = BertForPreTraining(config)
