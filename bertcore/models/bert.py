@@ -3,7 +3,8 @@
 Class and parameter names are those of the standard BERT checkpoint layout (and of HuggingFace
 `transformers`), so `state_dict`s load without a mapping table:
 embeddings -> token rows -> self-attention -> attention output -> feed-forward -> layer -> encoder -> pooler ->
-MLM/NSP heads -> BertModel -> BertPreTrainedModel (what every head model shares) -> BertForPreTraining.
+MLM/NSP heads -> BertModel -> BertPreTrainedModel (what every head model shares) -> BertForPreTraining ->
+BertForMaskedLM (the MLM head alone, as fill-mask checkpoints are published).
 
 Attention probabilities are only materialised when the caller asks for them (`output_attentions=True`);
 otherwise the fused `scaled_dot_product_attention` kernel runs. Inside the encoder the hidden states are a flat

@@ -1,4 +1,8 @@
-"""Load and save the standard BERT checkpoint folder: config.json + model.safetensors + vocab.txt.
+"""Load and save the standard BERT checkpoint folder: config.json + model.safetensors + vocab.txt, for every
+family in bertcore.models.families (BERT, RoBERTa/XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, ModernBERT).
+The tokenizer is read as WordPiece (vocab.txt, or a tokenizer.json holding a WordPiece model); a folder whose
+only tokenizer is byte-level BPE or SentencePiece (RoBERTa, XLM-RoBERTa and ALBERT as published) is refused with
+a CheckpointError naming that tokenizer.
 
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
