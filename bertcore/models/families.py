@@ -118,6 +118,7 @@ FAMILIES: dict[str, Family] = {
             "XLMRobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
         },
         default="RobertaForMaskedLM",
+        class_prefix="Roberta",
         aliases=("xlm-roberta",),
     ),
     "distilbert": Family(
@@ -127,6 +128,7 @@ FAMILIES: dict[str, Family] = {
             "DistilBertModel": f"{_DISTILBERT}:DistilBertForMaskedLM",
         },
         default="DistilBertForMaskedLM",
+        class_prefix="DistilBert",
     ),
 }
 

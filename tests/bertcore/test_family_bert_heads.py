@@ -195,6 +195,11 @@ def test_family_registry_is_torch_free_and_resolves_lazily():
     family, name = families.resolve({"model_type": "bert", "architectures": ["BertForNextSentencePrediction"]})
     assert name == "BertForPreTraining" and family.model_class(name) is BertForPreTraining
     assert families.resolve({"architectures": ["BertForMaskedLM"]})[1] == "BertForMaskedLM"  # no model_type
+    assert families.family_for({"architectures": ["RobertaForMaskedLM"]}) is families.FAMILIES["roberta"]
+    assert families.family_for({"architectures": ["DistilBertModel"]}) is families.FAMILIES["distilbert"]
+    assert families.family_for({"model_type": "xlm-roberta"}) is families.FAMILIES["roberta"]
+    with pytest.raises(families.UnsupportedModelError, match="RobertaForCausalLM"):
+        families.resolve({"model_type": "roberta", "architectures": ["RobertaForCausalLM"]})  # no class here
 
 
 def test_hub_listing_asks_the_registry():
