@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.checks import check_int, check_number
+from bertcore.files.atomic import write_json_atomic
 from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, check_inputs
 
 GLOBAL_ATTENTION = "full_attention"  # transformers' names of the two layer kinds, as config.json spells them
@@ -175,6 +177,18 @@ class ModernBertConfig:
         if "layer_types" in fields:
             fields["layer_types"] = tuple(fields["layer_types"])
         return cls(**fields)
+
+    def to_json_file(self, path: str | Path) -> None:
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> ModernBertConfig:
+        from bertcore.files.reading import CONFIG_JSON_LIMIT, read_json  # ValueError: a FIFO, a device, deep JSON
+
+        values = read_json(Path(path), limit=CONFIG_JSON_LIMIT, what="a config.json")
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} holds a {type(values).__name__}, not a JSON object of config fields")
+        return cls.from_dict(values)
 
 
 class ModernBertEmbeddings(nn.Module):

@@ -269,3 +269,12 @@ def test_both_attention_paths_give_the_same_gradients():
         gradients.append({name: parameter.grad.clone() for name, parameter in model.named_parameters()})
     for name, gradient in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_config_json_round_trip(tmp_path):
+    config = CONFIGS[1].replace(architectures=("ModernBertForMaskedLM",))
+    config.to_json_file(tmp_path / "config.json")
+    assert ModernBertConfig.from_json_file(tmp_path / "config.json") == config
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="holds a list, not a JSON object"):
+        ModernBertConfig.from_json_file(tmp_path / "list.json")
