@@ -278,3 +278,33 @@ def test_config_json_round_trip(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="holds a list, not a JSON object"):
         ModernBertConfig.from_json_file(tmp_path / "list.json")
+
+
+# The fields of answerdotai/ModernBERT-base's config.json as released (written by transformers 4.48): θ pair and
+# global_attn_every_n_layers, no layer_types or rope_parameters, and keys of flash-attention and training that
+# bertcore has no use for.
+RELEASED_BASE_CONFIG = {
+    "architectures": ["ModernBertForMaskedLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 50281, "classifier_activation": "gelu", "classifier_bias": False, "classifier_dropout": 0.0,
+    "classifier_pooling": "mean", "cls_token_id": 50281, "decoder_bias": True, "deterministic_flash_attn": False,
+    "embedding_dropout": 0.0, "eos_token_id": 50282, "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0,
+    "gradient_checkpointing": False, "hidden_activation": "gelu", "hidden_size": 768,
+    "initializer_cutoff_factor": 2.0, "initializer_range": 0.02, "intermediate_size": 1152, "layer_norm_eps": 1e-05,
+    "local_attention": 128, "local_rope_theta": 10000.0, "max_position_embeddings": 8192, "mlp_bias": False,
+    "mlp_dropout": 0.0, "model_type": "modernbert", "norm_bias": False, "norm_eps": 1e-05, "num_attention_heads": 12,
+    "num_hidden_layers": 22, "pad_token_id": 50283, "position_embedding_type": "absolute", "reference_compile": None,
+    "sep_token_id": 50282, "sparse_pred_ignore_index": -100, "sparse_prediction": False, "torch_dtype": "float32",
+    "transformers_version": "4.48.0", "vocab_size": 50368,
+}
+
+
+def test_the_released_base_config_reads_as_transformers_reads_it(transformers):
+    ours = ModernBertConfig.from_dict(RELEASED_BASE_CONFIG)
+    assert ours == ModernBertConfig(classifier_pooling="mean", architectures=("ModernBertForMaskedLM",))
+    reference = transformers.ModernBertConfig.from_dict(dict(RELEASED_BASE_CONFIG))
+    assert list(ours.layer_types) == list(reference.layer_types)
+    assert ours.local_layers() == tuple(index for index in range(22) if index % 3)
+    assert ours.sliding_window == reference.sliding_window == 64
+    assert (ours.global_rope_theta, ours.local_rope_theta) == (
+        reference.rope_parameters["full_attention"]["rope_theta"],
+        reference.rope_parameters["sliding_attention"]["rope_theta"])
