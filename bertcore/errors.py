@@ -47,8 +47,8 @@ class CheckpointSaveError(CheckpointError):
 
 
 class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it
-    """The user stopped a model download (bertcore.models.hub.download_model's `cancel`). None of its files are left
-    in the cache's snapshot and no ref points to it: the model is as it was before, or absent."""
+    """The user stopped a model download (bertcore.models.hub_download.download_model's `cancel`). None of its
+    files are left in the cache's snapshot and no ref points to it: the model is as it was before, or absent."""
 
     def __init__(self, message: str, repo_id: str):
         super().__init__(message)

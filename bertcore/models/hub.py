@@ -1,20 +1,19 @@
-"""The models a user already has: Hugging Face cache look-ups, a listing of cached encoders, and downloads.
+"""The models a user already has: Hugging Face cache look-ups and a listing of cached encoders (downloads:
+bertcore.models.hub_download).
 
     resolved = resolve_model("google-bert/bert-base-uncased")   # a folder, or a repo id found in the local cache
     model, tokenizer = bertcore.load_pretrained(resolved.folder)
     for cached in list_cached_models():                          # what the cache holds, read from file headers
         print(cached.repo_id, cached.describe())
-    download_model("prajjwal1/bert-tiny", progress=print, cancel=lambda: False)
+    hub_download.download_model("prajjwal1/bert-tiny", progress=print, cancel=lambda: False)
 
 The cache is the one `huggingface_hub` and `transformers` share: models--{org}--{name}/refs/main holds the commit
 hash of snapshots/<hash>/, whose files are links into blobs/. Looking up and listing never touch the network and
 do not import huggingface_hub (which is slow to import, and torch is never imported here): the cache folder is
 found from the environment at call time (HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), so a
-setting changed after start-up, or by a test, counts. Downloads go through huggingface_hub, which owns the cache's
-write protocol (locks, temporary files renamed into place, links).
+setting changed after start-up, or by a test, counts.
 
-Every failure a user can meet is a CheckpointError (bertcore.errors) saying what to do; a cancelled download is
-DownloadCancelled, and leaves nothing of that download in the snapshot.
+Every failure a user can meet is a CheckpointError (bertcore.errors) saying what to do.
 """
 
 from __future__ import annotations
@@ -23,13 +22,19 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertcore.errors import CheckpointError, DownloadCancelled
-from bertcore.files.reading import _NON_BLOCKING_READ, check_regular_file, file_kind, parse_json
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
+from bertcore.errors import CheckpointError
+from bertcore.files.reading import (
+    _NON_BLOCKING_READ,
+    TOKENIZER_JSON_LIMIT,
+    check_regular_file,
+    file_kind,
+    parse_json,
+)
+from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 
 # The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
 # narrower: see loader_supports.
@@ -47,7 +52,7 @@ DOWNLOAD_HINT = "Model ▸ Download from the Hub…, or `hf download {repo_id}` 
 # starting nor ending with '-' or '.', no '--' or '..' (the cache uses '--' as its separator).
 _REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?",
                       re.ASCII)
-_COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _REF_LIMIT = 4096  # refs/<name> holds one commit hash; more is not a ref huggingface_hub wrote
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
@@ -80,7 +85,7 @@ class CachedModel:
     folder: Path  # the snapshot refs/main points to (else the newest snapshot)
     revision: str  # its commit hash
     model_type: str
-    supported_now: bool  # whether bertcore.load_pretrained opens it today (loader_supports)
+    supported_now: bool  # whether bertcore.load_pretrained opens it today: its family and its tokenizer
     size_bytes: int  # the blobs this snapshot links to, each counted once
     parameters: int | None  # None when the weights' headers could not be read
     parameters_estimated: bool  # True for pytorch_model.bin: file size / 4, as if every tensor were float32
@@ -182,7 +187,7 @@ def _snapshot_for(storage: Path, revision: str) -> Path | None:
     """The snapshot a revision names (a ref's commit hash, or a commit hash itself); for "main" without its ref
     (a repo downloaded by commit hash), the most recently written snapshot."""
     snapshots = storage / "snapshots"
-    commit = revision if _COMMIT_HASH.fullmatch(revision) else _read_ref(storage / "refs" / revision)
+    commit = revision if COMMIT_HASH.fullmatch(revision) else _read_ref(storage / "refs" / revision)
     if commit is not None:
         snapshot = snapshots / commit
         return snapshot if snapshot.is_dir() else None
@@ -202,7 +207,7 @@ def _read_ref(path: Path) -> str | None:
         commit = _read_bytes(path, limit=_REF_LIMIT).decode("ascii").strip()
     except (OSError, ValueError):  # a FIFO or device in its place is refused, not waited on; UnicodeDecodeError
         return None
-    return commit if _COMMIT_HASH.fullmatch(commit) else None
+    return commit if COMMIT_HASH.fullmatch(commit) else None
 
 
 def _weights_file(snapshot: Path) -> Path | None:
@@ -256,10 +261,28 @@ def _describe_repo(storage: Path) -> CachedModel | None:
         last_used = max(last_used, ref.stat().st_mtime)
     return CachedModel(
         repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=config["model_type"],
-        supported_now=loader_supports(config), size_bytes=size_bytes, parameters=parameters,
+        supported_now=loader_supports(config) and _has_wordpiece_vocabulary(snapshot),
+        size_bytes=size_bytes, parameters=parameters,
         parameters_estimated=estimated, num_layers=_int_field(config, "num_hidden_layers", "n_layers"),
         num_heads=_int_field(config, "num_attention_heads", "n_heads"), head=describe_head(config),
         last_used=last_used)
+
+
+
+def _has_wordpiece_vocabulary(snapshot: Path) -> bool:
+    """Whether the snapshot's tokenizer is one bertcore reads today: a vocab.txt, or a WordPiece tokenizer.json
+    (RoBERTa's byte-level BPE and ALBERT's SentencePiece are not yet, whatever the config's family)."""
+    if (snapshot / VOCAB_FILE).exists():
+        return True
+    tokenizer_json = snapshot / TOKENIZER_JSON_FILE
+    if not tokenizer_json.exists():
+        return False
+    try:
+        tokenizer = parse_json(_read_bytes(tokenizer_json, limit=TOKENIZER_JSON_LIMIT), tokenizer_json)
+    except (OSError, ValueError):
+        return False
+    return isinstance(tokenizer, dict) and isinstance(tokenizer.get("model"), dict) \
+        and tokenizer["model"].get("type") == "WordPiece"
 
 
 def _snapshot_usage(snapshot: Path) -> tuple[int, float]:
@@ -349,13 +372,13 @@ def _count_parameters(weights: Path) -> tuple[int | None, bool]:
     tensors), file size / 4 for pytorch_model.bin, which cannot be read without unpickling it."""
     folder = weights.parent
     if weights.name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE):
-        shards = [weights] if weights.name == SAFETENSORS_FILE else _shards(weights)
+        shards = [weights] if weights.name == SAFETENSORS_FILE else shard_files(weights)
         return sum(_safetensors_parameters(shard) for shard in shards), False
-    shards = [weights] if weights.name == PYTORCH_FILE else _shards(weights)
+    shards = [weights] if weights.name == PYTORCH_FILE else shard_files(weights)
     return sum(os.stat(folder / shard.name).st_size for shard in shards) // 4, True
 
 
-def _shards(index_file: Path) -> list[Path]:
+def shard_files(index_file: Path) -> list[Path]:
     index = parse_json(_read_bytes(index_file, limit=64 * 1024 * 1024), index_file)
     names = sorted(set(index["weight_map"].values()))
     if not names or any("/" in name or "\\" in name or name in ("", ".", "..") for name in names):
@@ -421,315 +444,3 @@ def _megabytes(size_bytes: int) -> str:
     if size_bytes >= 1e9:
         return f"{size_bytes / 1e9:.2f} GB"
     return f"{size_bytes / 1e6:.1f} MB"
-
-
-# --- downloading ---------------------------------------------------------------------------------------------
-
-ProgressCallback = Callable[[int, int, str], None]  # (done_bytes, total_bytes, filename)
-
-
-def download_model(repo_id: str, *, revision: str | None = None, cache_dir: str | Path | None = None,
-                   token: str | None = None, progress: ProgressCallback | None = None,
-                   cancel: Callable[[], bool] | None = None) -> ResolvedModel:
-    """Download what opening `repo_id` needs into the Hugging Face cache and return its snapshot folder:
-    config.json, the weights (model.safetensors or its shards; pytorch_model.bin only when the repo has no
-    safetensors) and whichever TOKENIZER_FILES the repo has. Files already cached are not fetched again.
-
-    HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are read at call time. progress(done_bytes, total_bytes, filename)
-    is called as bytes arrive (total_bytes grows once for a sharded checkpoint, when its index names the shards).
-    cancel() is polled between files and between the 10 MB chunks of a file; when it returns True the download
-    stops with DownloadCancelled and what it had added is removed: no file of it stays in the snapshot, no ref
-    points to it. Any other failure removes the snapshot's new links too (complete blobs stay, so trying again
-    fetches only what is missing) and is a CheckpointError saying what to do.
-    """
-    if not looks_like_repo_id(repo_id):
-        raise CheckpointError(f"{repo_id!r} is not a Hugging Face repo id; write it as on the model's Hub page, "
-                              "e.g. google-bert/bert-base-uncased")
-    endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
-        raise CheckpointError(f"cannot download {repo_id}: offline mode is on (HF_HUB_OFFLINE or "
-                              f"TRANSFORMERS_OFFLINE is set); unset it and try again, or copy the model's folder "
-                              "from a machine that has it and open the folder")
-    token = token or os.environ.get("HF_TOKEN") or None
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    transfer = _Transfer(repo_id, progress, cancel)
-    transfer.poll()
-
-    from huggingface_hub import HfApi  # imported here: it is slow to import, and listing does not need it
-
-    try:
-        info = HfApi(endpoint=endpoint, token=token, library_name="bert-explorer").model_info(
-            repo_id, revision=revision, files_metadata=True)
-    except Exception as error:
-        raise _hub_error(error, repo_id, endpoint, revision) from error
-    commit = info.sha
-    if not isinstance(commit, str) or not _COMMIT_HASH.fullmatch(commit):
-        raise CheckpointError(f"{endpoint} answered for {repo_id} without a commit hash ({commit!r}); is HF_ENDPOINT "
-                              "a Hugging Face Hub (or a mirror of one)?")
-    sizes = {sibling.rfilename: sibling.size for sibling in info.siblings or []}
-    first, weights_index = _files_to_fetch(repo_id, sizes)
-
-    storage = repo_folder(repo_id, cache)
-    snapshot = storage / "snapshots" / commit
-    before = _CacheState.of(storage, snapshot)
-    try:
-        transfer.expect(sum(sizes.get(name) or 0 for name in first))
-        for name in first:
-            _fetch(repo_id, name, commit, cache, endpoint, token, transfer, sizes)
-        if weights_index is not None:
-            shards = [shard.name for shard in _shards(snapshot / weights_index)]
-            unlisted = [shard for shard in shards if shard not in sizes]
-            if unlisted:
-                raise CheckpointError(f"{repo_id}'s {weights_index} names {', '.join(unlisted)}, which the repo "
-                                      "does not have; the checkpoint on the Hub is incomplete")
-            transfer.expect(sum(sizes.get(shard) or 0 for shard in shards))
-            for shard in shards:
-                _fetch(repo_id, shard, commit, cache, endpoint, token, transfer, sizes)
-    except DownloadCancelled:
-        before.restore(remove_new_blobs=True)
-        raise
-    except CheckpointError:
-        before.restore(remove_new_blobs=False)
-        raise
-    except Exception as error:
-        before.restore(remove_new_blobs=False)
-        raise _hub_error(error, repo_id, endpoint, revision) from error
-    if revision is None or not _COMMIT_HASH.fullmatch(revision):
-        _write_ref(storage / "refs" / (revision or "main"), commit)  # last: a ref only ever names a whole snapshot
-    return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=commit, display_name=repo_id)
-
-
-def _files_to_fetch(repo_id: str, sizes: Mapping[str, int | None]) -> tuple[list[str], str | None]:
-    """The files to fetch before any shard (config, weights or their index, tokenizer files), and the weights
-    index whose shards follow (None when the weights are one file)."""
-    if CONFIG_FILE not in sizes:
-        raise CheckpointError(f"{repo_id} has no {CONFIG_FILE}, so it is not a transformers checkpoint; choose "
-                              "another repo (its files: " + (", ".join(sorted(sizes)[:8]) or "none") + ")")
-    for weights in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE, PYTORCH_INDEX_FILE):
-        if weights in sizes:
-            break
-    else:
-        raise CheckpointError(f"{repo_id} has no weights in PyTorch form ({SAFETENSORS_FILE}, "
-                              f"{SAFETENSORS_INDEX_FILE} or {PYTORCH_FILE}); it may hold TensorFlow, Flax or ONNX "
-                              "weights only, which this program does not read")
-    index = weights if weights in (SAFETENSORS_INDEX_FILE, PYTORCH_INDEX_FILE) else None
-    return [CONFIG_FILE, weights, *(name for name in TOKENIZER_FILES if name in sizes)], index
-
-
-def _fetch(repo_id: str, filename: str, commit: str, cache: Path, endpoint: str, token: str | None,
-           transfer: _Transfer, sizes: Mapping[str, int | None]) -> None:
-    from huggingface_hub import hf_hub_download
-
-    transfer.poll()
-    transfer.start(filename)
-    # Releases before tqdm_class existed report nothing within a file: progress and cancel then act per file.
-    per_chunk = {"tqdm_class": transfer.bar_class} if "tqdm_class" in _parameters(hf_hub_download) else {}
-    path = hf_hub_download(repo_id, filename, revision=commit, cache_dir=str(cache), endpoint=endpoint, token=token,
-                           library_name="bert-explorer", **per_chunk)
-    transfer.finish(os.stat(path).st_size, expected=sizes.get(filename))
-    transfer.poll()
-
-
-def _parameters(function: Callable) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(function).parameters)
-
-
-class _Transfer:
-    """Progress and cancellation across the files of one download. huggingface_hub reports a file's bytes to a
-    progress-bar class it is given (tqdm's interface); the class made here forwards them, and raising
-    DownloadCancelled from its update stops the file between chunks (huggingface_hub deletes its temporary file)."""
-
-    def __init__(self, repo_id: str, progress: ProgressCallback | None, cancel: Callable[[], bool] | None):
-        self.repo_id = repo_id
-        self.progress = progress
-        self.cancel = cancel
-        self.done = 0
-        self.total = 0
-        self.filename = ""
-        self.file_start = 0
-        transfer = self
-
-        class ProgressBar:
-            def __init__(self, *args: object, initial: int = 0, **kwargs: object):
-                self.n = initial
-
-            def __enter__(self) -> ProgressBar:
-                return self
-
-            def __exit__(self, *exc_info: object) -> None:
-                return None
-
-            def close(self) -> None:
-                return None
-
-            def update(self, n: int = 1) -> None:  # n < 0 when a resumed download restarts from zero
-                self.n += n
-                transfer.advance(n)
-
-            def update_transfer(self, n: int = 1) -> None:
-                # Xet downloads report network bytes here and written bytes through update: count only those.
-                transfer.poll()
-
-        self.bar_class = ProgressBar
-
-    def poll(self) -> None:
-        if self.cancel is not None and self.cancel():
-            raise DownloadCancelled(f"the download of {self.repo_id} was cancelled; nothing of it was kept",
-                                    self.repo_id)
-
-    def expect(self, size_bytes: int) -> None:
-        self.total += size_bytes
-
-    def start(self, filename: str) -> None:
-        self.filename = filename
-        self.file_start = self.done
-        self._report()
-
-    def advance(self, size_bytes: int) -> None:
-        self.done += size_bytes
-        self._report()
-        self.poll()
-
-    def finish(self, size_bytes: int, expected: int | None) -> None:
-        if expected is None:
-            self.total += size_bytes  # the listing gave no size for this file
-        self.done = self.file_start + size_bytes  # also counts a file that was already cached
-        self._report()
-
-    def _report(self) -> None:
-        if self.progress is not None:
-            self.progress(self.done, max(self.total, self.done), self.filename)
-
-
-@dataclass(frozen=True)
-class _CacheState:
-    """What a repo's cache folder held before a download, to take back what the download added."""
-
-    storage: Path
-    snapshot: Path
-    storage_existed: bool
-    snapshot_files: frozenset[str]
-    blobs: frozenset[str]
-
-    @classmethod
-    def of(cls, storage: Path, snapshot: Path) -> _CacheState:
-        return cls(storage, snapshot, storage.exists(), frozenset(_names_in(snapshot)),
-                   frozenset(_names_in(storage / "blobs")))
-
-    def restore(self, remove_new_blobs: bool) -> None:
-        for name in _names_in(self.snapshot) - self.snapshot_files:
-            _remove(self.snapshot / name)
-        if remove_new_blobs:
-            for name in _names_in(self.storage / "blobs") - self.blobs:
-                _remove(self.storage / "blobs" / name)
-        empty_if_new = [self.snapshot, self.snapshot.parent, self.storage / "blobs", self.storage / ".no_exist"]
-        if not self.storage_existed:
-            empty_if_new.append(self.storage)
-        for folder in empty_if_new:
-            try:
-                folder.rmdir()  # only when empty: never a folder that holds something of another download
-            except OSError:
-                pass
-
-
-def _names_in(folder: Path) -> set[str]:
-    try:
-        return set(os.listdir(folder))
-    except OSError:
-        return set()
-
-
-def _remove(path: Path) -> None:
-    try:
-        if path.is_dir() and not path.is_symlink():
-            import shutil
-
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    except OSError:
-        pass  # best effort: what cannot be removed is at worst an unreferenced file, never a link to half a file
-
-
-def _write_ref(ref: Path, commit: str) -> None:
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    temporary = ref.with_name(f"{ref.name}.{os.getpid()}.tmp")
-    temporary.write_text(commit, encoding="ascii")
-    os.replace(temporary, ref)  # readers see the old commit or the new one, never half a hash
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def _hub_error(error: Exception, repo_id: str, endpoint: str, revision: str | None) -> Exception:
-    """A CheckpointError saying what to do for what huggingface_hub raised; other exceptions are returned as
-    they are (a bug, not a situation a user can fix)."""
-    from huggingface_hub import utils as errors  # where every release since 0.24 exports its exceptions
-
-    file_metadata_error = getattr(errors, "FileMetadataError", ())  # newer releases only
-    connection_errors: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, errors.OfflineModeIsEnabled)
-    for module, names in (("httpx2", ("TransportError",)), ("httpx", ("TransportError",)),
-                          ("requests", ("ConnectionError", "Timeout"))):
-        try:
-            imported = __import__(module)
-        except ImportError:
-            continue
-        connection_errors += tuple(getattr(imported, name) for name in names if hasattr(imported, name))
-    causes = [error]
-    while causes[-1].__cause__ is not None and len(causes) < 8:
-        causes.append(causes[-1].__cause__)
-
-    if any(isinstance(cause, errors.OfflineModeIsEnabled) for cause in causes):
-        return CheckpointError(f"cannot download {repo_id}: huggingface_hub is in offline mode (HF_HUB_OFFLINE was "
-                               "set when this program started); restart without it, or copy the model's folder "
-                               "from a machine that has it and open the folder")
-    if any(isinstance(cause, connection_errors) for cause in causes) or (
-            isinstance(error, errors.LocalEntryNotFoundError)):
-        return CheckpointError(f"cannot reach {endpoint} to download {repo_id} ({_first_line(causes[-1])}); check "
-                               "the network connection (and HF_ENDPOINT if you use a mirror), or copy the model's "
-                               "folder from a machine that has it and open the folder")
-    if isinstance(error, errors.GatedRepoError):
-        return CheckpointError(f"{repo_id} is gated: accept its terms on {endpoint}/{repo_id} with your account, then "
-                               "set HF_TOKEN to a read token of that account and download it again")
-    if isinstance(error, errors.RevisionNotFoundError):
-        return CheckpointError(f"{repo_id} has no revision {revision!r} on {endpoint}; leave the revision empty for "
-                               "its main branch, or give a branch, tag or commit hash it has")
-    status = getattr(getattr(error, "response", None), "status_code", None)
-    if status == 401 and not _sent_token(error):
-        return CheckpointError(f"{endpoint} did not let us read {repo_id} without a token (401): it is private or "
-                               "gated, or its name is misspelt; check the name, and for a private model set HF_TOKEN "
-                               "to a read token of an account that can see it")
-    if status == 401:
-        return CheckpointError(f"{endpoint} refused the token sent for {repo_id} (401): HF_TOKEN (or the saved "
-                               "login) is invalid or expired, or the name is misspelt; check the name, or create a "
-                               "new read token and set HF_TOKEN to it")
-    if isinstance(error, errors.RepositoryNotFoundError) or status == 404:
-        return CheckpointError(f"there is no model {repo_id} on {endpoint} (404); check the spelling (org/name, as "
-                               "on the model's page)")
-    if status == 403:
-        return CheckpointError(f"{endpoint} forbids reading {repo_id} with this token (403): it needs a token with "
-                               "read access (HF_TOKEN), and for a gated model your account must have accepted its "
-                               "terms")
-    if status is not None:
-        return CheckpointError(f"{endpoint} answered {status} while downloading {repo_id}; try again later")
-    if file_metadata_error and isinstance(error, file_metadata_error):
-        return CheckpointError(f"{endpoint} does not answer like a Hugging Face Hub while downloading {repo_id} "
-                               f"({_first_line(error)}); check HF_ENDPOINT, proxy and firewall settings")
-    if isinstance(error, OSError) and error.errno is not None:
-        return CheckpointError(f"cannot write {repo_id} into the cache ({error.strerror}: "
-                               f"{error.filename or 'the cache folder'}); free space or choose another cache with "
-                               "HF_HUB_CACHE")
-    return error
-
-
-def _sent_token(error: Exception) -> bool:
-    request = getattr(getattr(error, "response", None), "request", None)
-    return request is not None and "authorization" in {name.lower() for name in request.headers}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__

@@ -20,11 +20,11 @@ from bertcore.models.hub import (
     ResolvedModel,
     default_cache_dir,
     describe_head,
-    download_model,
     list_cached_models,
     looks_like_repo_id,
     resolve_model,
 )
+from bertcore.models.hub_download import download_model
 from tests.hub_fixtures import (
     COMMIT_A,
     COMMIT_B,
@@ -313,6 +313,7 @@ def test_a_sharded_checkpoint_brings_its_shards_and_they_are_counted(serve, tiny
     assert listed.parameters == 6 * 7 + 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", ["inside the weights", "after the config"])
 def test_cancelling_leaves_nothing_of_the_download_in_the_cache(serve, tiny_checkpoint, hub_env: Path,
                                                                monkeypatch: pytest.MonkeyPatch, stop_at: str):
@@ -405,3 +406,24 @@ def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
     with pytest.raises(CheckpointError, match="org/tf-only has no weights in PyTorch form"):
         download_model("org/tf-only")
     assert [method for method, _ in hub.requests] == ["GET"]  # the listing only
+
+
+def test_a_repo_is_loadable_now_only_with_a_tokenizer_the_loader_reads(hub_env: Path):
+    """The family registry knows RoBERTa, but its byte-level BPE tokenizer is not read yet: listed, not loadable."""
+    weights = safetensors_bytes(TINY_SHAPES)
+    wordpiece_json = json.dumps({"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}).encode()
+    bpe_json = json.dumps({"model": {"type": "BPE", "vocab": {"<pad>": 0}, "merges": []}}).encode()
+    cache_repo(hub_env, "org/vocab-txt", {"config.json": hub_config(architectures=["BertForMaskedLM"]),
+                                          "model.safetensors": weights, "vocab.txt": b"[PAD]\n"})
+    cache_repo(hub_env, "org/wordpiece-json", {"config.json": hub_config(architectures=["BertForMaskedLM"]),
+                                               "model.safetensors": weights, "tokenizer.json": wordpiece_json})
+    cache_repo(hub_env, "org/roberta-bpe", {"config.json": hub_config("roberta", ["RobertaForMaskedLM"]),
+                                            "model.safetensors": weights, "tokenizer.json": bpe_json,
+                                            "vocab.json": b"{}", "merges.txt": b""})
+    cache_repo(hub_env, "org/no-tokenizer", {"config.json": hub_config(architectures=["BertForMaskedLM"]),
+                                             "model.safetensors": weights})
+
+    loadable = {model.repo_id: model.supported_now for model in list_cached_models()}
+
+    assert loadable == {"org/vocab-txt": True, "org/wordpiece-json": True, "org/roberta-bpe": False,
+                        "org/no-tokenizer": False}

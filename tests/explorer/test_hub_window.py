@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
-from bertcore.models.hub import download_model
+from bertcore.models.hub_download import download_model
 from explorer import app
 from explorer.window._qt.hub_download_dialog import PROGRESS_STEPS, HubDownloadDialog
 from explorer.window._qt.main_window import MainWindow

@@ -1,6 +1,6 @@
 """Model ▸ Download from the Hub…: a repo id in, the model in the local Hugging Face cache out, then opened.
 
-bertcore.models.hub.download_model does the work in a `OneShotWorker` thread (as the model loader does); it
+bertcore.models.hub_download.download_model does the work in a `OneShotWorker` thread (as the model loader does); it
 reports (bytes done, bytes in all, file name) from that thread, which crosses to the GUI thread through a queued
 signal, and it polls a cancel flag between chunks. HF_ENDPOINT and HF_TOKEN are read by bertcore at each download.
 Its failures are CheckpointErrors that already say what to do, so their message is shown as it is.
@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bertcore.models.hub import DEFAULT_ENDPOINT, ResolvedModel, default_cache_dir, download_model
+from bertcore.models.hub import DEFAULT_ENDPOINT, ResolvedModel, default_cache_dir
+from bertcore.models.hub_download import download_model
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers import OneShotWorker
 from explorer.window._qt.model_picker import size_text
