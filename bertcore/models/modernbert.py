@@ -70,12 +70,17 @@ class ModernBertConfig:
     classifier_bias: bool = False  # bias on the prediction head's dense layer
     classifier_activation: str = "gelu"  # the prediction head's activation
     tie_word_embeddings: bool = True  # the MLM decoder shares tok_embeddings' matrix
+    sparse_prediction: bool = False  # with labels, the head and decoder run on the labelled positions only
+    sparse_pred_ignore_index: int = IGNORE_INDEX  # the label of positions that take no part in the MLM loss
     architectures: tuple[str, ...] = ()  # the model class the weights belong to; each model sets it when built
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                      "max_position_embeddings", "local_attention", "global_attn_every_n_layers"):
             check_int(name, getattr(self, name), minimum=1)
+        if isinstance(self.sparse_pred_ignore_index, bool) or not isinstance(self.sparse_pred_ignore_index, int):
+            raise ValueError(f"sparse_pred_ignore_index must be an integer label (-100 in transformers), got "
+                             f"{self.sparse_pred_ignore_index!r}")
         for name in ("pad_token_id", "eos_token_id", "bos_token_id", "cls_token_id", "sep_token_id"):
             check_int(name, getattr(self, name), minimum=0)
             if getattr(self, name) >= self.vocab_size:
@@ -92,7 +97,7 @@ class ModernBertConfig:
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         for name in ("norm_bias", "attention_bias", "mlp_bias", "decoder_bias", "classifier_bias",
-                     "tie_word_embeddings"):
+                     "tie_word_embeddings", "sparse_prediction"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("hidden_activation", "classifier_activation"):
@@ -330,7 +335,7 @@ class ModernBertModelOutput:
 @dataclass
 class ModernBertMaskedLMOutput:
     loss: torch.Tensor | None  # () mean cross-entropy over the labelled positions
-    logits: torch.Tensor  # (B, T, V)
+    logits: torch.Tensor  # (B, T, V); (N_labelled, V) with labels when config.sparse_prediction
     hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D)
     attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
 
@@ -507,8 +512,15 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
     ) -> ModernBertMaskedLMOutput:
         outputs = self.model(input_ids, attention_mask, token_type_ids, head_mask, output_attentions,
                              output_hidden_states)
-        logits = self.decoder(self.head(outputs.last_hidden_state))  # (B, T, V)
+        sequence_output = outputs.last_hidden_state  # (B, T, D)
+        ignore_index = self.config.sparse_pred_ignore_index
+        if labels is not None and self.config.sparse_prediction:
+            # Only the ~15% labelled rows pay for the vocabulary projection; logits are then (N_labelled, V)
+            # in row-major order of the labelled positions, as in transformers.
+            labelled = labels != ignore_index  # (B, T)
+            sequence_output, labels = sequence_output[labelled], labels[labelled]  # (N, D), (N,)
+        logits = self.decoder(self.head(sequence_output))  # (B, T, V) or (N, V)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=ignore_index)
         return ModernBertMaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)

@@ -308,3 +308,21 @@ def test_the_released_base_config_reads_as_transformers_reads_it(transformers):
     assert (ours.global_rope_theta, ours.local_rope_theta) == (
         reference.rope_parameters["full_attention"]["rope_theta"],
         reference.rope_parameters["sliding_attention"]["rope_theta"])
+
+
+def test_sparse_prediction_projects_only_the_labelled_positions_as_transformers(transformers):
+    config = CONFIGS[0].replace(sparse_prediction=True)
+    ours = randomised(config, 8)
+    reference = reference_model(transformers, config, ours)
+    input_ids, attention_mask = random_batch(config, seed=8)
+    labels = torch.full_like(input_ids, -100)
+    labels[:, [1, 2, 7]] = input_ids[:, [1, 2, 7]]
+    labels[2, 7] = -100  # padding in row 2
+    with torch.no_grad():
+        got = ours(input_ids, attention_mask, labels=labels)
+        expected = reference(input_ids, attention_mask=attention_mask, labels=labels)
+        dense = ours(input_ids, attention_mask)
+    assert got.logits.shape == (8, config.vocab_size)
+    torch.testing.assert_close(got.logits, expected.logits, **TOLERANCE)
+    torch.testing.assert_close(got.logits, dense.logits[labels != -100], **TOLERANCE)
+    torch.testing.assert_close(got.loss, expected.loss, **TOLERANCE)
