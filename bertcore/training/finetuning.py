@@ -56,8 +56,9 @@ from bertcore.models.task_heads import (
     WeightTransfer,
     start_from_pretrained,
 )
-from bertcore.tasks.finetune_data import FinetuningData, TaskEvaluation, load_finetuning_data
+from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
+from bertcore.tasks.task_data import FinetuningData, TaskEvaluation
 from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.task import LoopPlace, TrainingTask

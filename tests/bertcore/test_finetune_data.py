@@ -10,17 +10,12 @@ import pytest
 import torch
 
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.tasks.finetune_data import (
-    QuestionAnsweringData,
-    SequenceClassificationData,
-    TokenClassificationData,
-    infer_problem_type,
-    label_key,
-    label_vocabulary,
-    load_finetuning_data,
-    split_heldout,
-)
+from bertcore.tasks.finetune_data import load_finetuning_data
+from bertcore.tasks.qa_data import QuestionAnsweringData
+from bertcore.tasks.sequence_data import SequenceClassificationData, infer_problem_type, label_key, label_vocabulary
+from bertcore.tasks.task_data import split_heldout
 from bertcore.tasks.task_files import TaggedExample, TaskDataError, TextExample
+from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()

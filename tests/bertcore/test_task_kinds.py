@@ -4,14 +4,12 @@ import pytest
 
 from bertcore.cli.finetune import build_parser
 from bertcore.tasks.demos import demo_tasks
-from bertcore.tasks.finetune_data import (
-    QuestionAnsweringData,
-    SequenceClassificationData,
-    TokenClassificationData,
-    load_finetuning_data,
-)
+from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import TASK_KINDS
 from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
+from bertcore.tasks.qa_data import QuestionAnsweringData
+from bertcore.tasks.sequence_data import SequenceClassificationData
+from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.training.finetuning import TASK_MODELS
 from bertcore.training.finetuning_config import TASK_OPTIONS, FinetuneConfig
 
