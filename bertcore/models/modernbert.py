@@ -11,8 +11,9 @@ Class and parameter names are those of transformers' `modeling_modernbert.py`, s
 are: config -> embeddings -> rotary embedding -> attention -> feed-forward -> layer -> ModernBertModel -> MLM head
 -> ModernBertForMaskedLM. As in `bertcore.models.bert`, attention probabilities are materialised only when the
 caller asks for them (`output_attentions=True`); otherwise the fused `scaled_dot_product_attention` kernel runs,
-with the window given to it as a mask. Both paths always see all B × T positions; the unpadded (varlen) training
-path of the paper is not here.
+with the window given to it as a mask. For training, `skip_padding` (taken by the masked-LM model with
+`sparse_prediction` labels) runs the dense layers on the real tokens only, in the spirit of the paper's unpadding;
+attention itself still runs on the padded (B, T) grid (no varlen kernel).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from torch import nn
 
 from bertcore.checks import check_int, check_number
 from bertcore.files.atomic import write_json_atomic
-from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, check_inputs
+from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, TokenRows, check_inputs
 
 GLOBAL_ATTENTION = "full_attention"  # transformers' names of the two layer kinds, as config.json spells them
 LOCAL_ATTENTION = "sliding_attention"
@@ -253,14 +254,16 @@ class ModernBertAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
+        rows: TokenRows,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         attention_bias: torch.Tensor | None,
         head_mask: torch.Tensor | None,
         output_attentions: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states (B, T, D); attention_bias (B or 1, 1, T, T) of 0 and -max (left out), or None."""
-        batch_size, seq_len, _ = hidden_states.shape
-        qkv = self.Wqkv(hidden_states).view(batch_size, seq_len, 3, self.num_heads, self.head_dim)
+        """hidden_states (N, D) placed on the (B, T) grid by `rows`; attention_bias (B or 1, 1, T, T) of 0 and
+        -max (left out), or None. Returns the output (N, D) and, if asked, the probabilities (B, nh, T, T)."""
+        batch_size, seq_len = rows.batch_size, rows.seq_len
+        qkv = rows.pad(self.Wqkv(hidden_states)).view(batch_size, seq_len, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, nh, T, hs)
         cos, sin = cos_sin
         query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
@@ -284,7 +287,7 @@ class ModernBertAttention(nn.Module):
             )  # (B, nh, T, hs)
             if head_mask is not None:
                 context = context * head_mask  # scaling a head's probabilities scales its output alike
-        context = context.transpose(1, 2).reshape(batch_size, seq_len, -1)  # (B, T, D)
+        context = rows.unpad(context.transpose(1, 2).reshape(batch_size, seq_len, -1))  # (N, D)
         return self.out_drop(self.Wo(context)), attention_probs
 
 
@@ -316,9 +319,9 @@ class ModernBertEncoderLayer(nn.Module):
         self.mlp = ModernBertMLP(config)
         self.attention_type = config.layer_types[layer_index]
 
-    def forward(self, hidden_states, cos_sin, attention_bias, head_mask, output_attentions):
+    def forward(self, hidden_states, rows, cos_sin, attention_bias, head_mask, output_attentions):
         attention_output, attention_probs = self.attn(
-            self.attn_norm(hidden_states), cos_sin, attention_bias, head_mask, output_attentions
+            self.attn_norm(hidden_states), rows, cos_sin, attention_bias, head_mask, output_attentions
         )
         hidden_states = hidden_states + attention_output
         hidden_states = hidden_states + self.mlp(self.mlp_norm(hidden_states))
@@ -424,8 +427,14 @@ class ModernBertModel(ModernBertPreTrainedModel):
         head_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        skip_padding: bool = False,
     ) -> ModernBertModelOutput:
-        """head_mask (layers, heads) multiplies each head's output (0 ablates it)."""
+        """head_mask (layers, heads) multiplies each head's output (0 ablates it).
+
+        skip_padding: the projections, feed-forward and norms run on the real tokens only (attention alone sees
+        the padded grid), and the padding positions' outputs are zeros. Exact for every real token, since padding
+        is never a key; the unpadded path of the paper, for training. Ignored when hidden states or attentions
+        are asked for, which show every position."""
         config = self.config
         check_inputs(config, input_ids, None, attention_mask)
         seq_len = input_ids.size(1)
@@ -435,7 +444,11 @@ class ModernBertModel(ModernBertPreTrainedModel):
         if head_mask is not None and tuple(head_mask.shape) != (config.num_hidden_layers, config.num_attention_heads):
             raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; it takes one multiplier per "
                              f"(layer, head): ({config.num_hidden_layers}, {config.num_attention_heads})")
-        hidden_states = self.embeddings(input_ids)  # (B, T, D)
+        kept = None
+        if skip_padding and attention_mask is not None and not (output_attentions or output_hidden_states):
+            kept = attention_mask.bool()  # (B, T)
+        rows = TokenRows(input_ids.size(0), seq_len, kept)
+        hidden_states = rows.unpad(self.embeddings(input_ids))  # (N, D)
         dtype, device = hidden_states.dtype, hidden_states.device
         biases = attention_biases(config, attention_mask, seq_len, dtype, device)
         cos_sin = {}
@@ -445,19 +458,19 @@ class ModernBertModel(ModernBertPreTrainedModel):
                 cos_sin[kind] = (cos, sin)
         if head_mask is not None:
             head_mask = head_mask.to(device=device, dtype=dtype)
-        all_hidden_states = [hidden_states] if output_hidden_states else None
+        all_hidden_states = [rows.pad(hidden_states)] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for index, layer in enumerate(self.layers):
             layer_head_mask = None if head_mask is None else head_mask[index].view(1, -1, 1, 1)  # (1, nh, 1, 1)
             kind = layer.attention_type
             hidden_states, attention_probs = layer(
-                hidden_states, cos_sin[kind], biases[kind], layer_head_mask, output_attentions
+                hidden_states, rows, cos_sin[kind], biases[kind], layer_head_mask, output_attentions
             )
             if output_hidden_states:
-                all_hidden_states.append(hidden_states)
+                all_hidden_states.append(rows.pad(hidden_states))
             if output_attentions:
                 all_attentions.append(attention_probs)
-        hidden_states = self.final_norm(hidden_states)
+        hidden_states = rows.pad(self.final_norm(hidden_states))  # (B, T, D)
         if output_hidden_states:
             all_hidden_states[-1] = hidden_states  # transformers' convention: the last entry is the normed output
         return ModernBertModelOutput(
@@ -510,14 +523,17 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModernBertMaskedLMOutput:
-        outputs = self.model(input_ids, attention_mask, token_type_ids, head_mask, output_attentions,
-                             output_hidden_states)
-        sequence_output = outputs.last_hidden_state  # (B, T, D)
         ignore_index = self.config.sparse_pred_ignore_index
-        if labels is not None and self.config.sparse_prediction:
+        sparse = labels is not None and self.config.sparse_prediction
+        labelled = labels != ignore_index if sparse else None  # (B, T)
+        # Padding that no label reads needs no dense work in any layer (padding is never a key): exact.
+        skip_padding = sparse and attention_mask is not None and not bool((labelled & ~attention_mask.bool()).any())
+        outputs = self.model(input_ids, attention_mask, token_type_ids, head_mask, output_attentions,
+                             output_hidden_states, skip_padding=skip_padding)
+        sequence_output = outputs.last_hidden_state  # (B, T, D)
+        if sparse:
             # Only the ~15% labelled rows pay for the vocabulary projection; logits are then (N_labelled, V)
             # in row-major order of the labelled positions, as in transformers.
-            labelled = labels != ignore_index  # (B, T)
             sequence_output, labels = sequence_output[labelled], labels[labelled]  # (N, D), (N,)
         logits = self.decoder(self.head(sequence_output))  # (B, T, V) or (N, V)
         loss = None

@@ -326,3 +326,41 @@ def test_sparse_prediction_projects_only_the_labelled_positions_as_transformers(
     torch.testing.assert_close(got.logits, expected.logits, **TOLERANCE)
     torch.testing.assert_close(got.logits, dense.logits[labels != -100], **TOLERANCE)
     torch.testing.assert_close(got.loss, expected.loss, **TOLERANCE)
+
+
+def test_skipping_padding_is_exact_for_real_tokens_and_their_gradients():
+    config = CONFIGS[1].replace(sparse_prediction=True)
+    model = randomised(config, 9)
+    input_ids, attention_mask = random_batch(config, seed=9)
+    real = attention_mask.bool()
+    with torch.no_grad():
+        skipped = model.model(input_ids, attention_mask, skip_padding=True).last_hidden_state
+        full = model.model(input_ids, attention_mask).last_hidden_state
+    torch.testing.assert_close(skipped[real], full[real], rtol=0, atol=1e-5)
+    assert torch.all(skipped[~real] == 0)
+
+    labels = torch.full_like(input_ids, -100)
+    labels[:, [0, 2, 3]] = input_ids[:, [0, 2, 3]]
+    sparse = model(input_ids, attention_mask, labels=labels)  # padding skipped: no label sits on padding
+    sparse.loss.backward()
+    sparse_gradients = {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+    model.zero_grad()
+    dense_logits = model(input_ids, attention_mask).logits
+    labelled = labels != -100
+    loss = torch.nn.functional.cross_entropy(dense_logits[labelled], labels[labelled])
+    loss.backward()
+    torch.testing.assert_close(sparse.loss, loss, rtol=0, atol=1e-5)
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(sparse_gradients[name], parameter.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_label_on_padding_keeps_the_full_computation():
+    config = CONFIGS[0].replace(sparse_prediction=True)
+    model = randomised(config, 10)
+    input_ids, attention_mask = random_batch(config, seed=10)
+    labels = torch.full_like(input_ids, -100)
+    labels[2, 15] = 7  # row 2 has 4 real tokens: odd, but transformers scores it
+    with torch.no_grad():
+        sparse = model(input_ids, attention_mask, labels=labels)
+        dense = model(input_ids, attention_mask).logits
+    torch.testing.assert_close(sparse.logits, dense[2:3, 15], rtol=0, atol=1e-5)
