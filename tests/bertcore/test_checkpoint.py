@@ -44,6 +44,7 @@ def assert_same_pretraining_logits(ours, reference, tokenizer):
     torch.testing.assert_close(got.seq_relationship_logits, want.seq_relationship_logits, **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_minilm_loads_and_matches_transformers(minilm_path, transformers):
     model, tokenizer = load_pretrained(minilm_path)
     assert model.has_pretraining_heads is False  # MiniLM is a bare BertModel
@@ -67,6 +68,7 @@ def test_minilm_loads_and_matches_transformers(minilm_path, transformers):
             torch.testing.assert_close(ours, theirs, **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_headless_model_saves_without_pretending_heads(minilm_path, tmp_path):
     model, tokenizer = load_pretrained(minilm_path)
     save_pretrained(model, tokenizer, tmp_path / "minilm")
@@ -75,6 +77,7 @@ def test_headless_model_saves_without_pretending_heads(minilm_path, tmp_path):
     assert again.has_pretraining_heads is False
 
 
+@pytest.mark.slow
 def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path, transformers):
     save_pretrained(small_model, tokenizer, tmp_path / "ours")
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == [
@@ -83,6 +86,7 @@ def test_our_save_loads_in_transformers(small_model, tokenizer, tmp_path, transf
     assert_same_pretraining_logits(small_model, reference, tokenizer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("safe_serialization", [True, False])
 def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_serialization, transformers):
     hf_config = transformers.BertConfig(**small_model.config.to_dict())
@@ -102,6 +106,7 @@ def test_transformers_save_loads_in_ours(small_model, tokenizer, tmp_path, safe_
     assert_same_pretraining_logits(model, reference, tokenizer)
 
 
+@pytest.mark.slow
 def test_bare_keys_and_tf_layernorm_names(small_model, tokenizer, tmp_path):
     folder = tmp_path / "bare"
     save_pretrained(small_model, tokenizer, folder)

@@ -179,6 +179,7 @@ def special_file_results(saved, tokenizer, tmp_path_factory) -> dict[str, tuple[
     return {name: (*results[name], files[name]) for name in files}
 
 
+@pytest.mark.slow
 @has_special_files
 @pytest.mark.parametrize("case", CASES)
 def test_a_file_that_is_not_a_regular_file_is_named_without_blocking(special_file_results, case):
@@ -310,6 +311,7 @@ def test_the_default_model_with_lines_missing_from_its_vocab_is_refused(tmp_path
         load_pretrained(folder)
 
 
+@pytest.mark.slow
 def test_the_shipped_default_model_and_minilm_load_as_before(minilm_path):
     model, tokenizer = load_pretrained(default_checkpoint_dir())
     assert model.config.vocab_size == tokenizer.vocab_size == 8000
@@ -381,6 +383,7 @@ def test_a_recorded_size_that_is_no_size_is_named(saved, tmp_path):
         load_pretrained(folder)
 
 
+@pytest.mark.slow
 def test_the_recorded_size_does_not_disturb_transformers(saved, tokenizer, transformers):
     reference = transformers.AutoTokenizer.from_pretrained(saved["padded"])
     for text in ("the cat sat on a mat", "a dog ran far away and then came back"):

@@ -49,6 +49,7 @@ def test_help_lists_the_documented_options(capsys):
         assert option in help_text
 
 
+@pytest.mark.slow
 def test_a_run_trains_its_vocabulary_then_resumes_to_more_steps(corpus_path, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "3", "--eval-every", "2",
@@ -95,6 +96,7 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_folder_is_refused_at_once(corpus_path, tmp_path, capsys):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -136,6 +138,7 @@ def test_a_full_disk_exits_1_keeping_the_previous_checkpoint(corpus_path, tmp_pa
     assert records[-1]["kind"] == "error" and "No space left on device" in records[-1]["message"]
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_checkpoint_of_another_run(corpus_path, tmp_path, capsys):
     for name in ("run", "other"):
         assert main(["--corpus", str(corpus_path), "--vocab-size", "70", "--steps", "2", "--out",
@@ -151,6 +154,7 @@ def test_resume_refuses_a_checkpoint_of_another_run(corpus_path, tmp_path, capsy
     assert main(["--resume", str(tmp_path / "run"), "--steps", "3", "--no-progress"]) == 0  # a run folder: latest
 
 
+@pytest.mark.slow
 def test_two_process_torchrun_on_cpu_with_gloo(corpus_path, tmp_path):
     out = tmp_path / "ddp"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",

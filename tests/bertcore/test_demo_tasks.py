@@ -25,6 +25,7 @@ def generated() -> dict[str, str]:
     return build_demo_files(default_corpus_path())
 
 
+@pytest.mark.slow
 def test_the_shipped_files_are_what_the_generator_writes(generated):
     folder = assets_dir() / "tasks"
     shipped = {str(p.relative_to(folder)): p.read_text(encoding="utf-8") for p in folder.rglob("*") if p.is_file()}
@@ -38,6 +39,7 @@ def test_the_demo_tasks_are_small(generated):
     assert sum(sizes.values()) < 410_000 and max(sizes.values()) < 110_000
 
 
+@pytest.mark.slow
 def test_every_demo_task_loads_with_the_default_vocabulary():
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     tasks = {demo.name: demo for demo in demo_tasks()}

@@ -112,6 +112,7 @@ def test_pca_finds_the_axes_and_fixes_their_sign():
 SENTENCES = ["the cat sat on a mat", ("a dog ran far away", "and then came back home"), "to sleep", "the dog"]
 
 
+@pytest.mark.slow
 def test_sample_holds_each_layers_hidden_states_with_their_metadata(tiny):
     model, tokenizer = tiny
     sample = sample_hidden_states(model, tokenizer, SENTENCES, labels=["x", "y", "x", "z"], batch_size=2)
@@ -152,6 +153,7 @@ def test_sample_stops_at_max_points_and_can_leave_specials_out(tiny):
         sample_hidden_states(model, tokenizer, SENTENCES, max_points=1)
 
 
+@pytest.mark.slow
 def test_default_model_positions_and_projection():
     folder = default_checkpoint_dir()
     if not (folder / "config.json").is_file():

@@ -90,6 +90,7 @@ def sequence_args(pretrained, keyword_task, out, *more) -> list[str]:
 
 # ---- sequence classification: the reported accuracy is the saved model's ------------------------------------
 
+@pytest.mark.slow
 def test_the_reported_accuracy_is_what_the_saved_model_scores(pretrained, keyword_task, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(sequence_args(pretrained, keyword_task, out, "--steps", "60", "--eval-every", "30")) == 0
@@ -115,6 +116,7 @@ def test_the_reported_accuracy_is_what_the_saved_model_scores(pretrained, keywor
     assert final_eval["accuracy"] >= 0.8  # and it learned the keyword
 
 
+@pytest.mark.slow
 def test_metrics_records_have_the_documented_shape(pretrained, keyword_task, tmp_path):
     out = tmp_path / "run"
     assert main(sequence_args(pretrained, keyword_task, out, "--steps", "4", "--eval-every", "2",
@@ -154,6 +156,7 @@ def test_epochs_resolve_steps_and_evaluation_once_per_epoch(pretrained, keyword_
 
 # ---- the loop's machinery, shared with pretraining -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_resume_continues_the_same_loss_curve_to_the_same_weights(pretrained, keyword_task, tmp_path):
     train, eval_ = keyword_task
     config = FinetuneConfig(task="sequence", train=str(train), eval=str(eval_), init_from=str(pretrained),
@@ -179,6 +182,7 @@ def test_resume_continues_the_same_loss_curve_to_the_same_weights(pretrained, ke
     assert steps == list(range(1, 11))
 
 
+@pytest.mark.slow
 def test_resume_through_the_command_line(pretrained, keyword_task, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(sequence_args(pretrained, keyword_task, out, "--steps", "3")) == 0
@@ -306,6 +310,7 @@ def write_conll(path: Path, sentences) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_token_classification_end_to_end(pretrained, tmp_path, capsys):
     train = write_conll(tmp_path / "train.conll", conll_sentences(120, 0))
     eval_sentences = conll_sentences(40, 1)
@@ -347,6 +352,7 @@ def squad_file(path: Path, count: int, seed: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_qa_metrics_are_squads_on_the_runs_own_predictions(pretrained, tmp_path):
     train, eval_ = squad_file(tmp_path / "train.json", 60, 0), squad_file(tmp_path / "eval.json", 20, 1)
     out = tmp_path / "run"
@@ -380,6 +386,7 @@ def test_fine_tuning_on_cuda_in_bf16(pretrained, keyword_task, tmp_path):
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_two_process_torchrun_on_cpu_with_gloo(pretrained, keyword_task, tmp_path):
     """DistributedDataParallel over a task head: every rank its slice of each step, identical replicas."""
     out = tmp_path / "ddp"

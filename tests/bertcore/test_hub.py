@@ -247,6 +247,7 @@ def _repo(checkpoint: dict[str, bytes], **extra: bytes) -> dict[str, bytes]:
     return files
 
 
+@pytest.mark.slow
 def test_a_download_is_found_by_repo_id_with_the_network_off(serve, tiny_checkpoint, hub_env: Path,
                                                              monkeypatch: pytest.MonkeyPatch):
     repo = _repo(tiny_checkpoint, **{"pytorch_model.bin": b"not wanted: safetensors exist",
@@ -279,6 +280,7 @@ def test_a_download_is_found_by_repo_id_with_the_network_off(serve, tiny_checkpo
     assert len(hub.requests) == hub_requests
 
 
+@pytest.mark.slow
 def test_pytorch_weights_are_fetched_only_when_the_repo_has_no_safetensors(serve, tiny_checkpoint):
     repo = _repo(tiny_checkpoint, **{"pytorch_model.bin": b"\x00" * 400})
     del repo["model.safetensors"]
@@ -290,6 +292,7 @@ def test_pytorch_weights_are_fetched_only_when_the_repo_has_no_safetensors(serve
     assert "model.safetensors" not in os.listdir(resolved.folder)
 
 
+@pytest.mark.slow
 def test_a_sharded_checkpoint_brings_its_shards_and_they_are_counted(serve, tiny_checkpoint, hub_env: Path):
     header = safetensors_bytes
     repo = _repo(tiny_checkpoint)
@@ -345,6 +348,7 @@ def test_cancelling_leaves_nothing_of_the_download_in_the_cache(serve, tiny_chec
     assert download_model("org/tiny-bert").folder == storage / "snapshots" / HUB_COMMIT  # and it can start over
 
 
+@pytest.mark.slow
 def test_a_failed_file_leaves_no_snapshot_and_a_retry_fetches_only_the_rest(serve, tiny_checkpoint, hub_env: Path):
     hub = serve({"org/tiny-bert": _repo(tiny_checkpoint)}, failing_files={"vocab.txt"})
 
@@ -368,6 +372,7 @@ def test_an_unreachable_endpoint_says_to_check_the_connection_or_open_a_copied_f
     assert "HF_ENDPOINT" in message and "open the folder" in message
 
 
+@pytest.mark.slow
 def test_offline_mode_refuses_before_any_request(serve, tiny_checkpoint, monkeypatch: pytest.MonkeyPatch):
     hub = serve({"org/tiny-bert": _repo(tiny_checkpoint)})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -376,12 +381,14 @@ def test_offline_mode_refuses_before_any_request(serve, tiny_checkpoint, monkeyp
     assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_a_missing_repo_is_named(serve):
     serve({})
     with pytest.raises(CheckpointError, match=r"there is no model org/missing on http://127\.0\.0\.1:\d+ \(404\)"):
         download_model("org/missing")
 
 
+@pytest.mark.slow
 def test_a_private_repo_says_a_token_is_needed_and_hf_token_is_read_at_call_time(serve, tiny_checkpoint,
                                                                                   monkeypatch: pytest.MonkeyPatch):
     hub = serve({"org/private": _repo(tiny_checkpoint)}, token="hf_secret")
@@ -395,12 +402,14 @@ def test_a_private_repo_says_a_token_is_needed_and_hf_token_is_read_at_call_time
     hub.token = None
 
 
+@pytest.mark.slow
 def test_a_forbidden_repo_says_the_token_needs_read_access(serve, tiny_checkpoint):
     serve({"org/gated": _repo(tiny_checkpoint)}, forbidden=True)
     with pytest.raises(CheckpointError, match=r"forbids reading org/gated with this token \(403\).*HF_TOKEN"):
         download_model("org/gated", token="hf_some")
 
 
+@pytest.mark.slow
 def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
     hub = serve({"org/tf-only": {"config.json": hub_config(), "tf_model.h5": b"h5", "vocab.txt": b"[PAD]\n"}})
     with pytest.raises(CheckpointError, match="org/tf-only has no weights in PyTorch form"):

@@ -85,6 +85,7 @@ def model64() -> Float64Loss:
     return Float64Loss(BertForPreTraining(CONFIG).double())
 
 
+@pytest.mark.slow
 def test_equals_finite_differences_and_restores_training_mode(model64):
     batches = [random_batch(CONFIG, seed) for seed in (1, 2)]
     model64.train()  # dropout is on in the config: importance must switch it off and switch it back
@@ -110,6 +111,7 @@ class TinyClassifier(nn.Module):
         return SimpleNamespace(loss=F.cross_entropy(logits, labels), logits=logits)
 
 
+@pytest.mark.slow
 def test_works_for_any_model_with_head_mask_and_a_loss():
     torch.manual_seed(1)
     model = TinyClassifier(CONFIG).double()
@@ -122,6 +124,7 @@ def test_works_for_any_model_with_head_mask_and_a_loss():
                                rtol=1e-6, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_equals_transformers_with_gates_on_attention_self():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(2)
@@ -156,6 +159,7 @@ def test_equals_transformers_with_gates_on_attention_self():
     np.testing.assert_allclose(head_importance(ours, batches), expected, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_progress_yields_running_sums_and_can_stop(model64):
     batches = [random_batch(CONFIG, seed) for seed in (7, 8, 9)]
     model64.train()
@@ -238,6 +242,7 @@ def as_batch(encoding, masking, next_sentence_label=None) -> dict:
     return batch
 
 
+@pytest.mark.slow
 def test_current_input_equals_the_same_labelled_batch(pair_model, small_vocab_tokenizer):
     tokenizer = small_vocab_tokenizer
     encoding = tokenizer.encode("the cat sat on a mat", "a dog ran far away")
@@ -294,6 +299,7 @@ def heldout_batches(default_model):
     return pretraining_sample(data, 96, batch_size=24, objective="mlm")
 
 
+@pytest.mark.slow
 def test_sample_has_exactly_the_pairs_asked_for(default_model):
     _, tokenizer = default_model
     data = PretrainingData(read_corpus(default_corpus_path()), tokenizer, seq_len=32, seed=0)
@@ -312,6 +318,7 @@ def test_sample_has_exactly_the_pairs_asked_for(default_model):
         pretraining_sample(data, 3, objective="both")
 
 
+@pytest.mark.slow
 def test_least_important_heads_cost_less_loss_than_the_most_important(default_model, heldout_batches):
     """On the MLM loss. The shipped model's NSP head overfit (README: held-out NSP accuracy fell from 83% to
     70%), and on held-out pairs its NSP loss has large gate gradients of both signs: switching off the head

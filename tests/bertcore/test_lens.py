@@ -115,6 +115,7 @@ def test_no_masking_gives_an_empty_lens_and_bad_inputs_say_what_to_fix(tiny):
         model.has_pretraining_heads = True
 
 
+@pytest.mark.slow
 def test_default_model_forms_the_right_word_in_its_later_layers():
     folder = default_checkpoint_dir()
     if not (folder / "config.json").is_file():

@@ -57,6 +57,7 @@ def big_batch():
     return lengths, input_ids, special, run(input_ids, special, seed=7)
 
 
+@pytest.mark.slow
 def test_exact_pick_count_per_row(big_batch):
     lengths, _, _, batch = big_batch
     picked_per_row = (batch.labels != IGNORE_INDEX).sum(dim=1).tolist()
@@ -74,6 +75,7 @@ def test_pick_count_rounds_like_python(num_candidates, num_picked):
     assert int((batch.labels != IGNORE_INDEX).sum()) == num_picked == expected_picks(num_candidates)
 
 
+@pytest.mark.slow
 def test_80_10_10_split(big_batch):
     _, _, _, batch = big_batch
     decisions = batch.decisions[batch.labels != IGNORE_INDEX]
@@ -100,6 +102,7 @@ def test_decisions_agree_with_ids_and_labels(big_batch):
     assert ((random_ids >= 5) & (random_ids < VOCAB_SIZE)).all()  # never a special id
 
 
+@pytest.mark.slow
 def test_random_replacements_are_uniform_over_non_special_ids():
     input_ids, special = make_batch([66] * 2000, 66)
     batch = run(input_ids, special, mlm_probability=1.0, mask_fraction=0.0, random_fraction=1.0)
@@ -111,6 +114,7 @@ def test_random_replacements_are_uniform_over_non_special_ids():
         assert_binomial(count, num_random, 1 / (VOCAB_SIZE - 5))
 
 
+@pytest.mark.slow
 def test_positions_are_picked_uniformly():
     input_ids, special = make_batch([22] * 4000, 22)  # 20 candidates, 3 picked per row
     picked = run(input_ids, special).labels != IGNORE_INDEX
@@ -135,6 +139,7 @@ def test_special_ids_inside_the_text_are_never_picked():
     assert (batch.labels != IGNORE_INDEX).sum(dim=1).tolist() == [8] * 500
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_different_seed_differs(big_batch):
     _, input_ids, special, batch = big_batch
     again = run(input_ids, special, seed=7)

@@ -50,6 +50,7 @@ def random_batch(config: BertConfig, batch_size: int, seq_len: int, *, pair: boo
     return input_ids, token_type_ids, attention_mask, labels, next_sentence_label
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_index", range(len(CONFIGS)))
 @pytest.mark.parametrize(("pair", "padded"), [(False, False), (True, True), (False, True)])
 def test_matches_transformers(config_index, pair, padded, transformers):
@@ -85,6 +86,7 @@ def test_matches_transformers(config_index, pair, padded, transformers):
     torch.testing.assert_close(with_loss.loss, expected.loss, **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_mlm_only_and_nsp_only_losses():
     config = CONFIGS[0]
     model = BertForPreTraining(config).eval()
@@ -110,6 +112,7 @@ def test_decoder_is_tied_to_word_embeddings():
         list(model.parameters()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output_attentions", [False, True])
 def test_head_mask_equals_zeroing_that_heads_values(output_attentions):
     """Ablating head h must equal a model whose head h has zero value projection (its output is zero)."""
@@ -144,6 +147,7 @@ def test_too_long_input_is_a_clear_error():
         model(torch.ones(1, 12, dtype=torch.long))
 
 
+@pytest.mark.slow
 def test_loss_path_gradients_equal_the_full_computation():
     """With labels only [CLS] and the labelled rows go through the last layer; the gradients must not change."""
     config = CONFIGS[1]

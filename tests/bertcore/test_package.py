@@ -23,6 +23,7 @@ def run_python(code: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_importing_the_package_and_its_config_does_not_import_torch():
     output = run_python(
         "import sys, bertcore\n"

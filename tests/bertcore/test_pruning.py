@@ -130,6 +130,7 @@ def labelled_batch(seed: int) -> dict[str, torch.Tensor]:
             "next_sentence_label": torch.randint(0, 2, (4,), generator=generator)}
 
 
+@pytest.mark.slow
 def test_pretraining_metric_counts_masked_tokens_and_pairs():
     torch.manual_seed(0)
     model = BertForPreTraining(CONFIG)

@@ -149,6 +149,7 @@ PAIRS = [("the cat sat on a mat", "a dog ran far away"), ("then came back", "hom
          ("a mat", "the cat"), ("the dog ran far away and then came back home", "to sleep")]
 
 
+@pytest.mark.slow
 def test_corpus_roles_are_the_row_weighted_mean_of_single_inputs(tiny):
     model, tokenizer = tiny
     encodings = [tokenizer.encode(a, b, max_length=32, pad_to=28) for a, b in PAIRS]
@@ -173,6 +174,7 @@ def test_corpus_roles_are_the_row_weighted_mean_of_single_inputs(tiny):
     assert final.num_inputs == 4 and first.num_inputs == 3
 
 
+@pytest.mark.slow
 def test_default_model_has_the_previous_token_head_of_its_screenshot():
     folder = default_checkpoint_dir()
     if not (folder / "config.json").is_file():

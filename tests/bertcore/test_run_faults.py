@@ -295,6 +295,7 @@ def can_mount() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_really_read_only_run_folder_exits_2(finished_run):
     """The same through a real read-only bind mount, where the system allows one (root with mount rights)."""
     if not can_mount():
@@ -325,6 +326,7 @@ def safetensors_fails(monkeypatch):
     (torch_save_fails, r"torch\.save failed: \[enforce fail.*PytorchStreamWriter failed writing file"),
     (safetensors_fails, r"No space left on device \(ENOSPC\)"),
 ])
+@pytest.mark.slow
 def test_a_checkpoint_that_a_library_cannot_write_is_a_clean_stop(corpus_path, tmp_path, monkeypatch, fail,
                                                                    reason):
     run = tmp_path / "run"
@@ -434,6 +436,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file", ["model.safetensors", "trainer_state.pt"])
 def test_a_really_full_disk_exits_1_with_an_error_record(corpus_path, tmp_path, file):
     """A real full disk (a small tmpfs, where the system allows mounting one): torch.save and safetensors meet
@@ -505,6 +508,7 @@ def run_and_interrupt(corpus_path: Path, out: Path, mode: str) -> subprocess.Com
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_while_the_checkpoint_is_written_waits_for_it(corpus_path, tmp_path):
     out = tmp_path / "run"
     result = run_and_interrupt(corpus_path, out, "wait")
@@ -515,6 +519,7 @@ def test_a_second_ctrl_c_while_the_checkpoint_is_written_waits_for_it(corpus_pat
     load_pretrained(find_checkpoint(out))
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_during_a_step_aborts_at_once_without_a_traceback(corpus_path, tmp_path):
     out = tmp_path / "run"
     result = run_and_interrupt(corpus_path, out, "abort")
@@ -536,6 +541,7 @@ def diverged_run(corpus_path: Path, run: Path, keep: int = 1) -> tuple[Divergenc
     return caught.value, sorted(p.name for p in (run / "checkpoints").glob("step-*"))
 
 
+@pytest.mark.slow
 def test_plain_resume_after_a_divergence_continues_from_the_newest_sane_checkpoint(corpus_path, tmp_path):
     run = tmp_path / "run"
     error, left = diverged_run(corpus_path, run)
@@ -560,6 +566,7 @@ def good_step(folder: Path) -> int:
     return int(folder.name.split("-")[1])
 
 
+@pytest.mark.slow
 def test_bert_train_resume_after_a_divergence_says_which_checkpoints_it_passed_over(corpus_path, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(cli_run(corpus_path, out, "--steps", "2000", "--lr", "30", "--warmup-steps", "300",
@@ -597,6 +604,7 @@ def nan_at(monkeypatch):
     return bad_steps
 
 
+@pytest.mark.slow
 def test_a_checkpoint_whose_weights_then_give_nan_is_passed_over(corpus_path, tmp_path, nan_at):
     """A checkpoint written while the loss was still sane, whose weights gave a NaN at the next step: its
     trainer_state.pt says sane, its sanity.json then says it is not, and a resume goes back one further."""
@@ -622,6 +630,7 @@ def test_a_checkpoint_whose_weights_then_give_nan_is_passed_over(corpus_path, tm
     assert [s.step for s in resumed.steps()][:2] == [3, 4]
 
 
+@pytest.mark.slow
 def test_a_resumed_checkpoint_whose_first_step_gives_nan_is_passed_over_next_time(corpus_path, tmp_path, nan_at):
     run = tmp_path / "run"
     config = make_config(corpus_path, run, steps=10, checkpoint_every=2, keep_checkpoints=5)
@@ -652,6 +661,7 @@ def test_pruning_never_deletes_the_newest_sane_checkpoint(tmp_path):
     assert run.newest_sane_checkpoint() == run.checkpoint_path(40)
 
 
+@pytest.mark.slow
 def test_resuming_a_named_checkpoint_written_after_the_loss_went_bad_keeps_the_sane_one(corpus_path, tmp_path):
     run = tmp_path / "run"
     error, left = diverged_run(corpus_path, run)

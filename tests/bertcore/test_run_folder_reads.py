@@ -160,6 +160,7 @@ def results(tmp_path_factory) -> dict[str, tuple[str, str, Path]]:
     return {name: (*found[name], files[name]) for name in files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_a_run_folder_file_that_is_not_a_regular_file_is_refused_without_blocking(results, case):
     outcome, message, path = results[case]
@@ -173,6 +174,7 @@ def test_a_run_folder_file_that_is_not_a_regular_file_is_refused_without_blockin
         assert re.search(re.escape(str(path)) + ".*" + NOT_A_FILE[kind], message), message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(HUB_CASES))
 def test_listing_the_hub_cache_skips_a_repo_whose_files_are_not_regular_files_without_blocking(results, case):
     outcome, message, path = results[case]

@@ -184,6 +184,7 @@ def many_questions(count: int, per_context: int = 20) -> list[QAExample]:
     return examples
 
 
+@pytest.mark.slow
 def test_windows_take_a_few_bytes_each_not_python_lists(tokenizer):
     import gc
     import tracemalloc

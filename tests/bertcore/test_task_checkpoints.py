@@ -61,6 +61,7 @@ def assert_same_logits(ours, theirs, tokenizer) -> None:
             torch.testing.assert_close(got, want, **TOLERANCE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_class", TASK_CLASSES, ids=lambda c: c.__name__)
 def test_our_task_save_loads_in_transformers_as_the_same_class_and_here_again(model_class, tokenizer, tmp_path,
                                                                              transformers):
@@ -76,6 +77,7 @@ def test_our_task_save_loads_in_transformers_as_the_same_class_and_here_again(mo
     assert_same_logits(again, ours, tokenizer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_class", TASK_CLASSES, ids=lambda c: c.__name__)
 def test_transformers_task_save_loads_here_as_the_same_class(model_class, tokenizer, tmp_path, transformers):
     """The hub layout: transformers writes the model (id2label in config.json) and its tokenizer's files."""

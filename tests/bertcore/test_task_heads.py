@@ -97,6 +97,7 @@ def classification_labels(problem: str, num_labels: int, seed: int = 1) -> torch
     ("regression", 3, True),
     ("multi_label_classification", 3, True),
 ])
+@pytest.mark.slow
 def test_sequence_classification_matches_transformers(pair, padded, problem, num_labels, explicit):
     config = CONFIG.replace(num_labels=num_labels, problem_type=problem if explicit else None)
     ours, reference = twin_models(BertForSequenceClassification, config)
@@ -119,6 +120,7 @@ def test_sequence_classification_matches_transformers(pair, padded, problem, num
     assert_same_gradients(ours, reference, fast.loss, want.loss)
 
 
+@pytest.mark.slow
 def test_sequence_classification_ignores_label_minus_100():
     ours, reference = twin_models(BertForSequenceClassification, CONFIG.replace(num_labels=3))
     inputs = batch(pair=True, padded=True)
@@ -130,6 +132,7 @@ def test_sequence_classification_ignores_label_minus_100():
 
 # ---- token classification ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("pair", "padded"), INPUTS)
 def test_token_classification_matches_transformers(pair, padded):
     config = CONFIG.replace(id2label={0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"})
@@ -156,6 +159,7 @@ def test_token_classification_matches_transformers(pair, padded):
 
 # ---- question answering --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("pair", "padded"), INPUTS)
 def test_question_answering_matches_transformers(pair, padded):
     ours, reference = twin_models(BertForQuestionAnswering, CONFIG)
@@ -211,6 +215,7 @@ def head_mask_hooks(reference, head_mask):
             for index, layer in enumerate(reference.bert.encoder.layer)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("our_class", [BertForSequenceClassification, BertForTokenClassification,
                                        BertForQuestionAnswering])
 @pytest.mark.parametrize("output_attentions", [False, True])
@@ -239,6 +244,7 @@ def test_head_mask_matches_transformers_with_hooks(our_class, output_attentions)
 
 # ---- what needs no reference ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sequence_classification_fast_path_equals_the_full_computation():
     """[CLS]-only last layer and skipped padding must change neither logits nor gradients."""
     torch.manual_seed(0)
@@ -327,6 +333,7 @@ def test_start_from_pretrained_refuses_an_incomplete_or_different_encoder():
 
 # ---- checkpoints: the folder transformers writes and reads ---------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("our_class", [BertForSequenceClassification, BertForTokenClassification,
                                        BertForQuestionAnswering])
 def test_task_folders_load_in_transformers_as_the_same_class_and_back(our_class, tmp_path):

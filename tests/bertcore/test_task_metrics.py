@@ -47,6 +47,7 @@ def test_lengths_must_agree():
         macro_f1([], [])
 
 
+@pytest.mark.slow
 def test_against_scikit_learn_and_scipy():
     metrics = pytest.importorskip("sklearn.metrics")
     stats = pytest.importorskip("scipy.stats")
@@ -88,6 +89,7 @@ def test_entity_f1_the_seqeval_readme_example():
         entity_scores([["O"]], [["O", "O"]])
 
 
+@pytest.mark.slow
 def test_entity_f1_against_seqeval():
     seqeval = pytest.importorskip("seqeval.metrics")
     rng = random.Random(1)

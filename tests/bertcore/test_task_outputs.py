@@ -41,6 +41,7 @@ def own_forward(model, encoding, head_mask=None, **extra):
                      head_mask=None if head_mask is None else torch.from_numpy(head_mask), **extra)
 
 
+@pytest.mark.slow
 def test_sequence_classification_probabilities_and_label(tokenizer):
     model = task_model(BertForSequenceClassification, tokenizer, id2label=LABELS)
     result = inspect(model, tokenizer, QUESTION, CONTEXT)
@@ -58,6 +59,7 @@ def test_sequence_classification_probabilities_and_label(tokenizer):
     ({"id2label": LABELS, "problem_type": "multi_label_classification"}, "multi_label_classification"),
     ({"num_labels": 1}, "regression"),
 ])
+@pytest.mark.slow
 def test_multi_label_and_regression_outputs(tokenizer, changes, problem_type):
     model = task_model(BertForSequenceClassification, tokenizer, **changes)
     output = inspect(model, tokenizer, QUESTION).task_output

@@ -90,6 +90,7 @@ def make_config(corpus_path: Path, out_dir: Path, **changes) -> TrainingConfig:
     return TrainingConfig(**values)
 
 
+@pytest.mark.slow
 def test_loss_decreases_on_a_tiny_overfit_run(memorable_corpus_path, tmp_path):
     config = make_config(memorable_corpus_path, tmp_path / "run", steps=80, lr=1e-2, warmup_steps=5, eval_every=40)
     stats = list(Trainer(config, model_config=TINY_MODEL).steps())
@@ -102,6 +103,7 @@ def test_loss_decreases_on_a_tiny_overfit_run(memorable_corpus_path, tmp_path):
     assert all(s.warning is None for s in stats)  # a healthy run never trips the divergence check
 
 
+@pytest.mark.slow
 def test_run_folder_format(corpus_path, tmp_path):
     out = tmp_path / "run"
     config = make_config(corpus_path, out, steps=4, eval_every=2, checkpoint_every=2, keep_checkpoints=1)
@@ -141,6 +143,7 @@ def test_stop_request_is_honoured_within_one_step(corpus_path, tmp_path):
     assert next(trainer.steps()).step == 4  # the request was consumed: iterating again continues
 
 
+@pytest.mark.slow
 def test_stop_and_pause_from_another_thread(corpus_path, tmp_path):
     trainer = Trainer(make_config(corpus_path, tmp_path / "run", steps=10_000), model_config=TINY_MODEL)
     seen: list[int] = []
@@ -191,6 +194,7 @@ def test_snapshot_is_a_copy_and_probe_model_matches(corpus_path, tmp_path):
         assert torch.allclose(probe(ids).prediction_logits, trainer.model(ids).prediction_logits)
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_loss_curve(corpus_path, tmp_path):
     config = make_config(corpus_path, tmp_path / "straight", steps=8)
     straight = [s.loss for s in Trainer(config, model_config=TINY_MODEL).steps()]
@@ -233,6 +237,7 @@ KILL_DURING_WRITE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_kill_during_checkpoint_writing_leaves_the_previous_checkpoint_loadable(corpus_path, tmp_path):
     config = make_config(corpus_path, tmp_path / "run", steps=6, checkpoint_every=2)
     script = KILL_DURING_WRITE.format(config=config.to_dict())
@@ -295,6 +300,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(corpu
     assert records[-1]["kind"] == "error" and records[-1]["step"] == 4
 
 
+@pytest.mark.slow
 def test_a_loss_that_explodes_without_nan_stops_naming_a_sane_checkpoint(corpus_path, tmp_path):
     """lr 30 (warm-up over 300 steps): the loss climbs from 4 to tens of nats, finite throughout."""
     run = tmp_path / "run"
@@ -330,6 +336,7 @@ def test_a_loss_that_explodes_without_nan_stops_naming_a_sane_checkpoint(corpus_
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_the_divergence_check_can_be_turned_off(corpus_path, tmp_path):
     config = make_config(corpus_path, tmp_path / "run", steps=30, lr=30.0, warmup_steps=0, divergence_factor=0)
     stats = list(Trainer(config, model_config=TINY_MODEL).steps())  # diverging, but nobody asked to stop it
@@ -414,6 +421,7 @@ def test_resuming_a_checkpoint_outside_the_run_is_refused(corpus_path, tmp_path)
     (lambda path: torch.save({**torch.load(path, weights_only=True), "optimizer": {"state": {}, "param_groups": []}},
                              path), "optimizer state does not fit"),
 ])
+@pytest.mark.slow
 def test_a_damaged_trainer_state_is_a_clear_error(corpus_path, tmp_path, damage, message):
     config = make_config(corpus_path, tmp_path / "run", steps=4)
     list(Trainer(config.replace(steps=2), model_config=TINY_MODEL).steps())

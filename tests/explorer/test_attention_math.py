@@ -80,6 +80,7 @@ def test_overview_image_downsamples_long_inputs_and_respects_hidden_tokens():
     np.testing.assert_allclose(image[16:, 32:], attention_math.block_mean(shown, 16), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_overview_at_512_tokens_and_144_heads_is_64_pixels_a_cell():
     attentions = np.full((12, 12, 512, 512), 1 / 512, np.float32)
     image, cell = attention_math.overview_image(attentions)

@@ -60,6 +60,7 @@ def test_children_have_the_names_the_window_relies_on(panel):
         assert child.accessibleName()
 
 
+@pytest.mark.slow
 def test_layer_slider_shows_exactly_that_layers_heads(panel, real_inspection):
     attentions = real_inspection.attentions
     assert attentions.shape[:2] == (3, 4)
@@ -244,6 +245,7 @@ def test_token_highlight_crosses_views(panel, qtbot):
     assert blocker.args == [-1]
 
 
+@pytest.mark.slow
 def test_export_writes_files_that_round_trip(panel, tmp_path, real_inspection):
     panel.set_inspection(real_inspection)
     panel.set_layer(1)
@@ -269,6 +271,7 @@ def test_export_writes_files_that_round_trip(panel, tmp_path, real_inspection):
         panel.export_png(tmp_path / "x.png", "everything")
 
 
+@pytest.mark.slow
 def test_every_entry_of_the_export_menu_asks_for_a_path_and_writes_it(panel, tmp_path, monkeypatch,
                                                                      real_inspection):
     from PySide6.QtWidgets import QFileDialog, QMessageBox
@@ -304,6 +307,7 @@ def test_no_inspection_shows_a_message_and_exports_refuse(panel, tmp_path):
         panel.export_npz(tmp_path / "a.npz")
 
 
+@pytest.mark.slow
 def test_512_tokens_by_144_heads_overview_builds(panel):
     panel.set_inspection(demo_inspection(512, 12, 12))
     panel.tabs.setCurrentIndex(1)

@@ -70,6 +70,7 @@ def js_bits_per_head(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- Qt-free: explorer.what_changed.head_change
+@pytest.mark.slow
 def test_computer_matches_numpy_and_names_the_most_changed_heads(checkpoints):
     change = ChangeComputer()(ChangeRequest(checkpoints["a"], checkpoints["b"], TEXT_A, TEXT_B))
     expected = js_bits_per_head(attentions_of(checkpoints["a"], TEXT_A, TEXT_B),
@@ -88,6 +89,7 @@ def test_computer_matches_numpy_and_names_the_most_changed_heads(checkpoints):
         change.head_detail(TINY_LAYERS, 0)
 
 
+@pytest.mark.slow
 def test_same_folder_twice_is_all_zeros_and_loads_once(checkpoints):
     loads = []
 
@@ -105,6 +107,7 @@ def test_same_folder_twice_is_all_zeros_and_loads_once(checkpoints):
     assert len(loads) == 1  # a new input recomputes; it does not reload
 
 
+@pytest.mark.slow
 def test_computer_says_what_is_wrong(checkpoints, tmp_path):
     computer = ChangeComputer()
     with pytest.raises(ValueError, match=r"A is L3/H32/A2 and B is L2/H32/A4"):
@@ -134,6 +137,7 @@ def wait_for_result(qtbot, tab, folders=None):
             tab.compare(*folders)
 
 
+@pytest.mark.slow
 def test_grid_equals_numpy_js_divergence_and_a_click_shows_a_b_and_difference(qtbot, tab, checkpoints):
     from PySide6.QtCore import Qt
 
@@ -165,6 +169,7 @@ def test_grid_equals_numpy_js_divergence_and_a_click_shows_a_b_and_difference(qt
     assert "Layer 2, head 1" in tab.detail_label.text()
 
 
+@pytest.mark.slow
 def test_a_model_against_its_task_model_compares_the_shared_encoder(qtbot, tab, checkpoints):
     tab.on_pair_changed(TEXT_A, None)
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["task"]))
@@ -173,6 +178,7 @@ def test_a_model_against_its_task_model_compares_the_shared_encoder(qtbot, tab, 
     assert "No head moved" in tab.status_label.text()
 
 
+@pytest.mark.slow
 def test_incomparable_and_unreadable_checkpoints_give_a_message(qtbot, tab, checkpoints, tmp_path):
     tab.on_pair_changed(TEXT_A, None)
     with qtbot.waitSignal(tab.worker.failed, timeout=30_000):
@@ -193,6 +199,7 @@ def test_incomparable_and_unreadable_checkpoints_give_a_message(qtbot, tab, chec
     assert np.all(picture == middle) and middle[:3].min() > 240
 
 
+@pytest.mark.slow
 def test_the_pair_changing_recomputes(qtbot, tab, checkpoints):
     tab.on_pair_changed(TEXT_A, None)
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["b"]))
@@ -208,6 +215,7 @@ def test_the_pair_changing_recomputes(qtbot, tab, checkpoints):
     assert len(tab.result.positions) == len(tab.heatmap_a.positions)
 
 
+@pytest.mark.slow
 def test_a_hidden_tab_waits_until_shown(qtbot, tab, checkpoints):
     tab.hide()
     tab.field_a.set_folder(checkpoints["a"])
@@ -219,6 +227,7 @@ def test_a_hidden_tab_waits_until_shown(qtbot, tab, checkpoints):
     assert tab.grid.values.shape == (TINY_LAYERS, TINY_HEADS)
 
 
+@pytest.mark.slow
 def test_the_window_has_the_tab(qtbot, settings):
     from explorer.window._qt.main_window import MainWindow
 
@@ -232,6 +241,7 @@ def test_the_window_has_the_tab(qtbot, settings):
         window.close()
 
 
+@pytest.mark.slow
 def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot, settings, checkpoints):
     """The Fine-tune tab's "What changed…" goes through WindowTab.compareCheckpoints and the window."""
     from explorer.window._qt.main_window import MainWindow

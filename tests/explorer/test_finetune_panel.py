@@ -75,6 +75,7 @@ def status(panel) -> str:
 
 
 # ---------------------------------------------------------------- a run in the tab
+@pytest.mark.slow
 def test_a_run_draws_its_loss_and_task_metric_and_ends_with_a_task_model(qtbot, panel, pretrained, keyword_task,
                                                                          tmp_path):
     out = tmp_path / "run"
@@ -106,6 +107,7 @@ def test_a_run_draws_its_loss_and_task_metric_and_ends_with_a_task_model(qtbot, 
     assert compared.args == [str(pretrained), str(list_checkpoints(out)[0][1])]
 
 
+@pytest.mark.slow
 def test_pause_resume_and_stop(qtbot, panel, pretrained, keyword_task, tmp_path):
     settings = tiny(pretrained, keyword_task, tmp_path / "run", steps=400, checkpoint_every=0, eval_every=0)
     assert panel.start_run(settings)
@@ -143,6 +145,7 @@ def test_pause_resume_and_stop(qtbot, panel, pretrained, keyword_task, tmp_path)
     ("text,mood\nthe king,yes\nthe queen,no\n", "label"),
     ("", "empty"),
 ])
+@pytest.mark.slow
 def test_bad_data_is_a_message_and_keeps_the_previous_curves(qtbot, panel, pretrained, keyword_task, tmp_path,
                                                              train_text, expected):
     assert run_to_end(qtbot, panel, tiny(pretrained, keyword_task, tmp_path / "good", steps=6)) == "finished"
@@ -160,6 +163,7 @@ def test_bad_data_is_a_message_and_keeps_the_previous_curves(qtbot, panel, pretr
     assert panel.form.batch_spin.isEnabled() and panel.buttons.start_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_the_loaded_model_is_fine_tuned_and_a_missing_one_is_a_message(qtbot, panel, pretrained, keyword_task,
                                                                        tmp_path):
     settings = tiny(pretrained, keyword_task, tmp_path / "run", init_from=LOADED_START, steps=2)
@@ -171,6 +175,7 @@ def test_the_loaded_model_is_fine_tuned_and_a_missing_one_is_a_message(qtbot, pa
 
 
 # ---------------------------------------------------------------- run folders written elsewhere
+@pytest.mark.slow
 def test_watching_a_bert_finetune_run_folder_shows_its_curves(qtbot, panel, pretrained, keyword_task, tmp_path):
     out = tmp_path / "cli-run"
     train, eval_ = keyword_task
@@ -234,6 +239,7 @@ def test_a_demo_fills_its_measured_settings_and_own_data_enables_the_files(qtbot
 
 
 # ---------------------------------------------------------------- in the window
+@pytest.mark.slow
 def test_in_the_main_window_closing_mid_run_stops_and_joins(qtbot, settings, pretrained, keyword_task, tmp_path):
     window = MainWindow(settings)
     qtbot.addWidget(window)

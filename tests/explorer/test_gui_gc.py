@@ -57,6 +57,7 @@ def test_only_the_gui_thread_can_install_it_or_freeze(qapp, gui_thread_only, ref
     assert result == [refused]
 
 
+@pytest.mark.slow
 def test_a_model_installed_in_the_window_is_frozen_out_of_later_full_collections(qtbot, settings, tokenizer):
     from explorer.window._qt.main_window import MainWindow
 

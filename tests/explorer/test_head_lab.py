@@ -83,6 +83,7 @@ def show_heads_as(qtbot, window, mode: str) -> None:
 
 # ---- importance and roles of this input ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_importance_table_shows_this_inputs_importance_and_roles(qtbot, window, tiny_model, tokenizer):
     show_heads_as(qtbot, window, "importance")
     inspection = inspect_masked(qtbot, window)
@@ -109,6 +110,7 @@ def test_importance_table_shows_this_inputs_importance_and_roles(qtbot, window, 
     assert "MLM loss" in find(window, QLabel, "headScoresCaption").text()
 
 
+@pytest.mark.slow
 def test_heads_are_coloured_by_importance_and_badged_by_role(qtbot, window):
     show_heads_as(qtbot, window, "importance")
     inspect_masked(qtbot, window)
@@ -138,6 +140,7 @@ def test_heads_are_coloured_by_importance_and_badged_by_role(qtbot, window):
     assert grid.head_label(0) == "1" and not any(item.isVisible() for item in panel.overview.note_items)
 
 
+@pytest.mark.slow
 def test_switching_off_the_k_least_important_heads_switches_exactly_those(qtbot, window):
     window.tabs.setCurrentWidget(find(window, QWidget, "headLabTab"))  # the lab is looked at: importance is asked
     inspect_masked(qtbot, window)
@@ -157,6 +160,7 @@ def test_switching_off_the_k_least_important_heads_switches_exactly_those(qtbot,
     assert window.inspect_tab.state.head_mask is None
 
 
+@pytest.mark.slow
 def test_the_objective_defaults_with_its_reason_and_can_be_changed(qtbot, window, tiny_model):
     show_heads_as(qtbot, window, "importance")
     combo = find(window, QComboBox, "objectiveCombo")
@@ -169,6 +173,7 @@ def test_the_objective_defaults_with_its_reason_and_can_be_changed(qtbot, window
     assert "MLM + NSP loss" in find(window, QLabel, "headScoresCaption").text()
 
 
+@pytest.mark.slow
 def test_a_training_snapshot_is_not_read_with_the_live_model(qtbot, window, tokenizer):
     from bertcore.analysis.inspection import inspect
 
@@ -183,6 +188,7 @@ def test_a_training_snapshot_is_not_read_with_the_live_model(qtbot, window, toke
 
 # ---- the logit lens -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_logit_lens_shows_the_lens_of_the_inspection(qtbot, window, tiny_model, tokenizer):
     show_heads_as(qtbot, window, "roles")
     lens_view = find(window, QWidget, "logitLens")
@@ -206,6 +212,7 @@ def test_logit_lens_shows_the_lens_of_the_inspection(qtbot, window, tiny_model, 
     assert not lens_view.splitter.isVisibleTo(lens_view)
 
 
+@pytest.mark.slow
 def test_a_model_without_an_mlm_head_says_so_in_the_lab(qtbot, window, tokenizer):
     model = make_tiny_model(tokenizer, seed=2)
     model.has_pretraining_heads = False
@@ -232,6 +239,7 @@ def run_to_end(qtbot, window, settings):
     return lab_tab
 
 
+@pytest.mark.slow
 def test_pruning_plot_and_table_show_the_corpus_arrays(qtbot, window, tiny_model, tokenizer, small_corpus):
     settings = CorpusSettings(num_pairs=12, seq_len=32, batch_size=4, corpus_path=str(small_corpus), pruning=True)
     lab_tab = run_to_end(qtbot, window, settings)
@@ -254,6 +262,7 @@ def test_pruning_plot_and_table_show_the_corpus_arrays(qtbot, window, tiny_model
             np.testing.assert_allclose(y, curve.metric(name, order))
 
 
+@pytest.mark.slow
 def test_exports_write_what_the_views_show(qtbot, window, tmp_path, small_corpus):
     settings = CorpusSettings(num_pairs=8, seq_len=32, batch_size=4, corpus_path=str(small_corpus), pruning=True)
     lab_tab = run_to_end(qtbot, window, settings)
@@ -270,6 +279,7 @@ def test_exports_write_what_the_views_show(qtbot, window, tmp_path, small_corpus
     assert lab_tab.plot.export_svg(tmp_path / "curve.svg").read_text().lstrip().startswith("<?xml")
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_sample_run(qtbot, window, small_corpus):
     lab_tab = find(window, QWidget, "headLabTab")
     progress = []
@@ -290,6 +300,7 @@ def test_cancel_stops_a_sample_run(qtbot, window, small_corpus):
     assert "cancel" in lab_tab.progress.format()
 
 
+@pytest.mark.slow
 def test_a_headless_model_gets_roles_but_no_importance_from_the_corpus(qtbot, window, tokenizer, small_corpus):
     model = make_tiny_model(tokenizer, seed=3)
     model.has_pretraining_heads = False
@@ -317,6 +328,7 @@ def embedding_view(qtbot, tiny_model, tokenizer):
     view.shutdown()
 
 
+@pytest.mark.slow
 def test_embedding_view_shows_the_computed_arrays(qtbot, embedding_view, tiny_model, tokenizer):
     view = embedding_view
     assert view.objectName() == "embeddingView"
@@ -356,6 +368,7 @@ def test_hovering_a_point_shows_its_sentence_and_a_click_inspects_it(qtbot, embe
     assert tuple(blocker.args) == view.result.pairs[int(sample.sentence_index[found])]
 
 
+@pytest.mark.slow
 def test_token_neighbours_are_bertcores(qtbot, embedding_view, tiny_model, tokenizer):
     view = embedding_view
     view.neighbour_edit.setText("king")
@@ -370,6 +383,7 @@ def test_token_neighbours_are_bertcores(qtbot, embedding_view, tiny_model, token
     assert "not one token" in view.neighbour_list.item(0).text()
 
 
+@pytest.mark.slow
 def test_a_point_sent_to_the_inspector_is_typed_into_it(qtbot, window):
     embeddings = find(window, QWidget, "embeddingView")
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
@@ -378,6 +392,7 @@ def test_a_point_sent_to_the_inspector_is_typed_into_it(qtbot, window):
     assert window.tabs.currentWidget() is window.inspect_tab
 
 
+@pytest.mark.slow
 def test_closing_the_window_during_a_corpus_run_stops_and_joins_it(qtbot, window, small_corpus):
     progress = []
     window.head_lab.corpusProgress.connect(progress.append)

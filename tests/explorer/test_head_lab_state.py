@@ -81,6 +81,7 @@ def test_scores_rank_rows_and_the_mask_of_the_least_important():
     assert without.annotations().note == "importance: nothing masked"
 
 
+@pytest.mark.slow
 def test_analyse_input_is_bertcores_importance_roles_and_lens(tiny_model, tokenizer):
     encoding = tokenizer.encode(SENTENCE_A, SENTENCE_B)
     masking = mask_exactly(encoding, tokenizer, [2, 11])

@@ -31,6 +31,7 @@ def plain_modules() -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_no_module_outside_the_qt_layer_imports_qt():
     modules = plain_modules()
     assert {"bertcore.models.bert", "bertcore.training.pretraining", "explorer.inspector.state",

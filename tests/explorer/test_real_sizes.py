@@ -63,6 +63,7 @@ def panel_showing(qtbot, inspection, scale: str | None = None) -> AttentionPanel
     return panel
 
 
+@pytest.mark.slow
 def test_at_512_tokens_every_one_of_12_heads_shows_a_spread_of_colours(qtbot, minilm_at_512):
     panel = panel_showing(qtbot, minilm_at_512[1])
     assert panel.colour_scale() == "p99"  # the default
@@ -78,6 +79,7 @@ def test_at_512_tokens_every_one_of_12_heads_shows_a_spread_of_colours(qtbot, mi
     assert "99th pct" in panel.head_detail.color_bar.getAxis("left").labelText  # the bar names its scale
 
 
+@pytest.mark.slow
 def test_the_old_linear_scale_paints_heads_flat_at_512_tokens(qtbot, minilm_at_512):
     """What the test above guards against: under "0 … max" some heads are one level."""
     panel = panel_showing(qtbot, minilm_at_512[1], "max")
@@ -91,6 +93,7 @@ def detail_pixels(window: MainWindow) -> tuple[float, float]:
     return rect.width(), rect.height()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["tiny with predictions", "MiniLM at 512 tokens"])
 def test_the_head_detail_is_a_square_of_at_least_300_pixels_at_1600_by_1000(qtbot, settings, tiny_model,
                                                                             tokenizer, which, request):
@@ -120,6 +123,7 @@ def test_the_head_detail_is_a_square_of_at_least_300_pixels_at_1600_by_1000(qtbo
     window.close()
 
 
+@pytest.mark.slow
 def test_a_fast_typist_sees_the_views_follow(qtbot, settings, tiny_model, tokenizer):
     """60 ms a key: the views update while the keys keep coming (a debounce showed only the first and the last)."""
     window = MainWindow(settings)  # the default throttle
@@ -159,6 +163,7 @@ def test_the_attention_toolbar_says_what_every_control_does(qtbot):
     assert panel.rollout_combo.toolTip()
 
 
+@pytest.mark.slow
 def test_keys_come_from_one_table_that_help_lists(qtbot, settings, tiny_model, tokenizer):
     from explorer.window._qt.shortcuts import SHORTCUTS
 

@@ -87,6 +87,7 @@ def test_no_time_left_is_shown_after_stop(qtbot, panel, tmp_path):
     assert panel.buttons.resume_button.isEnabled() and not panel.buttons.stop_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_stop_names_the_checkpoint_it_saved(qtbot, panel, tmp_path):
     last = stopped_run(qtbot, panel, tmp_path / "run", REPORTED_AT + 5)
     saved = tmp_path / "run" / "checkpoints" / f"step-{last:06d}"
@@ -96,6 +97,7 @@ def test_stop_names_the_checkpoint_it_saved(qtbot, panel, tmp_path):
     assert f"step-{REPORTED_AT:06d}" not in text
 
 
+@pytest.mark.slow
 def test_the_inspector_line_goes_when_the_window_loads_another_model(qtbot, settings, panel, tiny_model,
                                                                       tokenizer, tmp_path):
     from explorer.window._qt.main_window import MainWindow
@@ -114,6 +116,7 @@ def test_the_inspector_line_goes_when_the_window_loads_another_model(qtbot, sett
     assert text.startswith("Stopped after step")
 
 
+@pytest.mark.slow
 def test_the_inspector_line_gives_way_to_the_windows_error_when_the_checkpoint_cannot_be_opened(
         qtbot, settings, panel, tmp_path):
     from explorer.window._qt.main_window import MainWindow

@@ -142,6 +142,7 @@ def test_the_splash_and_the_preloader_need_no_torch():
     assert result.stdout.strip() == "False", result.stderr
 
 
+@pytest.mark.slow
 def test_the_real_command_paints_a_window_then_the_main_window_then_a_heatmap(tmp_path, tiny_checkpoint):
     """`bert-explorer PATH` under offscreen Qt, timed by the app itself (BERT_EXPLORER_TIMING=1)."""
     import os

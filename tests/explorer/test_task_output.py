@@ -98,6 +98,7 @@ def task_view(window) -> TaskOutputView:
     return view
 
 
+@pytest.mark.slow
 def test_a_classification_checkpoint_shows_its_label_names_and_probabilities(qtbot, window, task_folders):
     folder = task_folders["sequence"]
     open_and_inspect(qtbot, window, folder, "what a lovely day")
@@ -120,6 +121,7 @@ def test_a_classification_checkpoint_shows_its_label_names_and_probabilities(qtb
     assert not window.inspect_tab.predictions.isVisibleTo(window)  # the task output takes the MLM/NSP place
 
 
+@pytest.mark.slow
 def test_a_token_classification_checkpoint_adds_a_tag_row_with_its_label_names(qtbot, window, task_folders):
     folder = task_folders["token"]
     inspection = open_and_inspect(qtbot, window, folder, "alice met bob in paris")
@@ -143,6 +145,7 @@ def test_a_token_classification_checkpoint_adds_a_tag_row_with_its_label_names(q
     assert info.task == "token" and info.task_labels == ("O", "B-PER", "I-PER")
 
 
+@pytest.mark.slow
 def test_a_qa_checkpoint_shows_start_and_end_curves_and_a_span_inside_sentence_b(qtbot, window, task_folders):
     folder = task_folders["qa"]
     inspection = open_and_inspect(qtbot, window, folder, QUESTION, CONTEXT)
@@ -165,6 +168,7 @@ def test_a_qa_checkpoint_shows_start_and_end_curves_and_a_span_inside_sentence_b
     assert window.inspect_tab.loaded_model().info.task == "qa"
 
 
+@pytest.mark.slow
 def test_a_pretraining_model_shows_no_task_output(qtbot, window, tiny_checkpoint):
     inspection = open_and_inspect(qtbot, window, tiny_checkpoint, "the cat sat")
     assert inspection.task_output is None
@@ -174,6 +178,7 @@ def test_a_pretraining_model_shows_no_task_output(qtbot, window, tiny_checkpoint
     assert window.inspect_tab.loaded_model().info.task is None
 
 
+@pytest.mark.slow
 def test_the_tag_row_goes_when_a_pretraining_model_follows_a_tagger(qtbot, window, task_folders, tiny_checkpoint):
     open_and_inspect(qtbot, window, task_folders["token"], "alice met bob")
     assert "tag" in window.inspect_tab.token_table.table_model.rows
@@ -182,6 +187,7 @@ def test_the_tag_row_goes_when_a_pretraining_model_follows_a_tagger(qtbot, windo
     assert not task_view(window).isVisibleTo(window)
 
 
+@pytest.mark.slow
 def test_the_logit_lens_and_the_task_output_each_get_room(qtbot, window, task_folders, tiny_checkpoint):
     """The predictions side holds the predictions or the task output, over the logit lens: whichever is shown
     has a real height, also after switching model kinds (the lens once got a height of 0)."""

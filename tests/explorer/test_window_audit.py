@@ -41,6 +41,7 @@ def minilm():
 
 # ---- 1. a training snapshot in the Inspect tab ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_snapshot_with_predictions_shows_them_over_minilm_and_leaving_it_restores_minilms_note(
         qtbot, window, minilm, tokenizer):
     from explorer.train._qt.training_panel import TrainingPanel
@@ -99,6 +100,7 @@ def view_sizes(heatmap) -> tuple[float, float]:
     return rect.width(), rect.height()
 
 
+@pytest.mark.slow
 def test_what_changed_heatmaps_stay_square_and_alike_after_a_resize_whatever_bs_name(qtbot, window,
                                                                                     long_named_pair):
     window.tabs.setCurrentWidget(window.change_tab)
@@ -152,6 +154,7 @@ def test_the_task_combo_names_each_demos_own_task(qtbot):
 
 # ---- 4. "Use this model in the inspector" ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("panel_name", ["TrainingPanel", "FinetunePanel"])
 def test_use_this_model_in_the_inspector_brings_the_inspect_tab_forward(qtbot, window, tmp_path, tokenizer,
                                                                         panel_name):
@@ -172,6 +175,7 @@ def test_use_this_model_in_the_inspector_brings_the_inspect_tab_forward(qtbot, w
 
 # ---- 5. Help ▸ About ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_about_names_the_version_the_model_and_torch_and_qt(qtbot, window):
     import PySide6
     from PySide6.QtCore import qVersion
