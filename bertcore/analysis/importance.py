@@ -113,7 +113,8 @@ def input_head_importance(
 ) -> np.ndarray:
     """Head importance (Michel et al. 2019) on the one input in the inspector: (layers, heads) float64.
 
-    For a `BertForPreTraining` with its heads. The loss is the MLM cross-entropy at the masked positions
+    For a model with an MLM head, an NSP head or both (`has_mlm_head`, `has_nsp_head`). The loss is the MLM
+    cross-entropy at the masked positions
     (labels = the original ids, whatever the model saw there: [MASK], a random token or the token itself),
     plus, when the encoding has a sentence B, an NSP cross-entropy against `next_sentence`:
     - "predicted" (default): the model's own NSP decision on this input (argmax of its logits, from the same
@@ -121,24 +122,32 @@ def input_head_importance(
       says which heads hold up what the model concluded, as a saliency map of its prediction does;
     - "is_next" / "not_next": a label the caller vouches for (e.g. the pair came from the corpus);
     - "none": MLM only.
-    A single sentence never gets an NSP term: the model was trained on pairs only, so NSP on one sentence
-    has no meaning. With no masked position and no sentence B there is nothing to explain (ValueError).
+    A model without an NSP head (BertForMaskedLM, DistilBERT, RoBERTa, ALBERT's SOP is not NSP) gets the MLM
+    term alone, pair or not. A single sentence never gets an NSP term: the model was trained on pairs only, so
+    NSP on one sentence has no meaning. With no masked position and no NSP term there is nothing to explain
+    (ValueError).
     """
-    if not model.has_pretraining_heads:
-        raise ValueError("this model has no MLM/NSP heads (a plain encoder checkpoint), so it has no loss on "
+    has_mlm_head, has_nsp_head = model.has_mlm_head, model.has_nsp_head
+    if not (has_mlm_head or has_nsp_head):
+        raise ValueError("this model has no MLM or NSP head (a plain encoder checkpoint), so it has no loss on "
                          "this input; use head_importance with a task model and labelled batches")
     if next_sentence not in ("predicted", "is_next", "not_next", "none"):
         raise ValueError(f"next_sentence={next_sentence!r}; use 'predicted', 'is_next', 'not_next' or 'none'")
     if masking is not None and len(masking.decisions) != len(encoding):
         raise ValueError(f"the masking covers {len(masking.decisions)} positions but the input has "
                          f"{len(encoding)}; mask the current encoding again")
-    labels = masking.labels if masking is not None and masking.positions else None
+    labels = masking.labels if has_mlm_head and masking is not None and masking.positions else None
     is_pair = 1 in encoding.sequence_ids
-    use_nsp = is_pair and next_sentence != "none"
+    # A masked LM alone (BertForMaskedLM, DistilBERT, RoBERTa…) has no sentence-pair head to put a loss on.
+    use_nsp = is_pair and next_sentence != "none" and has_nsp_head
     if labels is None and not use_nsp:
-        raise ValueError("nothing to explain: the input has no masked position"
-                         + (" and NSP is off (next_sentence='none')" if is_pair else " and no sentence B")
-                         + "; mask a token (or type sentence B) to get head importance")
+        if not has_nsp_head:
+            why, fix = " and this model has no NSP head to score a sentence pair with", "mask a token"
+        elif is_pair:
+            why, fix = " and NSP is off (next_sentence='none')", "mask a token"
+        else:
+            why, fix = " and no sentence B", "mask a token (or type sentence B)"
+        raise ValueError(f"nothing to explain: the input has no masked position{why}; {fix} to get head importance")
     device = next(model.parameters()).device
 
     def row(values: list[int]) -> torch.Tensor:

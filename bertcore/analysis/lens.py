@@ -2,10 +2,10 @@
 
 nostalgebraist 2020, "interpreting GPT: the logit lens", applies a language model's output head to each
 intermediate layer to see the prediction take shape; for BERT's masked LM the head is `cls.predictions`
-(dense + GELU + LayerNorm, then the decoder tied to the word embeddings), applied here at each masked
-position to the embeddings output and to every layer's output. The last row is exactly the model's own MLM
-prediction. An early layer was never trained to be read this way, so its row says what the head would make
-of it, not what the layer "means"; the rank of the original token is the steadier signal.
+(dense + GELU + LayerNorm, then the decoder tied to the word embeddings; any family's `mlm_logits`), applied
+here at each masked position to the embeddings output and to every layer's output. The last row is exactly the
+model's own MLM prediction. An early layer was never trained to be read this way, so its row says what the head
+would make of it, not what the layer "means"; the rank of the original token is the steadier signal.
 
     lens = logit_lens(model, tokenizer, inspection)           # reuses the inspection's hidden states
     lens.top_tokens[:, 0, 0]   # (L + 1,) the best guess at the first masked position, layer by layer
@@ -23,6 +23,7 @@ from torch import nn
 from bertcore.analysis._shared import eval_mode, is_int_at_least
 from bertcore.analysis.inspection import Inspection
 from bertcore.data.masking import Masking
+from bertcore.models.families import base_model_name
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 
@@ -58,7 +59,7 @@ class LogitLens:
 
 def logit_lens(model: nn.Module, tokenizer: BertTokenizer, inspection: Inspection, *, top_k: int = 5) -> LogitLens:
     """The logit lens of an `Inspection`: its hidden states (L + 1, T, D) at its masked positions through the
-    model's MLM head (`model.cls.predictions`), no new forward pass. The inspection must come from this model
+    model's MLM head (`model.mlm_logits`, any family's), no new forward pass. The inspection must come from this model
     (its head mask, if any, is therefore included); without masking the lens has no columns (P = 0)."""
     hidden_size = model.config.hidden_size
     if inspection.hidden_states.ndim != 3 or inspection.hidden_states.shape[-1] != hidden_size:
@@ -92,8 +93,9 @@ def encoding_logit_lens(
         return torch.tensor([values], dtype=torch.long, device=device)  # (1, T)
 
     with eval_mode(model), torch.inference_mode():
-        outputs = model.bert(
-            row(masking.masked_ids), row(encoding.segment_ids), row(encoding.attention_mask),
+        outputs = getattr(model, base_model_name(model))(  # model.bert, model.distilbert…
+            input_ids=row(masking.masked_ids), token_type_ids=row(encoding.segment_ids),
+            attention_mask=row(encoding.attention_mask),
             head_mask=None if head_mask is None else torch.as_tensor(np.asarray(head_mask, np.float32)),
             output_hidden_states=True,
         )
@@ -104,9 +106,10 @@ def encoding_logit_lens(
 def _read_layers(
     model: nn.Module, tokenizer: BertTokenizer, hidden_states: torch.Tensor, masking: Masking | None, top_k: int
 ) -> LogitLens:
-    if not model.has_pretraining_heads:
-        raise ValueError("this model has no MLM head (a plain encoder checkpoint); the logit lens reads the "
-                         "MLM head at every layer, so it needs a checkpoint with pretraining heads")
+    if not model.has_mlm_head:
+        raise ValueError(f"this {type(model).__name__} has no MLM head (a plain encoder checkpoint, or a head that "
+                         "is not a masked LM); the logit lens reads the MLM head at every layer, so it needs a "
+                         "checkpoint with one")
     if not is_int_at_least(top_k, 1):
         raise ValueError(f"top_k is {top_k!r}; ask for at least 1 token per layer")
     num_rows, seq_len, _ = hidden_states.shape
@@ -126,7 +129,7 @@ def _read_layers(
         originals = torch.tensor(original_ids, device=parameter.device)  # (P,)
         with torch.inference_mode():
             for layer in range(num_rows):  # (P, D) at a time, the shape the model's own prediction used
-                probabilities = model.cls.predictions(rows[layer]).float().softmax(dim=-1)  # (P, V)
+                probabilities = model.mlm_logits(rows[layer]).float().softmax(dim=-1)  # (P, V)
                 values, ids = probabilities.topk(top_k, dim=-1)  # (P, k)
                 original = probabilities.gather(1, originals[:, None])  # (P, 1)
                 top_ids[layer], top_probabilities[layer] = ids.cpu().numpy(), values.cpu().numpy()

@@ -181,16 +181,20 @@ def pretraining_metric(
     Over the given labelled batches (dicts of forward arguments with labels and next_sentence_label, e.g.
     `pretraining_sample(...)`): MLM accuracy over all masked positions, NSP accuracy over all pairs, loss =
     mean MLM cross-entropy + mean NSP cross-entropy (as `Trainer.evaluate` reports them). Eval mode, no
-    gradients; the model's mode is restored after each call.
+    gradients; the model's mode is restored after each call. A model without an NSP head (`has_nsp_head` False:
+    BertForMaskedLM, DistilBERT…) is measured on its MLM alone: {"mlm_accuracy", "loss"}, NSP labels unread.
     """
+    has_nsp_head = getattr(model, "has_nsp_head", True)
     batches = [dict(batch.model_inputs() if hasattr(batch, "model_inputs") else batch) for batch in batches]
     if not batches:
         raise ValueError("pretraining_metric needs at least one labelled batch to evaluate on")
     for index, batch in enumerate(batches):
-        missing = {"input_ids", "labels", "next_sentence_label"} - batch.keys()
+        missing = {"input_ids", "labels", *(("next_sentence_label",) if has_nsp_head else ())} - batch.keys()
         if missing:
             raise ValueError(f"batch {index} lacks {', '.join(sorted(missing))}; the pretraining metric needs "
                              "masked-LM labels and NSP labels (e.g. from pretraining_sample)")
+        if not has_nsp_head:
+            batch.pop("next_sentence_label", None)  # a masked LM alone takes no NSP label
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
 
     def evaluate(head_mask: np.ndarray) -> dict[str, float]:
@@ -205,16 +209,25 @@ def pretraining_metric(
             for batch in batches:
                 batch = {name: value.to(device) for name, value in batch.items()}
                 output = model(**batch, head_mask=gate)
-                labels = batch["labels"][batch["labels"] != IGNORE_INDEX]  # (N,) rows of prediction_logits
-                nsp_labels = batch["next_sentence_label"].view(-1)  # (B,)
-                sums += [
-                    F.cross_entropy(output.prediction_logits.float(), labels, reduction="sum").item(),
-                    (output.prediction_logits.argmax(-1) == labels).sum().item(), labels.numel(),
-                    F.cross_entropy(output.seq_relationship_logits.float(), nsp_labels, reduction="sum").item(),
-                    (output.seq_relationship_logits.argmax(-1) == nsp_labels).sum().item(), nsp_labels.numel(),
+                labelled = batch["labels"] != IGNORE_INDEX  # (B, T)
+                labels = batch["labels"][labelled]  # (N,)
+                if has_nsp_head:
+                    prediction_logits = output.prediction_logits  # (N, V): BertForPreTraining scores only these
+                else:
+                    prediction_logits = output.logits[labelled]  # (B, T, V) -> (N, V)
+                sums[:3] += [
+                    F.cross_entropy(prediction_logits.float(), labels, reduction="sum").item(),
+                    (prediction_logits.argmax(-1) == labels).sum().item(), labels.numel(),
                 ]
+                if has_nsp_head:
+                    nsp_labels = batch["next_sentence_label"].view(-1)  # (B,)
+                    logits = output.seq_relationship_logits.float()  # (B, 2)
+                    sums[3:] += [F.cross_entropy(logits, nsp_labels, reduction="sum").item(),
+                                 (logits.argmax(-1) == nsp_labels).sum().item(), nsp_labels.numel()]
         mlm_loss, mlm_correct, num_masked, nsp_loss, nsp_correct, num_pairs = sums
         num_masked = max(num_masked, 1.0)
+        if not has_nsp_head:
+            return {"mlm_accuracy": mlm_correct / num_masked, "loss": mlm_loss / num_masked}
         return {"mlm_accuracy": mlm_correct / num_masked, "nsp_accuracy": nsp_correct / num_pairs,
                 "loss": mlm_loss / num_masked + nsp_loss / num_pairs}
 

@@ -275,7 +275,7 @@ def test_current_input_single_sentence_has_no_nsp_term(pair_model, small_vocab_t
         input_head_importance(pair_model, pair, next_sentence="maybe")
     pair_model.has_pretraining_heads = False
     try:
-        with pytest.raises(ValueError, match="no MLM/NSP heads"):
+        with pytest.raises(ValueError, match="no MLM or NSP head"):
             input_head_importance(pair_model, encoding, masking)
     finally:
         pair_model.has_pretraining_heads = True
