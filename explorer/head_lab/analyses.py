@@ -38,7 +38,7 @@ SHARE_COLUMNS = {"cls": "[CLS]", "sep": "[SEP]", "self": "self", "previous": "pr
                  "punctuation": "punct", "other": "other"}  # bertcore.analysis.roles.CATEGORIES -> column titles
 OVERFIT_DROP = 0.05  # held-out NSP accuracy this far below its best = the NSP head overfit
 SOURCES = {"input": "this input", "corpus": "corpus sample"}
-NO_HEADS_NOTE = "no MLM/NSP heads, so no loss to rank heads by"
+NO_HEADS_NOTE = "no MLM or NSP head, so no loss to rank heads by"
 ANALYSIS_MODULES = ("bertcore.analysis.importance", "bertcore.analysis.pruning", "bertcore.analysis.roles",
                     "bertcore.analysis.lens", "bertcore.data.corpus", "bertcore.analysis.embedding_views",
                     "bertcore.files.resources")
@@ -99,10 +99,13 @@ def recommend_objective(model: Any, checkpoint_path: str | Path | None = None) -
     NSP accuracy that fell from its best by OVERFIT_DROP or more → "mlm"; a history where it held → "mlm+nsp"
     (the pretraining loss, as Michel et al.); no history → "mlm", the loss every masked-LM head carries.
     """
-    if not model.has_pretraining_heads:  # a bare encoder, or a fine-tuned task model
-        return ObjectiveChoice(None, "This model has no MLM/NSP heads (a plain encoder or a fine-tuned checkpoint), "
-                                     "so there is no pretraining loss to take head importance from. Head roles still "
-                                     "work.")
+    if not (model.has_mlm_head or model.has_nsp_head):  # a bare encoder, or a fine-tuned task model
+        return ObjectiveChoice(None, "This model has no MLM or NSP head (a plain encoder or a fine-tuned "
+                                     "checkpoint), so there is no pretraining loss to take head importance from. "
+                                     "Head roles still work.")
+    if not model.has_nsp_head:  # a masked LM alone: BertForMaskedLM, DistilBERT, RoBERTa, ALBERT (SOP is not NSP)
+        return ObjectiveChoice("mlm", "MLM only: this model has no NSP head, so the masked-LM loss is the one "
+                                      "there is to take head importance from.")
     history = nsp_history(checkpoint_path) if checkpoint_path else []
     if not history:
         return ObjectiveChoice("mlm", (
@@ -297,7 +300,7 @@ def analyse_input(job: InputJob) -> InputAnalysis:
     inspection, model = job.inspection, job.model
     grid = (inspection.num_layers, inspection.num_heads)
     importance, note, importance_ms = None, "", 0.0
-    has_heads = model.has_pretraining_heads
+    has_heads = model.has_mlm_head or model.has_nsp_head
     if not has_heads or job.objective is None:
         note = NO_HEADS_NOTE
     elif job.want_importance and not _has_loss(job.objective, inspection):
@@ -315,7 +318,7 @@ def analyse_input(job: InputJob) -> InputAnalysis:
         note = "not computed"
     roles = inspection_head_roles(inspection) if job.want_roles else None
     lens, lens_note = None, ""
-    if not has_heads:
+    if not model.has_mlm_head:
         lens_note = ("This model has no MLM head (a plain encoder checkpoint such as MiniLM), so there is no "
                      "prediction to read off each layer.")
     elif inspection.masking is None or not inspection.masking.positions:
@@ -426,7 +429,10 @@ def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: Head
 
     config = model.config
     grid = (config.num_hidden_layers, config.num_attention_heads)
-    has_heads = model.has_pretraining_heads
+    has_heads = model.has_mlm_head or model.has_nsp_head
+    if not model.has_nsp_head and settings.objective != "mlm":
+        # a masked LM alone takes no NSP label (and has no NSP loss to rank heads by): its loss is the MLM's
+        settings = dataclasses.replace(settings, objective="mlm")
     yield CorpusProgress("preparing", 0, 1)
     seq_len = min(settings.seq_len, config.max_position_embeddings)
     data = (held_out or HeldOutData()).get(tokenizer, settings.corpus_path, seq_len, settings.seed)
@@ -459,7 +465,8 @@ def corpus_run(model: Any, tokenizer: Any, settings: CorpusSettings, known: Head
         # pairs the order was taken from
         skip = -(-settings.num_pairs // settings.batch_size)
         evaluation = pretraining_sample(data, skip * settings.batch_size + settings.num_pairs,
-                                        batch_size=settings.batch_size, objective="mlm+nsp")[skip:]
+                                        batch_size=settings.batch_size,
+                                        objective="mlm+nsp" if model.has_nsp_head else "mlm")[skip:]
         evaluate = pretraining_metric(model, evaluation)
         for progress in iter_pruning_curve(scores.normalized, _accuracies(evaluate)):
             yield CorpusProgress("evaluating", progress.done, progress.total, scores, progress.result)
@@ -472,6 +479,6 @@ def _accuracies(evaluate):
 
     def accuracies(head_mask: np.ndarray) -> dict[str, float]:
         values = evaluate(head_mask)
-        return {"mlm_accuracy": values["mlm_accuracy"], "nsp_accuracy": values["nsp_accuracy"]}
+        return {name: value for name, value in values.items() if name != "loss"}
 
     return accuracies

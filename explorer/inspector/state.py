@@ -63,13 +63,15 @@ class ModelInfo:
     untrained: bool  # randomly initialised: its predictions and attention patterns mean nothing yet
     num_parameters: int
     device: str
-    has_pretraining_heads: bool  # MLM and NSP heads (False for a bare encoder and for a fine-tuned task model)
+    has_pretraining_heads: bool  # an MLM or an NSP head (False for a bare encoder and for a fine-tuned task model)
     num_layers: int
     num_heads: int
     max_positions: int
     task: str | None = None  # a fine-tuned model's head: "sequence", "token" or "qa" (bertcore.models.task_heads)
     task_labels: tuple[str, ...] = ()  # its labels in class-id order (config.id2label); () for qa
     problem_type: str | None = None  # sequence: single_label_classification, multi_label_classification, regression
+    has_mlm_head: bool = False  # masked-token predictions are the model's own (BertForMaskedLM has this alone)
+    has_nsp_head: bool = False  # the is-next probability is the model's own (BertForPreTraining only)
 
     @property
     def task_description(self) -> str:
@@ -96,7 +98,9 @@ class ModelInfo:
         if self.task is not None:
             parts.append(self.task_description)
         elif not self.has_pretraining_heads:
-            parts.append("no MLM/NSP heads")
+            parts.append("no MLM or NSP head")
+        elif not self.has_nsp_head:
+            parts.append("MLM head, no NSP head")
         return " · ".join(parts)
 
 
@@ -127,7 +131,9 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
         untrained=untrained,
         num_parameters=int(model.num_parameters()),
         device=str(parameter.device) if parameter is not None else "cpu",
-        has_pretraining_heads=model.has_pretraining_heads,
+        has_pretraining_heads=model.has_mlm_head or model.has_nsp_head,
+        has_mlm_head=model.has_mlm_head,
+        has_nsp_head=model.has_nsp_head,
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         max_positions=config.max_position_embeddings,

@@ -223,7 +223,7 @@ def test_a_model_without_an_mlm_head_says_so_in_the_lab(qtbot, window, tokenizer
         window.inspect_tab.toggle_mask(1)
     assert "no MLM head" in find(window, QLabel, "logitLensNote").text()
     legend = find(window, QWidget, "headMarks").legend
-    assert legend.isVisibleTo(window) and "no MLM/NSP heads" in legend.toolTip()  # its label may elide it
+    assert legend.isVisibleTo(window) and "no MLM or NSP head" in legend.toolTip()  # its label may elide it
     assert not legend.bar.isVisibleTo(window)  # a note, no colour scale
     assert not find(window, QPushButton, "pruningCurveButton").isEnabled()
     assert not find(window, QComboBox, "objectiveCombo").isEnabled()
@@ -309,7 +309,7 @@ def test_a_headless_model_gets_roles_but_no_importance_from_the_corpus(qtbot, wi
     run_to_end(qtbot, window, CorpusSettings(num_pairs=8, seq_len=32, batch_size=4, corpus_path=str(small_corpus)))
     scores = window.head_lab.corpus_scores
     assert scores.importance is None and scores.roles is not None
-    assert "no MLM/NSP heads" in find(window, QLabel, "headLabStatus").text()
+    assert "no MLM or NSP head" in find(window, QLabel, "headLabStatus").text()
 
 
 # ---- embeddings ---------------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_analyse_input_says_why_parts_are_missing(tiny_model, tokenizer):
     assert analysis.scores.roles is not None  # roles need no masking
     tiny_model.has_pretraining_heads = False
     analysis = analyse_input(InputJob(1, tiny_model, tokenizer, inspection, None))
-    assert "no MLM/NSP heads" in analysis.scores.importance_note and "no MLM head" in analysis.lens_note
+    assert "no MLM or NSP head" in analysis.scores.importance_note and "no MLM head" in analysis.lens_note
 
 
 def test_corpus_settings_refuse_what_cannot_run():

@@ -71,7 +71,7 @@ def test_model_info_label_says_when_the_heads_are_missing(tokenizer):
     model = make_tiny_model(tokenizer)
     model.has_pretraining_heads = False
     info = describe_model(model, "encoder-only", path="/models/encoder-only")
-    assert info.label.endswith("no MLM/NSP heads") and "untrained" not in info.label
+    assert info.label.endswith("no MLM or NSP head") and "untrained" not in info.label
     assert info.path == "/models/encoder-only"
 
 

@@ -260,7 +260,7 @@ def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     wait_for_new_inspection(qtbot, window, lambda: window.set_model(model, tokenizer, "headless"))
     inspection = wait_for_new_inspection(qtbot, window, lambda: window.inspect_tab.toggle_mask(1))
     assert inspection.predictions == []
-    assert "no pretraining heads" in find(window, QLabel, "nspLabel").text()
+    assert "no MLM or NSP head" in find(window, QLabel, "nspLabel").text()
     assert "%" not in find(window, QLabel, "nspLabel").text()
     assert find(window, QTableView, "predictionsView").model().rowCount() == 0
 
@@ -457,7 +457,7 @@ def test_minilm_without_heads_shows_the_note(qtbot, window):
         window.minilm_action.trigger()
     qtbot.waitUntil(lambda: shown_inspection(window) is not None, timeout=WAIT_MS)
     assert "all-MiniLM-L6-v2" in window.windowTitle()
-    assert "no pretraining heads" in find(window, QLabel, "nspLabel").text()
+    assert "no MLM or NSP head" in find(window, QLabel, "nspLabel").text()
 
 
 # -- inspections from elsewhere, the worker, closing ---------------------------------------------------------------

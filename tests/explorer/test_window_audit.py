@@ -51,7 +51,7 @@ def test_a_snapshot_with_predictions_shows_them_over_minilm_and_leaving_it_resto
         window.set_model(model, minilm_tokenizer, "all-MiniLM-L6-v2")
     tab = window.inspect_tab
     info = window.findChild(QLabel, "infoLabel")
-    assert info.isVisible() and "no pretraining heads" in info.text()
+    assert info.isVisible() and "no MLM or NSP head" in info.text()
     assert not tab.predictions_shown()
     train_tab = window.add_tab(TrainingPanel(), "Train")
 
@@ -70,7 +70,7 @@ def test_a_snapshot_with_predictions_shows_them_over_minilm_and_leaving_it_resto
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         tab.input_form.sentence_a_edit.setText("back to the live model")
         tab.flush_input()
-    assert info.isVisible() and "no pretraining heads" in info.text()
+    assert info.isVisible() and "no MLM or NSP head" in info.text()
     assert not tab.predictions_shown()
 
 

@@ -97,7 +97,8 @@ class HeadLabController(QObject):
 
     @property
     def has_pretraining_heads(self) -> bool:
-        return self.model is not None and self.model.has_pretraining_heads
+        """An MLM or an NSP head: a masked LM alone (BertForMaskedLM, DistilBERT…) has a loss to rank heads by."""
+        return self.model is not None and (self.model.has_mlm_head or self.model.has_nsp_head)
 
     @property
     def input_analysis_current(self) -> bool:
@@ -242,7 +243,7 @@ class HeadLabController(QObject):
         if state.model is not self._model:
             self.on_model_changed()
         if not self.has_pretraining_heads and settings.pruning:
-            raise ValueError("this model has no MLM/NSP heads: there is no held-out metric to prune against")
+            raise ValueError("this model has no MLM or NSP head: there is no held-out metric to prune against")
         known = None
         if reuse and self.corpus_scores is not None and self.corpus_settings is not None \
                 and self.corpus_settings.same_sample(settings):

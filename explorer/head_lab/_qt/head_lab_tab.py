@@ -38,7 +38,7 @@ from explorer.window._qt.window_tab import WindowTab
 RUN_TIP = ("Importance (the gradient of the loss with respect to each head's gate, Michel et al. 2019) and roles "
            "(Clark et al. 2019) over held-out pairs of the built-in corpus, the pairs the shipped model was not "
            "trained on. Runs in the background; Cancel keeps what was computed so far.")
-NO_CURVE_TEXT = ("This model has no MLM/NSP heads (a plain encoder checkpoint), so there is no held-out metric to "
+NO_CURVE_TEXT = ("This model has no MLM or NSP head (a plain encoder checkpoint), so there is no held-out metric to "
                  "prune against and no loss to rank heads by. Head roles still work: run the corpus sample.")
 CURVE_TIP = ("Switch heads off 10% at a time, least important first and in a random order, and measure MLM and "
              "NSP accuracy on as many other held-out pairs (Michel et al. 2019, figure 3). Uses the corpus "
@@ -56,7 +56,7 @@ class HeadLabTab(WindowTab):
         for key, text in SOURCES.items():
             self.source_combo.addItem(text, key)
         self.objective_combo = named(QComboBox(), "objectiveCombo", "importance loss")
-        self.objective_combo.setPlaceholderText("no loss (no MLM/NSP heads)")
+        self.objective_combo.setPlaceholderText("no loss (no MLM or NSP head)")
         for key, text in OBJECTIVES.items():
             self.objective_combo.addItem(f"{text} loss", key)
         self.pairs_spin = named(QSpinBox(), "samplePairsSpin", "held-out pairs",

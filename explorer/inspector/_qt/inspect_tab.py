@@ -351,8 +351,8 @@ class InspectTab(QWidget):
             self.show_info(f"{info.name} is fine-tuned ({info.task_description}): beside the attention is what its "
                            "task head says about the input, in place of MLM/NSP predictions.")
         elif not info.has_pretraining_heads:
-            self.show_info(f"{info.name} has no pretraining heads (no MLM or NSP layers in its checkpoint), so "
-                           "there are no predictions to show: the attention views have the room.")
+            self.show_info(f"{info.name} has no MLM or NSP head (none was in its checkpoint), so there are no "
+                           "predictions to show: the attention views have the room.")
         else:
             self.show_info("")
         self.input_form.set_max_positions(info.max_positions)
@@ -416,16 +416,16 @@ class InspectTab(QWidget):
             width = sum(self.splitter.sizes()) or 1000
             self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
 
-    def _fit_side(self, has_pretraining_heads: bool, task: str | None) -> None:
-        """Beside the attention goes what the shown inspection's model has: MLM/NSP predictions, or a task head's
-        output (and the tag row for a token task); a model with neither gives the attention the whole width. The
-        live model decides, or a snapshot while it is shown (a pretraining run's snapshot over MiniLM has
-        predictions)."""
+    def _fit_side(self, has_mlm_or_nsp_head: bool, task: str | None) -> None:
+        """Beside the attention goes what the shown inspection's model has: MLM and/or NSP predictions (a masked
+        LM alone shows its MLM rows without the NSP line), or a task head's output (and the tag row for a token
+        task); a model with neither gives the attention the whole width. The live model decides, or a snapshot
+        while it is shown (a pretraining run's snapshot over MiniLM has predictions)."""
         is_task = task is not None
         self.predictions.setVisible(not is_task)
         self.task_output.setVisible(is_task)
         self.token_table.show_tag_row(task == TOKEN_TASK)
-        self._side_has_content = has_pretraining_heads or is_task
+        self._side_has_content = has_mlm_or_nsp_head or is_task
         self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:

@@ -143,7 +143,7 @@ class PredictionsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
 
-        title = QLabel("<b>Next sentence prediction:</b>")
+        self.nsp_title = title = QLabel("<b>Next sentence prediction:</b>")
         self.nsp_label = QLabel("–")
         self.nsp_label.setObjectName("nspLabel")
         self.nsp_label.setAccessibleName("Next sentence probability")
@@ -245,17 +245,24 @@ class PredictionsPanel(QWidget):
             return
         if has_pair is None:
             has_pair = 1 in inspection.encoding.sequence_ids
-        if not inspection.has_pretraining_heads:
+        # A masked LM alone (BertForMaskedLM, DistilBERT, RoBERTa…) has no next-sentence head: no NSP line at all.
+        has_mlm_head, has_nsp_head = _heads_of(inspection)
+        for widget in (self.nsp_title, self.nsp_label, self.nsp_bar):
+            widget.setVisible(has_nsp_head or not has_mlm_head)
+        if not has_mlm_head and not has_nsp_head:
             self.model.set_predictions([])
             self.nsp_bar.setValue(0)
             self.nsp_bar.setEnabled(False)
-            self.nsp_label.setText("This model has no pretraining heads (no MLM or NSP layers were in its "
-                                   "checkpoint), so it cannot predict masked tokens or the next sentence.")
+            self.nsp_label.setText("This model has no MLM or NSP head (none was in its checkpoint), so it cannot "
+                                   "predict masked tokens or the next sentence.")
             self.note_label.setText("No predictions: the model has no MLM head. Attention views still work.")
             return
         probability = inspection.is_next_probability
         self.nsp_bar.setEnabled(has_pair and probability is not None)
-        if not has_pair:
+        if not has_nsp_head:
+            self.nsp_label.setText("No NSP head: this model predicts masked tokens only.")
+            self.nsp_bar.setValue(0)
+        elif not has_pair:
             self.nsp_label.setText("Next-sentence prediction needs a pair: type a sentence B to see whether BERT "
                                    "thinks it follows A.")
             self.nsp_bar.setValue(0)
@@ -275,3 +282,12 @@ class PredictionsPanel(QWidget):
                 header.setSectionResizeMode(column, mode)
         else:
             self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")
+
+
+def _heads_of(inspection) -> tuple[bool, bool]:
+    """(has MLM head, has NSP head) of the model behind an inspection. One built without the two (an older
+    snapshot, a hand-made inspection) says only has_pretraining_heads, which then meant both."""
+    has_mlm_head, has_nsp_head = getattr(inspection, "has_mlm_head", False), getattr(inspection, "has_nsp_head", False)
+    if inspection.has_pretraining_heads and not (has_mlm_head or has_nsp_head):
+        return True, True
+    return has_mlm_head, has_nsp_head

@@ -1,0 +1,83 @@
+"""A masked LM alone in the Inspect tab and the head lab: its MLM rows are shown without the NSP line, and its
+importance and logit lens are computed (they used to be hidden behind has_pretraining_heads)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtWidgets import QLabel, QProgressBar, QTableView
+
+from bertcore.analysis.inspection import inspect_encoding
+from bertcore.data.masking import mask_exactly
+from bertcore.models.bert import BertForMaskedLM
+from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
+from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM
+from explorer.head_lab.analyses import InputJob, analyse_input, recommend_objective
+from explorer.inspector.state import describe_model
+from explorer.window._qt.main_window import MainWindow
+from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
+from tests.tiny_configs import explorer_bert
+
+SENTENCE_A, SENTENCE_B = "the king is dead long live the king", "his son shall wear the crown"
+WAIT_MS = 10_000
+MASKED_LMS = ["BertForMaskedLM", "DistilBertForMaskedLM", "ElectraForMaskedLM"]
+
+
+def masked_lm(name: str, vocab_size: int) -> torch.nn.Module:
+    sizes = dict(vocab_size=vocab_size, hidden_size=48, num_hidden_layers=TINY_LAYERS,
+                 num_attention_heads=TINY_HEADS, intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    if name == "BertForMaskedLM":
+        return BertForMaskedLM(explorer_bert(vocab_size, num_hidden_layers=TINY_LAYERS,
+                                             num_attention_heads=TINY_HEADS)).eval()
+    if name == "DistilBertForMaskedLM":
+        return DistilBertForMaskedLM(DistilBertConfig(**sizes)).eval()
+    return ElectraForMaskedLM(ElectraConfig(embedding_size=24, **sizes)).eval()
+
+
+@pytest.mark.parametrize("name", MASKED_LMS)
+def test_the_model_line_says_it_lacks_only_the_nsp_head(name, tokenizer):
+    info = describe_model(masked_lm(name, tokenizer.vocab_size), name)
+    assert (info.has_mlm_head, info.has_nsp_head, info.has_pretraining_heads) == (True, False, True)
+    assert info.label.endswith("MLM head, no NSP head")
+
+
+@pytest.mark.parametrize("name", MASKED_LMS)
+def test_head_lab_ranks_a_masked_lms_heads_by_its_mlm_loss(name, tokenizer):
+    model = masked_lm(name, tokenizer.vocab_size)
+    choice = recommend_objective(model, None)
+    assert choice.objective == "mlm" and "no NSP head" in choice.reason
+    encoding = tokenizer.encode(SENTENCE_A, SENTENCE_B)
+    inspection = inspect_encoding(model, tokenizer, encoding, masking=mask_exactly(encoding, tokenizer, [2]))
+    for objective in ("mlm", "mlm+nsp"):  # a pair with the NSP term asked for: the MLM term alone, no crash
+        analysis = analyse_input(InputJob(1, model, tokenizer, inspection, objective))
+        importance = analysis.scores.importance
+        assert importance is not None and importance.shape == (TINY_LAYERS, TINY_HEADS), analysis.scores
+        assert np.all(np.isfinite(importance)) and analysis.lens is not None
+        assert np.all(np.isfinite(analysis.lens.top_probabilities))
+
+
+@pytest.fixture
+def window(qtbot, settings) -> MainWindow:
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.resize(1300, 850)
+    window.show()
+    return window
+
+
+@pytest.mark.parametrize("name", MASKED_LMS)
+def test_inspect_tab_shows_mlm_rows_without_the_nsp_line(qtbot, window, tokenizer, name):
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(masked_lm(name, tokenizer.vocab_size), tokenizer, name)
+    tab = window.inspect_tab
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as blocker:
+        tab.toggle_mask(2)
+    inspection = blocker.args[0]
+    assert 1 in inspection.encoding.sequence_ids  # the default input is a pair: there is an NSP line to leave out
+    assert [prediction.position for prediction in inspection.predictions] == [2]
+    assert tab.predictions_shown()
+    assert window.findChild(QTableView, "predictionsView").model().rowCount() == 1
+    assert not window.findChild(QLabel, "nspLabel").isVisible()
+    assert not window.findChild(QProgressBar, "nspBar").isVisible()
