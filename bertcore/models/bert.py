@@ -384,10 +384,14 @@ class BertPreTrainedModel(nn.Module):
 
     @property
     def has_pretraining_heads(self) -> bool:
-        """Whether trained MLM and NSP heads are there to predict masked tokens and sentence order with.
+        """Whether this class's own pretraining head(s) came trained with its weights: the flag the loader sets
+        (False for a bare encoder loaded into a class that can lack its heads; then they are not saved) and the
+        pretraining Trainer sets back to True. A task model carries its own head instead, so it answers False.
 
-        Only a BertForPreTraining loaded with its heads (or being pretrained) has them; a task model carries its
-        own head instead, so it answers False."""
+        It is not the question "what can this model predict?", whose answer differs by class: analyses and
+        views ask `has_mlm_head` (masked-token predictions, importance, the logit lens) and `has_nsp_head` (the
+        is-next probability and the NSP loss term). ALBERT's sentence-order head is not an NSP head: its
+        has_nsp_head is False."""
         return False
 
     @property
