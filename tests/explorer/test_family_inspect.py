@@ -10,10 +10,11 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QTableView
 
 from bertcore.analysis.inspection import inspect_encoding
 from bertcore.data.masking import mask_exactly
+from bertcore.files.resources import default_corpus_path
 from bertcore.models.bert import BertForMaskedLM
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM
-from explorer.head_lab.analyses import InputJob, analyse_input, recommend_objective
+from explorer.head_lab.analyses import CorpusSettings, InputJob, analyse_input, corpus_run, recommend_objective
 from explorer.inspector.state import describe_model
 from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
@@ -81,3 +82,18 @@ def test_inspect_tab_shows_mlm_rows_without_the_nsp_line(qtbot, window, tokenize
     assert window.findChild(QTableView, "predictionsView").model().rowCount() == 1
     assert not window.findChild(QLabel, "nspLabel").isVisible()
     assert not window.findChild(QProgressBar, "nspBar").isVisible()
+
+
+@pytest.mark.parametrize("name", ["BertForMaskedLM", "DistilBertForMaskedLM"])
+def test_corpus_importance_and_pruning_curve_of_a_masked_lm(name, tokenizer, tmp_path):
+    """An MLM-only model takes no NSP label: the corpus loss is its MLM, the curve its MLM accuracy alone."""
+    text = default_corpus_path().read_text(encoding="utf-8")
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("\n\n".join(text.split("\n\n")[:400]), encoding="utf-8")
+    settings = CorpusSettings(num_pairs=8, seq_len=32, batch_size=4, corpus_path=str(corpus), pruning=True,
+                              objective="mlm+nsp")
+    last = list(corpus_run(masked_lm(name, tokenizer.vocab_size), tokenizer, settings))[-1]
+    assert last.scores.importance is not None and np.all(np.isfinite(last.scores.importance))
+    assert "(MLM loss)" in last.scores.caption
+    assert last.curve is not None and last.curve.metric_names == ("mlm_accuracy",)
+    assert np.all(np.isfinite(last.curve.metric("mlm_accuracy", "importance")))
