@@ -325,7 +325,9 @@ def analyse_input(job: InputJob) -> InputAnalysis:
         lens_note = "Mask a token (Ctrl+M or click one) to see where its prediction forms, layer by layer."
     elif job.want_lens:
         lens = logit_lens(model, job.tokenizer, inspection, top_k=job.top_k)
-    caption = f"this input ({OBJECTIVES[job.objective]} loss)" if job.objective and has_heads else "this input"
+    # a masked LM alone asked for MLM + NSP got the MLM term only (input_head_importance): say the loss it got
+    objective = "mlm" if job.objective == "mlm+nsp" and not model.has_nsp_head else job.objective
+    caption = f"this input ({OBJECTIVES[objective]} loss)" if objective and has_heads else "this input"
     scores = HeadScores(source="input", caption=caption, grid_shape=grid, importance=importance, roles=roles,
                         importance_note=note, head_mask=np.asarray(inspection.head_mask, np.float32).copy())
     return InputAnalysis(request_id=job.request_id, scores=scores, lens=lens, lens_note=lens_note,

@@ -56,6 +56,7 @@ def test_head_lab_ranks_a_masked_lms_heads_by_its_mlm_loss(name, tokenizer):
         importance = analysis.scores.importance
         assert importance is not None and importance.shape == (TINY_LAYERS, TINY_HEADS), analysis.scores
         assert np.all(np.isfinite(importance)) and analysis.lens is not None
+        assert analysis.scores.caption == "this input (MLM loss)"
         assert np.all(np.isfinite(analysis.lens.top_probabilities))
 
 
