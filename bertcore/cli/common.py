@@ -252,7 +252,9 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
     finally:
         progress.close()
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            # Once a stop was asked for, the process is on its way out: a further Ctrl-C between here and the exit
+            # would meet the default handler and kill it (exit -2) after its checkpoint was already written.
+            signal.signal(sig, signal.SIG_IGN if interrupts else handler)
     if show:
         finished = loop.step >= loop.total_steps
         weights = loop.run_folder.final_dir if finished else loop.run_folder.checkpoints_dir

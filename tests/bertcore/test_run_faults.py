@@ -483,7 +483,10 @@ def train_one_step(self):
     return real_step(self)
 
 checkpoint.save_file, training_loop.TrainingLoop._train_one_step = save_file, train_one_step
-sys.exit(main(sys.argv[2:]))
+code = main(sys.argv[2:])
+print("returned", flush=True)
+time.sleep(2 if mode == "late" else 0)  # on the way out: in "late" the second Ctrl-C comes now
+sys.exit(code)
 """
 
 
@@ -495,8 +498,9 @@ def run_and_interrupt(corpus_path: Path, out: Path, mode: str) -> subprocess.Com
         assert process.stdout.readline().strip() == "in step 2"
         time.sleep(0.3)
         process.send_signal(signal.SIGINT)  # stop after this step, with a checkpoint
-        if mode == "wait":
-            while process.stdout.readline().strip() != "writing":
+        if mode in ("wait", "late"):
+            awaited = "writing" if mode == "wait" else "returned"
+            while process.stdout.readline().strip() != awaited:
                 assert process.poll() is None, "the run ended before the second Ctrl-C"
         time.sleep(0.3)
         process.send_signal(signal.SIGINT)
@@ -528,6 +532,17 @@ def test_a_second_ctrl_c_during_a_step_aborts_at_once_without_a_traceback(corpus
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
     assert not list((out / "checkpoints").iterdir())
     RunFolder(out).lock().release()  # the folder was let go of
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_after_the_stop_was_written_does_not_kill_the_exit(corpus_path, tmp_path):
+    """The race the audit found: a second Ctrl-C after the stopping checkpoint, as the process exits, met the
+    restored default handler and killed it (exit -2) although its checkpoint was whole."""
+    out = tmp_path / "run"
+    result = run_and_interrupt(corpus_path, out, "late")
+    assert result.returncode == 0, result.stderr
+    assert "bert-train: stopped at step 2" in result.stderr and "Traceback" not in result.stderr
+    assert find_checkpoint(out).name == "step-000002"
 
 
 # ---- 5. resuming after a NaN or a divergence ---------------------------------------------------------------
