@@ -60,7 +60,7 @@ class FinetuneConfig:
     batch_size: int = 32  # examples (QA: windows) per step per process
     seq_len: int = 128  # longest input in tokens, specials included; longer texts are cut (QA: windowed)
     lr: float = 2e-4  # peak learning rate: suits the small default model; 2e-5..5e-5 for BERT-base and larger
-    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
+    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay (linear_schedule)
     weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8

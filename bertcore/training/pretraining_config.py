@@ -23,7 +23,7 @@ class TrainingConfig:
     batch_size: int = 32  # sequences per step per process
     seq_len: int = 128  # longest sequence, [CLS]/[SEP] included; batches are padded only to their longest
     lr: float = 5e-4  # peak learning rate, reached after warm-up
-    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay to 0
+    warmup_steps: int | None = None  # linear warm-up; None = 10% of steps; then linear decay (linear_schedule)
     weight_decay: float = 0.01  # AdamW decoupled decay, not applied to biases and LayerNorm
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
@@ -74,7 +74,7 @@ class TrainingConfig:
         return self.steps // 10 if self.warmup_steps is None else self.warmup_steps
 
     def learning_rate(self, step: int) -> float:
-        """Learning rate of 1-based step `step`: linear warm-up to lr, then linear decay to 0 at `steps`."""
+        """Learning rate of 1-based step `step`, as transformers' linear schedule gives it (linear_schedule)."""
         return linear_schedule(step, lr=self.lr, warmup_steps=self.resolved_warmup_steps, total_steps=self.steps)
 
     def replace(self, **changes: Any) -> TrainingConfig:
