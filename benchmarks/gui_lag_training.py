@@ -153,8 +153,8 @@ def main() -> int:
     from bertcore.training.pretraining import warm_up
     from explorer.finetune._qt.finetune_panel import FinetunePanel
     from explorer.finetune.finetune_run import FinetuneSettings
+    from explorer.runs.training_run import TrainingSettings
     from explorer.train._qt.training_panel import TrainingPanel
-    from explorer.train.training_run import TrainingSettings
 
     warm_seconds = warm_up()  # the app does this before its window shows
     out_dir = tempfile.mkdtemp(prefix="gui-lag-run-")

@@ -15,7 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication
 
-import explorer.inspector.attention_math as attention_math
+import explorer.common.attention_math as attention_math
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.demo_inspection import demo_inspection
 

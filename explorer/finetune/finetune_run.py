@@ -20,7 +20,7 @@ from typing import Any
 
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.training.finetuning_config import DEMO_SETTINGS
-from explorer.train.training_run import APP_CHECKS, EngineRun, LoopRun, warm_up_engine
+from explorer.runs.training_run import APP_CHECKS, EngineRun, LoopRun, warm_up_engine
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
 LOADED_START = "loaded"  # the Inspect tab's model

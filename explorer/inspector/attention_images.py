@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from explorer.inspector.attention_math import (
+from explorer.common.attention_math import (
     LayerView,
     ViewOptions,
     block_mean,

@@ -13,7 +13,7 @@ import numpy as np
 
 from bertcore.analysis.inspection import Inspection
 from bertcore.tokenization.wordpiece import Encoding
-from explorer.inspector.attention_math import SPECIAL_TOKENS_TO_HIDE
+from explorer.common.attention_math import SPECIAL_TOKENS_TO_HIDE
 
 DEMO_TEXT_A = "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill"
 DEMO_TEXT_B = "later that evening both animals fell asleep beside the fire in the old stone cottage"

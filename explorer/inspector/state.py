@@ -104,6 +104,15 @@ class ModelInfo:
         return " · ".join(parts)
 
 
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model the window can show: the model (in eval mode), its tokenizer and what the window says of it."""
+
+    model: Any
+    tokenizer: BertTokenizer
+    info: ModelInfo
+
+
 def task_of(model: Any) -> str | None:
     """"sequence", "token" or "qa" for a fine-tuned model of bertcore.models.task_heads; None for any other."""
     from bertcore.models.task_heads import (

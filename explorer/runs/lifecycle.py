@@ -33,7 +33,7 @@ from typing import Any
 
 from bertcore.files.run_folder import checkpoint_name, list_checkpoints
 from explorer.common.events import Event
-from explorer.train.training_run import StepPace, format_duration
+from explorer.runs.training_run import StepPace, format_duration
 
 __all__ = ["AT_REST", "ENDED", "GOING", "IllegalTransitionError", "Notice", "ProgressLine", "RunLifecycle",
            "RunState", "ShownRun", "checkpoint_written", "progress_line", "status_line"]

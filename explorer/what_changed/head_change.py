@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bertcore.analysis.attention_change import AttentionChange, attention_change
-from explorer.inspector.attention_math import colour_levels
+from explorer.common.attention_math import colour_levels
 
 MOST_CHANGED_COUNT = 3  # heads named in the summary line
 NAMES = ("A", "B")

@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.models.config import PRESETS, preset
 
 if TYPE_CHECKING:
-    from bertcore.tokenization.wordpiece import BertTokenizer
-    from explorer.inspector.state import ModelInfo
+    from explorer.inspector.state import LoadedModel
 
 FALLBACK_PRESET = "mini"
 FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the window does not show it
@@ -34,11 +33,6 @@ DEFAULT_MODEL = "the trained default model"
 MINILM_NAME = "all-MiniLM-L6-v2"
 
 
-@dataclass(frozen=True)
-class LoadedModel:
-    model: Any  # BertForPreTraining, in eval mode
-    tokenizer: BertTokenizer
-    info: ModelInfo
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded."""
     from bertcore.models.checkpoint import load_pretrained
     from bertcore.models.hub import resolve_model
-    from explorer.inspector.state import describe_model
+    from explorer.inspector.state import LoadedModel, describe_model
 
     resolved = resolve_model(path)
     folder = resolved.folder
@@ -85,7 +79,7 @@ def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str |
 
     from bertcore.models.bert import BertForPreTraining
     from bertcore.tokenization.wordpiece import BertTokenizer
-    from explorer.inspector.state import describe_model
+    from explorer.inspector.state import LoadedModel, describe_model
 
     if preset_name not in PRESETS:
         raise ValueError(f"unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
@@ -108,7 +102,7 @@ def minilm_path() -> Path | None:
 
 
 def load_minilm(device: str = "cpu") -> LoadedModel:
-    from explorer.inspector.state import describe_model
+    from explorer.inspector.state import LoadedModel, describe_model
 
     path = minilm_path()
     if path is None:

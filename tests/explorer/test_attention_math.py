@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-import explorer.inspector.attention_math as attention_math
+import explorer.common.attention_math as attention_math
 from explorer.common.export_data import labelled_tokens, read_matrix_csv, save_attention_npz, save_matrix_csv
 
 

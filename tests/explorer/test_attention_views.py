@@ -9,8 +9,8 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QSlider, QWidget
 
+import explorer.common.attention_math as attention_math
 import explorer.inspector.attention_images as attention_images
-import explorer.inspector.attention_math as attention_math
 from explorer.common.export_data import read_matrix_csv
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.demo_inspection import demo_inspection

@@ -244,8 +244,8 @@ def test_the_window_has_the_tab(qtbot, settings):
 @pytest.mark.slow
 def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot, settings, checkpoints):
     """The Fine-tune tab's "What changed…" goes through WindowTab.compareCheckpoints and the window."""
+    from explorer.common._qt.window_tab import WindowTab
     from explorer.window._qt.main_window import MainWindow
-    from explorer.window._qt.window_tab import WindowTab
 
     window = MainWindow(settings)
     qtbot.addWidget(window)

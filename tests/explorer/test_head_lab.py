@@ -31,8 +31,7 @@ from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.embeddings.requests import sample_pairs
 from explorer.head_lab._qt.head_marks import score_colour
 from explorer.head_lab.analyses import ROLE_BADGES, CorpusSettings
-from explorer.inspector.state import describe_model
-from explorer.window.startup import LoadedModel
+from explorer.inspector.state import LoadedModel, describe_model
 from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.inspector.heatmap_layout import (
+from explorer.common.heatmap_layout import (
     MAX_LABEL_CHARS,
     PIXEL_QUANTUM,
     grid_columns,

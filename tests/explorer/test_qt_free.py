@@ -35,7 +35,7 @@ def plain_modules() -> list[str]:
 def test_no_module_outside_the_qt_layer_imports_qt():
     modules = plain_modules()
     assert {"bertcore.models.bert", "bertcore.training.pretraining", "explorer.inspector.state",
-            "explorer.train.training_run"} <= set(modules)
+            "explorer.runs.training_run"} <= set(modules)
     code = textwrap.dedent(f"""
         import importlib, sys
         for name in {modules!r}:

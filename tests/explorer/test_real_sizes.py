@@ -165,7 +165,7 @@ def test_the_attention_toolbar_says_what_every_control_does(qtbot):
 
 @pytest.mark.slow
 def test_keys_come_from_one_table_that_help_lists(qtbot, settings, tiny_model, tokenizer):
-    from explorer.window._qt.shortcuts import SHORTCUTS
+    from explorer.common._qt.shortcuts import SHORTCUTS
 
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)

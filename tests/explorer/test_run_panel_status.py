@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bertcore.training.pretraining import StepStats
+from explorer.runs.training_run import EngineRun, TrainingSettings
 from explorer.train._qt.training_panel import TrainingPanel
-from explorer.train.training_run import EngineRun, TrainingSettings
 
 RUN_TIMEOUT_MS = 60_000
 REPORTED_AT = 100  # the step whose record reports its checkpoint

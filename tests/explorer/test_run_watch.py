@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from bertcore.files.run_folder import MetricsTail, latest_checkpoint, list_checkpoints, read_run_config
+from explorer.runs.probe_history import ProbeHistory, ProbePair
 from explorer.runs.run_watch import can_resume, is_eval_record, normalize_record, stats_from_record
-from explorer.train.probe_history import ProbeHistory, ProbePair
 
 
 def _line(record: dict) -> bytes:

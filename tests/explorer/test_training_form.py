@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from explorer.runs.training_run import CONTINUE_LOADED, TrainingSettings
 from explorer.train._qt.training_form import TrainingForm
 from explorer.train._qt.training_panel import TrainingPanel
-from explorer.train.training_run import CONTINUE_LOADED, TrainingSettings
 
 
 @pytest.fixture

@@ -25,10 +25,9 @@ from bertcore.training.pretraining import (
     TrainingError,
 )
 from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
-from explorer.inspector.state import describe_model
+from explorer.inspector.state import LoadedModel, describe_model
+from explorer.runs.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
 from explorer.train._qt.training_panel import TrainingPanel
-from explorer.train.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
-from explorer.window.startup import LoadedModel
 
 RUN_TIMEOUT_MS = 90_000
 WORDS = ("king queen lord lady sword crown horse field river tower night day speak hear love hate "
@@ -654,8 +653,8 @@ def test_a_loss_that_rises_far_above_its_start_warns_in_the_window(qtbot, tmp_pa
 @pytest.mark.slow
 def test_the_probe_slider_walks_the_selected_pairs_snapshots(qtbot, tiny_model, tokenizer):
     from bertcore.analysis.inspection import inspect
+    from explorer.runs.probe_history import ProbePair
     from explorer.train._qt.probe_box import ProbeBox
-    from explorer.train.probe_history import ProbePair
 
     box = ProbeBox(ProbePair("the king speaks.", None))
     qtbot.addWidget(box)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from explorer.common.failure import describe_exception
-from explorer.train.probe_history import ProbePair
-from explorer.train.training_run import (
+from explorer.runs.probe_history import ProbePair
+from explorer.runs.training_run import (
     CONTINUE_LOADED,
     EngineRun,
     RunDriver,
@@ -135,7 +135,7 @@ def test_a_run_starts_from_the_inspectors_model_only_when_asked_and_only_one_it_
 
 def test_the_train_settings_say_what_training_config_says_and_the_app_adds_only_its_own_limits():
     from bertcore.training.pretraining_config import TrainingConfig
-    from explorer.train.training_run import TrainingSettings, field_problems
+    from explorer.runs.training_run import TrainingSettings, field_problems
 
     cases = [(dict(steps=0), dict(steps=0)), (dict(learning_rate=0.0), dict(lr=0.0)),
              (dict(checkpoint_every=-1), dict(checkpoint_every=-1)), (dict(seq_len=7), dict(seq_len=7))]

@@ -11,10 +11,10 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-import explorer.window._qt.shortcuts as shortcuts
+import explorer.common._qt.shortcuts as shortcuts
+from explorer.common.heatmap_layout import short_label
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.demo_inspection import demo_inspection
-from explorer.inspector.heatmap_layout import short_label
 from explorer.window._qt.main_window import MainWindow
 
 WAIT_MS = 10_000

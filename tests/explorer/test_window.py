@@ -99,8 +99,8 @@ def test_widgets_have_stable_object_and_accessible_names(window):
 def test_ctrl_n_shows_the_nth_tab_whatever_tabs_were_added_and_help_lists_them(qtbot, window):
     from PySide6.QtGui import QKeySequence
 
-    from explorer.window._qt.shortcuts import tab_shortcut
-    from explorer.window._qt.window_tab import WindowTab
+    from explorer.common._qt.shortcuts import tab_shortcut
+    from explorer.common._qt.window_tab import WindowTab
 
     added = window.add_tab(WindowTab(), "Fine-tune")
     titles = [window.tabs.tabText(index) for index in range(window.tabs.count())]

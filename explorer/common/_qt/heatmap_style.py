@@ -11,7 +11,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from explorer.common._qt.plot_style import CAPTION_STYLE, small_font
-from explorer.inspector.attention_math import colour_gamma, describe_scale
+from explorer.common.attention_math import colour_gamma, describe_scale
 
 COLOR_MAP_NAME = "viridis"
 DIVERGING_MAP_NAME = "CET-D9"  # blue · white · red: a difference, white at 0, the sign in the hue

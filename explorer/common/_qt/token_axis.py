@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics
 
-from explorer.inspector.heatmap_layout import label_ticks, short_label
+from explorer.common.heatmap_layout import label_ticks, short_label
 
 HOVER_LABEL_BRUSH = QColor(255, 236, 160)
 

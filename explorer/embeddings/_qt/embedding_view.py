@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.common._qt.widget_names import named
+from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers import LatestJobWorker
 from explorer.common.export_data import _replace_atomically
 from explorer.embeddings.requests import (
@@ -52,7 +53,6 @@ from explorer.embeddings.requests import (
     describe_segments,
     marked_sentence,
 )
-from explorer.window._qt.window_tab import WindowTab
 
 CATEGORY_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                     "#bcbd22", "#17becf")

@@ -36,8 +36,14 @@ from explorer.finetune.finetune_run import (
     FinetuneSettings,
     finetune_problems,
 )
-from explorer.runs._qt.form_fields import DeviceCombo, ProblemLabel, RunForm, number_spin, typed_number
-from explorer.train._qt.training_form import default_runs_dir
+from explorer.runs._qt.form_fields import (
+    DeviceCombo,
+    ProblemLabel,
+    RunForm,
+    default_runs_dir,
+    number_spin,
+    typed_number,
+)
 
 OWN_DATA = ""  # the demo combo's data for "My own data files…"
 CHECKPOINT_START = "checkpoint"  # the start combo's data for "a checkpoint folder…"

@@ -40,7 +40,7 @@ from explorer.finetune.finetune_run import (
 )
 from explorer.runs._qt.run_panel import RunPanel
 from explorer.runs.curve_layout import FINETUNING, is_held_out
-from explorer.train.training_run import EngineFactory
+from explorer.runs.training_run import EngineFactory
 
 FIRST_STATUS = "Pick a demo task or your own data, and where to start from, then Start."
 NO_EVALUATION = ("No held-out evaluation yet: the task's metrics appear after the first one (once an epoch, and "

@@ -27,8 +27,8 @@ import numpy as np
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
+import explorer.common.attention_math as attention_math
 import explorer.inspector.attention_images as attention_images
-import explorer.inspector.attention_math as attention_math
 from explorer.common._qt.heatmap_style import colour_lookup
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.attention_export import AttentionExports

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
-from explorer.inspector.attention_math import ViewOptions
+from explorer.common.attention_math import ViewOptions
 
 # colour scales shared by what is shown together (a layer's heads, the overview, the rollout); the first is
 # the default (see attention_math.COLOUR_SCALES)

@@ -27,9 +27,9 @@ from explorer.common._qt.heatmap_style import (
 from explorer.common._qt.plot_style import style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
+from explorer.common.attention_math import LayerView, colour_gamma, to_rgba
+from explorer.common.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, thumbnail_side
 from explorer.inspector.attention_images import fit
-from explorer.inspector.attention_math import LayerView, colour_gamma, to_rgba
-from explorer.inspector.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, thumbnail_side
 
 
 class HeadGrid(HoverReadout, QWidget):

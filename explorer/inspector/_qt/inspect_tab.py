@@ -34,7 +34,7 @@ import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
-import explorer.window._qt.shortcuts as shortcuts
+import explorer.common._qt.shortcuts as shortcuts
 from bertcore.tasks.kinds import TOKEN_TASK
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
@@ -46,9 +46,8 @@ from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
-from explorer.inspector.state import Change, ExplorerState, InspectRequest, ModelInfo, run_inspection
+from explorer.inspector.state import Change, ExplorerState, InspectRequest, LoadedModel, ModelInfo, run_inspection
 from explorer.inspector.task_display import tag_cells
-from explorer.window.startup import LoadedModel
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"

@@ -25,8 +25,8 @@ from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, inser
 from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
+from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 from explorer.inspector.attention_images import OverviewPicture
-from explorer.inspector.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
 
 GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
 

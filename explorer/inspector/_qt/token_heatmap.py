@@ -28,9 +28,9 @@ from explorer.common._qt.heatmap_style import (
 from explorer.common._qt.plot_style import show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
+from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
+from explorer.common.heatmap_layout import picture_pixels
 from explorer.inspector.attention_images import MatrixPicture, fit
-from explorer.inspector.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
-from explorer.inspector.heatmap_layout import picture_pixels
 
 
 class TokenHeatmap(HoverReadout, QWidget):

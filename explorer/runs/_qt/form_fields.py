@@ -4,13 +4,14 @@ problems shown as they are typed (each field framed in red, the reasons under th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QStandardPaths, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
 
 from explorer.common._qt.widget_names import named
-from explorer.train.training_run import available_devices
+from explorer.runs.training_run import available_devices
 
 PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
 INT_LIMIT = 2**31 - 1  # what a spin box holds: wide enough that nothing typed is clamped
@@ -125,3 +126,8 @@ class RunForm(QWidget):
     def device_label(self, device: str | None = None) -> str:
         """The label of `device` (default: the chosen one), e.g. "CPU (2 cores)"."""
         return self.device_combo.label(device)
+
+def default_runs_dir() -> Path:
+    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(base or Path.home() / ".bert-explorer") / "runs"

@@ -37,9 +37,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFileDialog, QVBoxLayout, QWidget
 
 from bertcore.files.run_folder import read_run_config
+from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers import OneShotWorker
 from explorer.runs._qt.checkpoint_picker import CheckpointPicker
-from explorer.runs._qt.form_fields import RunForm
+from explorer.runs._qt.form_fields import RunForm, default_runs_dir
 from explorer.runs._qt.loss_plots import LossPlots
 from explorer.runs._qt.run_buttons import RunButtons
 from explorer.runs._qt.run_status import FIRST_STATUS, RunStatus
@@ -48,9 +49,7 @@ from explorer.runs._qt.training_runner import TrainingRunner
 from explorer.runs.curve_layout import PRETRAINING, CurveLayout, is_held_out, layout_for_run
 from explorer.runs.lifecycle import RunLifecycle, RunState, checkpoint_written, progress_line, status_line
 from explorer.runs.run_watch import read_curve, resume_point
-from explorer.train._qt.training_form import default_runs_dir
-from explorer.train.training_run import EngineFactory, describe_failure
-from explorer.window._qt.window_tab import WindowTab
+from explorer.runs.training_run import EngineFactory, describe_failure
 
 TAB_OF_KIND = {"pretraining": "Train", "finetuning": "Fine-tune"}
 COMMAND_OF_KIND = {"pretraining": "bert-train", "finetuning": "bert-finetune"}

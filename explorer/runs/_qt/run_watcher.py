@@ -22,7 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from bertcore.errors import RunFolderError
 from bertcore.files.run_folder import FINAL_DIR, METRICS_FILE, MetricsTail, list_checkpoints, read_run_config
 from explorer.runs.run_watch import is_finetuning_run, record_reader, run_has_ended, stats_from_record
-from explorer.train.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
+from explorer.runs.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
 
 
 class RunWatcher(QObject):

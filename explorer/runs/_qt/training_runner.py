@@ -13,8 +13,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
-from explorer.train.probe_history import ProbePair
-from explorer.train.training_run import CheckpointJob, EngineFactory, RunDriver, SnapshotProber, TrainingSettings
+from explorer.runs.probe_history import ProbePair
+from explorer.runs.training_run import CheckpointJob, EngineFactory, RunDriver, SnapshotProber, TrainingSettings
 
 
 class TrainingRunner(QObject):

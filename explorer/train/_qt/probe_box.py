@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from explorer.runs.probe_history import ProbeHistory, ProbePair
 from explorer.train._qt.probe_snapshot_view import SnapshotView
-from explorer.train.probe_history import ProbeHistory, ProbePair
 
 
 class ProbeBox(QGroupBox):

@@ -15,8 +15,8 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
-from explorer.inspector.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 
 
 class SnapshotView(QWidget):

@@ -1,6 +1,6 @@
 """The Train tab's form: corpus and run settings in, a validated `TrainingSettings` out.
 
-A view over `explorer.train.training_run.TrainingSettings` and nothing more: it starts nothing and knows no
+A view over `explorer.runs.training_run.TrainingSettings` and nothing more: it starts nothing and knows no
 worker. The panel reads `settings()` when Start is pressed, fills it back with `set_settings()` when a run
 was started with explicit settings, and locks it with `set_editable(False)` while a run goes ("probe every"
 stays live: it may change mid-run).
@@ -12,9 +12,7 @@ text), and a value out of range is framed in red with the reason under the form 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from PySide6.QtCore import QStandardPaths, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -29,19 +27,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.runs._qt.form_fields import DeviceCombo, ProblemLabel, RunForm, number_spin, typed_number
-from explorer.train.training_run import (
+from explorer.runs._qt.form_fields import (
+    DeviceCombo,
+    ProblemLabel,
+    RunForm,
+    default_runs_dir,
+    number_spin,
+    typed_number,
+)
+from explorer.runs.training_run import (
     CONTINUE_LOADED,
     PRESET_NAMES,
     TrainingSettings,
     field_problems,
 )
-
-
-def default_runs_dir() -> Path:
-    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
-    return Path(base or Path.home() / ".bert-explorer") / "runs"
 
 
 class TrainingForm(RunForm):

@@ -11,7 +11,7 @@ is pretraining's own is here:
   the same way, one at a time.
 - "Continue the loaded model" trains a copy of the inspector's model further.
 
-The form is `TrainingForm`; what it drives is plain Python in `explorer.train.training_run` (settings, the engine
+The form is `TrainingForm`; what it drives is plain Python in `explorer.runs.training_run` (settings, the engine
 adapter, the run driver, the prober, a run's pace).
 """
 
@@ -24,9 +24,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from explorer.runs._qt.run_panel import RunPanel
-from explorer.train._qt.probe_box import ProbeBox
-from explorer.train._qt.training_form import TrainingForm
-from explorer.train.training_run import (
+from explorer.runs.training_run import (
     DEFAULT_PROBE,
     EngineFactory,
     TrainingSettings,
@@ -35,6 +33,8 @@ from explorer.train.training_run import (
     settings_for_resume,
     warm_up_engine,
 )
+from explorer.train._qt.probe_box import ProbeBox
+from explorer.train._qt.training_form import TrainingForm
 
 
 class TrainingPanel(RunPanel):

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.common._qt.plot_style import CAPTION_STYLE, style_canvas, style_plot
-from explorer.inspector.attention_math import to_rgba
+from explorer.common.attention_math import to_rgba
 
 UNIT = "JS divergence, bits"
 BRIGHT_FRACTION = 0.62  # above this fraction of the scale the colour map is light: write the number in black

@@ -30,12 +30,12 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.common._qt.widget_names import named
+from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers import LatestJobWorker
 from explorer.common.failure import Failure
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from explorer.what_changed._qt.change_grid import HeadChangeGrid
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest, HeadChange
-from explorer.window._qt.window_tab import WindowTab
 
 IDLE_TEXT = ("Choose two checkpoints of the same shape, A (before) and B (after), e.g. a model and the model "
              "fine-tuned from it: each head's change on the Inspect tab's input appears here.")

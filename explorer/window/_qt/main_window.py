@@ -29,23 +29,23 @@ from PySide6.QtCore import QSettings, Qt, Signal, qVersion
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
-import explorer.window._qt.shortcuts as shortcuts
+import explorer.common._qt.shortcuts as shortcuts
 import explorer.window.startup as startup
 from bertcore.models.config import PRESETS
 from explorer import APP_NAME, __version__
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.widget_names import named
+from explorer.common._qt.window_tab import WindowTab
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.head_lab_tab import HeadLabTab
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer.inspector._qt.inspect_tab import InspectTab
-from explorer.inspector.state import describe_model
+from explorer.inspector.state import LoadedModel, describe_model
 from explorer.what_changed._qt.change_tab import ChangeTab
 from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
 from explorer.window._qt.model_picker import ModelPicker
-from explorer.window._qt.window_tab import WindowTab
 
 __all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
 
@@ -274,7 +274,7 @@ class MainWindow(QMainWindow):
         """Show a model built elsewhere; `label` names it in the title ("(untrained)" marks a fresh one)."""
         untrained = "untrained" in label.lower()
         name = label.replace("(untrained)", "").strip() if untrained else label
-        self._install(startup.LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained)))
+        self._install(LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained)))
 
     def inspect_pair(self, text_a: str, text_b: str = "") -> None:
         """Type a pair into the Inspect tab's fields, inspect it now and bring the tab to the front."""
@@ -295,7 +295,7 @@ class MainWindow(QMainWindow):
 
     # -- models -----------------------------------------------------------------------------------------------
 
-    def _install(self, loaded: startup.LoadedModel) -> None:
+    def _install(self, loaded: LoadedModel) -> None:
         self.inspect_tab.set_model(loaded)
         self._show_model_label()
         self.modelChanged.emit(loaded)

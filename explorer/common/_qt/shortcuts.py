@@ -65,7 +65,7 @@ def key_for(handler: str) -> QKeySequence:
     for shortcut in SHORTCUTS:
         if shortcut.handler == handler:
             return QKeySequence(shortcut.keys)
-    raise KeyError(f"no shortcut named {handler!r}; see explorer.window._qt.shortcuts.SHORTCUTS")
+    raise KeyError(f"no shortcut named {handler!r}; see explorer.common._qt.shortcuts.SHORTCUTS")
 
 
 def tab_shortcut(index: int, title: str) -> Shortcut | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.common.failure import Failure
-from explorer.train.probe_history import ProbePair
+from explorer.runs.probe_history import ProbePair
 
 PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
 CONTINUE_LOADED = "continue the loaded model"
