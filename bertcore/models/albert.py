@@ -26,11 +26,11 @@ from torch import nn
 from bertcore.checks import check_int, check_number
 from bertcore.models.bert import (
     ACTIVATION_FUNCTIONS,
-    IGNORE_INDEX,
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
     TokenRows,
+    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import ElectraEmbeddings, MaskedLMOutput, fields_of_family, prepare_encoder_inputs
@@ -235,8 +235,6 @@ class AlbertForPreTrainingOutput:
     attentions: tuple[torch.Tensor, ...] | None  # L × inner_group_num of (B, nh, T, T)
 
 
-def _mlm_loss(prediction_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(prediction_logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
 
 
 class AlbertForPreTraining(BertPreTrainedModel):
@@ -288,7 +286,7 @@ class AlbertForPreTraining(BertPreTrainedModel):
                               output_hidden_states)
         prediction_logits = self.predictions(outputs.last_hidden_state)  # (B, T, V)
         sop_logits = self.sop_classifier(outputs.pooler_output)  # (B, 2)
-        mlm_loss = None if labels is None else _mlm_loss(prediction_logits, labels)
+        mlm_loss = None if labels is None else masked_lm_loss(prediction_logits, labels)
         sop_loss = None
         if sentence_order_label is not None:
             sop_loss = F.cross_entropy(sop_logits.float(), sentence_order_label.view(-1))
@@ -339,5 +337,5 @@ class AlbertForMaskedLM(BertPreTrainedModel):
         outputs = self.albert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
                               output_hidden_states)
         logits = self.predictions(outputs.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else _mlm_loss(logits, labels)
+        loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)

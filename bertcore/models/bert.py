@@ -528,11 +528,14 @@ class BertForMaskedLM(BertPreTrainedModel):
         outputs = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
                             output_hidden_states)
         logits = self.cls.predictions(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1),
-                                   ignore_index=IGNORE_INDEX)
+        loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of vocabulary scores (..., V) against token ids (...), over the positions whose label is
+    not IGNORE_INDEX, in float32 whatever the logits' dtype: the MLM loss of every family's masked-LM head."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE_INDEX)
 
 
 def _positions_read_by_heads(labelled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.bert import (
     ACTIVATION_FUNCTIONS,
-    IGNORE_INDEX,
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
     MaskedLMOutput,
     TokenRows,
+    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
@@ -256,8 +255,5 @@ class DistilBertForMaskedLM(BertPreTrainedModel):
         outputs = self.distilbert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
                                   output_hidden_states)
         logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1),
-                                   ignore_index=IGNORE_INDEX)
+        loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)

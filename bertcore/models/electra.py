@@ -25,12 +25,12 @@ from torch import nn
 from bertcore.checks import check_int
 from bertcore.models.bert import (
     ACTIVATION_FUNCTIONS,
-    IGNORE_INDEX,
     BertEmbeddings,
     BertEncoder,
     BertModelOutput,
     BertPreTrainedModel,
     check_inputs,
+    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 
@@ -275,5 +275,5 @@ class ElectraForMaskedLM(BertPreTrainedModel):
         logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+            loss = masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)

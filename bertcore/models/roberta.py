@@ -21,13 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.bert import (
-    IGNORE_INDEX,
     BertEmbeddings,
     BertEncoder,
     BertModelOutput,
     BertPooler,
     BertPreTrainedModel,
     MaskedLMOutput,
+    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import prepare_encoder_inputs
@@ -202,8 +202,5 @@ class RobertaForMaskedLM(BertPreTrainedModel):
         outputs = self.roberta(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
                                output_hidden_states)
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1),
-                                   ignore_index=IGNORE_INDEX)
+        loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
