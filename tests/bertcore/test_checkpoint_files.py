@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,12 +23,9 @@ from bertcore.files.resources import default_checkpoint_dir
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import CheckpointError, load_pretrained, read_checkpoint, save_pretrained
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer, TokenizerError
+from tests.special_files import CHILD_PREAMBLE, DEEP_JSON, SECONDS_PER_CASE, replace_with, run_in_children
 from tests.tiny_configs import two_layer_bert
 
-REPO = Path(__file__).resolve().parents[2]
-SECONDS_PER_CASE = 20
-CHILD_MEMORY = 2 << 30  # RLIMIT_DATA of the child: reading /dev/zero stops at 2 GiB with a MemoryError
-DEEP_JSON = "[" * 100_000 + "]" * 100_000
 has_special_files = pytest.mark.skipif(
     not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero") or sys.platform == "win32",
     reason="needs FIFOs and /dev/zero (POSIX)")
@@ -95,62 +91,19 @@ KINDS = {
 }
 CASES = [f"{name}-{kind}" for name, _, _ in FILES for kind in KINDS] + ["vocab_file_argument-fifo"]
 
-CHILD = r"""
-import faulthandler, json, resource, sys
-_, hard = resource.getrlimit(resource.RLIMIT_DATA)
-limit = MEMORY if hard == resource.RLIM_INFINITY else min(MEMORY, hard)
-resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+CHILD = CHILD_PREAMBLE + r"""
 from bertcore.models.checkpoint import load_pretrained
 from bertcore.tokenization.wordpiece import BertTokenizer
-for line in sys.stdin.read().splitlines():
-    name, call, path = json.loads(line)
-    faulthandler.dump_traceback_later(SECONDS, exit=True)  # a hang ends the process; the parent goes on
+for name, call, path in cases():
     try:
         (load_pretrained if call == "load_pretrained" else BertTokenizer.from_vocab_file)(path)
         result = ["loaded", ""]
     except BaseException as error:  # MemoryError too: reading /dev/zero until the limit
         result = [type(error).__name__, str(error)]
-    faulthandler.cancel_dump_traceback_later()
     print(json.dumps([name, *result]), flush=True)
-""".replace("MEMORY", str(CHILD_MEMORY)).replace("SECONDS", str(SECONDS_PER_CASE))
+"""
 
 
-def run_in_children(cases: list[tuple[str, str, str]]) -> dict[str, tuple[str, str]]:
-    """(error type, message) of each (name, call, path), run in order in a child process; a case that hangs ends
-    its child (faulthandler) and is recorded as 'hung', and a new child takes the rest."""
-    results: dict[str, tuple[str, str]] = {}
-    pending = list(cases)
-    while pending:
-        try:
-            finished = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(map(json.dumps, pending)),
-                                      capture_output=True, text=True, cwd=REPO,
-                                      timeout=60 + SECONDS_PER_CASE * len(pending))
-            output, errors = finished.stdout, finished.stderr
-        except subprocess.TimeoutExpired as expired:
-            output, errors = expired.stdout or "", f"the child was killed after {expired.timeout} s"
-            output = output.decode() if isinstance(output, bytes) else output
-        for line in output.splitlines():
-            name, kind, message = json.loads(line)
-            results[name] = (kind, message)
-        pending = [case for case in pending if case[0] not in results]
-        if pending:  # the first one left is the one its child was stuck in
-            results[pending[0][0]] = ("hung", errors[-3000:])
-            pending = pending[1:]
-    return results
-
-
-def replace_with(path: Path, kind: str) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        path.unlink()
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev_zero":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
-        (path / "inside.txt").write_text("a folder, not the file")
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +128,7 @@ def special_file_results(saved, tokenizer, tmp_path_factory) -> dict[str, tuple[
     os.mkfifo(fifo)
     cases.append(("vocab_file_argument-fifo", "from_vocab_file", str(fifo)))
     files["vocab_file_argument-fifo"] = fifo
-    results = run_in_children(cases)
+    results = run_in_children(CHILD, cases)
     return {name: (*results[name], files[name]) for name in files}
 
 

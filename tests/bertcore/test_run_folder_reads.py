@@ -10,83 +10,32 @@ test instead of freezing the suite."""
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SECONDS_PER_CASE = 20
-CHILD_MEMORY = 2 << 30  # RLIMIT_DATA of the child: reading /dev/zero stops at 2 GiB with a MemoryError
-DEEP_JSON = "[" * 100_000 + "]" * 100_000
+from tests.special_files import CHILD_PREAMBLE, SECONDS_PER_CASE, replace_with, run_in_children
+
 COMMIT = "c" * 40
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero") or sys.platform == "win32",
     reason="needs FIFOs and /dev/zero (POSIX)")
 
-CHILD = r"""
-import faulthandler, json, resource, sys
-from pathlib import Path
-_, hard = resource.getrlimit(resource.RLIMIT_DATA)
-limit = MEMORY if hard == resource.RLIM_INFINITY else min(MEMORY, hard)
-resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+CHILD = CHILD_PREAMBLE + r"""
 from bertcore.models.config import BertConfig
 from bertcore.models.hub import list_cached_models
 from bertcore.files.run_folder import MetricsTail, RunFolder, read_run_config
 from bertcore.training.setup import read_trainer_state
-for line in sys.stdin.read().splitlines():
-    name, expression, path = json.loads(line)
-    faulthandler.dump_traceback_later(SECONDS, exit=True)  # a hang ends the process; the parent goes on
+for name, expression, path in cases():
     try:
         result = ["returned", repr(eval(expression, globals(), {"path": Path(path)}))]
     except BaseException as error:  # MemoryError too: reading /dev/zero until the limit
         result = [type(error).__name__, str(error)]
-    faulthandler.cancel_dump_traceback_later()
     print(json.dumps([name, *result]), flush=True)
-""".replace("MEMORY", str(CHILD_MEMORY)).replace("SECONDS", str(SECONDS_PER_CASE))
+"""
 
 
-def run_in_children(cases: list[tuple[str, str, str]]) -> dict[str, tuple[str, str]]:
-    """(outcome, message) of each (name, expression of `path`, path), run in order in a child process; a case
-    that hangs ends its child (faulthandler) and is recorded as 'hung', and a new child takes the rest."""
-    results: dict[str, tuple[str, str]] = {}
-    pending = list(cases)
-    while pending:
-        try:
-            finished = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(map(json.dumps, pending)),
-                                      capture_output=True, text=True, cwd=REPO,
-                                      timeout=60 + SECONDS_PER_CASE * len(pending))
-            output, errors = finished.stdout, finished.stderr
-        except subprocess.TimeoutExpired as expired:
-            output, errors = expired.stdout or "", f"the child was killed after {expired.timeout} s"
-            output = output.decode() if isinstance(output, bytes) else output
-        for line in output.splitlines():
-            name, outcome, message = json.loads(line)
-            results[name] = (outcome, message)
-        pending = [case for case in pending if case[0] not in results]
-        if pending:  # the first one left is the one its child was stuck in
-            results[pending[0][0]] = ("hung", errors[-3000:])
-            pending = pending[1:]
-    return results
-
-
-def replace_with(path: Path, kind: str) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev_zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "folder":
-        path.mkdir()
-        (path / "inside.txt").write_text("a folder, not the file")
-    else:
-        path.write_text(DEEP_JSON)
 
 
 NOT_A_FILE = {
@@ -156,7 +105,7 @@ def results(tmp_path_factory) -> dict[str, tuple[str, str, Path]]:
         cache = root / case
         files[case] = _hub_repo(cache, replaced, kind)
         cases.append((case, "[model.repo_id for model in list_cached_models(path)]", str(cache)))
-    found = run_in_children(cases)
+    found = run_in_children(CHILD, cases)
     return {name: (*found[name], files[name]) for name in files}
 
 
