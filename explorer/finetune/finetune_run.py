@@ -20,7 +20,7 @@ from typing import Any
 
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.training.finetuning_config import DEMO_SETTINGS
-from explorer.runs.training_run import APP_CHECKS, EngineRun, LoopRun, warm_up_engine
+from explorer.runs.training_run import EngineRun, LoopRun, warm_up_engine, with_app_checks
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
 LOADED_START = "loaded"  # the Inspect tab's model
@@ -52,12 +52,8 @@ def finetune_problems(**values: Any) -> dict[str, str]:
 
     checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS
                and not (name == "epochs" and values.get("steps") is not None)}
-    problems = config_field_problems(FinetuneConfig, checked, names=CONFIG_NAMES, context={"demo": "mood"})
-    for name, value in values.items():
-        check = APP_CHECKS.get(name)
-        if name not in problems and check is not None and (problem := check(value)):
-            problems[name] = problem
-    return {name: problems[name] for name in values if name in problems}
+    return with_app_checks(values, config_field_problems(FinetuneConfig, checked, names=CONFIG_NAMES,
+                                                         context={"demo": "mood"}))
 
 
 @dataclass(frozen=True)

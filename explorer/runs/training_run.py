@@ -77,7 +77,13 @@ def field_problems(**values: Any) -> dict[str, str]:
     from bertcore.training.pretraining_config import TrainingConfig
 
     checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS}
-    problems = config_field_problems(TrainingConfig, checked, names=CONFIG_NAMES)
+    return with_app_checks(values, config_field_problems(TrainingConfig, checked, names=CONFIG_NAMES))
+
+
+def with_app_checks(values: dict[str, Any], problems: dict[str, str]) -> dict[str, str]:
+    """The config's `problems` with APP_CHECKS' for the fields it found nothing wrong with, in the order of `values`
+    (what both run forms show)."""
+    problems = dict(problems)
     for name, value in values.items():
         check = APP_CHECKS.get(name)
         if name not in problems and check is not None and (problem := check(value)):
