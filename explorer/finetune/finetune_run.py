@@ -6,13 +6,12 @@
 - `make_finetune_run`: `bertcore.training.finetuning.Finetuner` behind the `EngineRun` interface the Train tab's runner
   drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
   `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
-- What a run folder says about itself, in words (`describe_finetune_config`, `run_start`), and an evaluation
-  (`describe_evaluation`).
+
+A fine-tuning run in words (its configuration, its start, an evaluation) is `explorer.runs.run_descriptions`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,45 +140,6 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
     if config.demo:
         return FinetuneSettings(demo=config.demo, **common)
     return FinetuneSettings(demo=None, task=config.task, train=config.train, eval=config.eval, **common)
-
-
-def describe_finetune_config(config: dict) -> str:
-    """A fine-tuning run's configuration in one line ("mood demo (sequence) from default-model, 300 steps of
-    32 × 64, lr 0.0002, cpu")."""
-    training = config.get("training")
-    if not isinstance(training, dict):
-        return ""
-    what = f"{training['demo']} demo" if training.get("demo") else f"{Path(str(training.get('train'))).name}"
-    start = run_start(config)
-    parts = [f"{what} ({training.get('task')})" + (f" from {start.name}" if start else ""),
-             f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}",
-             f"lr {training.get('lr')}"]
-    if config.get("device"):
-        parts.append(str(config["device"]))
-    return ", ".join(parts)
-
-
-def describe_evaluation(evaluation: Any) -> str:
-    """A `TaskEvalStats` in words: "Held-out at step 200 (1,200 examples): accuracy 0.763 · macro_f1 0.751 ·
-    loss 0.612", the main metric first."""
-    metrics = dict(evaluation.metrics)
-    order = sorted(metrics, key=lambda name: name != evaluation.main_metric)
-    numbers = [f"{name} {metrics[name]:.3f}" for name in order if math.isfinite(metrics[name])]
-    if math.isfinite(evaluation.loss):
-        numbers.append(f"loss {evaluation.loss:.3f}")
-    examples = f" ({evaluation.num_examples:,} examples)" if evaluation.num_examples else ""
-    return f"Held-out at step {evaluation.step:,}{examples}: " + " · ".join(numbers)
-
-
-def run_start(config: dict) -> Path | None:
-    """The checkpoint a fine-tuning run started from (run_config.json's "init"), or None when it does not say."""
-    init = config.get("init")
-    if isinstance(init, dict) and isinstance(init.get("from"), str):
-        return Path(init["from"])
-    training = config.get("training")
-    if isinstance(training, dict) and isinstance(training.get("init_from"), str):
-        return Path(training["init_from"])
-    return None
 
 
 def warm_up_finetuning() -> None:

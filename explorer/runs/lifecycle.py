@@ -33,7 +33,8 @@ from typing import Any
 
 from bertcore.files.run_folder import checkpoint_name, list_checkpoints
 from explorer.common.events import Event
-from explorer.runs.training_run import StepPace, format_duration
+from explorer.runs.run_descriptions import format_duration
+from explorer.runs.training_run import StepPace
 
 __all__ = ["AT_REST", "ENDED", "GOING", "IllegalTransitionError", "Notice", "ProgressLine", "RunLifecycle",
            "RunState", "ShownRun", "checkpoint_written", "progress_line", "status_line"]
@@ -226,7 +227,7 @@ class RunLifecycle:
         self._transition(RunState.FINISHED if how == "finished" else RunState.STOPPED)
 
     def failed(self, message: str, checkpoint: Path | None) -> None:
-        """The run failed; `message` says how and what was kept (`training_run.describe_failure`)."""
+        """The run failed; `message` says how and what was kept (`run_descriptions.describe_failure`)."""
         self._require("fail", GOING)
         self.outcome = "failed"
         if self.starting is not None:

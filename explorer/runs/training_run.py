@@ -1,14 +1,14 @@
-"""The training run as the Train tab sees it, without Qt: its settings, the engine behind it, and the prober.
+"""The training run as the Train tab sees it, without Qt: its settings and the engine behind it.
 
 - `TrainingSettings`: what the tab's form asks for, validated, with messages a user understands.
 - `EngineRun`: what the tab needs from a running engine; `make_engine_run` adapts `bertcore.training.pretraining`,
   whose `StepStats` (plain numbers, with the step's `EvalStats` and checkpoint) reach the GUI as they are.
 - `RunDriver`: one run as its training thread drives it (builds the engine, hands weight snapshots to the
   prober every N steps, passes a stop request on).
-- `SnapshotProber`: run in the probe thread, it loads a weights snapshot (`WeightsJob`) or a watched run's
-  checkpoint (`CheckpointJob`) into its own model and inspects the probe pairs.
-- Plain helpers for what the tab shows: the devices to pick from, a failure in words, a watched run's
-  configuration in words, a duration.
+- `StepPace`: a run's recent pace, for the time it has left; the devices to pick from.
+
+The probe thread's side is `explorer.runs.snapshot_probe`; a run in words (a failure, a configuration, a
+duration) is `explorer.runs.run_descriptions`.
 
 Everything here runs headless (the engine and the prober in worker threads); `explorer.train._qt.training_panel`
 is the thin Qt view over it.
@@ -17,9 +17,7 @@ is the thin Qt view over it.
 from __future__ import annotations
 
 import abc
-import errno
 import os
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -27,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.common.failure import Failure
 from explorer.runs.probe_history import ProbePair
+from explorer.runs.snapshot_probe import WeightsJob
 
 PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
 CONTINUE_LOADED = "continue the loaded model"
@@ -165,37 +163,6 @@ def available_devices() -> list[tuple[str, str]]:
     elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         devices.insert(0, ("mps", "Apple MPS"))
     return devices
-
-
-def describe_failure(failure: Failure, last_step: Any, last_checkpoint: Path | None) -> str:
-    """A message a user understands for a failed run, saying what was kept.
-
-    `last_step` is the last statistics record the run yielded (None: it failed before its first step).
-    """
-    kind, message = failure.kind, failure.message
-    lowered = message.lower()
-    kept = (f"The last good checkpoint is kept: {last_checkpoint}." if last_checkpoint
-            else "No checkpoint had been written yet.")
-    if failure.is_a("CorpusError"):
-        return f"The corpus cannot be used: {message}"
-    if failure.is_a("NonFiniteLossError") or failure.is_a("DivergenceError"):
-        return f"The run diverged: {message}"  # the engine's message names the step, the checkpoint and the fix
-    if failure.is_a("OutOfMemoryTrainingError"):  # the engine's message suggests the smaller sizes
-        return f"Out of memory: {message}. {kept}"
-    if kind in ("OutOfMemoryError", "MemoryError") or "out of memory" in lowered:
-        return f"Out of memory: {message}. Try a smaller batch size or sequence length, or the CPU. {kept}"
-    if failure.errno == errno.ENOSPC or "no space left" in lowered:
-        return (f"The disk is full: {message}. Free some space (or pick a run folder on another disk) and "
-                f"start again. {kept}")
-    if last_step is not None and failure.is_a("OSError"):  # a checkpoint or metrics write failed
-        return f"The run could not write to its folder: {message}. {kept}"
-    if failure.is_a("TrainingError"):  # the engine stopped the run; its message says why and what to change
-        return f"The run stopped: {message}" + ("" if "checkpoint" in lowered else f". {kept}")
-    if kind == "FloatingPointError" or re.search(r"\b(nan|inf)\b|diverg", lowered):
-        return f"The run diverged: {message}. Try a lower learning rate. {kept}"
-    if last_step is None:
-        return f"The run could not start: {message}"
-    return f"The run failed after step {last_step.step} ({kind}): {message}. {kept}"
 
 
 # ---------------------------------------------------------------- the engine, seen through one adapter
@@ -362,70 +329,6 @@ class RunDriver:
             self._submit_probe(step, WeightsJob(run.snapshot(), run.model_config, run.tokenizer, pairs))
 
 
-# ---------------------------------------------------------------- probing
-@dataclass(frozen=True)
-class WeightsJob:
-    """Probe a running engine's weights (a CPU snapshot of its state dict)."""
-
-    state: dict
-    config: Any  # bertcore.models.config.BertConfig
-    tokenizer: Any
-    pairs: tuple[ProbePair, ...]
-
-
-@dataclass(frozen=True)
-class CheckpointJob:
-    """Probe a watched run's checkpoint folder."""
-
-    folder: str
-    pairs: tuple[ProbePair, ...]
-
-
-class SnapshotProber:
-    """Runs in the probe thread: loads a job's weights into its own model and inspects every probe pair;
-    returns {pair: Inspection}."""
-
-    def __init__(self):
-        self._model = None
-        self._config = None
-        self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
-
-    def __call__(self, job: WeightsJob | CheckpointJob) -> dict[ProbePair, Any]:
-        import torch
-
-        from bertcore.analysis.inspection import inspect_encoding
-        from bertcore.data.masking import mask_like_bert
-        from bertcore.models.task_heads import model_class_for
-
-        if isinstance(job, CheckpointJob):
-            from bertcore.models.checkpoint import load_pretrained
-
-            model, tokenizer = load_pretrained(job.folder)
-            state, config = model.state_dict(), model.config
-        else:
-            state, config, tokenizer = job.state, job.config, job.tokenizer
-        pairs = job.pairs
-        if self._model is None or self._config != config:
-            with torch.device("meta"):  # no random init: the snapshot overwrites every weight
-                model = model_class_for(config)(config)  # a pretraining or a fine-tuning run's class
-            self._model = model.to_empty(device="cpu").eval()
-            self._config = config
-            self._encodings.clear()
-        self._model.load_state_dict(state)
-        results = {}
-        with torch.inference_mode():
-            for pair in pairs:
-                key = (id(tokenizer), pair)
-                if key not in self._encodings:
-                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
-                    # The same positions are masked at every snapshot, so predictions can be compared.
-                    masking = mask_like_bert(encoding, tokenizer, seed=0)
-                    self._encodings[key] = (encoding, masking)
-                encoding, masking = self._encodings[key]
-                results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)
-        return results
-
-
 # ---------------------------------------------------------------- following a run: its pace, its checkpoints
 class StepPace:
     """Recent (step, elapsed seconds) points of a run, for the time it has left at its recent pace."""
@@ -447,64 +350,3 @@ class StepPace:
             seconds_per_step = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
             return seconds_per_step * (total - step)
         return None
-
-
-class CheckpointProbeQueue:
-    """A watched run's checkpoints to probe: each one once, oldest first, one in flight at a time."""
-
-    def __init__(self):
-        self._seen: set[str] = set()  # checkpoint folder names already queued
-        self._waiting: list[tuple[int, Path]] = []
-        self.in_flight = False
-
-    def add(self, checkpoints: list[tuple[int | None, Path]]) -> None:
-        """Queue the checkpoints (`run_watch.list_checkpoints`, oldest first) not seen before."""
-        for step, folder in checkpoints:
-            if folder.name not in self._seen and step is not None:
-                self._seen.add(folder.name)
-                self._waiting.append((step, folder))
-
-    def take(self) -> tuple[int, Path] | None:
-        """The next checkpoint to probe, now in flight; None while one is in flight or none waits."""
-        if self.in_flight or not self._waiting:
-            return None
-        self.in_flight = True
-        return self._waiting.pop(0)
-
-    def done(self) -> bool:
-        """The checkpoint in flight was probed (or failed); False when none was in flight."""
-        was_in_flight, self.in_flight = self.in_flight, False
-        return was_in_flight
-
-
-# ---------------------------------------------------------------- a watched run and a duration, in words
-def planned_steps(config: dict) -> int | None:
-    """The total steps a watched run's `config.json` (as `run_watch.read_run_config` reads it) plans, if it says."""
-    training = config.get("training") if isinstance(config.get("training"), dict) else config
-    for key in ("steps", "total_steps", "max_steps", "num_steps"):
-        if isinstance(training.get(key), int):
-            return training[key]
-    return None
-
-
-def describe_run_config(config: dict) -> str:
-    """A watched run's configuration in one line ("tiny preset L2/H64, 300 steps of 16 × 64, lr 0.001, cpu")."""
-    training, model = config.get("training"), config.get("model")
-    if not isinstance(training, dict):
-        return ""
-    parts = [f"{training.get('preset', '?')} preset" if not training.get("init_from") else "further training"]
-    if isinstance(model, dict) and "num_hidden_layers" in model:
-        parts[0] += f" L{model['num_hidden_layers']}/H{model.get('hidden_size')}"
-    parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
-    parts.append(f"lr {training.get('lr')}")
-    if config.get("device"):
-        parts.append(str(config["device"]))
-    return ", ".join(parts)
-
-
-def format_duration(seconds: float) -> str:
-    """"1:02:03" or "2:03"."""
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from bertcore.training.finetuning import TaskEvalStats
-from explorer.finetune.finetune_run import FinetuneSettings, describe_evaluation, finetune_problems
+from explorer.finetune.finetune_run import FinetuneSettings, finetune_problems
+from explorer.runs.run_descriptions import describe_evaluation
 
 
 def test_checkpoint_and_evaluation_intervals_are_checked_as_typed():

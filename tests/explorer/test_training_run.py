@@ -11,13 +11,13 @@ import pytest
 
 from explorer.common.failure import describe_exception
 from explorer.runs.probe_history import ProbePair
+from explorer.runs.run_descriptions import describe_failure
+from explorer.runs.snapshot_probe import WeightsJob
 from explorer.runs.training_run import (
     CONTINUE_LOADED,
     EngineRun,
     RunDriver,
     TrainingSettings,
-    WeightsJob,
-    describe_failure,
     initial_model,
 )
 

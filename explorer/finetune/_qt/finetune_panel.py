@@ -32,14 +32,13 @@ from explorer.finetune.finetune_run import (
     DEFAULT_START,
     LOADED_START,
     FinetuneSettings,
-    describe_evaluation,
     make_finetune_run,
-    run_start,
     settings_for_resume,
     warm_up_finetuning,
 )
 from explorer.runs._qt.run_panel import RunPanel
 from explorer.runs.curve_layout import FINETUNING, is_held_out
+from explorer.runs.run_descriptions import describe_evaluation, run_start
 from explorer.runs.training_run import EngineFactory
 
 FIRST_STATUS = "Pick a demo task or your own data, and where to start from, then Start."

@@ -21,8 +21,9 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from bertcore.errors import RunFolderError
 from bertcore.files.run_folder import FINAL_DIR, METRICS_FILE, MetricsTail, list_checkpoints, read_run_config
-from explorer.runs.run_watch import is_finetuning_run, record_reader, run_has_ended, stats_from_record
-from explorer.runs.training_run import CheckpointProbeQueue, describe_run_config, planned_steps
+from explorer.runs.run_descriptions import describe_config, planned_steps
+from explorer.runs.run_watch import record_reader, run_has_ended, stats_from_record
+from explorer.runs.snapshot_probe import CheckpointProbeQueue
 
 
 class RunWatcher(QObject):
@@ -161,12 +162,3 @@ class RunWatcher(QObject):
         if checkpoint is not None:
             step, folder = checkpoint
             self.probeCheckpoint.emit(step, str(folder))
-
-
-def describe_config(config: dict) -> str:
-    """A watched run's configuration in one line, for either kind of run."""
-    if is_finetuning_run(config):
-        from explorer.finetune.finetune_run import describe_finetune_config
-
-        return describe_finetune_config(config)
-    return describe_run_config(config)

@@ -14,7 +14,8 @@ from PySide6.QtCore import QObject, Signal
 
 from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
 from explorer.runs.probe_history import ProbePair
-from explorer.runs.training_run import CheckpointJob, EngineFactory, RunDriver, SnapshotProber, TrainingSettings
+from explorer.runs.snapshot_probe import CheckpointJob, SnapshotProber
+from explorer.runs.training_run import EngineFactory, RunDriver, TrainingSettings
 
 
 class TrainingRunner(QObject):
