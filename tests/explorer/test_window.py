@@ -11,8 +11,9 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
 
 from bertcore.data.masking import MaskDecision, mask_like_bert
-from explorer.common._qt.workers import InspectionThreads, LatestJobWorker, estimated_flops
+from explorer.common._qt.workers import LatestJobWorker
 from explorer.inspector._qt.token_table import ROWS, decision_text
+from explorer.inspector.inspection_threads import InspectionThreads, estimated_flops
 from explorer.inspector.state import InspectRequest
 from explorer.window._qt.main_window import MainWindow
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY

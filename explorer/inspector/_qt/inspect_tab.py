@@ -38,7 +38,7 @@ import explorer.common._qt.shortcuts as shortcuts
 from bertcore.tasks.kinds import TOKEN_TASK
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
-from explorer.common._qt.workers import InspectionThreads, LatestJobWorker
+from explorer.common._qt.workers import LatestJobWorker
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.logit_lens_view import LogitLensView
@@ -46,6 +46,7 @@ from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
+from explorer.inspector.inspection_threads import InspectionThreads
 from explorer.inspector.state import Change, ExplorerState, InspectRequest, LoadedModel, ModelInfo, run_inspection
 from explorer.inspector.task_display import tag_cells
 

