@@ -22,6 +22,8 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
       TokenizerError               bad input to the tokenizer, or a broken vocabulary file
       CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
       TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
+      ExplainError                 an explanation asked for something the model or input does not have (a target
+                                   position past the input, an NSP target on a model without an NSP head)
     Exception
       DownloadCancelled            the user stopped a model download; nothing of it is left in the cache
 """
@@ -65,6 +67,11 @@ class CorpusError(ValueError):
 
 class TaskDataError(ValueError):
     """Fine-tuning data that cannot be used; the message names the file, the line or record, and the fix."""
+
+
+class ExplainError(ValueError):
+    """An attribution, mixing or patching request the model or the input cannot answer: a target its heads do not
+    have, a position or token id out of range, an unknown method; the message names the value and the fix."""
 
 
 class TrainingError(RuntimeError):
