@@ -36,13 +36,14 @@ from bertcore.cli.common import (
     resumed_run_dir,
     run_command,
 )
+from bertcore.data.masking_recipes import MASKING_RECIPES, RECIPE_DESCRIPTIONS
 from bertcore.files.run_folder import RunFolder
 
 # Command-line option -> TrainingConfig field. Options left out keep the default (or, with --resume, the
 # value recorded in the run's run_config.json).
 OPTION_FIELDS = {
     **SHARED_OPTION_FIELDS, "corpus": "corpus", "preset": "preset", "vocab": "vocab", "vocab_size": "vocab_size",
-    "mlm_probability": "mlm_probability", "eval_batches": "eval_batches",
+    "mlm_probability": "mlm_probability", "masking": "masking", "eval_batches": "eval_batches",
 }
 
 
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--seq-len", type=int, help="longest sequence in tokens, [CLS]/[SEP] included (default 128)")
     data.add_argument("--heldout-fraction", type=float, help="documents held out for evaluation (default 0.02)")
     data.add_argument("--mlm-probability", type=float, help="fraction of tokens masked (default 0.15)")
+    data.add_argument("--masking", choices=MASKING_RECIPES, help="what is masked: " + "; ".join(
+        f"{name} = {description}" for name, description in RECIPE_DESCRIPTIONS.items()) + " (default token)")
     data.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many "
                                                          "batches, so padding is small; 1 = off (default 8)")
     model = parser.add_argument_group("model")

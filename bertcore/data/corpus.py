@@ -315,17 +315,19 @@ def collate_pairs(
 
 def make_batch(
     examples: Sequence[PairExample], tokenizer, generator: torch.Generator | None = None,
-    mlm_probability: float = 0.15,
+    mlm_probability: float = 0.15, masking: str = "token",
 ) -> Batch:
-    """Collate and mask (fresh masks from `generator`) a list of examples into a `Batch`."""
-    from bertcore.data.masking import mask_tokens
+    """Collate and mask (fresh masks from `generator`, with the `masking` recipe of bertcore.data.masking) a list
+    of examples into a `Batch`."""
+    from bertcore.data.masking import continues_word, mask_tokens
 
     columns = collate_pairs(examples, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                             pad_token_id=tokenizer.pad_token_id)
     masked = mask_tokens(
         columns["input_ids"], columns["special_tokens_mask"], mask_token_id=tokenizer.mask_token_id,
         vocab_size=tokenizer.vocab_size, special_token_ids=tokenizer.special_token_ids, generator=generator,
-        mlm_probability=mlm_probability,
+        mlm_probability=mlm_probability, recipe=masking,
+        word_continues=None if masking == "token" else continues_word(tokenizer),
     )
     return Batch(
         input_ids=masked.input_ids, token_type_ids=columns["token_type_ids"],
@@ -340,7 +342,7 @@ class PretrainingData:
 
     def __init__(
         self, corpus: Corpus, tokenizer, *, seq_len: int, heldout_fraction: float = 0.02, seed: int = 0,
-        short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1,
+        short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1, masking: str = "token",
     ):
         self._buckets: LengthBuckets[PairExample] = LengthBuckets(length_buckets)
         documents = tokenize_corpus(corpus, tokenizer)
@@ -352,6 +354,7 @@ class PretrainingData:
         self.seq_len = seq_len
         self.seed = seed
         self.mlm_probability = mlm_probability
+        self.masking = masking
         self.length_buckets = length_buckets
         self.num_tokens = sum(len(s) for doc in documents for s in doc)
         self.train = PairSampler(train, seq_len, short_seq_prob=short_seq_prob,
@@ -362,7 +365,7 @@ class PretrainingData:
     def _batch(self, sampler: PairSampler, rng: random.Random, batch_size: int) -> Batch:
         examples = sampler.sample_batch(rng, batch_size)
         generator = torch.Generator().manual_seed(rng.getrandbits(63))
-        return make_batch(examples, self.tokenizer, generator, self.mlm_probability)
+        return make_batch(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
 
     def train_batch(self, step: int, batch_size: int, rank: int = 0) -> Batch:
         """The batch of training step `step` (1-based) on `rank`: a pure function of (seed, rank, step).
@@ -381,7 +384,7 @@ class PretrainingData:
 
         examples = self._buckets.batches((rank, group, batch_size), draw_pool, batch_size)[slot]
         generator = torch.Generator().manual_seed(step_rng(self.seed, rank, step, "mask").getrandbits(63))
-        return make_batch(examples, self.tokenizer, generator, self.mlm_probability)
+        return make_batch(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
 
     def heldout_batches(self, num_batches: int, batch_size: int, rank: int = 0) -> list[Batch]:
         """A fixed held-out set (same examples and masks at every evaluation, so curves are comparable)."""

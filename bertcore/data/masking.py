@@ -1,21 +1,47 @@
-"""BERT's masked-language-model corruption, with every decision recorded so it can be shown.
+"""Masked-language-model corruption in three recipes, with every decision recorded so it can be shown.
 
-Per row, exactly max(1, round(p * n)) of the n candidate positions (not special, not padding) are picked
-uniformly without replacement; each picked position becomes [MASK] with probability 0.8, a random
-non-special token with 0.1, and stays unchanged with 0.1. The labels hold the original id at picked
-positions and -100 elsewhere, so the loss is computed only where the model had to guess.
+Per row, a budget of max(1, round(p * n)) of the n candidate positions (not special, not padding) is picked;
+the recipe says in what units:
+
+- "token" (BERT 2018): exactly that many positions, uniformly without replacement.
+- "whole-word" (BERT's later release): whole words in a random order, every piece of a word picked together;
+  a word that would overrun the budget is passed over for a shorter one, so the count is the budget unless no
+  word left fits (or the one word picked to honour "at least one" is longer).
+- "span" (SpanBERT): random anchor words in a random order, each starting a span of L whole words, L drawn from
+  a geometric distribution (p = 0.2) cut at 10 words and renormalised, as SpanBERT's code draws it (mean 3.80;
+  clipping with min(L, 10) would give 4.46). A span stops early at a special token, at a word already picked and
+  at the budget.
+
+Each picked unit (a token, a word, a span) becomes [MASK] with probability 0.8, random tokens with 0.1 and stays
+unchanged with 0.1, the whole unit alike: SpanBERT decides per span, and a word half [MASK] half original would
+give itself away. Random replacements are drawn per token. The labels hold the original id at picked positions
+and -100 elsewhere, so the loss is computed only where the model had to guess.
+
+Word boundaries come from the vocabulary (`continues_word`): WordPiece marks continuations with "##", byte-level
+BPE (RoBERTa) and SentencePiece (ALBERT) mark word starts with "Ġ" and "▁"; a token after a special always
+starts a word.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from bertcore.data.masking_recipes import MASKING_RECIPES, check_recipe  # noqa: F401 (re-exported)
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
+
+SPAN_GEOMETRIC_P = 0.2  # SpanBERT's p: P(L = k) ∝ p (1 - p)^(k - 1)
+SPAN_MAX_WORDS = 10  # SpanBERT's longest span, in words
+WORDPIECE_CONTINUATION = "##"
+BPE_WORD_START = "\u0120"  # "Ġ": byte-level BPE's marker of a token that begins after a space
+SENTENCEPIECE_WORD_START = "\u2581"  # "▁": SentencePiece's marker of a token that begins a word
 
 
 class MaskDecision(enum.IntEnum):
@@ -30,6 +56,75 @@ class MaskedBatch:
     input_ids: torch.Tensor  # (B, T) or (T,) long, after corruption
     labels: torch.Tensor  # same shape, original id where picked, -100 elsewhere
     decisions: torch.Tensor  # same shape, int8 MaskDecision values
+    units: torch.Tensor  # same shape, long: 0 where not picked, else the row's unit (token, word or span) 1, 2, ..
+
+
+# ---- word boundaries from the vocabulary ---------------------------------------------------------------------
+
+
+def word_scheme(tokens: Iterable[str]) -> str:
+    """How a vocabulary marks words: "wordpiece" ("##" continuations), "byte-level-bpe" ("Ġ" starts),
+    "sentencepiece" ("▁" starts), or "none" (no marks: every token counts as a word)."""
+    counts = {"wordpiece": 0, "byte-level-bpe": 0, "sentencepiece": 0}
+    for token in tokens:
+        if token.startswith(WORDPIECE_CONTINUATION) and len(token) > len(WORDPIECE_CONTINUATION):
+            counts["wordpiece"] += 1
+        elif token.startswith(BPE_WORD_START):
+            counts["byte-level-bpe"] += 1
+        elif token.startswith(SENTENCEPIECE_WORD_START):
+            counts["sentencepiece"] += 1
+    scheme, count = max(counts.items(), key=lambda item: item[1])
+    return scheme if count else "none"
+
+
+def continuation_mask(tokens: list[str]) -> torch.Tensor:
+    """(V,) bool: True at the ids whose token carries on the word of the token before it."""
+    scheme = word_scheme(tokens)
+    if scheme == "wordpiece":
+        continues = [token.startswith(WORDPIECE_CONTINUATION) and len(token) > 2 for token in tokens]
+    elif scheme in ("byte-level-bpe", "sentencepiece"):
+        marker = BPE_WORD_START if scheme == "byte-level-bpe" else SENTENCEPIECE_WORD_START
+        continues = [not token.startswith(marker) for token in tokens]
+    else:
+        continues = [False] * len(tokens)
+    return torch.tensor(continues, dtype=torch.bool)
+
+
+# One mask per tokenizer object, computed on first use: a 250k-token vocabulary takes ~50 ms to scan. Weak keys, so
+# a tokenizer the app drops takes its mask with it; the lock because the app's training thread and its GUI thread
+# can ask at once.
+_continuations: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_continuations_lock = threading.Lock()
+
+
+def continues_word(tokenizer) -> torch.Tensor:
+    """(V,) bool for `tokenizer`'s vocabulary: True where a token continues the previous token's word
+    (`continuation_mask`), cached per tokenizer. Treat it as read-only."""
+    with _continuations_lock:
+        try:
+            cached = _continuations.get(tokenizer)
+        except TypeError:  # not weakly referable: computed every time
+            return continuation_mask(tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)))
+        if cached is None:
+            cached = continuation_mask(tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size)))
+            _continuations[tokenizer] = cached
+        return cached
+
+
+def span_length_distribution(p: float = SPAN_GEOMETRIC_P, max_words: int = SPAN_MAX_WORDS) -> np.ndarray:
+    """(max_words,) P(L = 1..max_words): the geometric distribution cut at max_words and renormalised."""
+    lengths = np.arange(1, max_words + 1)
+    weights = p * (1 - p) ** (lengths - 1)
+    return weights / weights.sum()
+
+
+def span_lengths_from_uniform(uniform: np.ndarray) -> np.ndarray:
+    """Span lengths in words (int64, same shape) by inverting the cumulative distribution at `uniform` in [0, 1)."""
+    cumulative = np.cumsum(span_length_distribution())
+    return np.minimum(np.searchsorted(cumulative, uniform, side="right"), SPAN_MAX_WORDS - 1) + 1
+
+
+# ---- the corruption -------------------------------------------------------------------------------------------
 
 
 def mask_tokens(
@@ -43,11 +138,15 @@ def mask_tokens(
     mlm_probability: float = 0.15,
     mask_fraction: float = 0.8,
     random_fraction: float = 0.1,
+    recipe: str = "token",
+    word_continues: torch.Tensor | None = None,
 ) -> MaskedBatch:
-    """Corrupt a batch the BERT way; vectorised, on the tensors' device, reproducible through generator.
+    """Corrupt a batch with `recipe` (see the module's notes); reproducible through generator.
 
     special_tokens_mask is True (or 1) at specials AND padding; a position holding one of special_token_ids
-    (or mask_token_id) is never picked either, and random replacements never draw those ids.
+    (or mask_token_id) is never picked either, and random replacements never draw those ids. "whole-word" and
+    "span" need word_continues, (vocab_size,) bool from `continues_word(tokenizer)`. The token recipe is
+    vectorised on the tensors' device; the other two pick their words row by row on the CPU.
     """
     if input_ids.shape != special_tokens_mask.shape:
         raise ValueError(
@@ -63,6 +162,11 @@ def mask_tokens(
             f"mask_fraction={mask_fraction} and random_fraction={random_fraction} must be >= 0 and sum to "
             "at most 1; BERT uses 0.8 and 0.1"
         )
+    check_recipe(recipe)
+    if recipe != "token" and (word_continues is None or tuple(word_continues.shape) != (vocab_size,)):
+        got = "none" if word_continues is None else f"shape {tuple(word_continues.shape)}"
+        raise ValueError(f"the {recipe} recipe needs word_continues of shape ({vocab_size},), one flag per "
+                         f"vocabulary id, and got {got}; pass continues_word(tokenizer)")
     excluded_ids = sorted({int(i) for i in special_token_ids} | {int(mask_token_id)})
     if not 0 <= mask_token_id < vocab_size:
         raise ValueError(f"mask_token_id={mask_token_id} is outside the vocabulary (0..{vocab_size - 1})")
@@ -86,21 +190,35 @@ def mask_tokens(
     num_picked = torch.round(num_candidates.to(count_dtype) * mlm_probability).long().clamp(min=1)
     num_picked = torch.minimum(num_picked, num_candidates)  # (B,) 0 for rows with no candidates
 
-    # all randomness drawn up front in a fixed order, on the generator's device, so a seed reproduces
+    # all randomness drawn up front in a fixed order, on the generator's device, so a seed reproduces; the token
+    # recipe draws exactly what it drew before the other recipes existed, so its masks did not change
     draw_device = generator.device if generator is not None else device
     shape = (batch_size, seq_len)
     priority = torch.rand(shape, generator=generator, device=draw_device).to(device)
     decision_draw = torch.rand(shape, generator=generator, device=draw_device).to(device)
     replacement_index = torch.randint(len(replacement_ids), shape, generator=generator, device=draw_device).to(device)
 
-    # a uniform random order of each row's candidates (non-candidates sort last); pick the first k
-    priority = priority.masked_fill(~candidates, 2.0)
-    order = priority.argsort(dim=1)  # (B, T) positions, best priority first
-    rank_is_picked = torch.arange(seq_len, device=device).unsqueeze(0) < num_picked.unsqueeze(1)  # (B, T)
-    picked = torch.zeros_like(candidates).scatter(1, order, rank_is_picked)  # (B, T)
+    if recipe == "token":
+        # a uniform random order of each row's candidates (non-candidates sort last); pick the first k
+        order = priority.masked_fill(~candidates, 2.0).argsort(dim=1)  # (B, T) positions, best priority first
+        rank_is_picked = torch.arange(seq_len, device=device).unsqueeze(0) < num_picked.unsqueeze(1)  # (B, T)
+        picked = torch.zeros_like(candidates).scatter(1, order, rank_is_picked)  # (B, T)
+        units = picked.long().cumsum(dim=1) * picked  # each picked token its own unit
+        unit_draw = decision_draw
+    else:
+        span_draw = torch.rand(shape, generator=generator, device=draw_device) if recipe == "span" else None
+        continues = word_continues.to(device)[input_ids.clamp(0, vocab_size - 1)] & candidates  # (B, T)
+        units_np, unit_draw_np = _pick_words(
+            candidates.cpu().numpy(), continues.cpu().numpy(), priority.cpu().numpy(),
+            decision_draw.cpu().numpy(), num_picked.cpu().numpy(),
+            None if span_draw is None else span_lengths_from_uniform(span_draw.cpu().numpy()),
+        )
+        units = torch.from_numpy(units_np).to(device)
+        unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
+        picked = units > 0
 
-    to_mask = picked & (decision_draw < mask_fraction)
-    to_random = picked & (decision_draw >= mask_fraction) & (decision_draw < mask_fraction + random_fraction)
+    to_mask = picked & (unit_draw < mask_fraction)
+    to_random = picked & (unit_draw >= mask_fraction) & (unit_draw < mask_fraction + random_fraction)
     to_keep = picked & ~to_mask & ~to_random
 
     random_ids = replacement_ids.to(device)[replacement_index].to(input_ids.dtype)  # (B, T)
@@ -113,8 +231,67 @@ def mask_tokens(
     decisions[to_keep] = MaskDecision.KEEP
 
     if is_single:
-        masked_ids, labels, decisions = masked_ids[0], labels[0], decisions[0]  # (T,)
-    return MaskedBatch(input_ids=masked_ids, labels=labels, decisions=decisions)
+        masked_ids, labels, decisions, units = masked_ids[0], labels[0], decisions[0], units[0]  # (T,)
+    return MaskedBatch(input_ids=masked_ids, labels=labels, decisions=decisions, units=units)
+
+
+def _pick_words(
+    candidates: np.ndarray, continues: np.ndarray, priority: np.ndarray, decision_draw: np.ndarray,
+    budgets: np.ndarray, span_words: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whole words (span_words None) or spans of whole words (span_words[b, i] the length of row b's i-th span),
+    picked in the order of their first piece's priority until each row's budget is spent.
+
+    Returns units (B, T) int64 (0 = not picked, else the unit's number in its row) and, per position, the
+    decision draw of its unit's first position, so one unit gets one decision."""
+    batch_size, seq_len = candidates.shape
+    units = np.zeros((batch_size, seq_len), dtype=np.int64)
+    unit_draw = decision_draw.copy()
+    previous_is_candidate = np.zeros_like(candidates)
+    previous_is_candidate[:, 1:] = candidates[:, :-1]
+    starts_word = candidates & ~(continues & previous_is_candidate)  # (B, T)
+    for row in range(batch_size):
+        budget = int(budgets[row])
+        starts = np.flatnonzero(starts_word[row])  # (W,) first position of each word
+        if budget == 0 or len(starts) == 0:
+            continue
+        # a word runs from its start while the positions after it continue it (candidates, not word starts)
+        ends = np.empty_like(starts)
+        row_candidates, row_starts = candidates[row], starts_word[row]
+        for index, start in enumerate(starts.tolist()):
+            end = start + 1
+            while end < seq_len and row_candidates[end] and not row_starts[end]:
+                end += 1
+            ends[index] = end
+        lengths = (ends - starts).tolist()
+        follows = np.append(starts[1:] == ends[:-1], False).tolist()  # word i+1 begins where word i ends
+        order = np.argsort(priority[row, starts], kind="stable").tolist()
+        taken = [False] * len(starts)
+        spans: list[tuple[int, int]] = []  # (first word, last word + 1)
+        count = 0
+        for attempt, first in enumerate(order):
+            if count >= budget:
+                break
+            if taken[first] or count + lengths[first] > budget:
+                continue  # a word that would overrun the budget is passed over for a shorter one
+            wanted = 1 if span_words is None else int(span_words[row, attempt])
+            last = first + 1
+            count += lengths[first]
+            while (last - first < wanted and follows[last - 1] and not taken[last]
+                   and count + lengths[last] <= budget):
+                count += lengths[last]
+                last += 1
+            for word in range(first, last):
+                taken[word] = True
+            spans.append((first, last))
+        if not spans:  # every word is longer than the budget: "at least one" wins over the budget
+            first = order[0]
+            spans.append((first, first + 1))
+        for number, (first, last) in enumerate(spans, start=1):
+            begin, end = int(starts[first]), int(ends[last - 1])
+            units[row, begin:end] = number
+            unit_draw[row, begin:end] = decision_draw[row, begin]
+    return units, unit_draw
 
 
 @dataclass(frozen=True)
@@ -127,6 +304,8 @@ class Masking:
     original_tokens: list[str]
     masked_tokens: list[str]
     seed: int | None  # None when the positions were chosen by hand
+    recipe: str | None = None  # "token", "whole-word" or "span" (MASKING_RECIPES); None when chosen by hand
+    units: tuple[int, ...] = ()  # per position: 0, or the picked word or span it belongs to (1, 2, ..); () by hand
 
     @property
     def positions(self) -> list[int]:
@@ -141,8 +320,18 @@ class Masking:
         ]
 
 
-def mask_like_bert(encoding: Encoding, tokenizer: BertTokenizer, seed: int, mlm_probability: float = 0.15) -> Masking:
-    """The random BERT recipe applied to one encoding, reproducible from seed."""
+    @property
+    def num_units(self) -> int:
+        """How many words or spans were picked (tokens for the token recipe and by hand)."""
+        return max(self.units, default=0) if self.units else len(self.positions)
+
+
+def mask_like_bert(
+    encoding: Encoding, tokenizer: BertTokenizer, seed: int, mlm_probability: float = 0.15, recipe: str = "token",
+) -> Masking:
+    """A random pretraining recipe (BERT's token masking by default) applied to one encoding, reproducible from
+    seed: the same draw mask_tokens makes for a batch of this one row."""
+    recipe = check_recipe(recipe)
     generator = torch.Generator().manual_seed(int(seed))
     batch = mask_tokens(
         torch.tensor(encoding.input_ids, dtype=torch.long),
@@ -152,6 +341,8 @@ def mask_like_bert(encoding: Encoding, tokenizer: BertTokenizer, seed: int, mlm_
         special_token_ids=tokenizer.special_token_ids,
         generator=generator,
         mlm_probability=mlm_probability,
+        recipe=recipe,
+        word_continues=None if recipe == "token" else continues_word(tokenizer),
     )
     masked_ids = batch.input_ids.tolist()
     return Masking(
@@ -161,6 +352,8 @@ def mask_like_bert(encoding: Encoding, tokenizer: BertTokenizer, seed: int, mlm_
         original_tokens=list(encoding.tokens),
         masked_tokens=tokenizer.convert_ids_to_tokens(masked_ids),
         seed=int(seed),
+        recipe=recipe,
+        units=tuple(batch.units.tolist()),
     )
 
 

@@ -154,7 +154,8 @@ class PretrainingTask(TrainingTask):
         self.model, self.tokenizer = model, tokenizer
         self.data = PretrainingData(self.corpus, tokenizer, seq_len=config.seq_len, seed=config.seed,
                                     heldout_fraction=config.heldout_fraction, short_seq_prob=config.short_seq_prob,
-                                    mlm_probability=config.mlm_probability, length_buckets=config.length_buckets)
+                                    mlm_probability=config.mlm_probability, length_buckets=config.length_buckets,
+                                    masking=config.masking)
         self.heldout_batches = (self.data.heldout_batches(config.eval_batches, config.batch_size) if loop.is_main
                                 else [])
 

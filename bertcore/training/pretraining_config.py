@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertcore.checks import check_at_most, check_int
+from bertcore.data.masking_recipes import MASKING_RECIPES
 from bertcore.models.config import MAX_VOCAB_SIZE
 from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, linear_schedule
 
@@ -31,7 +32,8 @@ class TrainingConfig:
     seed: int = 0  # model init, held-out split, batches, masks and dropout all derive from it
     device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
     precision: str = "auto"  # "auto" (bf16 autocast on CUDA when supported, else fp32), "fp32", "bf16"
-    mlm_probability: float = 0.15  # fraction of tokens picked for the MLM loss
+    mlm_probability: float = 0.15  # fraction of tokens picked for the MLM loss (the budget of every recipe)
+    masking: str = "token"  # what is picked (bertcore.data.masking): "token" (BERT), "whole-word", "span" (SpanBERT)
     short_seq_prob: float = 0.1  # fraction of examples with a shorter random target length (as the paper)
     length_buckets: int = 8  # batches cut from a length-sorted pool of this many (less padding); 1 = off
     heldout_fraction: float = 0.02  # documents kept out of training for the held-out metrics
@@ -63,7 +65,11 @@ class TrainingConfig:
             raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
         check_loop_settings(self, lr_hint="BERT-mini likes about 5e-4")
         if not (0 < self.mlm_probability < 1):
-            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}; BERT uses 0.15, "
+                             "MosaicBERT 0.3")
+        if self.masking not in MASKING_RECIPES:
+            raise ValueError(f"masking is {self.masking!r}; it must be one of {', '.join(MASKING_RECIPES)} (token is "
+                             "BERT's, whole-word masks every piece of a word together, span is SpanBERT's)")
         if not (0 <= self.short_seq_prob <= 1):
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
         if not (0 <= self.heldout_fraction < 1):
