@@ -1,0 +1,185 @@
+"""A tokenized corpus as three flat arrays, in memory or memory-mapped from a prepared corpus folder.
+
+    tokens            (num_tokens,)         uint16 (uint32 when the vocabulary exceeds 65,536 ids)
+    sentence_offsets  (num_sentences + 1,)  int64: sentence s is tokens[sentence_offsets[s] : sentence_offsets[s+1]]
+    document_offsets  (num_documents + 1,)  int64: document d is sentences document_offsets[d] .. [d+1] - 1
+
+`TokenizedDocuments` reads them as documents of sentences: `documents[d]` is a document, `documents[d][i]` the
+token ids of its sentence i (a list of ints), `len()` works on both, as on the nested lists they replace. A split
+(train / held-out) is the same arrays with a list of document numbers, never a copy of the tokens. Memory is
+O(documents) for the split's own index; tokens and offsets stay on disk until read.
+
+A prepared corpus folder (bertcore.data.prepare writes it) holds tokens.bin, sentence_offsets.bin,
+document_offsets.bin (raw little-endian arrays) and meta.json, written last: a folder is whole when meta.json
+is there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertcore.errors import CorpusError
+
+TOKENS_FILE = "tokens.bin"
+SENTENCE_OFFSETS_FILE = "sentence_offsets.bin"
+DOCUMENT_OFFSETS_FILE = "document_offsets.bin"
+META_FILE = "meta.json"
+FORMAT_VERSION = 1  # bump when the files' layout or the way text becomes sentences changes
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+class Document(Sequence):
+    """One document's sentences: `[i]` is sentence i's token ids (list of ints), `len()` the number of sentences."""
+
+    __slots__ = ("_offsets", "_tokens")
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray):
+        self._tokens = tokens
+        self._offsets = offsets  # (num_sentences + 1,) into tokens
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sentence {index} of a document of {len(self)}")
+        return self._tokens[self._offsets[index] : self._offsets[index + 1]].tolist()
+
+    def sentence_lengths(self) -> np.ndarray:
+        return np.diff(self._offsets)
+
+    def span(self, start: int, end: int) -> list[int]:
+        """Token ids of sentences start..end-1, joined (one slice of the token array)."""
+        return self._tokens[self._offsets[start] : self._offsets[end]].tolist()
+
+
+class TokenizedDocuments(Sequence):
+    """Documents (a split of them, when `document_ids` is given) of sentences of token ids over flat arrays."""
+
+    def __init__(self, tokens: np.ndarray, sentence_offsets: np.ndarray, document_offsets: np.ndarray,
+                 document_ids: np.ndarray | None = None):
+        self.tokens = tokens
+        self.sentence_offsets = sentence_offsets
+        self.document_offsets = document_offsets
+        self.document_ids = (np.arange(len(document_offsets) - 1, dtype=np.int64) if document_ids is None
+                             else np.asarray(document_ids, dtype=np.int64))
+        # (num_documents,) sentences per document of this split: the samplers' index, O(documents)
+        self.sentence_counts = (document_offsets[self.document_ids + 1] - document_offsets[self.document_ids])
+
+    @classmethod
+    def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]], vocab_size: int | None = None
+                   ) -> TokenizedDocuments:
+        """From nested lists (document -> sentence -> ids), in memory."""
+        lengths = [len(sentence) for document in documents for sentence in document]
+        largest = max((max(sentence) for document in documents for sentence in document if len(sentence)),
+                      default=0)
+        dtype = token_dtype(max(vocab_size or 0, largest + 1))
+        tokens = np.fromiter((t for document in documents for sentence in document for t in sentence), dtype=dtype,
+                             count=sum(lengths))
+        sentence_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=sentence_offsets[1:])
+        document_offsets = np.zeros(len(documents) + 1, dtype=np.int64)
+        np.cumsum([len(document) for document in documents], out=document_offsets[1:])
+        return cls(tokens, sentence_offsets, document_offsets)
+
+    def subset(self, document_ids: np.ndarray) -> TokenizedDocuments:
+        """The documents numbered `document_ids` (positions in this set), sharing the arrays."""
+        return TokenizedDocuments(self.tokens, self.sentence_offsets, self.document_offsets,
+                                  self.document_ids[np.asarray(document_ids, dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return len(self.document_ids)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        document = int(self.document_ids[index])
+        first, last = int(self.document_offsets[document]), int(self.document_offsets[document + 1])
+        return Document(self.tokens, self.sentence_offsets[first : last + 1])
+
+    @property
+    def num_sentences(self) -> int:
+        return int(self.sentence_counts.sum())
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens of this split's documents."""
+        if len(self.document_ids) == len(self.document_offsets) - 1:
+            return int(self.sentence_offsets[-1] - self.sentence_offsets[0])
+        first = self.sentence_offsets[self.document_offsets[self.document_ids]]
+        last = self.sentence_offsets[self.document_offsets[self.document_ids + 1]]
+        return int((last - first).sum())
+
+    def to_lists(self) -> list[list[list[int]]]:
+        return [[list(sentence) for sentence in document] for document in self]
+
+
+@dataclass(frozen=True)
+class PreparedCorpus:
+    """A prepared corpus folder, memory-mapped: its documents and what it was made from (meta.json)."""
+
+    folder: Path
+    meta: dict[str, Any]
+    documents: TokenizedDocuments
+
+    @property
+    def source(self) -> str:
+        return self.meta.get("source", str(self.folder))
+
+    @property
+    def key(self) -> str:
+        return self.meta["key"]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.meta["num_tokens"])
+
+    def record(self) -> dict[str, Any]:
+        """What a run folder notes about the corpus it trained on (run_config.json "corpus")."""
+        return {key: self.meta[key] for key in ("key", "source", "corpus", "tokenizer", "num_documents",
+                                                "num_sentences", "num_tokens", "token_dtype")} | {
+            "prepared": str(self.folder)}
+
+    @classmethod
+    def open(cls, folder: str | Path) -> PreparedCorpus:
+        folder = Path(folder)
+        meta_path = folder / META_FILE
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CorpusError(f"{folder} is not a prepared corpus (no {META_FILE}); prepare it again") from None
+        except (OSError, ValueError) as failure:
+            raise CorpusError(f"prepared corpus {folder}: {META_FILE} cannot be read ({failure}); delete the "
+                              "folder and it is prepared again") from None
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise CorpusError(f"prepared corpus {folder} has format {meta.get('format_version')}, this version "
+                              f"reads {FORMAT_VERSION}; delete the folder and it is prepared again")
+        arrays = {}
+        for name, dtype, count in ((TOKENS_FILE, meta["token_dtype"], meta["num_tokens"]),
+                                   (SENTENCE_OFFSETS_FILE, "int64", meta["num_sentences"] + 1),
+                                   (DOCUMENT_OFFSETS_FILE, "int64", meta["num_documents"] + 1)):
+            path = folder / name
+            expected = count * np.dtype(dtype).itemsize
+            size = path.stat().st_size if path.is_file() else None
+            if size != expected:
+                raise CorpusError(f"prepared corpus {folder}: {name} holds {size} bytes, meta.json says {expected}; "
+                                  "delete the folder and it is prepared again")
+            # A zero-length file cannot be memory-mapped; an empty array stands in for it.
+            arrays[name] = (np.memmap(path, dtype=dtype, mode="r", shape=(count,)) if count
+                            else np.zeros(0, dtype=dtype))
+        documents = TokenizedDocuments(arrays[TOKENS_FILE], arrays[SENTENCE_OFFSETS_FILE],
+                                       arrays[DOCUMENT_OFFSETS_FILE])
+        return cls(folder, meta, documents)
