@@ -54,6 +54,16 @@ def test_leaves_the_training_mode_as_it_was(model, tokenizer):
     model.eval()
 
 
+def test_a_stray_training_submodule_is_still_switched_off(model, tokenizer):
+    # The model says eval but one dropout was left training: the inspection must not drop out at random.
+    model.eval()
+    model.bert.embeddings.dropout.train()
+    first = inspect(model, tokenizer, TEXT_A).hidden_states
+    second = inspect(model, tokenizer, TEXT_A).hidden_states
+    np.testing.assert_array_equal(first, second)
+    model.eval()
+
+
 def test_head_mask_changes_predictions(model, tokenizer):
     masking = mask_like_bert(tokenizer.encode(TEXT_A, TEXT_B), tokenizer, seed=3)
     plain = inspect(model, tokenizer, TEXT_A, TEXT_B, masking=masking)
