@@ -1,0 +1,1 @@
+"""The Explain tab: why the model gave an output (attributions, context mixing, activation patching)."""
