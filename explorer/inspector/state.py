@@ -1,6 +1,6 @@
 """The explorer's session state, in plain Python: the source of truth the Qt views render.
 
-Which model is loaded and where it came from, the sentence pair, the masking (BERT's random recipe with a
+Which model is loaded and where it came from, the sentence pair, the masking (a pretraining recipe with a
 seed, or positions the user clicked), the head mask, and the last inspection. Nothing here imports Qt, so
 the whole flow (type → encode → mask → request an inspection) runs and is tested headless.
 
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
+from bertcore.data.masking_recipes import check_recipe
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 from explorer.common.events import Event
@@ -50,7 +51,7 @@ class Snapshot:
 
 class MaskingMode(str, enum.Enum):
     NONE = "none"  # the model sees the sentence as typed
-    BERT = "bert"  # 15% of the tokens, 80/10/10, reproducible from `seed`
+    BERT = "bert"  # a pretraining recipe (`masking_recipe`): 15% of the tokens, 80/10/10, reproducible from `seed`
     MANUAL = "manual"  # exactly the positions the user clicked, each replaced by [MASK]
 
 
@@ -184,6 +185,7 @@ class ExplorerState:
     text_b: str | None = None
     pad_to: int | None = None  # pad the encoding to this many positions to show [PAD] and the attention mask
     masking_mode: MaskingMode = MaskingMode.NONE
+    masking_recipe: str = "token"  # what "mask like BERT" picks: "token", "whole-word" or "span" (masking_recipes)
     seed: int = 0
     manual_positions: tuple[int, ...] = ()
     head_mask: np.ndarray | None = None  # (L, H) float32; None while every head is on
@@ -266,8 +268,10 @@ class ExplorerState:
 
     # -- masking ---------------------------------------------------------------------------------------------
 
-    def mask_like_bert(self, seed: int | None = None) -> Masking | None:
-        """BERT's recipe with `seed` (or the seed set last): `MASKING`."""
+    def mask_like_bert(self, seed: int | None = None, recipe: str | None = None) -> Masking | None:
+        """A pretraining recipe (`recipe`, else the one set last) with `seed` (else the seed set last): `MASKING`."""
+        if recipe is not None:
+            self.masking_recipe = check_recipe(recipe)
         if seed is not None:
             self.seed = int(seed)
         self.masking_mode = MaskingMode.BERT
@@ -275,6 +279,16 @@ class ExplorerState:
         self._remask()
         self._announce(Change.MASKING)
         return self.masking
+
+    def set_masking_recipe(self, recipe: str) -> None:
+        """The recipe the next "mask like BERT" uses; while a recipe masks the input it draws again with this one
+        (`MASKING`), otherwise nothing shown changes and nothing is announced."""
+        recipe = check_recipe(recipe)
+        if recipe == self.masking_recipe:
+            return
+        self.masking_recipe = recipe
+        if self.masking_mode is MaskingMode.BERT and self.encoding is not None:
+            self.mask_like_bert()
 
     def reroll(self) -> Masking | None:
         """A new seed: the next draw of BERT's 15% / 80-10-10 recipe."""
@@ -326,11 +340,11 @@ class ExplorerState:
             if shown.masking is None:
                 return "No masking in the snapshot's input."
             seed = shown.masking.seed
-            how = "snapshot, by hand" if seed is None else f"snapshot, BERT recipe, seed {seed}"
+            how = "snapshot, by hand" if seed is None else f"snapshot, {_recipe_name(shown.masking)}, seed {seed}"
             return _masking_line(how, shown.encoding, shown.masking)
         if self.masking is None:
             return "No masking: click a token to mask it, or press “Mask like BERT”."
-        how = f"BERT recipe, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
+        how = f"{_recipe_name(self.masking)}, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
         return _masking_line(how, self.encoding, self.masking)
 
     def _remask(self) -> Masking | None:
@@ -339,7 +353,7 @@ class ExplorerState:
 
     def _masking_for(self, encoding: Encoding) -> Masking | None:
         if self.masking_mode is MaskingMode.BERT:
-            return mask_like_bert(encoding, self.tokenizer, seed=self.seed)
+            return mask_like_bert(encoding, self.tokenizer, seed=self.seed, recipe=self.masking_recipe)
         if self.masking_mode is MaskingMode.MANUAL:
             # Clicked positions survive an edit when they still hold an ordinary token.
             positions = [
@@ -447,11 +461,25 @@ class ExplorerState:
         self.changed.emit(self, what)
 
 
+# A random masking's recipe in the summary line, and what it counts its units as (None: tokens, said already)
+RECIPE_NAMES = {"token": ("BERT recipe", None), "whole-word": ("whole-word recipe", "word"),
+                "span": ("SpanBERT spans", "span")}
+
+
+def _recipe_name(masking: Masking) -> str:
+    return RECIPE_NAMES.get(masking.recipe or "token", RECIPE_NAMES["token"])[0]
+
+
 def _masking_line(how: str, encoding: Encoding, masking: Masking) -> str:
     decisions = [MaskDecision(decision) for decision in masking.decisions]
     counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
     candidates = sum(1 for special in encoding.special_tokens_mask if not special)
-    return (f"Masking ({how}): {sum(counts.values())} of {candidates} tokens — {counts[MaskDecision.MASK]} → "
+    picked = f"{sum(counts.values())} of {candidates} tokens"
+    unit = RECIPE_NAMES.get(masking.recipe or "token", RECIPE_NAMES["token"])[1]
+    if unit is not None and masking.units:
+        # a word or span is decided as a whole, so its counts below come in whole units
+        picked += f" in {masking.num_units} {unit}{'s' if masking.num_units != 1 else ''}"
+    return (f"Masking ({how}): {picked} — {counts[MaskDecision.MASK]} → "
             f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
 
 

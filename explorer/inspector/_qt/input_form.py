@@ -15,15 +15,27 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QSignalBlocker, QTimer, Signal
-from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
+from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
 from explorer.common._qt.widget_names import named
 from explorer.inspector.state import Change, ExplorerState
 
 DEFAULT_THROTTLE_MS = 150
 DEFAULT_SENTENCE_A = "the king is dead, long live the king"
 DEFAULT_SENTENCE_B = "his son shall take the crown tomorrow"
+RECIPE_LABELS = {"token": "tokens", "whole-word": "whole words", "span": "spans (SpanBERT)"}
 
 
 class InputForm(QWidget):
@@ -33,6 +45,7 @@ class InputForm(QWidget):
     rerollRequested = Signal()
     clearRequested = Signal()
     seedChanged = Signal(int)  # the user changed the seed
+    recipeChanged = Signal(str)  # the user picked a masking recipe ("token", "whole-word", "span")
     padChanged = Signal(int)  # pad to this many positions (0: no padding)
 
     def __init__(self, throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
@@ -57,6 +70,13 @@ class InputForm(QWidget):
 
         self.mask_button = named(QPushButton("Mask like BERT"), "maskButton", "Mask like BERT",
                                  "Pick 15% of the tokens; 80% become [MASK], 10% a random token, 10% stay (Ctrl+M)")
+        self.recipe_combo = named(QComboBox(), "maskingRecipeCombo", "Masking recipe",
+                                  "What “Mask like BERT” picks: " + "; ".join(
+                                      f"{RECIPE_LABELS[name]}: {text}" for name, text in RECIPE_DESCRIPTIONS.items()))
+        for name in RECIPE_DESCRIPTIONS:
+            self.recipe_combo.addItem(RECIPE_LABELS[name], name)
+            self.recipe_combo.setItemData(self.recipe_combo.count() - 1, RECIPE_DESCRIPTIONS[name],
+                                          Qt.ItemDataRole.ToolTipRole)
         self.seed_spin = QSpinBox()
         self.seed_spin.setObjectName("seedSpin")
         self.seed_spin.setAccessibleName("Masking seed")
@@ -78,7 +98,8 @@ class InputForm(QWidget):
         self.masking_label.setObjectName("maskingLabel")
         self.masking_label.setAccessibleName("Masking summary")
         controls = QHBoxLayout()
-        for widget in (self.mask_button, self.seed_spin, self.reroll_button, self.clear_masks_button, self.pad_spin):
+        for widget in (self.mask_button, self.recipe_combo, self.seed_spin, self.reroll_button, self.clear_masks_button,
+                       self.pad_spin):
             controls.addWidget(widget)
         controls.addWidget(self.masking_label, 1)
 
@@ -93,6 +114,7 @@ class InputForm(QWidget):
         self.reroll_button.clicked.connect(self.rerollRequested)
         self.clear_masks_button.clicked.connect(self.clearRequested)
         self.seed_spin.valueChanged.connect(self.seedChanged)
+        self.recipe_combo.currentIndexChanged.connect(lambda: self.recipeChanged.emit(self.recipe()))
         self.pad_spin.valueChanged.connect(self.padChanged)
 
     def follow(self, state: ExplorerState) -> None:
@@ -105,6 +127,7 @@ class InputForm(QWidget):
         if what in (Change.MODEL, Change.INPUT, Change.MASKING, Change.SNAPSHOT):
             self.show_masking_summary(state.masking_summary())
             self.show_seed(state.seed)
+            self.show_recipe(state.masking_recipe)
 
     def current_pair(self) -> tuple[str, str | None]:
         """What the fields hold now; B is None when its field is blank."""
@@ -113,6 +136,14 @@ class InputForm(QWidget):
 
     def seed(self) -> int:
         return self.seed_spin.value()
+
+    def recipe(self) -> str:
+        return str(self.recipe_combo.currentData())
+
+    def show_recipe(self, recipe: str) -> None:
+        """Show the recipe in use without reporting it as the user's change."""
+        with QSignalBlocker(self.recipe_combo):
+            self.recipe_combo.setCurrentIndex(max(0, self.recipe_combo.findData(recipe)))
 
     def show_seed(self, seed: int) -> None:
         """Show the seed in use without reporting it as the user's change."""

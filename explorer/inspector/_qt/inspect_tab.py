@@ -172,6 +172,7 @@ class InspectTab(QWidget):
         form.rerollRequested.connect(self.reroll_masking)
         form.clearRequested.connect(self.clear_masks)
         form.seedChanged.connect(self._on_seed_changed)
+        form.recipeChanged.connect(self.set_masking_recipe)
         form.padChanged.connect(self._on_pad_changed)
         self.token_table.positionClicked.connect(self.toggle_mask)
         self.token_table.positionHovered.connect(self._on_table_hovered)
@@ -263,6 +264,14 @@ class InspectTab(QWidget):
             self.show_error("There is no input to mask yet: type sentence A first.")
             return
         self.state.mask_like_bert(self.input_form.seed() if seed is None else seed)
+
+    def set_masking_recipe(self, recipe: str) -> None:
+        """Picking a recipe masks with it (the seed in the box) as soon as there is an input: picking one is asking
+        to see it; hand-picked positions give way."""
+        if self.state.encoding is None:
+            self.state.set_masking_recipe(recipe)
+        else:
+            self.state.mask_like_bert(self.input_form.seed(), recipe=recipe)
 
     def reroll_masking(self) -> None:
         if self.state.encoding is not None:
