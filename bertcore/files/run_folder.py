@@ -33,9 +33,9 @@ leads to), and the files opened in place (run.lock, metrics.jsonl) are opened wi
 folder, FIFO or device where one of them belongs is a RunFolderError saying so. A run folder whose checkpoints/
 or final/ is a link is refused outright (`refuse_linked_folders`): pruning would delete folders it did not make.
 
-Reading a run that is still being written (the app watching `bert-train`): `MetricsTail` parses only complete
-lines, keeps a partial last line until its newline arrives, and notices a file that was truncated or replaced
-(a new run in the same folder, a resume dropping records), so the caller can clear what it drew.
+metrics.jsonl is written and read while it grows in bertcore.files.metrics_log; a run's checkpoints are found
+from outside (the app, `--resume PATH`) by bertcore.files.run_lookup; a failed write says why and what to do
+through bertcore.files.run_write_errors.
 
 Every file is read through bertcore.files.reading: only a regular file, of a bounded size, never opened in a way
 that waits (a FIFO) or reads without end (a link to /dev/zero), and JSON nested too deeply is a damaged file, not
@@ -45,30 +45,27 @@ a RecursionError. The app polls a watched run's files on its GUI thread, so a re
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import math
 import os
 import re
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertcore.errors import CheckpointWriteError, RunFolderError, RunFolderWriteError
+from bertcore.errors import CheckpointWriteError, RunFolderError
 from bertcore.files.atomic import (
-    NotAFileError,
     describe_os_error,
-    open_plain_file,
     remove_atomically,
     remove_leftovers,
     staged_folder,
     write_json_atomic,
     write_text_atomic,
 )
-from bertcore.files.reading import RUN_JSON_LIMIT, open_regular_file, read_bytes, read_json
+from bertcore.files.metrics_log import MetricsLog, MetricsTail
+from bertcore.files.reading import RUN_JSON_LIMIT, read_bytes, read_json
 from bertcore.files.run_lock import RunLock
+from bertcore.files.run_write_errors import link_target, run_write_error
 
 # ---- names ------------------------------------------------------------------------------------------------
 RUN_CONFIG_FILE = "run_config.json"
@@ -104,138 +101,6 @@ def checkpoint_step(name: str) -> int | None:
     """500 for 'step-000500'; None for any other name."""
     match = _STEP_NAME.fullmatch(name)
     return int(match.group(1)) if match else None
-
-
-# ---- metrics.jsonl: writing -------------------------------------------------------------------------------
-class MetricsLog:
-    """Append-only writer of one metrics.jsonl: one JSON object per line, flushed per line; thread-safe.
-
-    `truncate_after_step` (a resumed run) first drops the records of later steps, so the file holds one curve;
-    the shortened file replaces the old one atomically (a reader sees a new file and starts again)."""
-
-    def __init__(self, path: str | os.PathLike, truncate_after_step: int | None = None):
-        self.path = Path(path)
-        # Opened in place, so never through a link: a link (or a folder, FIFO, ...) named metrics.jsonl is a
-        # RunFolderError, not an append to whatever it leads to.
-        with _raising_write_error(self.path, "the metrics file"):
-            if truncate_after_step is not None:
-                text = _read_plain_file(self.path)
-                if text is not None:
-                    kept = [line for line in text.splitlines()
-                            if line.strip() and _record_step(line) <= truncate_after_step]
-                    write_text_atomic(self.path, "".join(line + "\n" for line in kept))
-            descriptor = open_plain_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            self._file = os.fdopen(descriptor, "a", encoding="utf-8", buffering=1)
-        self._lock = threading.Lock()  # a checkpoint written from another thread logs too
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record) + "\n"
-        with self._lock, _raising_write_error(self.path, "the metrics file"):
-            if not self._file.closed:
-                self._file.write(line)
-                self._file.flush()
-
-    def close(self) -> None:
-        with self._lock, contextlib.suppress(OSError):  # a full disk may refuse the last flush; nothing to add
-            self._file.close()
-
-
-def _read_plain_file(path: Path) -> str | None:
-    """The text of a regular file (a torn UTF-8 sequence replaced), None when there is none; NotAFileError for
-    a link, folder, FIFO or device in its place."""
-    try:
-        descriptor = open_plain_file(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(descriptor, "rb") as file:
-        return file.read().decode("utf-8", errors="replace")
-
-
-def _record_step(line: str) -> int:
-    try:
-        return int(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError, TypeError):
-        return 1 << 62  # a torn last line from a crash: drop it
-
-
-# ---- metrics.jsonl: reading while it grows ----------------------------------------------------------------
-@dataclass(frozen=True)
-class TailUpdate:
-    """What one poll of a metrics file found."""
-
-    records: list[dict] = field(default_factory=list)  # new complete records, in file order
-    restarted: bool = False  # the file shrank or was replaced: records start from its beginning again
-    bad_lines: int = 0  # complete lines in this poll that were not a JSON object (skipped)
-
-
-class MetricsTail:
-    """Incremental reader of one `metrics.jsonl`; each `poll()` returns only what was appended since."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self._offset = 0  # bytes consumed, including a held-back partial line
-        self._partial = b""  # bytes of an incomplete last line, waiting for its newline
-        self._identity: tuple[int, int] | None = None  # (device, inode) of the file we are reading
-        self.records_read = 0
-        self.bad_lines = 0
-
-    def reset(self) -> None:
-        """Forget the position; the next poll reads the whole file again."""
-        self._offset = 0
-        self._partial = b""
-        self._identity = None
-        self.records_read = 0
-        self.bad_lines = 0
-
-    def poll(self, max_bytes: int = 64 * 1024 * 1024) -> TailUpdate:
-        """Read what was appended since the last poll (at most `max_bytes` of it; the rest next time). Nothing
-        while the file does not exist yet; RunFolderError naming it when a FIFO, device, folder or broken link
-        is in its place, or it cannot be read."""
-        try:
-            file = open_regular_file(self.path, error=RunFolderError, label="the metrics file")
-        except FileNotFoundError:
-            return TailUpdate()
-        with file:
-            # The size and identity of what was opened, not of what the name led to a moment earlier.
-            stat = os.fstat(file.fileno())
-            identity = (stat.st_dev, stat.st_ino)
-            restarted = False
-            if self._identity is not None and (identity != self._identity or stat.st_size < self._offset):
-                # Replaced or truncated: whatever we held belongs to the old file.
-                self.reset()
-                restarted = True
-            self._identity = identity
-            if stat.st_size == self._offset:
-                return TailUpdate(restarted=restarted)
-            try:
-                file.seek(self._offset)
-                chunk = file.read(max_bytes)
-            except OSError as error:
-                raise RunFolderError(f"the metrics file {self.path} cannot be read: {_reason(error)}") from None
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # b"" when the chunk ended on a newline
-        records, bad = [], 0
-        for line in lines:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except (UnicodeDecodeError, ValueError):
-                bad += 1
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                bad += 1
-        self.records_read += len(records)
-        self.bad_lines += bad
-        return TailUpdate(records=records, restarted=restarted, bad_lines=bad)
-
-    def read_new(self) -> list[dict]:
-        """The records appended since the last call (restarts are not reported; use `poll` for that)."""
-        return self.poll().records
 
 
 # ---- the folder -------------------------------------------------------------------------------------------
@@ -291,7 +156,7 @@ class RunFolder:
         """Make the folder and checkpoints/, and delete what a crashed writer left (call it under the lock).
         RunFolderError when checkpoints/ or final/ is a symbolic link (`refuse_linked_folders`)."""
         self.refuse_linked_folders()
-        with _raising_write_error(self.path, "the run folder"):
+        with run_write_error(self.path, "the run folder"):
             self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         for folder in (self.path, self.checkpoints_dir):
             remove_leftovers(folder)
@@ -302,7 +167,7 @@ class RunFolder:
         A link to the run folder itself is fine: everything then stays in the folder it leads to."""
         for folder in (self.checkpoints_dir, self.final_dir) if final else (self.checkpoints_dir,):
             if folder.is_symlink():
-                target = _link_target(folder)
+                target = link_target(folder)
                 raise RunFolderError(
                     f"{folder} is a symbolic link (to {target}); a run writes its checkpoints and final weights "
                     f"only into folders it made, never through a link, since pruning would delete folders in "
@@ -312,7 +177,7 @@ class RunFolder:
 
     def write_vocabulary(self, tokenizer) -> None:
         """The run's vocab.txt and tokenizer_config.json, as `tokenizer.save(folder)` writes them."""
-        with _raising_write_error(self.vocab_path, "the vocabulary"):
+        with run_write_error(self.vocab_path, "the vocabulary"):
             tokenizer.save(self.path)
 
     # ---- run_config.json and summary.json
@@ -330,7 +195,7 @@ class RunFolder:
         return {**recorded, "out_dir": str(self.path)}
 
     def write_run_config(self, values: dict[str, Any]) -> None:
-        with _raising_write_error(self.run_config_path, "the run configuration"):
+        with run_write_error(self.run_config_path, "the run configuration"):
             write_json_atomic(self.run_config_path, values)
 
     def read_summary(self) -> dict[str, Any] | None:
@@ -343,7 +208,7 @@ class RunFolder:
         return values if isinstance(values, dict) else None
 
     def write_summary(self, values: dict[str, Any]) -> None:
-        with _raising_write_error(self.summary_path, "the run summary"):
+        with run_write_error(self.summary_path, "the run summary"):
             write_json_atomic(self.summary_path, values)
 
     # ---- metrics.jsonl
@@ -351,7 +216,7 @@ class RunFolder:
         """The metrics writer: `fresh` starts a new curve (a new run in an old folder); `resumed_at_step` drops
         the records after that step; neither appends (a loop iterated again)."""
         if fresh:
-            with _raising_write_error(self.metrics_path, "the metrics file"), contextlib.suppress(FileNotFoundError):
+            with run_write_error(self.metrics_path, "the metrics file"), contextlib.suppress(FileNotFoundError):
                 self.metrics_path.unlink()
         return MetricsLog(self.metrics_path, truncate_after_step=resumed_at_step)
 
@@ -388,7 +253,7 @@ class RunFolder:
         values = self.checkpoint_sanity(folder) or {"step": checkpoint_step(Path(folder).name)}
         values.update(sane=False, reason=reason)
         path = Path(folder) / SANITY_FILE
-        with _raising_write_error(path, "the checkpoint's sanity record"):
+        with run_write_error(path, "the checkpoint's sanity record"):
             write_json_atomic(path, values)
 
     def is_resumable(self, folder: Path) -> bool:
@@ -519,9 +384,9 @@ class RunFolder:
         except OSError as error:
             kept = f"{previous} is still the latest checkpoint" if previous else "there is no earlier checkpoint"
             raise CheckpointWriteError(
-                f"could not write the checkpoint of step {step} to {folder}: {_reason(error)}. Nothing half-written "
-                f"was left and {kept}. Free disk space (or fix the folder's permissions), then resume the run "
-                "(--resume)", folder, error.errno) from error
+                f"could not write the checkpoint of step {step} to {folder}: {describe_os_error(error)}. Nothing "
+                f"half-written was left and {kept}. Free disk space (or fix the folder's permissions), then resume the "
+                "run (--resume)", folder, error.errno) from error
         self.prune_checkpoints(keep, protect=(folder, *protect))
         return folder
 
@@ -532,8 +397,8 @@ class RunFolder:
                 write_files(staging)
         except OSError as error:
             raise CheckpointWriteError(
-                f"could not write the final weights to {self.final_dir}: {_reason(error)}. The checkpoints in "
-                f"{self.checkpoints_dir} are intact; free disk space and resume the run (--resume) to write them",
+                f"could not write the final weights to {self.final_dir}: {describe_os_error(error)}. The checkpoints "
+                f"in {self.checkpoints_dir} are intact; free disk space and resume the run (--resume) to write them",
                 self.final_dir, error.errno) from error
         return self.final_dir
 
@@ -559,40 +424,6 @@ class RunFolder:
         return Path(folder).resolve().parent == self.checkpoints_dir.resolve()
 
 
-@contextlib.contextmanager
-def _raising_write_error(path: Path, what: str):
-    try:
-        yield
-    except NotAFileError as error:
-        raise RunFolderError(
-            f"cannot write {what} {path}: {error.strerror}. bertcore never writes through a link, nor into a folder, "
-            "FIFO or device where one of a run's files belongs; delete it or move it away (what a link leads to is "
-            "left alone), then try again") from None
-    except OSError as error:
-        raise RunFolderWriteError(f"could not write {what} {path}: {_reason(error)}; {_advice(error)}", path,
-                                  error.errno) from error
-
-
-def _reason(error: OSError) -> str:
-    return describe_os_error(error)
-
-
-def _link_target(path: Path) -> str:
-    try:
-        return os.readlink(path)
-    except OSError as error:
-        return f"? ({_reason(error)})"
-
-
-def _advice(error: OSError) -> str:
-    if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
-        return "something else is in its place: move it away"
-    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return ("the run folder must be writable: fix its permissions (or remount it read-write), or copy it to a "
-                "writable place")
-    return "free disk space or fix the folder's permissions"
-
-
 # ---- reading a run folder (the app's run watcher) ---------------------------------------------------------
 def read_run_config(run_dir: str | os.PathLike) -> dict:
     """The run's `run_config.json` as a dict; ValueError naming the file when it is missing or unreadable (not a
@@ -616,56 +447,3 @@ def looks_like_run_dir(path: str | os.PathLike) -> bool:
     """A folder with a metrics file or a run config, i.e. something `bert-train` wrote."""
     folder = Path(path)
     return folder.is_dir() and ((folder / METRICS_FILE).exists() or (folder / RUN_CONFIG_FILE).exists())
-
-
-_NUMBER_IN_NAME = re.compile(r"(\d+)")
-
-
-def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int | None, Path]]:
-    """Complete checkpoints under `<run>/checkpoints/` as (step or None, folder), oldest step first.
-
-    A checkpoint is a folder holding `config.json` and model weights; folders still being written (hidden or
-    temporary names, no weights yet) are left out. Other programs' names count too: the last number in a
-    folder's name is its step ("ckpt-300" → 300); named ones ("final") sort last with step None.
-    """
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    if not root.is_dir():
-        return []
-    found = []
-    for folder in root.iterdir():
-        if not folder.is_dir() or folder.name.startswith(".") or folder.name.endswith((".tmp", ".partial")):
-            continue
-        if not (folder / CONFIG_FILE).exists():
-            continue
-        if not ((folder / SAFETENSORS_FILE).exists() or (folder / PYTORCH_FILE).exists()):
-            continue
-        numbers = _NUMBER_IN_NAME.findall(folder.name)
-        found.append((int(numbers[-1]) if numbers else None, folder))
-    found.sort(key=lambda item: (item[0] is None, item[0] or 0, item[1].name))
-    return found
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint folder of a run: the one `latest` names, else the newest by time; or None."""
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        return None
-    try:
-        pointed = RunFolder(run_dir).read_latest_pointer()
-    except RunFolderError:
-        pointed = None  # a pointer leading outside the run is not followed
-    if pointed is not None and any(folder == pointed for _, folder in checkpoints):
-        return pointed
-    return max(checkpoints, key=lambda item: (item[1].stat().st_mtime, item[0] or 0))[1]
-
-
-def find_checkpoint(path: str | os.PathLike) -> Path:
-    """The checkpoint to resume from `path`: a checkpoint folder itself, or the one a resume of a run folder (or
-    of its checkpoints/ folder) continues from: the newest whose loss was sane (`RunFolder.resume_choice`).
-    RunFolderError when there is none or `latest` leads outside the run."""
-    path = Path(path)
-    if (path / TRAINER_STATE_FILE).is_file():
-        return path
-    if path.name == CHECKPOINTS_DIR and not (path / CHECKPOINTS_DIR).is_dir():
-        path = path.parent
-    return RunFolder(path).checkpoint_to_resume()

@@ -81,7 +81,8 @@ from bertcore.errors import (
     TrainingError,
 )
 from bertcore.files.run_claim import RunClaim
-from bertcore.files.run_folder import TRAINER_STATE_FILE, MetricsLog, RunFolder
+from bertcore.files.metrics_log import MetricsLog
+from bertcore.files.run_folder import TRAINER_STATE_FILE, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
 from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice

@@ -42,13 +42,13 @@ from bertcore.errors import (
     RunFolderWriteError,
     TrainingError,
 )
+from bertcore.files.metrics_log import MetricsLog  # re-exported, as below: their home before bertcore.files
 from bertcore.files.run_folder import (  # re-exported: their home before bertcore.files.run_folder
     CHECKPOINTS_DIR,
     LATEST_POINTER,
     TRAINER_STATE_FILE,
-    MetricsLog,
-    find_checkpoint,
 )
+from bertcore.files.run_lookup import find_checkpoint
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.pretraining_config import TrainingConfig

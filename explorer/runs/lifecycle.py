@@ -31,7 +31,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from bertcore.files.run_folder import checkpoint_name, list_checkpoints
+from bertcore.files.run_folder import checkpoint_name
+from bertcore.files.run_lookup import list_checkpoints
 from explorer.common.events import Event
 from explorer.runs.run_descriptions import format_duration
 from explorer.runs.training_run import StepPace

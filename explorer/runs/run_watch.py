@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertcore.files.run_folder import RunFolder, checkpoint_step, list_checkpoints
+from bertcore.files.run_folder import RunFolder, checkpoint_step
+from bertcore.files.run_lookup import list_checkpoints
 
 if TYPE_CHECKING:
     from bertcore.training.pretraining import EvalStats, StepStats

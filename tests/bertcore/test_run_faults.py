@@ -31,7 +31,8 @@ from bertcore.errors import (
     RunFolderError,
     RunFolderWriteError,
 )
-from bertcore.files.run_folder import MetricsLog, RunFolder
+from bertcore.files.metrics_log import MetricsLog
+from bertcore.files.run_folder import RunFolder
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.training.pretraining import Trainer, find_checkpoint
 from tests.bertcore.test_cli import TINY

@@ -15,17 +15,10 @@ import pytest
 
 import bertcore.files.run_lock as run_lock_module
 from bertcore.errors import CheckpointWriteError, RunFolderBusyError, RunFolderError
-from bertcore.files.run_folder import (
-    LOCK_FILE,
-    MetricsLog,
-    MetricsTail,
-    RunFolder,
-    RunLock,
-    checkpoint_name,
-    checkpoint_step,
-    find_checkpoint,
-    latest_checkpoint,
-)
+from bertcore.files.metrics_log import MetricsLog, MetricsTail
+from bertcore.files.run_folder import LOCK_FILE, RunFolder, checkpoint_name, checkpoint_step
+from bertcore.files.run_lock import RunLock
+from bertcore.files.run_lookup import find_checkpoint, latest_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD_THE_LOCK = (

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(
 CHILD = CHILD_PREAMBLE + r"""
 from bertcore.models.config import BertConfig
 from bertcore.models.hub import list_cached_models
-from bertcore.files.run_folder import MetricsTail, RunFolder, read_run_config
+from bertcore.files.metrics_log import MetricsTail
+from bertcore.files.run_folder import RunFolder, read_run_config
 from bertcore.training.setup import read_trainer_state
 for name, expression, path in cases():
     try:
@@ -132,7 +133,7 @@ def test_listing_the_hub_cache_skips_a_repo_whose_files_are_not_regular_files_wi
 
 
 def test_metrics_are_still_tailed_after_the_change(tmp_path):
-    from bertcore.files.run_folder import MetricsTail
+    from bertcore.files.metrics_log import MetricsTail
 
     path = tmp_path / "metrics.jsonl"
     tail = MetricsTail(path)
