@@ -79,6 +79,7 @@ _EXPORTS = {
     "project_hidden_states": "bertcore.analysis.embedding_views",
     # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
     "attention_change": "bertcore.analysis.attention_change",
+    "attribute": "bertcore.explain.attribution",
     # every BERT a user has: the families the loader reads (bertcore.models.families) and their classes
     "BertForMaskedLM": "bertcore.models.bert",
     "RobertaConfig": "bertcore.models.roberta",
