@@ -43,14 +43,12 @@ from pathlib import Path
 
 from bertcore.tasks.kinds import SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
 from bertcore.tasks.qa_data import QuestionAnsweringData
+from bertcore.tasks.qa_files import read_squad
 from bertcore.tasks.sequence_data import SequenceClassificationData, infer_problem_type, label_vocabulary
+from bertcore.tasks.sequence_files import read_text_examples
 from bertcore.tasks.task_data import FinetuningData, split_heldout
-from bertcore.tasks.task_files import (
-    read_squad,
-    read_tagged_examples,
-    read_text_examples,
-)
 from bertcore.tasks.token_data import TokenClassificationData
+from bertcore.tasks.token_files import read_tagged_examples
 
 
 def load_finetuning_data(

@@ -21,9 +21,7 @@ from bertcore.tasks.squad import (
     make_qa_windows,
 )
 from bertcore.tasks.task_data import FinetuningData, TaskBatch, TaskEvaluation
-from bertcore.tasks.task_files import (
-    QAExample,
-)
+from bertcore.tasks.task_files import QAExample
 
 
 class QuestionAnsweringData(FinetuningData):

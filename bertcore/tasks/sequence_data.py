@@ -11,16 +11,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from bertcore.errors import TaskDataError
 from bertcore.tasks.kinds import SEQUENCE_TASK
 from bertcore.tasks.metrics import (
     classification_metrics,
     regression_metrics,
 )
 from bertcore.tasks.task_data import FinetuningData, SequenceFeature, TaskEvaluation, unknown_label_error
-from bertcore.tasks.task_files import (
-    TaskDataError,
-    TextExample,
-)
+from bertcore.tasks.task_files import TextExample
 from bertcore.tokenization.wordpiece import longest_first
 
 PROBLEM_TYPES = ("single_label_classification", "regression")

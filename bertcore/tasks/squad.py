@@ -28,7 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from bertcore.tasks.task_files import QAExample, TaskDataError
+from bertcore.errors import TaskDataError
+from bertcore.tasks.task_files import QAExample
 from bertcore.tokenization.wordpiece import TokenizerError
 
 MAX_QUERY_LENGTH = 64  # BERT's run_squad default, capped for short sequence lengths (see default_qa_lengths)

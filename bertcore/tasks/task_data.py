@@ -16,11 +16,9 @@ import torch
 
 from bertcore.data.buckets import LengthBuckets
 from bertcore.data.corpus import step_rng
+from bertcore.errors import TaskDataError
 from bertcore.tasks.squad import (
     QAWindow,
-)
-from bertcore.tasks.task_files import (
-    TaskDataError,
 )
 
 

@@ -17,9 +17,7 @@ from bertcore.tasks.metrics import (
     token_classification_metrics,
 )
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation, TokenFeature, pad_rows, unknown_label_error
-from bertcore.tasks.task_files import (
-    TaggedExample,
-)
+from bertcore.tasks.task_files import TaggedExample
 
 
 class TokenClassificationData(FinetuningData):

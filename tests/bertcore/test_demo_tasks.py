@@ -16,7 +16,9 @@ from bertcore.tasks.demos import (
     read_speeches,
 )
 from bertcore.tasks.finetune_data import load_finetuning_data
-from bertcore.tasks.task_files import read_squad, read_tagged_examples, read_text_examples
+from bertcore.tasks.qa_files import read_squad
+from bertcore.tasks.sequence_files import read_text_examples
+from bertcore.tasks.token_files import read_tagged_examples
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
+from bertcore.errors import TaskDataError
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.qa_data import QuestionAnsweringData
 from bertcore.tasks.sequence_data import SequenceClassificationData, infer_problem_type, label_key, label_vocabulary
 from bertcore.tasks.task_data import split_heldout
-from bertcore.tasks.task_files import TaggedExample, TaskDataError, TextExample
+from bertcore.tasks.task_files import TaggedExample, TextExample
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.wordpiece import BertTokenizer
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bertcore.errors import TaskDataError
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.tasks.squad import (
     best_spans,
@@ -14,7 +15,7 @@ from bertcore.tasks.squad import (
     postprocess_qa_predictions,
     window_answer,
 )
-from bertcore.tasks.task_files import Answer, QAExample, TaskDataError
+from bertcore.tasks.task_files import Answer, QAExample
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 CONTEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You "

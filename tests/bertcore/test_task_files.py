@@ -6,12 +6,10 @@ import json
 
 import pytest
 
-from bertcore.tasks.task_files import (
-    TaskDataError,
-    read_squad,
-    read_tagged_examples,
-    read_text_examples,
-)
+from bertcore.errors import TaskDataError
+from bertcore.tasks.qa_files import read_squad
+from bertcore.tasks.sequence_files import read_text_examples
+from bertcore.tasks.token_files import read_tagged_examples
 
 
 def write(tmp_path, name: str, text: str):
