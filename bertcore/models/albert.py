@@ -34,6 +34,11 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import ElectraEmbeddings, MaskedLMOutput, fields_of_family, prepare_encoder_inputs
+from bertcore.models.task_heads import (
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+)
 
 
 @dataclass(frozen=True)
@@ -339,3 +344,30 @@ class AlbertForMaskedLM(BertPreTrainedModel):
         logits = self.predictions(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class AlbertForSequenceClassification(EncoderForSequenceClassification, BertPreTrainedModel):
+    """ALBERT with BERT's sentence head: dropout (classifier_dropout_prob) and a classifier on the pooled [CLS]."""
+
+    base_model_prefix = "albert"
+    encoder_class = AlbertModel
+
+    def head_dropout(self) -> float:
+        return self.config.classifier_dropout_prob
+
+
+class AlbertForTokenClassification(EncoderForTokenClassification, BertPreTrainedModel):
+    """ALBERT with a tag per position: dropout (classifier_dropout_prob) and a linear classifier."""
+
+    base_model_prefix = "albert"
+    encoder_class = AlbertModel
+
+    def head_dropout(self) -> float:
+        return self.config.classifier_dropout_prob
+
+
+class AlbertForQuestionAnswering(EncoderForQuestionAnswering, BertPreTrainedModel):
+    """ALBERT with a start and an end score per position (qa_outputs)."""
+
+    base_model_prefix = "albert"
+    encoder_class = AlbertModel

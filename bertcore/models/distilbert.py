@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertcore.checks import check_number
 from bertcore.models.bert import (
     ACTIVATION_FUNCTIONS,
     BertModelOutput,
@@ -30,6 +31,12 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
+from bertcore.models.task_heads import (
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+    split_span_logits,
+)
 
 LAYER_NORM_EPS = 1e-12  # fixed in DistilBERT: config.json has no field for it
 # config.json's DistilBERT field -> the BertConfig field that holds it
@@ -45,11 +52,17 @@ class DistilBertConfig(BertConfig):
 
     num_hidden_layers: int = 6
     sinusoidal_pos_embds: bool = False  # fixed sin/cos positions instead of learned ones
+    seq_classif_dropout: float = 0.2  # dropout before a sequence classifier (after pre_classifier)
+    qa_dropout: float = 0.1  # dropout before the question-answering head
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.sinusoidal_pos_embds, bool):
             raise ValueError(f"sinusoidal_pos_embds must be true or false, got {self.sinusoidal_pos_embds!r}")
+        for name in ("seq_classif_dropout", "qa_dropout"):
+            check_number(name, getattr(self, name))
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         values = super().to_dict()
@@ -199,7 +212,20 @@ class DistilBertModel(nn.Module):
         return BertModelOutput(last_hidden_state, None, hidden_states, attentions)
 
 
-class DistilBertForMaskedLM(BertPreTrainedModel):
+class DistilBertPreTrainedModel(BertPreTrainedModel):
+    """BERT's weight init, and the fixed sinusoids in place of learned positions when the config says so."""
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, Embeddings) and self.config.sinusoidal_pos_embds:
+            positions = module.position_embeddings.weight
+            with torch.no_grad():
+                if positions.device.type != "meta":
+                    positions.copy_(sinusoidal_positions(*positions.shape))
+            positions.requires_grad_(False)  # fixed, as transformers keeps them
+
+
+class DistilBertForMaskedLM(DistilBertPreTrainedModel):
     """DistilBERT with its masked-LM head: vocab_transform -> activation -> vocab_layer_norm -> vocab_projector
     (tied to the word embeddings, with its own bias)."""
 
@@ -211,12 +237,6 @@ class DistilBertForMaskedLM(BertPreTrainedModel):
         self.vocab_layer_norm = nn.LayerNorm(self.config.hidden_size, eps=LAYER_NORM_EPS)
         self.vocab_projector = nn.Linear(self.config.hidden_size, self.config.vocab_size)
         self.apply(self._init_weights)
-        if self.config.sinusoidal_pos_embds:
-            with torch.no_grad():
-                positions = self.distilbert.embeddings.position_embeddings.weight
-                if positions.device.type != "meta":
-                    positions.copy_(sinusoidal_positions(*positions.shape))
-            positions.requires_grad_(False)  # fixed, as transformers keeps them
         self.vocab_projector.weight = self.distilbert.embeddings.word_embeddings.weight  # tied
         # False when loaded from a checkpoint without the MLM head (a bare DistilBertModel): its logits mean nothing.
         self._has_pretraining_heads = True
@@ -257,3 +277,45 @@ class DistilBertForMaskedLM(BertPreTrainedModel):
         logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class DistilBertForSequenceClassification(EncoderForSequenceClassification, DistilBertPreTrainedModel):
+    """DistilBERT's own sentence head (it has no pooler): pre_classifier + ReLU on [CLS], dropout
+    (seq_classif_dropout), classifier."""
+
+    base_model_prefix = "distilbert"
+    encoder_class = DistilBertModel
+    uses_pooler = False
+
+    def _add_head(self) -> None:
+        self.pre_classifier = nn.Linear(self.config.hidden_size, self.config.hidden_size)
+        self.classifier = nn.Linear(self.config.hidden_size, self.config.num_labels)
+        self.dropout = nn.Dropout(self.config.seq_classif_dropout)
+
+    def sequence_logits(self, outputs, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        pooled = torch.relu(self.pre_classifier(outputs.last_hidden_state[:, 0]))  # (B, D)
+        return self.classifier(self.dropout(pooled))
+
+
+class DistilBertForTokenClassification(EncoderForTokenClassification, DistilBertPreTrainedModel):
+    """DistilBERT with a tag per position: dropout (the model's own rate) and a linear classifier."""
+
+    base_model_prefix = "distilbert"
+    encoder_class = DistilBertModel
+
+    def head_dropout(self) -> float:
+        return self.config.hidden_dropout_prob
+
+
+class DistilBertForQuestionAnswering(EncoderForQuestionAnswering, DistilBertPreTrainedModel):
+    """DistilBERT's QA head drops out (qa_dropout) before qa_outputs, which BERT's does not."""
+
+    base_model_prefix = "distilbert"
+    encoder_class = DistilBertModel
+
+    def _add_head(self) -> None:
+        super()._add_head()
+        self.dropout = nn.Dropout(self.config.qa_dropout)
+
+    def span_logits(self, outputs) -> tuple[torch.Tensor, torch.Tensor]:
+        return split_span_logits(self.qa_outputs(self.dropout(outputs.last_hidden_state)))

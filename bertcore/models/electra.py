@@ -33,6 +33,11 @@ from bertcore.models.bert import (
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
+from bertcore.models.task_heads import (
+    EncoderForQuestionAnswering,
+    EncoderForTokenClassification,
+    FirstTokenSequenceClassification,
+)
 
 
 @dataclass(frozen=True)
@@ -277,3 +282,26 @@ class ElectraForMaskedLM(BertPreTrainedModel):
         if labels is not None:
             loss = masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class ElectraForSequenceClassification(FirstTokenSequenceClassification, BertPreTrainedModel):
+    """ELECTRA with its sentence head on [CLS]: RoBERTa's head with GELU where RoBERTa has tanh (as the ELECTRA
+    authors' code has it), no pooler."""
+
+    base_model_prefix = "electra"
+    encoder_class = ElectraModel
+    head_activation = "gelu"
+
+
+class ElectraForTokenClassification(EncoderForTokenClassification, BertPreTrainedModel):
+    """ELECTRA with a tag per position: dropout and a linear classifier."""
+
+    base_model_prefix = "electra"
+    encoder_class = ElectraModel
+
+
+class ElectraForQuestionAnswering(EncoderForQuestionAnswering, BertPreTrainedModel):
+    """ELECTRA with a start and an end score per position (qa_outputs)."""
+
+    base_model_prefix = "electra"
+    encoder_class = ElectraModel

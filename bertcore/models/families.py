@@ -58,6 +58,14 @@ _TASK_HEADS = "bertcore.models.task_heads"
 _ROBERTA = "bertcore.models.roberta"
 _DISTILBERT = "bertcore.models.distilbert"
 
+TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+
+
+def _task_heads(prefix: str, module: str, class_prefix: str | None = None) -> dict[str, str]:
+    """A family's three task classes (transformers' names -> ours), which every family has under one pattern."""
+    return {prefix + suffix: f"{module}:{class_prefix or prefix}{suffix}" for suffix in TASK_HEAD_SUFFIXES}
+
+
 # model_type -> Family. A bare encoder's name (BertModel) loads as the pretraining class, whose heads are then
 # marked absent: the analyses need the wrapper's `.bert` and know to show no predictions.
 FAMILIES: dict[str, Family] = {
@@ -80,6 +88,7 @@ FAMILIES: dict[str, Family] = {
         architectures={
             "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
             "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
+            **_task_heads("ModernBert", "bertcore.models.modernbert"),
         },
         default="ModernBertForMaskedLM",
         fallback="ModernBertForMaskedLM",
@@ -92,6 +101,7 @@ FAMILIES: dict[str, Family] = {
             "ElectraForPreTraining": "bertcore.models.electra:ElectraForPreTraining",
             "ElectraModel": "bertcore.models.electra:ElectraForPreTraining",
             "ElectraForMaskedLM": "bertcore.models.electra:ElectraForMaskedLM",
+            **_task_heads("Electra", "bertcore.models.electra"),
         },
         default="ElectraForPreTraining",
         fallback="ElectraForPreTraining",
@@ -103,6 +113,7 @@ FAMILIES: dict[str, Family] = {
             "AlbertForPreTraining": "bertcore.models.albert:AlbertForPreTraining",
             "AlbertModel": "bertcore.models.albert:AlbertForPreTraining",
             "AlbertForMaskedLM": "bertcore.models.albert:AlbertForMaskedLM",
+            **_task_heads("Albert", "bertcore.models.albert"),
         },
         default="AlbertForPreTraining",
         fallback="AlbertForPreTraining",
@@ -116,6 +127,8 @@ FAMILIES: dict[str, Family] = {
             "RobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
             "XLMRobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
             "XLMRobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
+            **_task_heads("Roberta", _ROBERTA),
+            **_task_heads("XLMRoberta", _ROBERTA, class_prefix="Roberta"),
         },
         default="RobertaForMaskedLM",
         class_prefix="Roberta",
@@ -126,6 +139,7 @@ FAMILIES: dict[str, Family] = {
         architectures={
             "DistilBertForMaskedLM": f"{_DISTILBERT}:DistilBertForMaskedLM",
             "DistilBertModel": f"{_DISTILBERT}:DistilBertForMaskedLM",
+            **_task_heads("DistilBert", _DISTILBERT),
         },
         default="DistilBertForMaskedLM",
         class_prefix="DistilBert",

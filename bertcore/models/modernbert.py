@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ from torch import nn
 from bertcore.checks import check_int, check_number
 from bertcore.files.atomic import write_json_atomic
 from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, TokenRows, check_inputs
+from bertcore.models.config import BertConfig
+from bertcore.models.task_heads import (
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+    split_span_logits,
+)
 
 GLOBAL_ATTENTION = "full_attention"  # transformers' names of the two layer kinds, as config.json spells them
 LOCAL_ATTENTION = "sliding_attention"
@@ -74,6 +82,11 @@ class ModernBertConfig:
     sparse_prediction: bool = False  # with labels, the head and decoder run on the labelled positions only
     sparse_pred_ignore_index: int = IGNORE_INDEX  # the label of positions that take no part in the MLM loss
     architectures: tuple[str, ...] = ()  # the model class the weights belong to; each model sets it when built
+    # The task fields transformers writes for fine-tuned models, read and checked as BertConfig's:
+    num_labels: int | None = None  # classes of a task head; None: len(id2label) if given, else 2
+    id2label: Mapping[int, str] | None = None  # class index -> name; None: LABEL_0, LABEL_1, ...
+    label2id: Mapping[str, int] | None = None  # name -> class index; None: the inverse of id2label
+    problem_type: str | None = None  # sequence-classification loss; None: inferred from the labels
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -126,11 +139,7 @@ class ModernBertConfig:
             raise ValueError(f"layer_types names {len(layer_types)} layers but num_hidden_layers is "
                              f"{self.num_hidden_layers}; give one kind per layer")
         object.__setattr__(self, "layer_types", tuple(layer_types))
-        architectures = (self.architectures,) if isinstance(self.architectures, str) else self.architectures
-        if architectures is None or not all(isinstance(name, str) for name in architectures):
-            raise ValueError(f"architectures must be a list of class names such as ['ModernBertForMaskedLM'], "
-                             f"got {self.architectures!r}")
-        object.__setattr__(self, "architectures", tuple(architectures))
+        BertConfig._normalise_task_fields(self)  # architectures, labels, problem_type: one rule for every family
 
     @property
     def head_dim(self) -> int:
@@ -148,13 +157,16 @@ class ModernBertConfig:
     def replace(self, **changes: Any) -> ModernBertConfig:
         if "num_hidden_layers" in changes or "global_attn_every_n_layers" in changes:
             changes.setdefault("layer_types", None)  # derived from the new count, unless given
-        return dataclasses.replace(self, **changes)
+        return BertConfig.replace(self, **changes)  # new labels rename the classes as BERT's do
 
     def to_dict(self) -> dict[str, Any]:
         """The config.json fields: transformers reads both the θ pair and its newer `rope_parameters`."""
         values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         values["layer_types"] = list(self.layer_types)
         architectures = values.pop("architectures")
+        del values["num_labels"]  # len(id2label), as transformers writes it
+        values["id2label"] = {str(index): label for index, label in self.id2label.items()}
+        values["label2id"] = dict(self.label2id)
         values["rope_parameters"] = {
             GLOBAL_ATTENTION: {"rope_type": "default", "rope_theta": self.global_rope_theta},
             LOCAL_ATTENTION: {"rope_type": "default", "rope_theta": self.local_rope_theta},
@@ -182,6 +194,8 @@ class ModernBertConfig:
                              "released ModernBERT models is")
         if "layer_types" in fields:
             fields["layer_types"] = tuple(fields["layer_types"])
+        if fields.get("id2label") is not None:
+            fields.pop("num_labels", None)  # id2label decides, as in transformers
         return cls(**fields)
 
     def to_json_file(self, path: str | Path) -> None:
@@ -540,3 +554,55 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         if labels is not None:
             loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=ignore_index)
         return ModernBertMaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class ModernBertTaskHead:
+    """What ModernBERT's three task heads share, and where they differ from the other families': the prediction
+    head (dense, activation, norm) runs before dropout and a `classifier` (QA's too is named classifier), whose
+    init is a truncated normal of std hidden_size^-0.5, as transformers draws it."""
+
+    base_model_prefix = "model"
+    encoder_class = ModernBertModel
+    uses_pooler = False
+
+    def _add_head(self) -> None:
+        config = self.config
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        std = config.hidden_size ** -0.5
+        cutoff = config.initializer_cutoff_factor * std
+        nn.init.trunc_normal_(self.classifier.weight, std=std, a=-cutoff, b=cutoff)
+        nn.init.zeros_(self.classifier.bias)
+
+    def _classify(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.drop(self.head(hidden_states)))
+
+
+class ModernBertForSequenceClassification(ModernBertTaskHead, EncoderForSequenceClassification,
+                                          ModernBertPreTrainedModel):
+    """A class (or several, or a number) per text, from [CLS] or the mean of the real tokens
+    (config.classifier_pooling)."""
+
+    def sequence_logits(self, outputs, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        hidden_states = outputs.last_hidden_state  # (B, T, D)
+        if self.config.classifier_pooling == "cls":
+            return self._classify(hidden_states[:, 0])
+        if attention_mask is None:
+            attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.bool, device=hidden_states.device)
+        weights = attention_mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, T, 1)
+        return self._classify((hidden_states * weights).sum(dim=1) / weights.sum(dim=1))  # mean over real tokens
+
+
+class ModernBertForTokenClassification(ModernBertTaskHead, EncoderForTokenClassification, ModernBertPreTrainedModel):
+    """A tag per position, through the prediction head."""
+
+    def token_logits(self, outputs) -> torch.Tensor:
+        return self._classify(outputs.last_hidden_state)
+
+
+class ModernBertForQuestionAnswering(ModernBertTaskHead, EncoderForQuestionAnswering, ModernBertPreTrainedModel):
+    """A start and an end score per position, through the prediction head and `classifier`."""
+
+    def span_logits(self, outputs) -> tuple[torch.Tensor, torch.Tensor]:
+        return split_span_logits(self._classify(outputs.last_hidden_state))

@@ -31,6 +31,11 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import prepare_encoder_inputs
+from bertcore.models.task_heads import (
+    EncoderForQuestionAnswering,
+    EncoderForTokenClassification,
+    FirstTokenSequenceClassification,
+)
 
 ROBERTA_MODEL_TYPES = ("roberta", "xlm-roberta")
 _CLASS_PREFIX = {"roberta": "Roberta", "xlm-roberta": "XLMRoberta"}  # what transformers calls each one's classes
@@ -204,3 +209,25 @@ class RobertaForMaskedLM(BertPreTrainedModel):
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class RobertaForSequenceClassification(FirstTokenSequenceClassification, BertPreTrainedModel):
+    """RoBERTa with its sentence head on <s> (dense + tanh, then out_proj), no pooler."""
+
+    base_model_prefix = "roberta"
+    encoder_class = RobertaModel
+    head_activation = "tanh"
+
+
+class RobertaForTokenClassification(EncoderForTokenClassification, BertPreTrainedModel):
+    """RoBERTa with a tag per position: dropout and a linear classifier."""
+
+    base_model_prefix = "roberta"
+    encoder_class = RobertaModel
+
+
+class RobertaForQuestionAnswering(EncoderForQuestionAnswering, BertPreTrainedModel):
+    """RoBERTa with a start and an end score per position (qa_outputs)."""
+
+    base_model_prefix = "roberta"
+    encoder_class = RobertaModel

@@ -7,7 +7,12 @@ import json
 import pytest
 import torch
 
-from bertcore.models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPreTraining
+from bertcore.models.albert import (
+    AlbertConfig,
+    AlbertForMaskedLM,
+    AlbertForPreTraining,
+    AlbertForSequenceClassification,
+)
 from bertcore.models.bert import IGNORE_INDEX
 
 BASE = dict(vocab_size=99, hidden_size=60, embedding_size=36, num_hidden_layers=3, num_attention_heads=5,
@@ -235,7 +240,8 @@ def test_an_electra_config_json_is_refused_by_name():
     ("AlbertForPreTraining", AlbertForPreTraining),
     ("AlbertForMaskedLM", AlbertForMaskedLM),
     ("AlbertModel", AlbertForPreTraining),  # a bare encoder: its heads are then absent
-    ("AlbertForSequenceClassification", AlbertForPreTraining),  # a fine-tuned one: its encoder
+    ("AlbertForSequenceClassification", AlbertForSequenceClassification),  # a fine-tuned one: its task head
+    ("AlbertForMultipleChoice", AlbertForPreTraining),  # a head without a class here: its encoder
 ])
 def test_the_family_registry_loads_albert_config_json_as_our_classes(architecture, model_class):
     from bertcore.models.families import resolve

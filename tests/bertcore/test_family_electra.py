@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from bertcore.models.bert import IGNORE_INDEX
-from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from bertcore.models.electra import (
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    ElectraForSequenceClassification,
+)
 
 CONFIGS = {
     "projected": ElectraConfig(vocab_size=99, hidden_size=60, embedding_size=36, num_hidden_layers=3,
@@ -199,7 +204,8 @@ def test_a_bert_config_json_is_refused_by_name():
     ("ElectraForPreTraining", ElectraForPreTraining),
     ("ElectraForMaskedLM", ElectraForMaskedLM),
     ("ElectraModel", ElectraForPreTraining),  # a bare encoder: the discriminator, whose head is then absent
-    ("ElectraForSequenceClassification", ElectraForPreTraining),  # a fine-tuned one: its encoder
+    ("ElectraForSequenceClassification", ElectraForSequenceClassification),  # a fine-tuned one: its task head
+    ("ElectraForMultipleChoice", ElectraForPreTraining),  # a head without a class here: its encoder
 ])
 def test_the_family_registry_loads_electra_config_json_as_our_classes(architecture, model_class):
     from bertcore.models.families import resolve
