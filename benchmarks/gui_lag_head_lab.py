@@ -104,7 +104,7 @@ def main() -> int:
     shots = args.screenshots
 
     _app = QApplication.instance() or QApplication([])
-    from explorer.head_lab.analyses import CorpusSettings
+    from explorer.head_lab.corpus_run import CorpusSettings
     from explorer.window._qt.main_window import MainWindow
 
     window = MainWindow(QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.IniFormat), throttle_ms=0)

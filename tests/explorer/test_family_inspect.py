@@ -14,7 +14,8 @@ from bertcore.files.resources import default_corpus_path
 from bertcore.models.bert import BertForMaskedLM
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM
-from explorer.head_lab.analyses import CorpusSettings, InputJob, analyse_input, corpus_run, recommend_objective
+from explorer.head_lab.analyses import InputJob, analyse_input, recommend_objective
+from explorer.head_lab.corpus_run import CorpusSettings, corpus_run
 from explorer.inspector.state import describe_model
 from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS

@@ -30,7 +30,8 @@ from bertcore.files.resources import default_corpus_path
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.embeddings.requests import sample_pairs
 from explorer.head_lab._qt.head_marks import score_colour
-from explorer.head_lab.analyses import ROLE_BADGES, CorpusSettings
+from explorer.head_lab.analyses import ROLE_BADGES
+from explorer.head_lab.corpus_run import CorpusSettings
 from explorer.inspector.state import LoadedModel, describe_model
 from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model

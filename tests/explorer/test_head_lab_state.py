@@ -15,13 +15,13 @@ from bertcore.data.masking import mask_exactly
 from bertcore.files.resources import default_checkpoint_dir
 from explorer.head_lab.analyses import (
     ROLE_BADGES,
-    CorpusSettings,
     HeadScores,
     InputJob,
     analyse_input,
     nsp_history,
     recommend_objective,
 )
+from explorer.head_lab.corpus_run import CorpusSettings
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
 
 SENTENCE_A = "the king is dead long live the king"

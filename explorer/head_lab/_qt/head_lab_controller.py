@@ -8,7 +8,7 @@ For every live inspection it asks a newest-wins worker (`LatestJobWorker`, one t
 gets) for that input's logit lens, and, while someone looks at them (the heads in importance or roles mode, or
 the Head lab tab shown), its head importance and roles: `explorer.head_lab.analyses.analyse_input`. A corpus run
 (importance and roles over held-out pairs, the pruning curve) is a `GeneratorWorker` over
-`explorer.head_lab.analyses.corpus_run`, cancellable after every batch; starting another cancels it (newest wins). Its
+`explorer.head_lab.corpus_run.corpus_run`, cancellable after every batch; starting another cancels it (newest wins). Its
 thread leaves a core to the GUI and is niced, as the training thread is.
 
 What it shows: the chosen source's marks on the attention panel's heads (`HeadMarks`, a tool it adds to the
@@ -30,17 +30,15 @@ from explorer.head_lab._qt.head_marks import HeadMarks
 from explorer.head_lab.analyses import (
     OBJECTIVES,
     SOURCES,
-    CorpusProgress,
-    CorpusSettings,
     HeadScores,
     HeldOutData,
     InputAnalysis,
     InputJob,
     analyse_input,
-    corpus_run,
     recommend_objective,
     warm_up_analyses,
 )
+from explorer.head_lab.corpus_run import CorpusProgress, CorpusSettings, corpus_run
 from explorer.inspector.state import Change, ExplorerState
 
 CORPUS_NICENESS = 5  # as the training thread: the GUI thread wins the CPU

@@ -33,7 +33,8 @@ from explorer.common._qt.window_tab import WindowTab
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.importance_table import ImportanceTable
 from explorer.head_lab._qt.pruning_plot import PruningPlot
-from explorer.head_lab.analyses import OBJECTIVES, SOURCES, CorpusProgress, CorpusSettings, HeadScores
+from explorer.head_lab.analyses import OBJECTIVES, SOURCES, HeadScores
+from explorer.head_lab.corpus_run import CorpusProgress, CorpusSettings
 
 RUN_TIP = ("Importance (the gradient of the loss with respect to each head's gate, Michel et al. 2019) and roles "
            "(Clark et al. 2019) over held-out pairs of the built-in corpus, the pairs the shipped model was not "
