@@ -15,9 +15,8 @@ from explorer.runs.lifecycle import (
     RunLifecycle,
     RunState,
     checkpoint_written,
-    progress_line,
-    status_line,
 )
+from explorer.runs.status_lines import progress_line, status_line
 
 RUN = Path("/runs/run-1")
 

@@ -47,9 +47,10 @@ from explorer.runs._qt.run_status import FIRST_STATUS, RunStatus
 from explorer.runs._qt.run_watcher import RunWatcher
 from explorer.runs._qt.training_runner import TrainingRunner
 from explorer.runs.curve_layout import PRETRAINING, CurveLayout, is_held_out, layout_for_run
-from explorer.runs.lifecycle import RunLifecycle, RunState, checkpoint_written, progress_line, status_line
+from explorer.runs.lifecycle import RunLifecycle, RunState, checkpoint_written
 from explorer.runs.run_descriptions import describe_failure
 from explorer.runs.run_watch import read_curve, resume_point
+from explorer.runs.status_lines import progress_line, status_line
 from explorer.runs.training_run import EngineFactory
 
 TAB_OF_KIND = {"pretraining": "Train", "finetuning": "Fine-tune"}

@@ -1,11 +1,11 @@
 """How far a run is: "step 120 / 300  ·  5,400 tok/s  ·  0:42 left", or how it ended. The text is derived from
-the tab's `RunLifecycle` (`explorer.runs.lifecycle.progress_line`); the bar only shows it."""
+the tab's `RunLifecycle` (`explorer.runs.status_lines.progress_line`); the bar only shows it."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QProgressBar
 
-from explorer.runs.lifecycle import ProgressLine
+from explorer.runs.status_lines import ProgressLine
 
 
 class RunProgress(QProgressBar):

@@ -1,7 +1,7 @@
 """How the run the Train tab shows is going, in words: its progress bar, the device it trains on, a status
 line (info, ok or error) and the engine's warning when a step carries one (its loss rising far above its
 start). It decides nothing: the tab renders its status line and progress from its `RunLifecycle`
-(`explorer.runs.lifecycle.status_line`, `progress_line`) whenever that changes."""
+(`explorer.runs.status_lines`) whenever that changes."""
 
 from __future__ import annotations
 
