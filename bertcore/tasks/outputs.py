@@ -2,10 +2,10 @@
 
 One frozen record per kind of head, computed from the encoder outputs the inspection already has (so a head
 mask ablates the task output too):
-- `SequenceTaskOutput` (BertForSequenceClassification): a probability per label and the predicted label.
-- `TokenTaskOutput` (BertForTokenClassification): a probability per label at every position, the predicted
+- `SequenceTaskOutput` (any family's ForSequenceClassification): a probability per label and the predicted label.
+- `TokenTaskOutput` (any family's ForTokenClassification): a probability per label at every position, the predicted
   tag of each, and which positions are scored (not [CLS]/[SEP]/[PAD]) and which start a word.
-- `QuestionAnsweringTaskOutput` (BertForQuestionAnswering): start and end probabilities over the positions,
+- `QuestionAnsweringTaskOutput` (any family's ForQuestionAnswering): start and end probabilities over the positions,
   the best valid span inside sentence B (the context; sentence A is the question), its text, and the null score.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from bertcore.models.task_heads import (
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
 )
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.squad import MAX_ANSWER_LENGTH, best_spans
@@ -69,15 +69,16 @@ def task_output(model, tokenizer, encoding, outputs, context_text: str | None = 
     """The task head's output for one encoded input, from `outputs` = model.bert(...) on it (batch of one);
     None for a model without a task head. `context_text` is sentence B's text, to cut a QA answer from (without
     it the answer is the span's tokens decoded)."""
-    if isinstance(model, BertForSequenceClassification):
-        logits = model.classifier(outputs.pooler_output)[0].float().cpu().numpy()  # (C,)
+    # Each family's head computes its logits itself (BERT's classifier on the pooler, RoBERTa's on <s>, …).
+    if isinstance(model, EncoderForSequenceClassification):
+        logits = model.sequence_logits(outputs, None)[0].float().cpu().numpy()  # (C,)
         return _sequence_output(model.config, logits)
-    if isinstance(model, BertForTokenClassification):
-        logits = model.classifier(outputs.last_hidden_state)[0].float()  # (T, C)
+    if isinstance(model, EncoderForTokenClassification):
+        logits = model.token_logits(outputs)[0].float()  # (T, C)
         return _token_output(model.config, encoding, logits)
-    if isinstance(model, BertForQuestionAnswering):
-        logits = model.qa_outputs(outputs.last_hidden_state)[0].float()  # (T, 2)
-        return _qa_output(tokenizer, encoding, logits[:, 0], logits[:, 1], context_text)
+    if isinstance(model, EncoderForQuestionAnswering):
+        start_logits, end_logits = model.span_logits(outputs)  # (1, T) each
+        return _qa_output(tokenizer, encoding, start_logits[0].float(), end_logits[0].float(), context_text)
     return None
 
 

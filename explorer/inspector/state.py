@@ -115,16 +115,17 @@ class LoadedModel:
 
 
 def task_of(model: Any) -> str | None:
-    """"sequence", "token" or "qa" for a fine-tuned model of bertcore.models.task_heads; None for any other."""
+    """"sequence", "token" or "qa" for a fine-tuned model of any family (bertcore.models.task_heads); None for
+    any other."""
     from bertcore.models.task_heads import (
-        BertForQuestionAnswering,
-        BertForSequenceClassification,
-        BertForTokenClassification,
+        EncoderForQuestionAnswering,
+        EncoderForSequenceClassification,
+        EncoderForTokenClassification,
     )
 
-    kinds = {BertForSequenceClassification: SEQUENCE_TASK, BertForTokenClassification: TOKEN_TASK,
-             BertForQuestionAnswering: QA_TASK}
-    return kinds.get(type(model))
+    kinds = {EncoderForSequenceClassification: SEQUENCE_TASK, EncoderForTokenClassification: TOKEN_TASK,
+             EncoderForQuestionAnswering: QA_TASK}
+    return next((kind for head, kind in kinds.items() if isinstance(model, head)), None)
 
 
 def describe_model(model: Any, name: str, *, path: str | None = None, untrained: bool = False) -> ModelInfo:

@@ -230,3 +230,25 @@ def test_modernbert_config_keeps_its_labels_through_config_json(tmp_path):
     assert again == config and again.num_labels == 3 and again.label2id == {"neg": 0, "pos": 1, "mixed": 2}
     with pytest.raises(ValueError, match="a question-answering head has 2 outputs"):
         task_model_class(config, EncoderForQuestionAnswering)(config)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("family", ["roberta", "distilbert", "electra", "albert", "modernbert-mean"])
+def test_inspection_shows_each_familys_task_output_as_its_forward_computes_it(family, kind, small_vocab_tokenizer):
+    from bertcore.analysis.inspection import inspect
+
+    config = task_config(family, kind, vocab_size=small_vocab_tokenizer.vocab_size)
+    torch.manual_seed(5)
+    model = task_model_class(config, KINDS[kind])(config).eval()
+    inspection = inspect(model, small_vocab_tokenizer, "the cat sat on a mat", "the dog ran far away")
+    encoding = inspection.encoding
+    with torch.no_grad():
+        output = model(torch.tensor([encoding.input_ids]), token_type_ids=torch.tensor([encoding.segment_ids]))
+    task = inspection.task_output
+    assert task is not None and task.kind == kind
+    close = tolerance(config)
+    if kind == "qa":
+        torch.testing.assert_close(torch.from_numpy(task.start_logits), output.start_logits[0], **close)
+        torch.testing.assert_close(torch.from_numpy(task.end_logits), output.end_logits[0], **close)
+    else:
+        torch.testing.assert_close(torch.as_tensor(task.logits), output.logits[0], **close)
