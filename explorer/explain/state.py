@@ -58,7 +58,8 @@ class ExplainChange(str, enum.Enum):
 class ExplainRequest:
     """What a click on an output hands over: the output and the input it was computed on."""
 
-    target: tuple  # ("mlm", position, token_id), ("nsp", label), ("class", label), … (bertcore.explain.targets)
+    target: tuple | None  # ("mlm", position, token_id), ("nsp", label), … (bertcore.explain.targets); None: the
+    # input's context mixing alone (a bare encoder such as MiniLM has no output to explain)
     encoding: Encoding  # the encoding as typed
     masking: Masking | None = None  # the masking the model saw it with
     text_a: str = ""
@@ -183,11 +184,12 @@ def _words(method: str) -> str:
 
 
 class JobQueue:
-    """One job runs at a time; a job waiting is replaced by a newer one of its kind, and a newer job of the
-    running one's kind asks for the running one to stop (newest wins). Plain Python: the tab runs what it says."""
+    """One job runs at a time, the kinds in JOB_KINDS order; a job waiting is replaced by a newer one of its kind,
+    and a newer job of the running one's kind asks for the running one to stop (newest wins). Plain Python: the
+    tab runs what it says."""
 
     def __init__(self) -> None:
-        self.pending: dict[str, Any] = {}  # kind → the newest job of that kind not started yet, in submit order
+        self.pending: dict[str, Any] = {}  # kind → the newest job of that kind not started yet
         self.running: Any = None
 
     def submit(self, job: Any) -> bool:
@@ -200,7 +202,7 @@ class JobQueue:
         """The job to start now (it becomes `running`), or None while one runs or none waits."""
         if self.running is not None or not self.pending:
             return None
-        kind = next(iter(self.pending))
+        kind = min(self.pending, key=JOB_KINDS.index)  # the attributions first: they answer the click
         self.running = self.pending.pop(kind)
         return self.running
 
@@ -270,15 +272,17 @@ class ExplainState:
         from bertcore.explain.targets import check_target, describe_target
 
         encoding = model_input(request.encoding, request.masking)
-        try:
-            target = check_target(self.model, encoding, tuple(request.target))
-        except ValueError as error:
-            self.set_message(f"Cannot explain {request.target!r}: {error}")
-            return False
+        target = None
+        if request.target is not None:
+            try:
+                target = check_target(self.model, encoding, tuple(request.target))
+            except ValueError as error:
+                self.set_message(f"Cannot explain {request.target!r}: {error}")
+                return False
         same_input = self.encoding is not None and self.encoding.input_ids == encoding.input_ids \
             and self.encoding.segment_ids == encoding.segment_ids
         self.request, self.encoding, self.target = request, encoding, target
-        self.target_text = describe_target(target, self.tokenizer, self.model)
+        self.target_text = describe_target(target, self.tokenizer, self.model) if target is not None else ""
         self._clear_results(keep_mixing=same_input)
         self.layer = min(self.layer, int(self.model.config.num_hidden_layers) - 1)
         self._announce(ExplainChange.TARGET)

@@ -142,9 +142,11 @@ def test_the_queue_runs_one_job_at_a_time_and_the_newest_of_a_kind_wins():
     assert not queue.submit(newer)  # replaces the mixing job waiting, stops nothing
     assert queue.submit(job("attribution", 5))  # the running attribution is stale: stop it
     queue.ended(first)
-    assert [queue.start_next().number] == [3]  # in submit order: patching, then the newer mixing…
+    assert queue.start_next().number == 5  # the kinds in order: attribution, mixing, patching
     queue.ended(queue.running)
     assert queue.start_next() is newer
+    queue.ended(newer)
+    assert queue.start_next().number == 3
     assert queue.cancel() and queue.pending == {}
 
 
@@ -166,3 +168,11 @@ def test_mixing_is_shown_as_shares_of_each_row_on_one_scale():
     for _, _, matrix in maps:
         np.testing.assert_allclose(matrix.sum(axis=1), 1.0, rtol=1e-5)
     assert len(mixing_maps(attention, attention, 0)) == 2 and mixing_maps(None, None, 0) == []
+
+
+def test_an_input_without_a_target_gets_its_context_mixing_only(state, tokenizer):
+    encoding = tokenizer.encode("the cat sat")
+    assert state.explain(ExplainRequest(None, encoding, None, "the cat sat"))
+    assert state.target is None and state.target_text == "" and state.encoding is encoding
+    assert state.attribution_job() is None and state.mixing_job() is not None
+    assert state.patching_job() is None and "patching restores one output" in state.message

@@ -5,13 +5,17 @@ guess is the original token. `nspLabel` gives P(B follows A), or says that next-
 a pair when there is no sentence B (the number BERT gives for "[CLS] A [SEP]" alone answers no question).
 A model without pretraining heads (an encoder-only checkpoint such as MiniLM) gets a sentence saying so
 instead of numbers.
+
+A click on a guess (or on the answer) asks for it to be explained: `explainRequested(("mlm", position,
+token_id))`; the "Why?" button beside the NSP line asks for `("nsp", 0)`, B follows A. The window hands the
+request to the Explain tab.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -22,6 +26,7 @@ from PySide6.QtWidgets import (
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -136,9 +141,12 @@ class BarDelegate(QStyledItemDelegate):
 class PredictionsPanel(QWidget):
     """The predictions table (`predictionsView`), the NSP line (`nspLabel`) and a note when there is nothing."""
 
+    explainRequested = Signal(object)  # a bertcore.explain target tuple: ("mlm", position, token_id) or ("nsp", 0)
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("predictionsPanel")
+        self._original_ids: list[int] = []  # of the inspection shown: the answer column's token ids
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -179,12 +187,21 @@ class PredictionsPanel(QWidget):
         header.setDefaultSectionSize(96)
         self.view.verticalHeader().setDefaultSectionSize(2 * self.view.fontMetrics().height() + 8)
         self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.view.setToolTip("Click a guess (or the answer) to see why the model gives it, in the Explain tab")
+        self.view.clicked.connect(self._on_clicked)
+        self.nsp_explain = QToolButton()
+        self.nsp_explain.setObjectName("explainNspButton")
+        self.nsp_explain.setAccessibleName("Explain the next-sentence prediction")
+        self.nsp_explain.setText("Why?")
+        self.nsp_explain.setToolTip("Which tokens make the model say B follows A (the Explain tab)")
+        self.nsp_explain.clicked.connect(lambda: self.explainRequested.emit(("nsp", 0)))
 
         # The pane beside the attention is narrow and shares its height with the logit lens: the NSP heading shares
         # its line with the answer, and the table asks for the room its rows and bars need (`_fit_table`).
         nsp_row = QHBoxLayout()
         nsp_row.addWidget(title)
         nsp_row.addWidget(self.nsp_label, 1)
+        nsp_row.addWidget(self.nsp_explain)
         layout.addLayout(nsp_row)
         layout.addWidget(self.nsp_bar)
         layout.addWidget(self.mlm_title)
@@ -233,8 +250,28 @@ class PredictionsPanel(QWidget):
         view.setMinimumWidth(fixed + bars + frame + scroll if bars else 0)
 
     def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
+        masking = None if inspection is None else inspection.masking
+        self._original_ids = list(masking.original_ids) if masking is not None else []
         self._show(inspection, has_pair)
+        self.nsp_explain.setVisible(inspection is not None and _heads_of(inspection)[1])
         self._show_note_or_table()
+
+    def target_at(self, index: QModelIndex) -> tuple | None:
+        """The explanation target a click on `index` asks for: a guess, or the answer; None for the other cells."""
+        if not index.isValid():
+            return None
+        prediction = self.model.predictions[index.row()]
+        rank = index.column() - len(FIXED_COLUMNS)
+        if 0 <= rank < len(prediction.top_ids):
+            return ("mlm", int(prediction.position), int(prediction.top_ids[rank]))
+        if index.column() == 2 and prediction.position < len(self._original_ids):
+            return ("mlm", int(prediction.position), int(self._original_ids[prediction.position]))
+        return None
+
+    def _on_clicked(self, index: QModelIndex) -> None:
+        target = self.target_at(index)
+        if target is not None:
+            self.explainRequested.emit(target)
 
     def _show(self, inspection, has_pair: bool | None) -> None:
         if inspection is None:

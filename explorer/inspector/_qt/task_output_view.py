@@ -9,15 +9,30 @@ where a pretraining model shows its MLM and NSP predictions.
 - question answering: P(start) and P(end) over the tokens (`QACurves`), sentence B shaded, the best span framed
   and its text, or "no answer" when the null score wins; a note that A is the question and B the context.
 Every empty state is a sentence. What to show is decided in `explorer.inspector.task_display`.
+
+A click on a label's bar asks for it to be explained (`explainRequested(("class", label))`), on a word's bar for
+its tag (`("tag", first piece's position, tag id)`); a regression head's "Why?" asks for `("class", 0)`, a QA
+head's "Why the start?" / "Why the end?" for the best span's `("start", position)` / `("end", position)` ([CLS]
+when there is none). The window hands the request to the Explain tab.
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from explorer.common._qt.widget_names import named
@@ -29,6 +44,7 @@ from explorer.inspector.task_display import (
     sequence_headline,
     sequence_rows,
     tag_colours,
+    tagged_words,
     token_headline,
     word_rows,
 )
@@ -42,6 +58,7 @@ class ProbabilityBars(QWidget):
     """One row per label: its name, a bar as long as its probability (green when chosen), the percentage."""
 
     ROW_HEIGHT = 24
+    rowClicked = Signal(int)  # the index of the row clicked
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -61,6 +78,12 @@ class ProbabilityBars(QWidget):
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
+
+    def mousePressEvent(self, event) -> None:
+        row = int((event.position().y() - 2) // self.ROW_HEIGHT)
+        if 0 <= row < len(self.rows):
+            self.rowClicked.emit(row)
+        super().mousePressEvent(event)
 
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
@@ -95,10 +118,27 @@ class ProbabilityBars(QWidget):
 class TaskOutputView(QWidget):
     """The task head's output for the inspection shown (`show_inspection`); see the module docstring."""
 
+    explainRequested = Signal(object)  # a bertcore.explain target tuple: ("class", label), ("tag", …), ("start", …)
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("taskOutput")
         self.setAccessibleName("Task head output")
+        self.row_targets: list[tuple] = []  # the explanation target of each bar shown
+        self.button_targets: dict[str, tuple] = {}  # "why", "start", "end" -> the target its button asks for
+        self.why_buttons: dict[str, QToolButton] = {}
+        buttons_row = QHBoxLayout()
+        for key, text, tip in (("why", "Why?", "Which tokens give this value (the Explain tab)"),
+                               ("start", "Why the start?", "Which tokens make the answer start here"),
+                               ("end", "Why the end?", "Which tokens make the answer end here")):
+            button = named(QToolButton(), f"explain{key.title()}Button", tip)
+            button.setText(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _=False, key=key: self.explainRequested.emit(self.button_targets[key]))
+            button.hide()
+            self.why_buttons[key] = button
+            buttons_row.addWidget(button)
+        buttons_row.addStretch(1)
         self.title_label = QLabel("<b>Task head</b>")
         self.headline_label = named(QLabel(), "taskHeadline", "What the task head predicts")
         self.headline_label.setWordWrap(True)
@@ -107,6 +147,8 @@ class TaskOutputView(QWidget):
         self.note_label.setWordWrap(True)
         self.note_label.setStyleSheet(NOTE_STYLE)
         self.bars = ProbabilityBars()
+        self.bars.setToolTip("Click a bar to see why the head gives it, in the Explain tab")
+        self.bars.rowClicked.connect(self._on_row_clicked)
         self.bars_scroll = QScrollArea()
         self.bars_scroll.setWidget(self.bars)
         self.bars_scroll.setWidgetResizable(True)
@@ -123,11 +165,15 @@ class TaskOutputView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         for widget in (self.title_label, self.headline_label, self.note_label, self.legend_label):
             layout.addWidget(widget)
+        layout.addLayout(buttons_row)
         layout.addWidget(self.pages, 1)
         self.kind: str | None = None
         self.show_inspection(None)
 
     def show_inspection(self, inspection) -> None:
+        self.row_targets, self.button_targets = [], {}
+        for button in self.why_buttons.values():
+            button.hide()
         output = None if inspection is None else inspection.task_output
         if output is None:
             self.kind = None
@@ -158,6 +204,9 @@ class TaskOutputView(QWidget):
         multi = output.problem_type == "multi_label_classification"
         regression = output.problem_type == "regression"
         self.bars.set_rows([] if regression else sequence_rows(output), 0.5 if multi else None)
+        self.row_targets = [("class", label) for label in range(len(output.labels))]
+        if regression:
+            self._offer("why", ("class", 0))
         what = "the pair" if has_pair else "sentence A (type a sentence B for a pair task)"
         if regression:
             self._show_note(f"A regression head: one number for {what}, read off the pooled [CLS] vector.")
@@ -175,6 +224,8 @@ class TaskOutputView(QWidget):
                         "table (other pieces shaded lighter; hover a cell for the three likeliest tags) and the "
                         "bars below, as long as the head's probability of the tag.")
         self.bars.set_rows(word_rows(output, tokens))
+        self.row_targets = [("tag", position, int(output.predicted_ids[position]))
+                            for _, position in tagged_words(output, tokens)]
         self.pages.setCurrentWidget(self.bars_scroll)
 
     def _show_qa(self, output, tokens, has_context: bool) -> None:
@@ -182,7 +233,18 @@ class TaskOutputView(QWidget):
         self.headline_label.setText(reading.headline)
         self._show_note(QA_NOTE + " Shaded green: sentence B; framed: the best span.")
         self.qa_curves.show_output(output, tokens, reading.span, reading.no_answer)
+        first, last = reading.span if reading.span is not None and not reading.no_answer else (0, 0)
+        self._offer("start", ("start", int(first)))
+        self._offer("end", ("end", int(last)))
         self.pages.setCurrentWidget(self.qa_curves)
+
+    def _offer(self, key: str, target: tuple) -> None:
+        self.button_targets[key] = target
+        self.why_buttons[key].show()
+
+    def _on_row_clicked(self, row: int) -> None:
+        if 0 <= row < len(self.row_targets):
+            self.explainRequested.emit(self.row_targets[row])
 
     def text(self) -> str:
         """Everything the view says now, in one string (tests, accessibility)."""

@@ -12,7 +12,7 @@ Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_
 `set_model(model, tokenizer, label)`, `start_up(path)`, `save_checkpoint(path)`, `is_loading()`,
 `use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
-`add_tab(tab, title)`, `change_tab`,
+`add_tab(tab, title)`, `change_tab`, `explain_tab`, `explain_output(target)` (an output clicked in the Inspect tab),
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
 `modelLoadFailed`, `closing`.
 """
@@ -37,6 +37,8 @@ from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common.model_names import minilm_path
 from explorer.embeddings._qt.embedding_view import EmbeddingView
+from explorer.explain._qt.explain_tab import ExplainTab
+from explorer.explain.state import ExplainRequest
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.head_lab_tab import HeadLabTab
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
@@ -96,6 +98,10 @@ class MainWindow(QMainWindow):
         self.add_tab(HeadLabTab(self.head_lab), "Head lab")
         self.add_tab(EmbeddingView(), "Embeddings")
         self.change_tab = self.add_tab(ChangeTab(), "What changed")
+        self.explain_tab = self.add_tab(ExplainTab(), "Explain")
+        self.inspect_tab.predictions.explainRequested.connect(self.explain_output)
+        self.inspect_tab.task_output.explainRequested.connect(self.explain_output)
+        self.inspectionShown.connect(self.explain_tab.on_inspection_shown)
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
         if geometry is not None:
@@ -288,6 +294,19 @@ class MainWindow(QMainWindow):
         """Compare two checkpoints (before, after) in the What changed tab on the current input, and show it."""
         self.change_tab.compare(folder_a, folder_b)
         self.tabs.setCurrentWidget(self.change_tab)
+
+    def explain_output(self, target: tuple) -> None:
+        """An output clicked in the Inspect tab: explain it in the Explain tab, on the input (and masking) it was
+        computed on, and bring that tab forward; a target it cannot explain is said there."""
+        state = self.inspect_tab.state
+        inspection = state.shown_inspection()
+        if state.snapshot is not None or inspection is None:
+            self.inspect_tab.show_error("The Explain tab explains the loaded model's own outputs: edit the input to "
+                                        "leave the training snapshot, then click the output again.")
+            return
+        self.explain_tab.explain(ExplainRequest(target, inspection.encoding, inspection.masking, state.text_a,
+                                                state.text_b))
+        self.tabs.setCurrentWidget(self.explain_tab)
 
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
         """Display an inspection computed elsewhere (a training snapshot), captioned, until the next edit."""

@@ -1,0 +1,177 @@
+"""Where the output is restored (objectName `patchingView`): activation patching from the clean into the
+corrupted run, layer × position and layer × head, 0 = as corrupted, 1 = as clean.
+
+Left: one cell per (layer output, position) of the residual stream; right: one cell per (layer, head) output.
+Both use the diverging map around 0 on one symmetric scale (at least ±1), so a red cell restores the clean output
+and a blue one pushes it further away. Clicking a layer (a row of either map) frames that row in the heads map and
+draws its heads as bars underneath (`layerClicked`, then `show_layer`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+from explorer.common._qt.heatmap_style import diverging_color_map, diverging_lookup
+from explorer.common._qt.plot_style import curve_pen, show_title, style_canvas, style_plot
+from explorer.common._qt.token_axis import TokenAxis
+from explorer.common._qt.widget_names import named
+
+EMPTY_TEXT = ("No patching yet: edit the corrupted copy of the input (same number of tokens) and press "
+              "“Run patching”.")
+
+
+def layer_names(rows: int, num_layers: int) -> list[str]:
+    """Row names of the residual map: the embeddings first when it has L + 1 rows, then each layer's output."""
+    names = [f"layer {layer}" for layer in range(num_layers)]
+    return ["embeddings", *names] if rows == num_layers + 1 else names[:rows]
+
+
+class PatchingView(QWidget):
+    layerClicked = Signal(int)  # a layer index (0-based), from a click on a row of either map
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("patchingView")
+        self.setAccessibleName("Activation patching")
+        self.canvas = pg.GraphicsLayoutWidget()
+        style_canvas(self.canvas)
+        self.residual_rows = TokenAxis("left")
+        self.residual_tokens = TokenAxis("bottom")
+        self.residual_plot = style_plot(self.canvas.addPlot(row=0, col=0, axisItems={
+            "left": self.residual_rows, "bottom": self.residual_tokens}), mouse=False)
+        self.heads_rows = TokenAxis("left")
+        self.heads_plot = style_plot(self.canvas.addPlot(row=0, col=1, axisItems={"left": self.heads_rows}),
+                                     x_label="head", mouse=False)
+        self.bar = pg.ColorBarItem(values=(-1, 1), colorMap=diverging_color_map(), interactive=False, width=12)
+        self.bar.getAxis("left").setLabel("restored (0 corrupted, 1 clean)")
+        self.canvas.addItem(self.bar, row=0, col=2)
+        self.layer_plot = style_plot(self.canvas.addPlot(row=1, col=0, colspan=2), x_label="head",
+                                     y_label="restored", mouse=False)
+        self.canvas.ci.layout.setRowStretchFactor(0, 3)
+        self.canvas.ci.layout.setRowStretchFactor(1, 1)
+        self.canvas.ci.layout.setColumnStretchFactor(0, 3)
+        self.canvas.ci.layout.setColumnStretchFactor(1, 1)
+        self.residual_image = pg.ImageItem(axisOrder="row-major")
+        self.heads_image = pg.ImageItem(axisOrder="row-major")
+        for plot, image in ((self.residual_plot, self.residual_image), (self.heads_plot, self.heads_image)):
+            image.setLookupTable(diverging_lookup())
+            plot.addItem(image)
+            plot.invertY(True)
+        show_title(self.residual_plot, "Residual stream: layer × position")
+        show_title(self.heads_plot, "Heads: layer × head")
+        self.layer_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#8fb3e0")
+        self.layer_plot.addItem(self.layer_bars)
+        self.layer_plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=curve_pen("#5cb85c", dotted=True)))
+        self.layer_plot.addItem(pg.InfiniteLine(pos=0.0, angle=0, pen=curve_pen("#888888")))
+        self.frame = QGraphicsRectItem()
+        pen = QPen(Qt.GlobalColor.black)
+        pen.setCosmetic(True)
+        pen.setWidthF(2)
+        self.frame.setPen(pen)
+        self.frame.setVisible(False)
+        self.heads_plot.addItem(self.frame, ignoreBounds=True)
+        self.caption = named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show")
+        self.caption.setWordWrap(True)
+        self.hover_label = named(QLabel(" "), "patchingHover", "the cell under the mouse")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.hover_label)
+        layout.addWidget(self.caption)
+        self.residual: np.ndarray | None = None
+        self.heads: np.ndarray | None = None
+        self.tokens: list[str] = []
+        self.num_layers = 0
+        self.levels = (-1.0, 1.0)
+        self.selected: int | None = None
+        self.canvas.scene().sigMouseClicked.connect(self._on_clicked)
+        self.canvas.scene().sigMouseMoved.connect(self._on_moved)
+
+    def show_patching(self, tokens: list[str], num_layers: int, residual=None, heads=None, note: str = "") -> None:
+        """`residual` (L or L + 1, T) and `heads` (L, H) Patching results (either may be None, not there yet)."""
+        self.tokens, self.num_layers = list(tokens), num_layers
+        self.residual = None if residual is None else np.asarray(residual.scores, np.float32)
+        self.heads = None if heads is None else np.asarray(heads.scores, np.float32)
+        values = [np.nanmax(np.abs(array)) for array in (self.residual, self.heads) if array is not None and array.size]
+        reach = max([1.0] + [float(value) for value in values if np.isfinite(value)])
+        self.levels = (-reach, reach)
+        self.bar.setLevels(self.levels)
+        for image, array in ((self.residual_image, self.residual), (self.heads_image, self.heads)):
+            image.setVisible(array is not None)
+            if array is not None:
+                image.setImage(np.nan_to_num(array), levels=self.levels, autoLevels=False)
+        if self.residual is not None:
+            self.residual_rows.set_labels(layer_names(self.residual.shape[0], num_layers))
+            self.residual_tokens.set_labels(self.tokens)
+            self.residual_plot.setRange(xRange=(0, self.residual.shape[1]), yRange=(0, self.residual.shape[0]),
+                                        padding=0)
+        if self.heads is not None:
+            self.heads_rows.set_labels(layer_names(self.heads.shape[0], num_layers))
+            self.heads_plot.setRange(xRange=(0, self.heads.shape[1]), yRange=(0, self.heads.shape[0]), padding=0)
+        result = residual if residual is not None else heads
+        if result is None:
+            self.caption.setText(note or EMPTY_TEXT)
+        else:
+            self.caption.setText(
+                f"{note + ' ' if note else ''}The target's logit: clean {float(result.clean_value):.4g}, corrupted "
+                f"{float(result.corrupted_value):.4g}. A cell is the logit when that one activation is copied from "
+                "the clean run into the corrupted one, rescaled so 0 = corrupted and 1 = clean. Click a layer to "
+                "see its heads.")
+        self.show_layer(self.selected)
+
+    def show_layer(self, layer: int | None) -> None:
+        """Frame `layer` in the heads map and draw its heads as bars (None: no layer chosen)."""
+        self.selected = layer
+        heads = self.heads
+        if layer is None or heads is None or not 0 <= layer < heads.shape[0]:
+            self.frame.setVisible(False)
+            self.layer_bars.setOpts(x=[], height=[])
+            show_title(self.layer_plot, "Click a layer in either map to see its heads")
+            return
+        self.frame.setRect(QRectF(0, layer, heads.shape[1], 1))
+        self.frame.setVisible(True)
+        self.layer_bars.setOpts(x=np.arange(heads.shape[1]), height=heads[layer], width=0.7)
+        self.layer_plot.setXRange(-0.6, heads.shape[1] - 0.4, padding=0)
+        show_title(self.layer_plot, f"Layer {layer}: each head's output patched alone")
+
+    def layer_heights(self) -> np.ndarray:
+        """The bars drawn for the chosen layer (tests)."""
+        return np.asarray(self.layer_bars.opts.get("height", []), np.float32)
+
+    def _cell(self, point) -> tuple[str, int, int] | None:
+        for name, plot, array in (("residual", self.residual_plot, self.residual),
+                                  ("heads", self.heads_plot, self.heads)):
+            if array is None or not plot.sceneBoundingRect().contains(point):
+                continue
+            where = plot.vb.mapSceneToView(point)
+            row, column = int(np.floor(where.y())), int(np.floor(where.x()))
+            if 0 <= row < array.shape[0] and 0 <= column < array.shape[1]:
+                return name, row, column
+        return None
+
+    def layer_of_row(self, name: str, row: int) -> int | None:
+        """The layer a row of a map stands for (None: the embeddings row)."""
+        if name == "residual" and self.residual is not None and self.residual.shape[0] == self.num_layers + 1:
+            return row - 1 if row > 0 else None
+        return row
+
+    def _on_clicked(self, event) -> None:
+        cell = self._cell(event.scenePos())
+        if cell is not None:
+            layer = self.layer_of_row(cell[0], cell[1])
+            if layer is not None:
+                self.layerClicked.emit(layer)
+
+    def _on_moved(self, point) -> None:
+        cell = self._cell(point)
+        if cell is None:
+            return
+        name, row, column = cell
+        array = self.residual if name == "residual" else self.heads
+        rows = layer_names(array.shape[0], self.num_layers)
+        where = f"position {column} {self.tokens[column]!r}" if name == "residual" else f"head {column}"
+        self.hover_label.setText(f"{rows[row]}, {where}: restored {float(array[row, column]):.3f}")
