@@ -43,6 +43,8 @@ _EXPORTS = {
     "BertForQuestionAnswering": "bertcore.models.task_heads",
     "start_from_pretrained": "bertcore.models.task_heads",
     "BertTokenizer": "bertcore.tokenization.wordpiece",
+    "PretrainedTokenizer": "bertcore.tokenization.pretrained",
+    "tokenizer_from_folder": "bertcore.tokenization.pretrained",
     "mask_like_bert": "bertcore.data.masking",
     "load_pretrained": "bertcore.models.checkpoint",
     "save_pretrained": "bertcore.models.checkpoint",

@@ -1,8 +1,8 @@
 """Load and save the standard BERT checkpoint folder: config.json + model.safetensors + vocab.txt, for every
 family in bertcore.models.families (BERT, RoBERTa/XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, ModernBERT).
-The tokenizer is read as WordPiece (vocab.txt, or a tokenizer.json holding a WordPiece model); a folder whose
-only tokenizer is byte-level BPE or SentencePiece (RoBERTa, XLM-RoBERTa and ALBERT as published) is refused with
-a CheckpointError naming that tokenizer.
+The tokenizer is read as the folder has it (bertcore.tokenization.pretrained.tokenizer_from_folder): WordPiece
+from vocab.txt (or a WordPiece tokenizer.json), any other tokenizer.json (byte-level BPE, Unigram/SentencePiece),
+or vocab.json + merges.txt; a folder with only a SentencePiece model file is a CheckpointError saying what to add.
 
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a
@@ -49,7 +49,10 @@ from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError, base_model_name, family_for
 from bertcore.models.task_heads import model_class_for
+from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
+
+Tokenizer = BertTokenizer | PretrainedTokenizer  # one interface: encode, ids of the specials, vocab_size, save
 
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"  # transformers' names for the map of a sharded save
 PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"
@@ -92,7 +95,7 @@ class CheckpointContents:
 
     folder: Path
     config: BertConfig
-    tokenizer: BertTokenizer
+    tokenizer: Tokenizer
     state_dict: dict[str, torch.Tensor]  # every tensor of the file under this package's names (float, on CPU)
     model_class: type[BertPreTrainedModel]  # the class config.json's "architectures" names
     has_head: bool  # False only for a pretraining class without MLM/NSP heads (a bare encoder)
@@ -113,7 +116,7 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
                               f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE}")
     config = _read_config(folder)
     try:
-        tokenizer = BertTokenizer.from_vocab_file(folder)  # vocab.txt, else a tokenizer.json
+        tokenizer = tokenizer_from_folder(folder)  # vocab.txt (WordPiece), else tokenizer.json, vocab.json + merges
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
     _check_vocabulary(folder, tokenizer, config.vocab_size)
@@ -130,7 +133,7 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
     return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head)
 
 
-def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, BertTokenizer]:
+def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, Tokenizer]:
     """The model (in eval mode, of the class config.json's `architectures` names) and tokenizer of a standard
     BERT folder.
 
@@ -146,7 +149,7 @@ def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tup
     return model.to(device).eval(), contents.tokenizer
 
 
-def save_pretrained(model: BertPreTrainedModel, tokenizer: BertTokenizer, path: str | Path) -> Path:
+def save_pretrained(model: BertPreTrainedModel, tokenizer: Tokenizer, path: str | Path) -> Path:
     """Write the folder in the standard layout (transformers loads it as the same class); a crash midway leaves
     any previous folder intact. A write that fails (disk full, read-only, permissions), whatever the writing
     library raises, is a CheckpointSaveError (a CheckpointError) naming the folder and the reason; nothing
@@ -172,7 +175,7 @@ def save_pretrained(model: BertPreTrainedModel, tokenizer: BertTokenizer, path: 
     return folder
 
 
-def write_pretrained_files(model: BertPreTrainedModel, tokenizer: BertTokenizer, folder: Path) -> None:
+def write_pretrained_files(model: BertPreTrainedModel, tokenizer: Tokenizer, folder: Path) -> None:
     """config.json, model.safetensors, vocab.txt and tokenizer_config.json into an existing (staging) folder.
 
     Not atomic by itself: `save_pretrained` and a run's checkpoints call it on a staging folder. A failed write
@@ -226,7 +229,7 @@ def _read_config(folder: Path) -> BertConfig:
         raise CheckpointError(f"{path} is not a usable BERT config: a value in it is nested too deeply") from None
 
 
-def _check_vocabulary(folder: Path, tokenizer: BertTokenizer, vocab_size: int) -> None:
+def _check_vocabulary(folder: Path, tokenizer: Tokenizer, vocab_size: int) -> None:
     """The vocabulary fits the embedding table: as many tokens as rows, or fewer only where the table is padded
     (its size rounded up, VOCAB_PADDING_MULTIPLES) and the tokenizer files record that the vocabulary really has
     that many tokens (`recorded_vocab_sizes`). CheckpointError naming the files and the counts otherwise."""

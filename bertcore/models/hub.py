@@ -29,7 +29,6 @@ from pathlib import Path
 from bertcore.errors import CheckpointError
 from bertcore.files.reading import (
     _NON_BLOCKING_READ,
-    TOKENIZER_JSON_LIMIT,
     check_regular_file,
     file_kind,
     parse_json,
@@ -261,7 +260,7 @@ def _describe_repo(storage: Path) -> CachedModel | None:
         last_used = max(last_used, ref.stat().st_mtime)
     return CachedModel(
         repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=config["model_type"],
-        supported_now=loader_supports(config) and _has_wordpiece_vocabulary(snapshot),
+        supported_now=loader_supports(config) and _has_readable_tokenizer(snapshot),
         size_bytes=size_bytes, parameters=parameters,
         parameters_estimated=estimated, num_layers=_int_field(config, "num_hidden_layers", "n_layers"),
         num_heads=_int_field(config, "num_attention_heads", "n_heads"), head=describe_head(config),
@@ -269,20 +268,12 @@ def _describe_repo(storage: Path) -> CachedModel | None:
 
 
 
-def _has_wordpiece_vocabulary(snapshot: Path) -> bool:
-    """Whether the snapshot's tokenizer is one bertcore reads today: a vocab.txt, or a WordPiece tokenizer.json
-    (RoBERTa's byte-level BPE and ALBERT's SentencePiece are not yet, whatever the config's family)."""
-    if (snapshot / VOCAB_FILE).exists():
-        return True
-    tokenizer_json = snapshot / TOKENIZER_JSON_FILE
-    if not tokenizer_json.exists():
-        return False
-    try:
-        tokenizer = parse_json(_read_bytes(tokenizer_json, limit=TOKENIZER_JSON_LIMIT), tokenizer_json)
-    except (OSError, ValueError):
-        return False
-    return isinstance(tokenizer, dict) and isinstance(tokenizer.get("model"), dict) \
-        and tokenizer["model"].get("type") == "WordPiece"
+def _has_readable_tokenizer(snapshot: Path) -> bool:
+    """Whether the snapshot has a tokenizer bertcore reads (bertcore.tokenization.pretrained): a vocab.txt, a
+    tokenizer.json (WordPiece, BPE, Unigram), or vocab.json + merges.txt; a SentencePiece model file alone is not.
+    Names only: nothing is parsed (a damaged file is named when the model is opened)."""
+    return (snapshot / VOCAB_FILE).exists() or (snapshot / TOKENIZER_JSON_FILE).exists() or (
+        (snapshot / "vocab.json").exists() and (snapshot / "merges.txt").exists())
 
 
 def _snapshot_usage(snapshot: Path) -> tuple[int, float]:

@@ -62,6 +62,8 @@ class Encoding:
     offsets: list[tuple[int, int]]  # character span in its own sentence's text; (0, 0) for specials/padding
     truncation: Truncation | None
     unknown_words: list[str]  # the source text behind every [UNK]
+    # how the tokens mark words (bertcore.tokenization.pieces): "wordpiece" (##), "byte_level" (Ġ), "sentencepiece"
+    piece_style: str = "wordpiece"
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -99,6 +101,10 @@ class BertTokenizer:
         self.sep_token_id = token_ids["[SEP]"]
         self.mask_token_id = token_ids["[MASK]"]
         self.special_token_ids = frozenset(token_ids[t] for t in SPECIAL_TOKENS)
+        self.cls_token, self.sep_token, self.pad_token, self.mask_token, self.unk_token = (
+            "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]")
+        self.piece_style = "wordpiece"  # continuations start with "##" (bertcore.tokenization.pieces)
+        self.layouts = ("[CLS] A [SEP]", "[CLS] A [SEP] B [SEP]")  # single sentence, pair
         self._tokenizer = _build_rust_tokenizer(token_ids, self.lowercase)
 
     # ---- construction -------------------------------------------------------------------------------------
@@ -496,9 +502,9 @@ def _check_blank_lines(vocab: list[str], source: str) -> None:
 
 def recorded_vocab_sizes(folder: str | Path) -> list[tuple[Path, int]]:
     """What a checkpoint folder's tokenizer files record about its vocabulary's size, apart from the token
-    list itself: tokenizer_config.json's "vocab_size" (BertTokenizer.save writes it), and the number of tokens
-    of a tokenizer.json's WordPiece model (transformers saves one beside vocab.txt). [(file, size)], empty when
-    none records it; TokenizerError when one of them cannot be read or records something that is no size.
+    list itself: tokenizer_config.json's "vocab_size" (BertTokenizer.save writes it), and the number of ids of a
+    tokenizer.json (transformers saves one beside vocab.txt; other families' tokenizers are one). [(file, size)],
+    empty when none records it; TokenizerError when one of them cannot be read or records something that is no size.
 
     A vocab.txt's line count alone cannot tell an embedding padded beyond the vocabulary (rows that no token
     uses) from a vocab.txt that lost lines (every later id shifted); these records can."""
@@ -518,10 +524,30 @@ def recorded_vocab_sizes(folder: str | Path) -> list[tuple[Path, int]]:
             data = read_bytes(json_path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, what="a tokenizer.json")
         except FileNotFoundError:
             data = None
-        vocab = _wordpiece_vocab(parse_json(data, json_path, error=TokenizerError)) if data is not None else None
-        if vocab is not None:
-            records.append((json_path, len(vocab)))
+        size = _tokenizer_json_size(parse_json(data, json_path, error=TokenizerError)) if data is not None else None
+        if size is not None:
+            records.append((json_path, size))
     return records
+
+
+def _tokenizer_json_size(values: object) -> int | None:
+    """How many ids a tokenizer.json's vocabulary spans: a WordPiece model's token count; for another model (BPE's
+    token → id map, Unigram's list of [piece, score]) one past the largest id of its tokens and added tokens.
+    None when the file records no vocabulary."""
+    vocab = _wordpiece_vocab(values)
+    if vocab is not None:
+        return len(vocab)
+    model = values.get("model") if isinstance(values, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    ids: list[int] = []
+    if isinstance(vocab, dict):
+        ids = [i for i in vocab.values() if isinstance(i, int)]
+    elif isinstance(vocab, list) and vocab:
+        ids = [len(vocab) - 1]
+    added = values.get("added_tokens") if isinstance(values, dict) else None
+    if isinstance(added, list):
+        ids += [token["id"] for token in added if isinstance(token, dict) and isinstance(token.get("id"), int)]
+    return max(ids) + 1 if ids else None
 
 
 def longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:

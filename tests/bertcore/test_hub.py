@@ -418,7 +418,8 @@ def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
 
 
 def test_a_repo_is_loadable_now_only_with_a_tokenizer_the_loader_reads(hub_env: Path):
-    """The family registry knows RoBERTa, but its byte-level BPE tokenizer is not read yet: listed, not loadable."""
+    """WordPiece, byte-level BPE (tokenizer.json or vocab.json + merges.txt) and Unigram are read; a SentencePiece
+    model file alone, or no tokenizer at all, is listed but not loadable."""
     weights = safetensors_bytes(TINY_SHAPES)
     wordpiece_json = json.dumps({"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}).encode()
     bpe_json = json.dumps({"model": {"type": "BPE", "vocab": {"<pad>": 0}, "merges": []}}).encode()
@@ -429,10 +430,14 @@ def test_a_repo_is_loadable_now_only_with_a_tokenizer_the_loader_reads(hub_env: 
     cache_repo(hub_env, "org/roberta-bpe", {"config.json": hub_config("roberta", ["RobertaForMaskedLM"]),
                                             "model.safetensors": weights, "tokenizer.json": bpe_json,
                                             "vocab.json": b"{}", "merges.txt": b""})
+    cache_repo(hub_env, "org/roberta-files", {"config.json": hub_config("roberta", ["RobertaForMaskedLM"]),
+                                              "model.safetensors": weights, "vocab.json": b"{}", "merges.txt": b""})
+    cache_repo(hub_env, "org/albert-spiece", {"config.json": hub_config("albert", ["AlbertForMaskedLM"]),
+                                              "model.safetensors": weights, "spiece.model": b"\n"})
     cache_repo(hub_env, "org/no-tokenizer", {"config.json": hub_config(architectures=["BertForMaskedLM"]),
                                              "model.safetensors": weights})
 
     loadable = {model.repo_id: model.supported_now for model in list_cached_models()}
 
-    assert loadable == {"org/vocab-txt": True, "org/wordpiece-json": True, "org/roberta-bpe": False,
-                        "org/no-tokenizer": False}
+    assert loadable == {"org/vocab-txt": True, "org/wordpiece-json": True, "org/roberta-bpe": True,
+                        "org/roberta-files": True, "org/albert-spiece": False, "org/no-tokenizer": False}
