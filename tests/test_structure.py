@@ -78,3 +78,13 @@ def test_the_check_sees_a_broken_rule():
     """A self-test: the Qt views do import the plain state, so the rule read backwards must be found broken."""
     views = [path for path in source_files() if part_of(path) == "AppQt"]
     assert any(part_of(imported) == "AppPlain" for path in views for imported in imported_files(path))
+
+
+def test_signals_are_held_back_only_through_blocked():
+    """`explorer.common._qt.signal_blocker.blocked` restores a widget's signals even when a setter raises; a bare
+    `blockSignals(True)` ... `blockSignals(False)` pair leaves them off for good."""
+    bare = [f"{path.relative_to(REPO)}:{node.lineno}"
+            for path in (REPO / "explorer").rglob("*.py") if path.name != "signal_blocker.py"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "blockSignals"]
+    assert not bare, f"use `with blocked(widget):` instead of blockSignals at {', '.join(bare)}"

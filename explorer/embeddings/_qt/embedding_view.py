@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers import LatestJobWorker
@@ -225,18 +226,15 @@ class EmbeddingView(WindowTab):
     def on_model_changed(self, loaded: Any) -> None:
         self.model, self.tokenizer = loaded.model, loaded.tokenizer
         config = self.model.config
-        self.layer_combo.blockSignals(True)
-        previous = self.layer_combo.currentIndex()
-        self.layer_combo.clear()
-        self.layer_combo.addItem("embeddings output", 0)
-        for layer in range(1, config.num_hidden_layers + 1):
-            self.layer_combo.addItem(f"after layer {layer}", layer)
-        self.layer_combo.setCurrentIndex(previous if 0 <= previous < self.layer_combo.count()
-                                         else config.num_hidden_layers)
-        self.layer_combo.blockSignals(False)
-        self.positions_spin.blockSignals(True)
-        self.positions_spin.setMaximum(config.max_position_embeddings)
-        self.positions_spin.blockSignals(False)
+        with blocked(self.layer_combo, self.positions_spin):
+            previous = self.layer_combo.currentIndex()
+            self.layer_combo.clear()
+            self.layer_combo.addItem("embeddings output", 0)
+            for layer in range(1, config.num_hidden_layers + 1):
+                self.layer_combo.addItem(f"after layer {layer}", layer)
+            self.layer_combo.setCurrentIndex(previous if 0 <= previous < self.layer_combo.count()
+                                             else config.num_hidden_layers)
+            self.positions_spin.setMaximum(config.max_position_embeddings)
         self.result = None
         self._dirty = True
         self.status_label.setText(f"{loaded.info.label}: computing when this tab is shown…")

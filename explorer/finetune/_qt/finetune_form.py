@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.tasks.kinds import TASK_KINDS
 from bertcore.training.finetuning_config import DEMO_SETTINGS
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.finetune.finetune_run import (
     DEFAULT_START,
@@ -295,9 +296,8 @@ class FinetuneForm(RunForm):
     def set_settings(self, settings: FinetuneSettings) -> None:
         """Fill the form (the run folder too); ValueError for a device this machine lacks."""
         index = self.device_combo.index_of(settings.device)
-        self.demo_combo.blockSignals(True)  # a demo's measured settings must not overwrite the ones given
-        self.demo_combo.setCurrentIndex(self.demo_combo.findData(settings.demo or OWN_DATA))
-        self.demo_combo.blockSignals(False)
+        with blocked(self.demo_combo):  # a demo's measured settings must not overwrite the ones given
+            self.demo_combo.setCurrentIndex(self.demo_combo.findData(settings.demo or OWN_DATA))
         self._show_demo()
         if settings.demo is None:  # a demo's task was shown by _show_demo (its settings carry none)
             self.task_combo.setCurrentIndex(max(0, self.task_combo.findData(settings.task)))

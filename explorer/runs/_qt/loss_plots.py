@@ -32,6 +32,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
+from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.curve_layout import (
     METRIC_PLOT,
     PRETRAINING,
@@ -375,9 +376,8 @@ class LossPlots(QWidget):
         for marker in self.markers:
             marker.setVisible(step is not None)
             if step is not None:
-                marker.blockSignals(True)
-                marker.setValue(step)
-                marker.blockSignals(False)
+                with blocked(marker):
+                    marker.setValue(step)
 
     def _marker_dragged(self) -> None:
         step = round(self.markers[0].value())

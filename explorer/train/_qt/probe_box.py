@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.probe_history import ProbeHistory, ProbePair
 from explorer.train._qt.probe_snapshot_view import SnapshotView
 
@@ -130,16 +131,15 @@ class ProbeBox(QGroupBox):
         pairs = [self._current_pair] if self._current_pair else []
         self.pairs = tuple(pairs + [pair for pair in self._pinned if pair not in pairs])
         known = list(self.pairs) + [pair for pair in self.history.pairs() if pair not in self.pairs]
-        self.probe_list.blockSignals(True)
-        self.probe_list.clear()
-        for pair in known:
-            tag = "inspector" if pair == self._current_pair else ("pinned" if pair in self._pinned else "earlier")
-            item = QListWidgetItem(f"[{tag}] {pair.caption}")
-            item.setData(Qt.ItemDataRole.UserRole, pair)
-            self.probe_list.addItem(item)
-        row = known.index(selected) if selected in known else 0
-        self.probe_list.setCurrentRow(row if known else -1)
-        self.probe_list.blockSignals(False)
+        with blocked(self.probe_list):
+            self.probe_list.clear()
+            for pair in known:
+                tag = "inspector" if pair == self._current_pair else ("pinned" if pair in self._pinned else "earlier")
+                item = QListWidgetItem(f"[{tag}] {pair.caption}")
+                item.setData(Qt.ItemDataRole.UserRole, pair)
+                self.probe_list.addItem(item)
+            row = known.index(selected) if selected in known else 0
+            self.probe_list.setCurrentRow(row if known else -1)
         if self.selected_pair() != selected:
             self._fit_slider(near=self.selected_snapshot_step(any_pair=True))
 
@@ -171,26 +171,24 @@ class ProbeBox(QGroupBox):
     def _fit_slider(self, to_newest: bool = False, near: int | None = None) -> None:
         """Range the slider over the selected pair's snapshots; at the newest, or nearest to `near`."""
         steps = self._steps()
-        self.step_slider.blockSignals(True)
-        self.step_slider.setRange(0, max(0, len(steps) - 1))
-        self.step_slider.setEnabled(len(steps) > 0)
-        if steps:
-            if to_newest or near is None:
-                index = len(steps) - 1
-            else:
-                index = min(range(len(steps)), key=lambda i: (abs(steps[i] - near), steps[i]))
-            self.step_slider.setValue(index)
-        self.step_slider.blockSignals(False)
+        with blocked(self.step_slider):
+            self.step_slider.setRange(0, max(0, len(steps) - 1))
+            self.step_slider.setEnabled(len(steps) > 0)
+            if steps:
+                if to_newest or near is None:
+                    index = len(steps) - 1
+                else:
+                    index = min(range(len(steps)), key=lambda i: (abs(steps[i] - near), steps[i]))
+                self.step_slider.setValue(index)
 
     def _on_pair_selected(self) -> None:
         self._fit_slider(near=self.selected_snapshot_step(any_pair=True))
         self._show_selected_snapshot()
 
     def _reset_slider(self) -> None:
-        self.step_slider.blockSignals(True)
-        self.step_slider.setRange(0, 0)
-        self.step_slider.setEnabled(False)
-        self.step_slider.blockSignals(False)
+        with blocked(self.step_slider):
+            self.step_slider.setRange(0, 0)
+            self.step_slider.setEnabled(False)
         self.step_label.setText("snapshot: none")
         self._shown_step: int | None = None
 
