@@ -206,12 +206,14 @@ def mask_tokens(
         units = picked.long().cumsum(dim=1) * picked  # each picked token its own unit
         unit_draw = decision_draw
     else:
+        boundary_draw = torch.rand(batch_size, generator=generator, device=draw_device)
         span_draw = torch.rand(shape, generator=generator, device=draw_device) if recipe == "span" else None
         continues = word_continues.to(device)[input_ids.clamp(0, vocab_size - 1)] & candidates  # (B, T)
         units_np, unit_draw_np = _pick_words(
             candidates.cpu().numpy(), continues.cpu().numpy(), priority.cpu().numpy(),
             decision_draw.cpu().numpy(), num_picked.cpu().numpy(),
             None if span_draw is None else span_lengths_from_uniform(span_draw.cpu().numpy()),
+            boundary_draw.cpu().numpy(),
         )
         units = torch.from_numpy(units_np).to(device)
         unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
@@ -237,10 +239,15 @@ def mask_tokens(
 
 def _pick_words(
     candidates: np.ndarray, continues: np.ndarray, priority: np.ndarray, decision_draw: np.ndarray,
-    budgets: np.ndarray, span_words: np.ndarray | None,
+    budgets: np.ndarray, span_words: np.ndarray | None, boundary_draw: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole words (span_words None) or spans of whole words (span_words[b, i] the length of row b's i-th span),
     picked in the order of their first piece's priority until each row's budget is spent.
+
+    The word that would cross the budget is taken with probability (budget left) / (its length), decided by
+    boundary_draw (B,), and picking ends there: a row's count is its budget in expectation, and a word's chance of
+    being picked hardly depends on its length. (Passing over words that do not fit, as Google's whole-word code
+    does, hits the budget exactly but picks a 4-piece word about half as often as a 1-piece one.)
 
     Returns units (B, T) int64 (0 = not picked, else the unit's number in its row) and, per position, the
     decision draw of its unit's first position, so one unit gets one decision."""
@@ -250,43 +257,44 @@ def _pick_words(
     previous_is_candidate = np.zeros_like(candidates)
     previous_is_candidate[:, 1:] = candidates[:, :-1]
     starts_word = candidates & ~(continues & previous_is_candidate)  # (B, T)
+    # a word ends at the next word start or non-candidate: next_boundary[b, p] = the first such q > p (T if none)
+    boundary_at = np.where(starts_word | ~candidates, np.arange(seq_len), seq_len)  # (B, T)
+    next_boundary = np.full((batch_size, seq_len), seq_len)
+    next_boundary[:, :-1] = np.minimum.accumulate(boundary_at[:, ::-1], axis=1)[:, ::-1][:, 1:]
     for row in range(batch_size):
         budget = int(budgets[row])
         starts = np.flatnonzero(starts_word[row])  # (W,) first position of each word
         if budget == 0 or len(starts) == 0:
             continue
-        # a word runs from its start while the positions after it continue it (candidates, not word starts)
-        ends = np.empty_like(starts)
-        row_candidates, row_starts = candidates[row], starts_word[row]
-        for index, start in enumerate(starts.tolist()):
-            end = start + 1
-            while end < seq_len and row_candidates[end] and not row_starts[end]:
-                end += 1
-            ends[index] = end
+        ends = next_boundary[row, starts]  # (W,)
         lengths = (ends - starts).tolist()
         follows = np.append(starts[1:] == ends[:-1], False).tolist()  # word i+1 begins where word i ends
         order = np.argsort(priority[row, starts], kind="stable").tolist()
         taken = [False] * len(starts)
         spans: list[tuple[int, int]] = []  # (first word, last word + 1)
-        count = 0
+        count, crossed = 0, False
         for attempt, first in enumerate(order):
-            if count >= budget:
+            if count >= budget or crossed:
                 break
-            if taken[first] or count + lengths[first] > budget:
-                continue  # a word that would overrun the budget is passed over for a shorter one
+            if taken[first]:
+                continue
             wanted = 1 if span_words is None else int(span_words[row, attempt])
-            last = first + 1
-            count += lengths[first]
-            while (last - first < wanted and follows[last - 1] and not taken[last]
-                   and count + lengths[last] <= budget):
+            last = first
+            while last - first < wanted and last < len(starts) and not taken[last] and (
+                    last == first or follows[last - 1]):
+                if count + lengths[last] > budget:
+                    crossed = True
+                    # at least one unit per row, as the token recipe picks at least one token
+                    if boundary_draw[row] * lengths[last] < budget - count or (not spans and last == first):
+                        count += lengths[last]
+                        last += 1
+                    break
                 count += lengths[last]
                 last += 1
-            for word in range(first, last):
-                taken[word] = True
-            spans.append((first, last))
-        if not spans:  # every word is longer than the budget: "at least one" wins over the budget
-            first = order[0]
-            spans.append((first, first + 1))
+            if last > first:
+                for word in range(first, last):
+                    taken[word] = True
+                spans.append((first, last))
         for number, (first, last) in enumerate(spans, start=1):
             begin, end = int(starts[first]), int(ends[last - 1])
             units[row, begin:end] = number

@@ -142,20 +142,29 @@ def wordpiece_draws(wordpiece, lines):
 # ---- the budget -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # many draws of 600 rows: the statistics
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_rate_is_the_mlm_probability(wordpiece_draws, recipe):
-    _, special, draws = wordpiece_draws
+def test_rate_is_the_mlm_probability(wordpiece, wordpiece_draws, recipe):
+    input_ids, special, draws = wordpiece_draws
     candidates = ~special
+    longest_words = torch.tensor([
+        max(len(word) for word in wordpiece_words(wordpiece.convert_ids_to_tokens(row), special_row))
+        for row, special_row in zip(input_ids.tolist(), special.tolist(), strict=True)])
     budgets = torch.round(candidates.sum(1).double() * 0.15).long().clamp(min=1)
     for batch in draws[recipe]:
         picked = batch.labels != IGNORE_INDEX
         num_picked, num_candidates = int(picked.sum()), int(candidates.sum())
         assert_within(num_picked, 0.15 * num_candidates, num_candidates * 0.15 * 0.85, f"{recipe} picks")
-        per_row = picked.sum(1)
-        # whole units may leave a row a token or two short when no word left fits; never over (words here are short)
-        assert (per_row <= budgets).all()
-        assert (per_row == budgets).float().mean() >= 0.97, f"{recipe}: rows short of their budget"
         assert not picked[special].any()
+        per_row = picked.sum(1)
+        if recipe == "token":
+            assert torch.equal(per_row, budgets)
+            continue
+        # the word crossing the budget is taken or not: a row is off its budget by less than its longest word
+        assert ((per_row - budgets).abs() < longest_words).all()
+        assert (per_row == budgets).float().mean() >= 0.9, f"{recipe}: rows off their budget"
+        assert_within(int(per_row.sum()), int(budgets.sum()), float(((longest_words - 1) ** 2).sum()) / 4,
+                      f"{recipe}: the budget in expectation")
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -172,6 +181,7 @@ def test_rate_follows_other_probabilities(wordpiece, lines, recipe, mlm_probabil
 # ---- what becomes of the picked tokens ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # many draws of 600 rows: the statistics
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_80_10_10_per_unit_and_per_token(wordpiece, wordpiece_draws, recipe):
     input_ids, _, draws = wordpiece_draws
@@ -204,6 +214,24 @@ def test_80_10_10_per_unit_and_per_token(wordpiece, wordpiece_draws, recipe):
 # ---- whole words ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # many draws of 600 rows: the statistics
+@pytest.mark.parametrize("recipe", ["whole-word", "span"])
+def test_long_words_are_picked_nearly_as_often_as_short_ones(wordpiece, wordpiece_draws, recipe):
+    """Passing over words that would overrun the budget (Google's whole-word code) picks the tokens of words of two
+    or more pieces at ~0.7 of the rate of one-piece words here; taking the crossing word by chance keeps it >= 0.85."""
+    input_ids, special, draws = wordpiece_draws
+    in_long_word = torch.zeros_like(special)
+    for row in range(len(input_ids)):
+        for word in wordpiece_words(wordpiece.convert_ids_to_tokens(input_ids[row].tolist()), special[row].tolist()):
+            if len(word) > 1:
+                in_long_word[row, word] = True
+    in_short_word = ~special & ~in_long_word
+    long_rate = np.mean([float((b.labels != IGNORE_INDEX)[in_long_word].float().mean()) for b in draws[recipe]])
+    short_rate = np.mean([float((b.labels != IGNORE_INDEX)[in_short_word].float().mean()) for b in draws[recipe]])
+    assert long_rate / short_rate >= 0.85, f"{recipe}: long words {long_rate:.3f}, one-piece words {short_rate:.3f}"
+
+
+@pytest.mark.slow  # many draws of 600 rows: the statistics
 @pytest.mark.parametrize("recipe", ["whole-word", "span"])
 def test_wordpiece_words_are_never_split(wordpiece, wordpiece_draws, recipe):
     input_ids, special, draws = wordpiece_draws
@@ -387,3 +415,30 @@ def test_unknown_recipe_and_missing_words_are_named(wordpiece):
     with pytest.raises(ValueError, match=r"needs word_continues of shape \(8000,\).*continues_word"):
         mask_tokens(torch.tensor([2, 5, 3]), torch.tensor([1, 0, 1]), mask_token_id=4, vocab_size=8000,
                     recipe="span")
+
+
+# ---- the run's configuration and bert-train -----------------------------------------------------------------
+
+
+def test_the_training_config_checks_the_recipe():
+    from bertcore.training.pretraining_config import TrainingConfig
+
+    assert TrainingConfig().masking == "token"
+    assert TrainingConfig(masking="span", mlm_probability=0.3).masking == "span"
+    with pytest.raises(ValueError, match=r"masking is 'spans'; it must be one of token, whole-word, span"):
+        TrainingConfig(masking="spans")
+    with pytest.raises(ValueError, match=r"mlm_probability must be in \(0, 1\), got 1.5; BERT uses 0.15"):
+        TrainingConfig(mlm_probability=1.5)
+    recorded_before_the_recipes = {key: value for key, value in TrainingConfig().to_dict().items() if key != "masking"}
+    assert TrainingConfig.from_dict(recorded_before_the_recipes).masking == "token"  # resumes as it ran
+
+
+def test_bert_train_takes_masking_and_mlm_probability(capsys):
+    from bertcore.cli.train import build_parser, make_config
+
+    config = make_config(build_parser().parse_args(["--masking", "whole-word", "--mlm-probability", "0.3"]))
+    assert (config.masking, config.mlm_probability) == ("whole-word", 0.3)
+    assert make_config(build_parser().parse_args([])).masking == "token"
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--masking", "words"])
+    assert exit_info.value.code == 2 and "choose from 'token', 'whole-word', 'span'" in capsys.readouterr().err
