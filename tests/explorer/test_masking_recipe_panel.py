@@ -102,6 +102,8 @@ def test_picking_a_recipe_masks_with_it_and_feeds_the_predictions(qtbot, window,
     assert note.startswith("Masking (SpanBERT spans, seed 5)") and f"in {expected.num_units} span" in note
     table = window.inspect_tab.token_table
     assert table.model().masking == expected  # the table colours the same decisions
+    first = expected.positions[0]
+    assert f"span {expected.units[first]} of {expected.num_units}: " in table.model().tooltip(first)
 
 
 def test_the_combo_follows_the_state_without_echoing(qtbot, window):
