@@ -87,6 +87,19 @@ class AttentionBlock:
         return self.attention_norm is None
 
 
+def encoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The encoder layer modules in the order the model runs them (ALBERT: one entry per pass through a shared
+    layer, the same module several times)."""
+    encoder = getattr(model, base_model_name(model))
+    if hasattr(encoder, "layers"):  # ModernBERT
+        return list(encoder.layers)
+    if hasattr(encoder, "transformer"):  # DistilBERT
+        return list(encoder.transformer.layer)
+    if hasattr(encoder.encoder, "layers_in_order"):  # ALBERT: shared weights, one entry per pass
+        return list(encoder.encoder.layers_in_order())
+    return list(encoder.encoder.layer)
+
+
 def attention_blocks(model: nn.Module) -> list[AttentionBlock]:
     """One AttentionBlock per attention layer the model runs, in order (ALBERT: one per pass through a shared
     layer). ExplainError for a model whose layers are none of the families bertcore loads."""
@@ -95,17 +108,8 @@ def attention_blocks(model: nn.Module) -> list[AttentionBlock]:
     from bertcore.models.distilbert import TransformerBlock
     from bertcore.models.modernbert import ModernBertEncoderLayer
 
-    encoder = getattr(model, base_model_name(model))
-    if hasattr(encoder, "layers"):  # ModernBERT
-        layers = list(encoder.layers)
-    elif hasattr(encoder, "transformer"):  # DistilBERT
-        layers = list(encoder.transformer.layer)
-    elif hasattr(encoder.encoder, "layers_in_order"):  # ALBERT: shared weights, one entry per pass
-        layers = list(encoder.encoder.layers_in_order())
-    else:
-        layers = list(encoder.encoder.layer)
     blocks = []
-    for layer in layers:
+    for layer in encoder_layers(model):
         if isinstance(layer, BertLayer):
             blocks.append(AttentionBlock(
                 layer.attention.self.value.weight, layer.attention.self.value.bias,
