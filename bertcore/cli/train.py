@@ -44,6 +44,7 @@ from bertcore.files.run_folder import RunFolder
 OPTION_FIELDS = {
     **SHARED_OPTION_FIELDS, "corpus": "corpus", "preset": "preset", "vocab": "vocab", "vocab_size": "vocab_size",
     "mlm_probability": "mlm_probability", "masking": "masking", "eval_batches": "eval_batches",
+    "text_field": "text_field", "vocab_sample": "vocab_sample", "data_cache": "data_cache",
 }
 
 
@@ -58,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=None,
     )
     data = parser.add_argument_group("data")
-    data.add_argument("--corpus", help="a .txt file or a folder of .txt files (blank lines separate documents); "
-                                       "default: the built-in Tiny Shakespeare")
+    data.add_argument("--corpus", help="a corpus file or a folder of them: .txt or .txt.gz (blank lines separate "
+                                       "documents), .jsonl or .jsonl.gz (one document per record), .parquet or "
+                                       ".arrow (one per row; needs pyarrow); default: the built-in Tiny Shakespeare")
+    data.add_argument("--text-field", help="the text field of .jsonl records and Parquet/Arrow tables "
+                                           "(default text)")
+    data.add_argument("--data-cache", help="folder of prepared corpora: a corpus is tokenized once into it and "
+                                           "reused by later runs, resumes and every process (default "
+                                           "$XDG_CACHE_HOME/bert-explorer/corpora)")
+    data.add_argument("--vocab-sample", type=int, help="characters of the corpus, drawn evenly from all of it, "
+                                                       "that a vocabulary is trained on (default 32000000)")
     data.add_argument("--vocab", help="reuse this vocab.txt instead of training a vocabulary on the corpus")
     data.add_argument("--vocab-size", type=int, help="size of the WordPiece vocabulary trained when no --vocab "
                                                      "(default 8000)")
@@ -114,10 +123,49 @@ def main(argv: list[str] | None = None) -> int:
     def make_trainer(config, command: list[str]):
         from bertcore.training.pretraining import Trainer
 
-        return Trainer(config, model_config=make_model_config(args, config), resume=resume_argument(args),
-                       command=command)
+        bar = PreparationBar(enabled=not args.no_progress)
+        try:
+            return Trainer(config, model_config=make_model_config(args, config), resume=resume_argument(args),
+                           command=command, progress=bar)
+        finally:
+            bar.close()
 
     return run_command("bert-train", argv, lambda: make_config(args), make_trainer, lambda trainer: _run(trainer, args))
+
+
+class PreparationBar:
+    """The corpus preparation's progress (MB, MB/s, time left) as a progress bar on stderr, one per phase."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        self.phase: str | None = None
+
+    def __call__(self, progress) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if progress.phase != self.phase:
+            self.close()
+            self.phase = progress.phase
+            label = "vocabulary sample" if progress.phase == "vocabulary" else "preparing corpus"
+            self.bar = tqdm(total=progress.total_bytes, unit="B", unit_scale=True, unit_divisor=1000,
+                            desc=f"bert-train: {label}", file=sys.stderr, leave=True)
+        self.bar.update(max(0, progress.done_bytes - self.bar.n))
+        if progress.done_bytes >= progress.total_bytes:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _spoken(metric: str) -> str:
+    """"mlm_accuracy" -> "MLM accuracy", "replaced_accuracy" -> "replaced accuracy"."""
+    head, _, rest = metric.partition("_")
+    return f"{head.upper() if head in ('mlm', 'nsp', 'sop') else head} {rest}"
 
 
 def _run(trainer, args: argparse.Namespace) -> int:
@@ -125,6 +173,9 @@ def _run(trainer, args: argparse.Namespace) -> int:
         source = f"resuming from {trainer.resumed_from} at step {trainer.step}" if trainer.resumed_from else "new run"
         print(f"bert-train: {source}; {trainer.model.num_parameters():,} parameters on {trainer.device} "
               f"× {trainer.world_size} process(es); run folder {trainer.out_dir}", file=sys.stderr)
+        prepared = trainer.task.prepared
+        print(f"bert-train: corpus {prepared.source}: {prepared.meta['num_documents']:,} documents, "
+              f"{prepared.num_tokens:,} tokens, prepared in {prepared.folder}", file=sys.stderr)
         if trainer.resume_note:
             print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
 

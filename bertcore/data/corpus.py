@@ -31,9 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from bertcore.data.buckets import LengthBuckets
+from bertcore.data.prepared import PreparedCorpus, TokenizedDocuments
 from bertcore.errors import CorpusError
 from bertcore.files.reading import open_regular_file, present
 
@@ -135,25 +137,34 @@ def tokenize_corpus(corpus: Corpus, tokenizer) -> list[Document]:
     return documents
 
 
+def split_document_ids(
+    num_documents: int, heldout_fraction: float, seed: int, *, source: str = "the corpus"
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of document numbers 0..num_documents-1 into (train, held-out), each in reading order, each
+    side with at least 2 documents. The draw is the one `split_documents` has always made."""
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction is {heldout_fraction}; it must be in [0, 1)")
+    if heldout_fraction == 0.0:
+        return np.arange(num_documents, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    num_heldout = max(2, round(heldout_fraction * num_documents))
+    if num_documents - num_heldout < 2:
+        raise CorpusError(
+            f"{source} has {num_documents} documents; a held-out split of {heldout_fraction:.0%} needs at least "
+            f"{num_heldout + 2} (separate documents with blank lines, or use a larger corpus)"
+        )
+    order = list(range(num_documents))
+    random.Random(f"heldout-{seed}").shuffle(order)
+    is_heldout = np.zeros(num_documents, dtype=bool)
+    is_heldout[np.asarray(order[:num_heldout], dtype=np.int64)] = True
+    return np.flatnonzero(~is_heldout), np.flatnonzero(is_heldout)
+
+
 def split_documents(
     documents: Sequence[Document], heldout_fraction: float, seed: int, *, source: str = "the corpus"
 ) -> tuple[list[Document], list[Document]]:
     """A seeded split by whole documents into (train, held-out); each side keeps at least 2 documents."""
-    if not 0.0 <= heldout_fraction < 1.0:
-        raise ValueError(f"heldout_fraction is {heldout_fraction}; it must be in [0, 1)")
-    if heldout_fraction == 0.0:
-        return list(documents), []
-    num_heldout = max(2, round(heldout_fraction * len(documents)))
-    if len(documents) - num_heldout < 2:
-        raise CorpusError(
-            f"{source} has {len(documents)} documents; a held-out split of {heldout_fraction:.0%} needs at least "
-            f"{num_heldout + 2} (separate documents with blank lines, or use a larger corpus)"
-        )
-    order = list(range(len(documents)))
-    random.Random(f"heldout-{seed}").shuffle(order)
-    heldout = set(order[:num_heldout])
-    train = [doc for i, doc in enumerate(documents) if i not in heldout]
-    return train, [doc for i, doc in enumerate(documents) if i in heldout]
+    train, heldout = split_document_ids(len(documents), heldout_fraction, seed, source=source)
+    return [documents[i] for i in train], [documents[i] for i in heldout]
 
 
 def step_rng(seed: int, rank: int, step: int, stream: str = "train") -> random.Random:
@@ -179,19 +190,26 @@ class PairExample:
 
 
 class PairSampler:
-    """Draws `PairExample`s from tokenized documents: 50% IsNext, 50% NotNext, A+B within `seq_len - 3`."""
+    """Draws `PairExample`s from tokenized documents: 50% IsNext, 50% NotNext, A+B within `seq_len - 3`.
+
+    `documents` are nested lists (document -> sentence -> ids) or a `TokenizedDocuments` (a prepared corpus, or a
+    split of one): either way they are read through flat arrays, and the index of where a segment may start is
+    O(documents), not O(sentences), so a corpus of 10^7 sentences samples in the memory of its document count.
+    The draws are those of the list-of-(document, sentence) index this replaces: the same batches for a seed."""
 
     def __init__(
-        self, documents: Sequence[Document], seq_len: int, *, short_seq_prob: float = 0.1,
+        self, documents: Sequence[Document] | TokenizedDocuments, seq_len: int, *, short_seq_prob: float = 0.1,
         source: str = "the corpus",
     ):
         if seq_len < 8:
             raise ValueError(f"seq_len is {seq_len}; it must be at least 8 ([CLS] A [SEP] B [SEP] plus text)")
-        self.documents = list(documents)
+        if not isinstance(documents, TokenizedDocuments):
+            documents = TokenizedDocuments.from_lists(documents)
+        self.documents = documents
         self.seq_len = seq_len
         self.max_pair_tokens = seq_len - 3  # room left by [CLS] A [SEP] B [SEP]
         self.short_seq_prob = short_seq_prob
-        num_tokens = sum(len(s) for doc in self.documents for s in doc)
+        num_tokens = documents.num_tokens
         if len(self.documents) < 2:
             raise CorpusError(
                 f"{source} has {len(self.documents)} document(s) to sample from; NotNext pairs need at least 2 "
@@ -202,26 +220,49 @@ class PairSampler:
                 f"{source} has only {num_tokens} tokens to sample from, fewer than one sequence of {seq_len}; "
                 f"use a larger corpus or a sequence length of at most {max(8, num_tokens // 2)}"
             )
-        # Every sentence can start a segment; sentence i >= 1 of a document can start an IsNext B.
-        self.sentence_starts = [(d, i) for d, doc in enumerate(self.documents) for i in range(len(doc))]
-        self.next_starts = [(d, i) for d, doc in enumerate(self.documents) for i in range(1, len(doc))]
-        if not self.next_starts:
+        # Every sentence can start a segment; sentence i >= 1 of a document can start an IsNext B. Draw k of
+        # them is found by a binary search in the running counts: (documents + 1,) each.
+        counts = documents.sentence_counts
+        self._sentence_starts = np.concatenate([[0], np.cumsum(counts)])
+        self._next_starts = np.concatenate([[0], np.cumsum(np.maximum(counts - 1, 0))])
+        self.num_sentence_starts = int(self._sentence_starts[-1])
+        self.num_next_starts = int(self._next_starts[-1])
+        if not self.num_next_starts:
             raise CorpusError(
                 f"{source} has no document with two or more sentences, so no IsNext pair exists; "
                 f"sentences end with . ! or ? and documents are separated by blank lines"
             )
 
-    def _run(self, document: Document, start: int, budget: int, step: int) -> tuple[list[int], int]:
-        """Consecutive sentences from `start` in direction `step` (+1 / -1) within `budget` tokens (>= 1 sentence)."""
-        tokens: list[int] = []
-        index = start
-        while 0 <= index < len(document):
-            sentence = document[index]
-            if tokens and len(tokens) + len(sentence) > budget:
+    def sentence_start(self, k: int) -> tuple[int, int]:
+        """(document, sentence) of the k-th sentence in reading order."""
+        document = int(np.searchsorted(self._sentence_starts, k, side="right")) - 1
+        return document, k - int(self._sentence_starts[document])
+
+    def next_start(self, k: int) -> tuple[int, int]:
+        """(document, sentence >= 1) of the k-th sentence that follows another in its document."""
+        document = int(np.searchsorted(self._next_starts, k, side="right")) - 1
+        return document, k - int(self._next_starts[document]) + 1
+
+    def _run(self, document: int, start: int, budget: int, step: int) -> tuple[list[int], int]:
+        """Consecutive sentences from `start` in direction `step` (+1 / -1) within `budget` tokens (>= 1 sentence):
+        (their token ids, the first sentence index not taken)."""
+        doc = self.documents[document]
+        lengths = doc.sentence_lengths()
+        # each sentence has >= 1 token, so at most budget + 1 of them are looked at
+        if step > 0:
+            window = lengths[start : start + budget + 1].tolist()
+        else:
+            low = max(0, start - budget)
+            window = lengths[low : start + 1].tolist()[::-1]
+        total = taken = 0
+        for length in window:
+            if taken and total + length > budget:
                 break
-            tokens = tokens + sentence if step > 0 else sentence + tokens
-            index += step
-        return tokens, index
+            total += length
+            taken += 1
+        if step > 0:
+            return doc.span(start, start + taken), start + taken
+        return doc.span(start - taken + 1, start + 1), start - taken
 
     def sample(self, rng: random.Random) -> PairExample:
         target = self.max_pair_tokens
@@ -230,21 +271,20 @@ class PairSampler:
         a_budget = rng.randint(1, target - 1)
         is_next = rng.random() < 0.5
         if is_next:
-            doc_a, b_start = self.next_starts[rng.randrange(len(self.next_starts))]
-            document = self.documents[doc_a]
-            tokens_a, before = self._run(document, b_start - 1, a_budget, -1)
+            doc_a, b_start = self.next_start(rng.randrange(self.num_next_starts))
+            tokens_a, before = self._run(doc_a, b_start - 1, a_budget, -1)
             a_range = (before + 1, b_start)
             doc_b = doc_a
-            tokens_b, b_end = self._run(document, b_start, max(1, target - len(tokens_a)), +1)
+            tokens_b, b_end = self._run(doc_a, b_start, max(1, target - len(tokens_a)), +1)
             b_range = (b_start, b_end)
         else:
-            doc_a, a_start = self.sentence_starts[rng.randrange(len(self.sentence_starts))]
-            tokens_a, a_end = self._run(self.documents[doc_a], a_start, a_budget, +1)
+            doc_a, a_start = self.sentence_start(rng.randrange(self.num_sentence_starts))
+            tokens_a, a_end = self._run(doc_a, a_start, a_budget, +1)
             a_range = (a_start, a_end)
             doc_b = doc_a
             while doc_b == doc_a:
-                doc_b, b_start = self.sentence_starts[rng.randrange(len(self.sentence_starts))]
-            tokens_b, b_end = self._run(self.documents[doc_b], b_start, max(1, target - len(tokens_a)), +1)
+                doc_b, b_start = self.sentence_start(rng.randrange(self.num_sentence_starts))
+            tokens_b, b_end = self._run(doc_b, b_start, max(1, target - len(tokens_a)), +1)
             b_range = (b_start, b_end)
         # Longest-first truncation: A loses its start, B its end, so IsNext text stays contiguous.
         excess = len(tokens_a) + len(tokens_b) - target
@@ -341,14 +381,18 @@ class PretrainingData:
     """Train and held-out pair samplers over one tokenized corpus, with a seeded, stateless batch source."""
 
     def __init__(
-        self, corpus: Corpus, tokenizer, *, seq_len: int, heldout_fraction: float = 0.02, seed: int = 0,
-        short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1, masking: str = "token",
+        self, corpus: Corpus | PreparedCorpus, tokenizer, *, seq_len: int, heldout_fraction: float = 0.02,
+        seed: int = 0, short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1,
+        masking: str = "token",
     ):
         self._buckets: LengthBuckets[PairExample] = LengthBuckets(length_buckets)
-        documents = tokenize_corpus(corpus, tokenizer)
-        if not documents:
+        if isinstance(corpus, PreparedCorpus):  # memory-mapped: nothing is read until sampled
+            documents = corpus.documents
+        else:
+            documents = TokenizedDocuments.from_lists(tokenize_corpus(corpus, tokenizer), tokenizer.vocab_size)
+        if not len(documents):
             raise CorpusError(f"corpus {corpus.source} has no tokens after tokenization; pick a file with text")
-        train, heldout = split_documents(documents, heldout_fraction, seed, source=f"corpus {corpus.source}")
+        train, heldout = split_document_ids(len(documents), heldout_fraction, seed, source=f"corpus {corpus.source}")
         self.corpus = corpus
         self.tokenizer = tokenizer
         self.seq_len = seq_len
@@ -356,11 +400,13 @@ class PretrainingData:
         self.mlm_probability = mlm_probability
         self.masking = masking
         self.length_buckets = length_buckets
-        self.num_tokens = sum(len(s) for doc in documents for s in doc)
-        self.train = PairSampler(train, seq_len, short_seq_prob=short_seq_prob,
+        self.num_tokens = documents.num_tokens
+        self.train_documents = documents.subset(train)
+        self.heldout_documents = documents.subset(heldout)
+        self.train = PairSampler(self.train_documents, seq_len, short_seq_prob=short_seq_prob,
                                  source=f"the training split of corpus {corpus.source}")
-        self.heldout = (PairSampler(heldout, seq_len, short_seq_prob=short_seq_prob,
-                                    source=f"the held-out split of corpus {corpus.source}") if heldout else None)
+        self.heldout = (PairSampler(self.heldout_documents, seq_len, short_seq_prob=short_seq_prob,
+                                    source=f"the held-out split of corpus {corpus.source}") if len(heldout) else None)
 
     def _batch(self, sampler: PairSampler, rng: random.Random, batch_size: int) -> Batch:
         examples = sampler.sample_batch(rng, batch_size)

@@ -31,7 +31,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from bertcore.data.corpus import Batch, CorpusError, PretrainingData, read_corpus
+from bertcore.data.corpus import Batch, CorpusError, PretrainingData
+from bertcore.data.prepare import ProgressCallback, corpus_change_note, prepare_corpus, vocabulary_sample
+from bertcore.data.prepared import PreparedCorpus
+from bertcore.data.sources import CorpusSource
 from bertcore.errors import (
     CheckpointWriteError,
     DivergenceError,
@@ -114,14 +117,17 @@ class PretrainingTask(TrainingTask):
     command = "bert-train"
     smaller_model_hint = ", or a smaller --preset"
 
-    def __init__(self, config: TrainingConfig, model_config=None):
+    def __init__(self, config: TrainingConfig, model_config=None, progress: ProgressCallback | None = None):
         from bertcore.files.resources import default_corpus_path
 
         self.config = config
         self.model_config = model_config
         self.total_steps = config.steps
         self.warmup_steps = config.resolved_warmup_steps
-        self.corpus = read_corpus(Path(config.corpus) if config.corpus else default_corpus_path())
+        # Only the files' list and stats here: the text is read once, by the preparation in setup (or never, when
+        # the cache has it). `progress` hears about that pass (and the vocabulary's sample), on rank 0.
+        self.corpus_source = CorpusSource.open(config.corpus or default_corpus_path(), text_field=config.text_field)
+        self.progress = progress
 
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
         from bertcore.models.bert import BertForPreTraining
@@ -152,7 +158,8 @@ class PretrainingTask(TrainingTask):
                              f"{model.config.max_position_embeddings} positions; use --seq-len "
                              f"{model.config.max_position_embeddings} or less")
         self.model, self.tokenizer = model, tokenizer
-        self.data = PretrainingData(self.corpus, tokenizer, seq_len=config.seq_len, seed=config.seed,
+        prepared = self._prepared_corpus(loop, tokenizer, resume_from)
+        self.data = PretrainingData(prepared, tokenizer, seq_len=config.seq_len, seed=config.seed,
                                     heldout_fraction=config.heldout_fraction, short_seq_prob=config.short_seq_prob,
                                     mlm_probability=config.mlm_probability, length_buckets=config.length_buckets,
                                     masking=config.masking)
@@ -163,11 +170,30 @@ class PretrainingTask(TrainingTask):
         from bertcore.tokenization.wordpiece import BertTokenizer
 
         if loop.is_main:
-            sentences = (sentence for document in self.corpus.documents for sentence in document)
-            loop.run_folder.write_vocabulary(BertTokenizer.train(sentences, vocab_size=self.config.vocab_size))
+            sample = vocabulary_sample(self.corpus_source, self.config.vocab_sample, self.progress)
+            loop.run_folder.write_vocabulary(BertTokenizer.train(sample, vocab_size=self.config.vocab_size))
         if loop.world_size > 1:
             dist.barrier()  # the other ranks read rank 0's vocabulary: one vocabulary for all
         return BertTokenizer.from_vocab_file(loop.run_folder.vocab_path)
+
+    def _prepared_corpus(self, loop: LoopPlace, tokenizer, resume_from: Path | None) -> PreparedCorpus:
+        """The corpus prepared for `tokenizer`, from the cache or prepared now by rank 0 while the other ranks wait
+        (then they map the same files). A resume notes when the corpus is not the one the run began on."""
+        cache = self.config.data_cache
+        prepared = (prepare_corpus(self.corpus_source, tokenizer, cache_dir=cache, progress=self.progress)
+                    if loop.is_main else None)
+        if loop.world_size > 1:
+            dist.barrier()
+        self.prepared = prepared or prepare_corpus(self.corpus_source, tokenizer, cache_dir=cache, create=False)
+        if resume_from is not None and loop.is_main and loop.run_folder.run_config_path.is_file():
+            note = corpus_change_note(loop.run_folder.read_run_config().get("corpus"), self.prepared,
+                                      self.corpus_source)
+            if note:
+                loop.resume_note = "; ".join(filter(None, [getattr(loop, "resume_note", None), note]))
+        return self.prepared
+
+    def run_config(self) -> dict[str, Any]:
+        return {**super().run_config(), "corpus": self.prepared.record()}  # which prepared corpus: a resume compares
 
     def train_batch(self, step: int, batch_size: int, rank: int, world_size: int) -> Batch:
         return self.data.train_batch(step, batch_size, rank)
@@ -223,8 +249,8 @@ class Trainer(TrainingLoop):
     last_eval: EvalStats | None
 
     def __init__(self, config: TrainingConfig, *, model_config=None, resume: bool | str | Path = False,
-                 command: list[str] | None = None):
-        super().__init__(config, PretrainingTask(config, model_config), resume=resume, command=command)
+                 command: list[str] | None = None, progress: ProgressCallback | None = None):
+        super().__init__(config, PretrainingTask(config, model_config, progress), resume=resume, command=command)
 
     @property
     def data(self) -> PretrainingData:

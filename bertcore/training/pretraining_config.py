@@ -14,7 +14,7 @@ from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, line
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    corpus: str = ""  # a .txt file or a folder of them; "" = the built-in Tiny Shakespeare
+    corpus: str = ""  # a .txt, .txt.gz, .jsonl(.gz), .parquet or .arrow file or a folder of them; "" = Tiny Shakespeare
     out_dir: str = "runs/bert"  # run folder: run_config.json, metrics.jsonl, checkpoints/, final/
     preset: str = "mini"  # model size (bertcore.models.config.PRESETS); ignored when init_from is set
     vocab: str | None = None  # reuse this vocab.txt; None = train a WordPiece vocabulary on the corpus
@@ -47,10 +47,14 @@ class TrainingConfig:
     # stays this many times above its best value so far for divergence_patience steps in a row. 0 = never stop.
     divergence_factor: float = 4.0
     divergence_patience: int = 10
+    # The corpus's preparation (bertcore.data.prepare): prepared once into memory-mapped token ids, cached.
+    text_field: str = "text"  # the text field of .jsonl records / column of Parquet and Arrow tables
+    vocab_sample: int = 32_000_000  # characters drawn evenly from the corpus to train a vocabulary on
+    data_cache: str | None = None  # folder of prepared corpora; None = $XDG_CACHE_HOME/bert-explorer/corpora
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "steps", "batch_size", "seq_len", "eval_batches", "keep_checkpoints",
-                     "length_buckets"):
+                     "length_buckets", "vocab_sample"):
             check_int(name, getattr(self, name), minimum=1)
         for name in ("eval_every", "checkpoint_every"):  # 0 = only at the end
             check_int(name, getattr(self, name), minimum=0)
@@ -74,6 +78,9 @@ class TrainingConfig:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
         if not (0 <= self.heldout_fraction < 1):
             raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction!r}")
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ValueError(f"text_field is {self.text_field!r}; name the text field of the corpus's records, e.g. "
+                             "'text'")
 
     @property
     def resolved_warmup_steps(self) -> int:
