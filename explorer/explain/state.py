@@ -130,12 +130,13 @@ def job_steps(job: AttributionJob | MixingJob | PatchingJob) -> Iterator[JobReco
 
 
 def _attribution_steps(job: AttributionJob) -> Iterator[JobRecord]:
+    """Every method's attribution first (what the click asked to see), then each one's faithfulness curves."""
     from bertcore.explain.attribution import attribute_progress
-    from bertcore.explain.faithfulness import faithfulness
 
-    share = 1.0 / (2 * len(job.methods))  # each method: its attribution, then its faithfulness curves
+    share = 1.0 / (2 * len(job.methods))
+    attributions = {}
     for index, method in enumerate(job.methods):
-        start = 2 * index * share
+        start = index * share
         attribution = None
         for progress in attribute_progress(job.model, job.tokenizer, job.encoding, job.target, method=method,
                                            steps=job.steps):
@@ -143,10 +144,14 @@ def _attribution_steps(job: AttributionJob) -> Iterator[JobRecord]:
             inner = progress.fraction if progress.fraction is not None else 0.0
             yield JobRecord(job.kind, job.request_id, start + share * inner, f"{_words(method)}: "
                             f"{progress.done} of {progress.total or '?'} evaluations")
+        attributions[method] = attribution
         yield JobRecord(job.kind, job.request_id, start + share, f"{_words(method)}: done",
                         ("attribution", method, attribution))
-        curves = faithfulness(job.model, job.tokenizer, job.encoding, job.target, attribution.scores)
-        yield JobRecord(job.kind, job.request_id, start + 2 * share, f"{_words(method)}: faithfulness done",
+    from bertcore.explain.faithfulness import faithfulness
+
+    for index, method in enumerate(job.methods):
+        curves = faithfulness(job.model, job.tokenizer, job.encoding, job.target, attributions[method].scores)
+        yield JobRecord(job.kind, job.request_id, 0.5 + (index + 1) * share, f"{_words(method)}: faithfulness done",
                         ("faithfulness", method, curves))
 
 
@@ -170,8 +175,10 @@ def _patching_steps(job: PatchingJob) -> Iterator[JobRecord]:
                                                      over=over):
             result = progress.result
             inner = progress.fraction if progress.fraction is not None else 0.0
+            # the rows measured so far are drawn as they come (the rest are NaN)
             yield JobRecord(job.kind, job.request_id, (index + inner) / len(PATCHING_OVER),
-                            f"patching the {over}: {progress.done} of {progress.total or '?'} runs")
+                            f"patching the {over}: {progress.done} of {progress.total or '?'} layers",
+                            None if result is None else ("patching", over, result))
         yield JobRecord(job.kind, job.request_id, (index + 1) / len(PATCHING_OVER), f"patching the {over}: done",
                         ("patching", over, result))
 

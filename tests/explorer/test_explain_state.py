@@ -176,3 +176,32 @@ def test_an_input_without_a_target_gets_its_context_mixing_only(state, tokenizer
     assert state.target is None and state.target_text == "" and state.encoding is encoding
     assert state.attribution_job() is None and state.mixing_job() is not None
     assert state.patching_job() is None and "patching restores one output" in state.message
+
+
+@pytest.mark.slow
+def test_the_jobs_run_bertcores_explanations_to_the_end(state, tokenizer):
+    """The real work, on the tiny model: mixing of both kinds, patching drawn layer by layer, attributions."""
+    from explorer.explain.state import job_steps
+
+    assert state.explain(masked_request(tokenizer))
+    records = list(job_steps(state.mixing_job()))
+    assert [record.item[1] for record in records if record.item] == ["value_norm", "attention"]
+    for record in records:
+        assert state.arrived(record)
+    assert state.mixing.method == "value_norm" and state.attention.method == "attention"
+    assert len(mixing_maps(state.mixing, state.attention, 2)) == 4
+
+    state.set_corrupted("the cat lay on the mat", None)
+    records = list(job_steps(state.patching_job()))
+    items = [record.item for record in records if record.item]
+    residual = [value for what, over, value in items if over == "residual"]
+    assert len(residual) >= 3 and residual[-1].scores.shape == (3, 8)  # one partial result per layer, then all
+    assert [record.fraction for record in records] == sorted(record.fraction for record in records)
+    assert items[-1][1] == "heads" and items[-1][2].scores.shape == (3, 2)
+
+    state.set_methods(["gradient_x_input", "gradient_norm"])
+    for record in job_steps(state.attribution_job()):
+        assert state.arrived(record)
+    assert list(state.attributions) == list(state.faithfulness) == ["gradient_x_input", "gradient_norm"]
+    assert all(attribution.scores.shape == (8,) for attribution in state.attributions.values())
+    assert all(len(curves.deletion) == len(curves.fractions) for curves in state.faithfulness.values())

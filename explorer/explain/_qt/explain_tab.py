@@ -292,7 +292,7 @@ class ExplainTab(WindowTab):
             delta = getattr(attribution, "delta", None)
             if delta is not None and np.isfinite(delta):
                 caption += f" · δ {float(delta):+.2g}"
-            caption += f" · {attribution.steps} evaluations"
+            caption += f" · {attribution.steps} eval."
             columns.append(AttributionColumn(method.replace("_", " "), caption, scores))
         target = state.target
         marked = [target[1]] if target is not None and target[0] in POSITIONED else []

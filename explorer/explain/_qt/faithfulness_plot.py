@@ -29,10 +29,8 @@ class FaithfulnessPlot(QWidget):
         style_canvas(self.canvas)
         self.plots: dict[str, pg.PlotItem] = {}
         self.legends: dict[str, pg.LegendItem] = {}
-        for column, (kind, title) in enumerate((("deletion", "Deletion: most important removed first (lower is "
-                                                             "better)"),
-                                                ("insertion", "Insertion: most important put back first (higher "
-                                                              "is better)"))):
+        for column, (kind, title) in enumerate((("deletion", "Deletion (lower area is better)"),
+                                                ("insertion", "Insertion (higher area is better)"))):
             plot = style_plot(self.canvas.addPlot(row=0, col=column), x_label="fraction of tokens",
                               y_label="target logit" if column == 0 else None, mouse=False)
             show_title(plot, title)

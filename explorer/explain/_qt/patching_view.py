@@ -44,8 +44,9 @@ class PatchingView(QWidget):
         self.residual_plot = style_plot(self.canvas.addPlot(row=0, col=0, axisItems={
             "left": self.residual_rows, "bottom": self.residual_tokens}), mouse=False)
         self.heads_rows = TokenAxis("left")
-        self.heads_plot = style_plot(self.canvas.addPlot(row=0, col=1, axisItems={"left": self.heads_rows}),
-                                     x_label="head", mouse=False)
+        self.heads_columns = TokenAxis("bottom", upright=True)  # head numbers under the cells' centres
+        self.heads_plot = style_plot(self.canvas.addPlot(row=0, col=1, axisItems={
+            "left": self.heads_rows, "bottom": self.heads_columns}), x_label="head", mouse=False)
         self.bar = pg.ColorBarItem(values=(-1, 1), colorMap=diverging_color_map(), interactive=False, width=12)
         self.bar.getAxis("left").setLabel("restored (0 corrupted, 1 clean)")
         self.canvas.addItem(self.bar, row=0, col=2)
@@ -111,8 +112,11 @@ class PatchingView(QWidget):
                                         padding=0)
         if self.heads is not None:
             self.heads_rows.set_labels(layer_names(self.heads.shape[0], num_layers))
+            self.heads_columns.set_labels([str(head) for head in range(self.heads.shape[1])])
             self.heads_plot.setRange(xRange=(0, self.heads.shape[1]), yRange=(0, self.heads.shape[0]), padding=0)
         result = residual if residual is not None else heads
+        notes = [part.note for part in (residual, heads) if part is not None and getattr(part, "note", None)]
+        note = " ".join([note, *dict.fromkeys(notes)]).strip()
         if result is None:
             self.caption.setText(note or EMPTY_TEXT)
         else:
