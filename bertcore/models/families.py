@@ -200,6 +200,14 @@ def base_model_name(model: Any) -> str:
                     "bertcore loads")
 
 
+def uses_segments(model: Any) -> bool:
+    """Whether the model tells sentence A from B by a token-type (segment) embedding: a table of more than one row.
+    RoBERTa's one row, DistilBERT and ModernBERT (none) read a pair only through its separators."""
+    embeddings = getattr(getattr(model, base_model_name(model)), "embeddings", None)
+    table = getattr(embeddings, "token_type_embeddings", None)
+    return table is not None and table.num_embeddings > 1
+
+
 def _first_architecture(values: Mapping[str, Any]) -> str | None:
     """architectures' first name (a lone string counts as a list of one); None for none or a malformed value."""
     names = values.get("architectures")

@@ -132,6 +132,7 @@ def assert_same(ours, reference, text_a, text_b=None, max_length=512):
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SAVERS))
 def test_single_sentences_and_pairs_match_transformers(name, folders, references):
     ours = tokenizer_from_folder(folders[name])
@@ -144,6 +145,7 @@ def test_single_sentences_and_pairs_match_transformers(name, folders, references
         assert set(got.sequence_ids) == {0, 1, None}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SAVERS))
 @pytest.mark.parametrize("max_length", [7, 12, 20])
 def test_truncation_matches_transformers_longest_first(name, max_length, folders, references):
@@ -158,6 +160,7 @@ def test_truncation_matches_transformers_longest_first(name, max_length, folders
     assert got.truncation is not None and got.truncation.tokens_removed_b == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SAVERS))
 def test_special_tokens_vocabulary_and_decoding_match_transformers(name, folders, references):
     ours, reference = tokenizer_from_folder(folders[name]), references[name]
@@ -178,6 +181,7 @@ def test_special_tokens_vocabulary_and_decoding_match_transformers(name, folders
         ours.id_to_token(ours.vocab_size)
 
 
+@pytest.mark.slow
 def test_piece_styles_name_how_each_family_marks_words(folders):
     styles = {name: tokenizer_from_folder(folder).piece_style for name, folder in folders.items()}
     assert styles == {"roberta": "byte_level", "roberta-files": "byte_level", "albert": "sentencepiece",
@@ -185,6 +189,7 @@ def test_piece_styles_name_how_each_family_marks_words(folders):
     assert tokenizer_from_folder(folders["roberta"]).encode("Hello world").piece_style == "byte_level"
 
 
+@pytest.mark.slow
 def test_padding_and_unknown_words(folders):
     ours = tokenizer_from_folder(folders["albert"])
     encoding = ours.encode("a cat ☃ sat", pad_to=12)
@@ -199,6 +204,7 @@ def test_padding_and_unknown_words(folders):
         ours.encode("   ")
 
 
+@pytest.mark.slow
 def test_saved_tokenizer_reads_back_in_bertcore_and_transformers(folders, references, tmp_path, transformers):
     for name, folder in folders.items():
         ours = tokenizer_from_folder(folder)
@@ -262,6 +268,7 @@ def _modernbert_has_views() -> bool:
         not _modernbert_has_views(), strict=True, raises=AttributeError,
         reason="bertcore's ModernBertForMaskedLM has no has_mlm_head yet, which inspect() asks")),
 ])
+@pytest.mark.slow
 def test_a_whole_folder_opens_and_is_inspected_with_its_own_tokenizer(name, folders, references, tmp_path,
                                                                       transformers):
     import shutil
@@ -302,6 +309,7 @@ def test_a_whole_folder_opens_and_is_inspected_with_its_own_tokenizer(name, fold
     assert again(text_a, text_b)["input_ids"] == references[name](text_a, text_b)["input_ids"]
 
 
+@pytest.mark.slow
 def test_an_embedding_table_padded_beyond_a_tokenizer_json_loads(folders, references, tmp_path, transformers):
     """ModernBERT's 50280-odd tokens sit in a 50368-row table (a multiple of 64); a tokenizer.json writes every id
     down, so the rows beyond it cannot be lost lines and the folder opens."""

@@ -3,7 +3,11 @@
 Rows: the token, its id, the segment id, the position id, the attention mask and the masking decision, and
 for a token-classification model a "tag" row: the predicted tag of each word, coloured by tag
 (`show_tag_row`, `set_tags`; `explorer.inspector.task_display.tag_cells` decides the cells).
-Special tokens and the two segments have their own colours (see `TokenLegend`); the row labels sit in the
+Tokens are shown as readable pieces whatever the family (bertcore.tokenization.pieces: "␣" where a space comes
+before a piece, "·" where a WordPiece continues a word, byte-level BPE's bytes as text), the raw piece on hover;
+the segment row says "—" for a model without token types (RoBERTa, DistilBERT, ModernBERT: `uses_segments`).
+Special tokens and the two segments have their own colours (see `TokenLegend`): the layout's first token ([CLS],
+<s>) and its separators ([SEP], </s>) by their place, whatever they are called; the row labels sit in the
 vertical header, so they stay pinned while a 512-token input scrolls sideways. The table renders an
 `Encoding` and an optional `Masking` (plain data from bertcore) through a model, so even 512 columns
 cost no per-cell widgets.
@@ -29,6 +33,8 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking import MaskDecision, Masking
+from bertcore.models.families import uses_segments
+from bertcore.tokenization.pieces import describe_piece, readable_piece
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.inspector.state import Change, ExplorerState
 
@@ -48,6 +54,8 @@ COLOURS = {
     MaskDecision.RANDOM: QColor("#ff9f80"),
     MaskDecision.KEEP: QColor("#9fe0d8"),
 }
+UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})  # WordPiece's and SentencePiece's unknown token
+NO_SEGMENTS = "\u2014"  # "—": the model has no token types, so the segment ids it is given play no part
 HIGHLIGHT = QColor(230, 50, 50)  # the frame around the hovered column; the attention views mark it in red too
 LEGEND = (
     ("[CLS]", "[CLS]"), ("[SEP]", "[SEP]"), ("[PAD]", "[PAD]"), ("A", "sentence A"), ("B", "sentence B"),
@@ -62,7 +70,7 @@ def decision_text(masking: Masking | None, position: int) -> str:
         return ""
     decision = MaskDecision(masking.decisions[position])
     if decision is MaskDecision.MASK:
-        return "[MASK]"
+        return masking.masked_tokens[position]  # the model's own: [MASK], RoBERTa's <mask>
     if decision is MaskDecision.RANDOM:
         return f"random → {masking.masked_tokens[position]}"
     if decision is MaskDecision.KEEP:
@@ -79,6 +87,7 @@ class TokenTableModel(QAbstractTableModel):
         self.encoding: Encoding | None = None
         self.masking: Masking | None = None
         self.highlighted = -1
+        self.has_segments = True  # False: the segment row shows "—" (a model without token types)
         self.rows: tuple[str, ...] = ROWS  # ROWS, and "tag" while a token-classification model is shown
         self._tags: list | None = None  # TagCells of the encoding shown; None: not (yet) known
         self._texts: list[list[str]] = [[] for _ in ROWS]  # [row][column]
@@ -88,9 +97,9 @@ class TokenTableModel(QAbstractTableModel):
         self._bold.setBold(True)
         self._column_labels: list[str] = []
 
-    def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
+    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True) -> None:
         self.beginResetModel()
-        self.encoding, self.masking = encoding, masking
+        self.encoding, self.masking, self.has_segments = encoding, masking, has_segments
         if encoding is None or self.highlighted >= len(encoding):
             self.highlighted = -1
         self._tags = None  # the tags come with the inspection of this input
@@ -122,9 +131,9 @@ class TokenTableModel(QAbstractTableModel):
             return
         columns = range(len(encoding))
         self._texts = [
-            list(encoding.tokens),
+            shown_tokens(encoding),
             [str(i) for i in encoding.input_ids],
-            [str(i) for i in encoding.segment_ids],
+            [str(i) for i in encoding.segment_ids] if self.has_segments else [NO_SEGMENTS] * len(encoding),
             [str(i) for i in encoding.position_ids],
             [str(i) for i in encoding.attention_mask],
             [decision_text(masking, column) for column in columns],
@@ -165,11 +174,17 @@ class TokenTableModel(QAbstractTableModel):
         return self._texts[row][column]
 
     def kind(self, column: int) -> str:
-        """The colour key of a position: a special token's name, [UNK], or its segment "A"/"B"."""
-        token = self.encoding.tokens[column]
-        if self.encoding.special_tokens_mask[column] or token == "[UNK]":
-            return token if token in COLOURS else "[PAD]"
-        return "A" if self.encoding.sequence_ids[column] == 0 else "B"
+        """The colour key of a position: "[PAD]" for padding, "[CLS]" for the layout's first token and "[SEP]" for
+        its others (<s> and </s> alike), "[UNK]", or the segment "A"/"B" of a sentence's token."""
+        encoding = self.encoding
+        if not encoding.attention_mask[column]:
+            return "[PAD]"
+        sequence = encoding.sequence_ids[column]
+        if sequence is None:
+            return "[CLS]" if column == 0 else "[SEP]"
+        if encoding.tokens[column] in UNKNOWN_TOKENS:
+            return "[UNK]"
+        return "A" if sequence == 0 else "B"
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
         if role == Qt.ItemDataRole.DisplayRole:
@@ -190,8 +205,13 @@ class TokenTableModel(QAbstractTableModel):
         encoding = self.encoding
         lines = [f"position {column}: {encoding.tokens[column]!r} (id {encoding.input_ids[column]})"]
         sequence = encoding.sequence_ids[column]
+        if sequence is not None and readable_piece(encoding.tokens[column], encoding.piece_style) != \
+                encoding.tokens[column]:
+            lines.append(describe_piece(encoding.tokens[column], encoding.piece_style))
+        if not self.has_segments:
+            lines.append("this model has no token types: the segment ids play no part")
         if sequence is None:
-            lines.append("added by the BERT layout (never masked)")
+            lines.append("added by the model's layout (never masked)")
         else:
             start, end = encoding.offsets[column]
             lines.append(f"sentence {'AB'[sequence]}, characters {start}–{end}")
@@ -214,6 +234,12 @@ def unit_text(masking: Masking, position: int) -> str:
     pieces = [token for token, other in zip(masking.original_tokens, masking.units, strict=True) if other == unit]
     return (f"{kind} {unit} of {masking.num_units}: {' '.join(pieces)!r}, picked and decided as one "
             f"({len(pieces)} token{'s' if len(pieces) != 1 else ''})")
+
+
+def shown_tokens(encoding: Encoding) -> list[str]:
+    """The token row: each sentence token as a readable piece, the layout's special tokens as they are."""
+    return [token if sequence is None else readable_piece(token, encoding.piece_style)
+            for token, sequence in zip(encoding.tokens, encoding.sequence_ids, strict=True)]
 
 
 def write_rows_csv(path: str | Path, rows: list[list[str]]) -> Path:
@@ -303,14 +329,18 @@ class TokenTable(QTableView):
     def follow(self, state: ExplorerState) -> None:
         """Show the input `state` shows (a snapshot's while one is), redrawn whenever it announces a change of it."""
         state.changed.connect(self._on_state_changed)
-        self.set_input(*state.shown_input())
+        self._show_state(state)
 
     def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
         if what in (Change.MODEL, Change.INPUT, Change.MASKING, Change.SNAPSHOT):
-            self.set_input(*state.shown_input())
+            self._show_state(state)
 
-    def set_input(self, encoding: Encoding | None, masking: Masking | None) -> None:
-        self.table_model.set_input(encoding, masking)
+    def _show_state(self, state: ExplorerState) -> None:
+        self.set_input(*state.shown_input(), has_segments=state.model is None or uses_segments(state.model))
+
+    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True) -> None:
+        """Show an input; has_segments=False writes "—" in the segment row (a model without token types)."""
+        self.table_model.set_input(encoding, masking, has_segments)
         if encoding is None:
             return
         # Widths from the text itself: ResizeToContents would measure every cell again on each layout.
@@ -320,8 +350,9 @@ class TokenTable(QTableView):
         bold_metrics = QFontMetrics(bold)
         padding = 14
         header = self.horizontalHeader()
+        tokens = shown_tokens(encoding)
         for column in range(len(encoding)):
-            texts = [encoding.tokens[column], str(encoding.input_ids[column]), decision_text(masking, column)]
+            texts = [tokens[column], str(encoding.input_ids[column]), decision_text(masking, column)]
             width = max(bold_metrics.horizontalAdvance(texts[0]),
                         *(metrics.horizontalAdvance(text) for text in texts[1:]))
             header.resizeSection(column, max(width + padding, 28))
