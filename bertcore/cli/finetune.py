@@ -1,8 +1,10 @@
-"""`bert-finetune`: fine-tune a BERT on a task from the command line (a thin consumer of bertcore.training.finetuning).
+"""`bert-finetune`: fine-tune a BERT (or any family bertcore loads) on a task from the command line (a thin
+consumer of bertcore.training.finetuning).
 
     bert-finetune --demo mood                                     # a shipped demo task with its measured settings
     bert-finetune --task sequence --train reviews.csv --eval reviews-test.csv --out runs/reviews
     bert-finetune --task token --train ner.conll --init-from runs/bert/final --epochs 3 --lr 3e-5
+    bert-finetune --demo mood --init-from path/to/roberta-folder  # RoBERTa, DistilBERT, ELECTRA, ALBERT, ModernBERT
     bert-finetune --task qa --train squad-train.json --eval squad-dev.json --seq-len 384 --batch-size 12
     bert-finetune --out runs/reviews --resume                     # continue from checkpoints/latest
     python -m bertcore.cli.finetune ...                           # the same
@@ -10,7 +12,8 @@
 Tasks and their files (bertcore.tasks.task_files): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
 `text_b` and `label` (a number with a fraction makes it a regression); token = CoNLL (word and tag per line, a
 blank line between sentences) or JSONL with `tokens` and `tags`; qa = SQuAD v1.1 / v2.0 JSON. Without --eval, a
-seeded 10% of the training file is held out. --init-from defaults to the shipped default model.
+seeded 10% of the training file is held out. --init-from defaults to the shipped default model; a folder of any
+family trains that family's own head (RobertaForSequenceClassification, ElectraForTokenClassification, …).
 
 The run folder is bert-train's (bertcore.files.run_folder; metrics.jsonl records in bertcore.training.finetuning), with
 final/predictions.json for qa. Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second
@@ -88,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument("--allow-no-answer", action="store_true", default=None,
                       help="qa: the model may answer \"\" (default: when the data has unanswerable questions)")
     model = parser.add_argument_group("model")
-    model.add_argument("--init-from", help="the checkpoint to start from (default: the shipped default model); one "
+    model.add_argument("--init-from", help="the checkpoint to start from, of any family (BERT, RoBERTa, DistilBERT, "
+                                           "ELECTRA, ALBERT, ModernBERT; default: the shipped default model); one "
                                            "with this task's head for the same labels is trained further")
     optim = add_optimisation_options(parser, steps="default: --epochs passes over the training data",
                                      lr="default 2e-4 for the small default model; 2e-5..5e-5 for BERT-base")

@@ -13,12 +13,13 @@ Everything but the task is the pretraining loop's (bertcore.training.loop): the 
 checkpoints with trainer_state.pt, exact resume (`resume=True`), stop/pause/checkpoint requests from another
 thread, bf16 autocast on CUDA, DDP, the NaN/OOM/divergence errors, final/ and summary.json.
 
-The model: the task's head (BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering)
-on the encoder (and pooler) of `config.init_from` (default: the shipped default model), the head freshly
-initialised (seeded). A checkpoint that already has this task's head for the same labels is trained further;
-one with a head for other labels (or another task) gives its encoder and a new head, and `init_note` says so.
-The model is always given its targets and never asked for attentions, so the encoder takes its fast path: for
-sequence classification the last layer runs at [CLS] alone and no layer's dense work touches padding.
+The model: the task's head, of the checkpoint's family (BertForSequenceClassification, RobertaForTokenClassification,
+ElectraForQuestionAnswering…: any family bertcore loads) on the encoder (and pooler) of `config.init_from`
+(default: the shipped default model), the head freshly initialised (seeded). A checkpoint that already has this
+task's head for the same labels is trained further; one with a head for other labels (or another task) gives its
+encoder and a new head, and `init_note` says so. The model is always given its targets and never asked for
+attentions, so the encoder takes its fast path: for BERT's sequence classification the last layer runs at [CLS]
+alone and no layer's dense work touches padding.
 
 metrics.jsonl records (one JSON object per line; the loop adds "checkpoint", "warning" and "error" records):
     {"kind": "step", "step", "total_steps", "loss", <train metrics>, "learning_rate", "grad_norm", "tokens",
@@ -50,11 +51,13 @@ import torch
 
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.models.task_heads import (
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+    TaskModel,
     WeightTransfer,
     start_from_pretrained,
+    task_model_class,
 )
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
@@ -63,8 +66,10 @@ from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.task import LoopPlace, TrainingTask
 
-TASK_MODELS = {SEQUENCE_TASK: BertForSequenceClassification, TOKEN_TASK: BertForTokenClassification,
-               QA_TASK: BertForQuestionAnswering}
+# The kind of head each task trains; the class is the checkpoint's family's (BertForSequenceClassification,
+# RobertaForSequenceClassification, …: bertcore.models.task_heads.task_model_class).
+TASK_MODELS = {SEQUENCE_TASK: EncoderForSequenceClassification, TOKEN_TASK: EncoderForTokenClassification,
+               QA_TASK: EncoderForQuestionAnswering}
 PREDICTIONS_FILE = "predictions.json"  # in final/, for qa: {question id: answer text}
 
 
@@ -164,7 +169,7 @@ class FinetuningTask(TrainingTask):
     def __init__(self, config: FinetuneConfig):
         self.config = config.resolved()
         self.task = self.config.task
-        self.model_class = TASK_MODELS[self.task]
+        self.head_kind = TASK_MODELS[self.task]
         self.last_evaluation: tuple[int, TaskEvaluation] | None = None  # (step, the data's evaluation)
 
     # ---- set-up ---------------------------------------------------------------------------------------------
@@ -176,10 +181,12 @@ class FinetuningTask(TrainingTask):
         config = self.config
         source = Path(resume_from or config.init_from or default_checkpoint_dir())
         contents = read_checkpoint(source)
-        if config.seq_len > contents.config.max_position_embeddings:
-            raise ValueError(f"seq_len is {config.seq_len} but {source} has only "
-                             f"{contents.config.max_position_embeddings} positions; use --seq-len "
-                             f"{contents.config.max_position_embeddings} or less")
+        # RoBERTa's table keeps rows below its padding offset that no input reaches (RobertaConfig.max_length).
+        max_length = getattr(contents.config, "max_length", contents.config.max_position_embeddings)
+        if config.seq_len > max_length:
+            raise ValueError(f"seq_len is {config.seq_len} but {source} has only {max_length} positions; use "
+                             f"--seq-len {max_length} or less")
+        self.model_class = task_model_class(contents.config, self.head_kind)  # the checkpoint's family's class
         has_this_head = contents.model_class is self.model_class
         if resume_from is not None and not has_this_head:
             raise ValueError(f"{source} holds a {contents.model_class.__name__}, not the {self.model_class.__name__} "
@@ -225,9 +232,13 @@ class FinetuningTask(TrainingTask):
             config = contents.config  # the head trains further, labels and all
         else:
             config = self._task_config(contents.config)
-            # Another class's head (or this class's for other labels) must not seed the new one: encoder only.
-            left_out = tuple(sorted(n for n in state_dict if not n.startswith("bert.")))
-            state_dict = {n: t for n, t in state_dict.items() if n.startswith("bert.")}
+            if issubclass(contents.model_class, TaskModel):
+                # Another task's head (or this task's for other labels) must not seed the new one: encoder only.
+                prefix = self.model_class.base_model_prefix + "."
+                left_out = tuple(sorted(n for n in state_dict if not n.startswith(prefix)))
+                state_dict = {n: t for n, t in state_dict.items() if n.startswith(prefix)}
+            # From a pretraining model, whatever the new model shares by name loads, as transformers loads it:
+            # the encoder (and BERT's or ALBERT's pooler; ModernBERT's MLM `head`, which its task heads run first).
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.config.seed)  # the new head's init
             model, transfer = start_from_pretrained(self.model_class, config, state_dict)
@@ -241,7 +252,9 @@ class FinetuningTask(TrainingTask):
             note = (f"{source} has a {name} head for other labels ({old}); its encoder is kept and a new head is "
                     f"initialised for {labels}")
         else:
-            kept = "encoder and pooler" if "bert.pooler.dense.weight" in transfer.loaded else "encoder"
+            kept = "encoder and pooler" if any(".pooler." in n for n in transfer.loaded) else "encoder"
+            if any(n.startswith("head.") for n in transfer.loaded):
+                kept = "encoder and prediction head"
             note = f"started from {source} ({contents.model_class.__name__}): its {kept} with a new {name} head"
             if self.task != QA_TASK:
                 note += f" for {labels}"
