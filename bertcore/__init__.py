@@ -56,6 +56,10 @@ _EXPORTS = {
     "TokenizerError": "bertcore.errors",
     "CorpusError": "bertcore.errors",
     "TaskDataError": "bertcore.errors",
+    # a corpus of any size and format, prepared once into memory-mapped token ids and cached (bertcore.data.prepare)
+    "CorpusSource": "bertcore.data.sources",
+    "prepare_corpus": "bertcore.data.prepare",
+    "PreparedCorpus": "bertcore.data.prepared",
     # fine-tuning data in the formats people have, and the metrics as the field defines them
     "load_finetuning_data": "bertcore.tasks.finetune_data",
     "demo_task": "bertcore.tasks.demos",
@@ -82,9 +86,6 @@ _EXPORTS = {
     # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
     "attention_change": "bertcore.analysis.attention_change",
     "attribute": "bertcore.explain.attribution",
-    "context_mixing": "bertcore.explain.mixing",
-    "activation_patching": "bertcore.explain.patching",
-    "faithfulness": "bertcore.explain.faithfulness",
     # every BERT a user has: the families the loader reads (bertcore.models.families) and their classes
     "BertForMaskedLM": "bertcore.models.bert",
     "RobertaConfig": "bertcore.models.roberta",
