@@ -39,12 +39,17 @@ from bertcore.cli.common import (
 from bertcore.data.masking_recipes import MASKING_RECIPES, RECIPE_DESCRIPTIONS
 from bertcore.files.run_folder import RunFolder
 
+OBJECTIVE_CHOICES = ("mlm+nsp", "mlm", "mlm+sop", "rtd")  # bertcore.training.pretraining_config.OBJECTIVES
+ARCH_CHOICES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")  # ... .ARCHITECTURES
+
 # Command-line option -> TrainingConfig field. Options left out keep the default (or, with --resume, the
 # value recorded in the run's run_config.json).
 OPTION_FIELDS = {
     **SHARED_OPTION_FIELDS, "corpus": "corpus", "preset": "preset", "vocab": "vocab", "vocab_size": "vocab_size",
     "mlm_probability": "mlm_probability", "masking": "masking", "eval_batches": "eval_batches",
     "text_field": "text_field", "vocab_sample": "vocab_sample", "data_cache": "data_cache",
+    "objective": "objective", "arch": "arch", "generator_width": "generator_width",
+    "discriminator_weight": "discriminator_weight",
 }
 
 
@@ -55,7 +60,9 @@ MODEL_OPTIONS = {"--hidden-size": "hidden_size", "--num-layers": "num_hidden_lay
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bert-train", description="Pretrain a BERT (masked-LM + next-sentence prediction) on a text corpus.",
+        prog="bert-train", description="Pretrain a BERT-family model on a text corpus with its objective: BERT's "
+        "masked LM + next-sentence prediction (default), RoBERTa's masked LM, ALBERT's sentence order, ELECTRA's "
+        "replaced-token detection.",
         argument_default=None,
     )
     data = parser.add_argument_group("data")
@@ -80,6 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many "
                                                          "batches, so padding is small; 1 = off (default 8)")
     model = parser.add_argument_group("model")
+    model.add_argument("--objective", choices=OBJECTIVE_CHOICES, help="what the model learns: mlm+nsp = BERT's masked "
+                       "LM + next-sentence prediction; mlm = RoBERTa's masked LM on full sentences packed across "
+                       "documents; mlm+sop = ALBERT's masked LM + sentence-order prediction; rtd = ELECTRA's "
+                       "replaced-token detection with a small generator (default: the architecture's own, mlm+nsp)")
+    model.add_argument("--arch", choices=ARCH_CHOICES, help="a new model's family, at the --preset size, saved in "
+                       "its transformers layout (default: the objective's own, bert)")
+    model.add_argument("--generator-width", type=float, help="rtd: the generator's width as a share of the "
+                                                               "discriminator's (default 0.25)")
+    model.add_argument("--discriminator-weight", type=float, help="rtd: weight of the discriminator's loss "
+                                                                    "(default 50)")
     model.add_argument("--preset", help="tiny, mini, small, medium or base (default mini)")
     model.add_argument("--init-from", help="a checkpoint folder to train further (its weights and vocabulary)")
     for option, field in MODEL_OPTIONS.items():
@@ -179,11 +196,17 @@ def _run(trainer, args: argparse.Namespace) -> int:
         if trainer.resume_note:
             print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
 
+    progress = trainer.task.objective.progress  # (metric, short label) of the objective
+
+    def numbers(record) -> dict[str, float]:
+        return getattr(record, "metrics", None) or {name: getattr(record, name) for name, _ in progress}
+
     return drive(trainer, args, "bert-train",
-                 describe_eval=lambda evaluation: (f"MLM accuracy {evaluation.mlm_accuracy:.4f}, NSP accuracy "
-                                                   f"{evaluation.nsp_accuracy:.4f}"),
-                 postfix=lambda stats: dict(loss=fmt(stats.loss), mlm_acc=fmt(stats.mlm_accuracy),
-                                            nsp_acc=fmt(stats.nsp_accuracy), tok_s=f"{stats.tokens_per_second:.0f}"))
+                 describe_eval=lambda evaluation: ", ".join(
+                     f"{_spoken(name)} {numbers(evaluation)[name]:.4f}" for name, _ in progress),
+                 postfix=lambda stats: dict(loss=fmt(stats.loss), **{label: fmt(numbers(stats)[name])
+                                                                     for name, label in progress},
+                                            tok_s=f"{stats.tokens_per_second:.0f}"))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,6 +25,7 @@ draws exactly the batches an uninterrupted run would have drawn.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -383,9 +384,15 @@ class PretrainingData:
     def __init__(
         self, corpus: Corpus | PreparedCorpus, tokenizer, *, seq_len: int, heldout_fraction: float = 0.02,
         seed: int = 0, short_seq_prob: float = 0.1, mlm_probability: float = 0.15, length_buckets: int = 1,
-        masking: str = "token",
+        masking: str = "token", examples=None,
     ):
+        """`examples`: another objective's `bertcore.data.segments.ExampleRecipe` (sentence-order pairs, full
+        sentences) in place of BERT's next-sentence pairs; its sampler and collate take the pairs' arguments."""
         self._buckets: LengthBuckets[PairExample] = LengthBuckets(length_buckets)
+        self.masking = masking
+        self.examples = examples
+        self._collate = make_batch if examples is None else examples.collate
+        sampler = PairSampler if examples is None else functools.partial(examples.sampler, tokenizer=tokenizer)
         if isinstance(corpus, PreparedCorpus):  # memory-mapped: nothing is read until sampled
             documents = corpus.documents
         else:
@@ -398,20 +405,19 @@ class PretrainingData:
         self.seq_len = seq_len
         self.seed = seed
         self.mlm_probability = mlm_probability
-        self.masking = masking
         self.length_buckets = length_buckets
         self.num_tokens = documents.num_tokens
         self.train_documents = documents.subset(train)
         self.heldout_documents = documents.subset(heldout)
-        self.train = PairSampler(self.train_documents, seq_len, short_seq_prob=short_seq_prob,
-                                 source=f"the training split of corpus {corpus.source}")
-        self.heldout = (PairSampler(self.heldout_documents, seq_len, short_seq_prob=short_seq_prob,
-                                    source=f"the held-out split of corpus {corpus.source}") if len(heldout) else None)
+        self.train = sampler(self.train_documents, seq_len, short_seq_prob=short_seq_prob,
+                             source=f"the training split of corpus {corpus.source}")
+        self.heldout = (sampler(self.heldout_documents, seq_len, short_seq_prob=short_seq_prob,
+                                source=f"the held-out split of corpus {corpus.source}") if len(heldout) else None)
 
     def _batch(self, sampler: PairSampler, rng: random.Random, batch_size: int) -> Batch:
         examples = sampler.sample_batch(rng, batch_size)
         generator = torch.Generator().manual_seed(rng.getrandbits(63))
-        return make_batch(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
+        return self._collate(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
 
     def train_batch(self, step: int, batch_size: int, rank: int = 0) -> Batch:
         """The batch of training step `step` (1-based) on `rank`: a pure function of (seed, rank, step).
@@ -430,7 +436,7 @@ class PretrainingData:
 
         examples = self._buckets.batches((rank, group, batch_size), draw_pool, batch_size)[slot]
         generator = torch.Generator().manual_seed(step_rng(self.seed, rank, step, "mask").getrandbits(63))
-        return make_batch(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
+        return self._collate(examples, self.tokenizer, generator, self.mlm_probability, self.masking)
 
     def heldout_batches(self, num_batches: int, batch_size: int, rank: int = 0) -> list[Batch]:
         """A fixed held-out set (same examples and masks at every evaluation, so curves are comparable)."""

@@ -32,6 +32,9 @@ class Family:
     fallback: str | None = None
     class_prefix: str = ""  # how the family's class names begin ("Bert"): says which unlisted names are its own
     aliases: tuple[str, ...] = field(default=())  # other model_type spellings of the same layout
+    # Pretraining objective (bertcore.training.objectives) -> "module:Class" it trains and saves, the family's own
+    # recipe first: what bert-train --arch accepts with each --objective.
+    objectives: Mapping[str, str] = field(default_factory=dict)
 
     def config_class(self) -> type:
         return _resolve(self.config)
@@ -82,6 +85,7 @@ FAMILIES: dict[str, Family] = {
         default="BertForPreTraining",
         fallback="BertForPreTraining",
         class_prefix="Bert",
+        objectives={"mlm+nsp": f"{_BERT}:BertForPreTraining", "mlm": f"{_BERT}:BertForMaskedLM"},
     ),
     "modernbert": Family(
         config="bertcore.models.modernbert:ModernBertConfig",
@@ -93,6 +97,7 @@ FAMILIES: dict[str, Family] = {
         default="ModernBertForMaskedLM",
         fallback="ModernBertForMaskedLM",
         class_prefix="ModernBert",
+        objectives={"mlm": "bertcore.models.modernbert:ModernBertForMaskedLM"},
     ),
     # The discriminator is the ELECTRA people fine-tune, so a bare or fine-tuned encoder loads as it.
     "electra": Family(
@@ -106,6 +111,9 @@ FAMILIES: dict[str, Family] = {
         default="ElectraForPreTraining",
         fallback="ElectraForPreTraining",
         class_prefix="Electra",
+        # rtd trains a small ElectraForMaskedLM generator beside the discriminator, saved in generator/.
+        objectives={"rtd": "bertcore.models.electra:ElectraForPreTraining",
+                    "mlm": "bertcore.models.electra:ElectraForMaskedLM"},
     ),
     "albert": Family(
         config="bertcore.models.albert:AlbertConfig",
@@ -118,6 +126,8 @@ FAMILIES: dict[str, Family] = {
         default="AlbertForPreTraining",
         fallback="AlbertForPreTraining",
         class_prefix="Albert",
+        objectives={"mlm+sop": "bertcore.models.albert:AlbertForPreTraining",
+                    "mlm": "bertcore.models.albert:AlbertForMaskedLM"},
     ),
     # XLM-RoBERTa is RoBERTa's layout with another vocabulary; a bare encoder loads as the MLM class, heads absent.
     "roberta": Family(
@@ -132,6 +142,7 @@ FAMILIES: dict[str, Family] = {
         },
         default="RobertaForMaskedLM",
         class_prefix="Roberta",
+        objectives={"mlm": f"{_ROBERTA}:RobertaForMaskedLM"},
         aliases=("xlm-roberta",),
     ),
     "distilbert": Family(
@@ -143,6 +154,7 @@ FAMILIES: dict[str, Family] = {
         },
         default="DistilBertForMaskedLM",
         class_prefix="DistilBert",
+        objectives={"mlm": f"{_DISTILBERT}:DistilBertForMaskedLM"},
     ),
 }
 
@@ -182,6 +194,18 @@ def supports(values: Mapping[str, Any]) -> bool:
 
 def supported_model_types() -> tuple[str, ...]:
     return tuple(name for key, family in FAMILIES.items() for name in (key, *family.aliases))
+
+
+def pretraining_objectives(model_type: str) -> tuple[str, ...]:
+    """The objectives a family can be pretrained with (its own first); () for a model_type of no family."""
+    family = FAMILIES.get(model_type)
+    return tuple(family.objectives) if family is not None else ()
+
+
+def pretraining_class(model_type: str, objective: str) -> type:
+    """The class `objective` trains for the family `model_type` (KeyError when it has none: check first with
+    pretraining_objectives)."""
+    return _resolve(FAMILIES[model_type].objectives[objective])
 
 
 def supported_architectures() -> tuple[str, ...]:

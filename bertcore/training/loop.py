@@ -80,8 +80,8 @@ from bertcore.errors import (
     RunFolderWriteError,
     TrainingError,
 )
-from bertcore.files.run_claim import RunClaim
 from bertcore.files.metrics_log import MetricsLog
+from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import TRAINER_STATE_FILE, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
@@ -255,14 +255,17 @@ class TrainingLoop(LoopControls):
     def snapshot_state_dict(self) -> dict[str, torch.Tensor]:
         """CPU copies of the current weights (consistent: never taken in the middle of an update)."""
         with self._lock:
-            return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+            weights = self.task.published_model.state_dict()
+            return {name: tensor.detach().to("cpu", copy=True) for name, tensor in weights.items()}
 
     def snapshot_model(self):
-        """A CPU model of the trained class in eval mode holding a copy of the current weights, for probing."""
-        copy = type(self.model)(self.model.config)
+        """A CPU model of the published class (task.published_model) in eval mode holding a copy of the current
+        weights, for probing."""
+        published = self.task.published_model
+        copy = type(published)(published.config)
         copy.load_state_dict(self.snapshot_state_dict())
         if isinstance(copy, BertForPreTraining):  # a fresh one says it has heads; the trained one may not
-            copy.has_pretraining_heads = self.model.has_pretraining_heads
+            copy.has_pretraining_heads = published.has_pretraining_heads
         return copy.eval()
 
     # ---- checkpoints --------------------------------------------------------------------------------------
@@ -320,9 +323,8 @@ class TrainingLoop(LoopControls):
 
     def _write_checkpoint_files(self, folder: Path) -> None:
         from bertcore.files.atomic import library_write
-        from bertcore.models.checkpoint import write_pretrained_files
 
-        write_pretrained_files(self.model, self.tokenizer, folder)
+        self.task.write_model_files(folder)
         state = self._trainer_state()
         # torch.save reports a failed write (a full disk) as a RuntimeError: an OSError like any other write's.
         with library_write(folder / TRAINER_STATE_FILE, "torch.save", RuntimeError):
@@ -348,10 +350,9 @@ class TrainingLoop(LoopControls):
         """Write `<out>/final/`: the weights and vocabulary in the standard layout, and the task's final files."""
         if not self.is_main:
             return None
-        from bertcore.models.checkpoint import write_pretrained_files
 
         def write_files(folder: Path) -> None:
-            write_pretrained_files(self.model, self.tokenizer, folder)
+            self.task.write_model_files(folder)
             self.task.write_final_files(folder)
 
         with self._lock:

@@ -24,6 +24,8 @@ loop's "checkpoint", "warning" and "error" records (bertcore.training.loop).
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from bertcore.data.corpus import Batch, CorpusError, PretrainingData
+from bertcore.data.corpus import Batch, CorpusError, PretrainingData, step_rng
 from bertcore.data.prepare import ProgressCallback, corpus_change_note, prepare_corpus, vocabulary_sample
 from bertcore.data.prepared import PreparedCorpus
 from bertcore.data.sources import CorpusSource
@@ -52,8 +54,9 @@ from bertcore.files.run_folder import (  # re-exported: their home before bertco
     TRAINER_STATE_FILE,
 )
 from bertcore.files.run_lookup import find_checkpoint
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.families import pretraining_class, pretraining_objectives
 from bertcore.training.loop import TrainingLoop
+from bertcore.training.objectives import Objective, family_config, family_of, objective_for
 from bertcore.training.pretraining_config import TrainingConfig
 from bertcore.training.setup import (  # re-exported: their home before bertcore.training.setup
     make_optimizer,
@@ -109,12 +112,87 @@ class StepStats:
         return values
 
 
+@dataclass(frozen=True)
+class ObjectiveEvalStats:
+    """Held-out metrics of an objective other than mlm+nsp (bertcore.training.objectives: its metric_names)."""
+
+    step: int
+    loss: float
+    metrics: Mapping[str, float]  # e.g. {"mlm_loss": ..., "mlm_accuracy": ...}
+    num_examples: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "eval", "step": self.step, "loss": self.loss, **self.metrics,
+                "num_examples": self.num_examples}
+
+
+@dataclass(frozen=True)
+class ObjectiveStepStats:
+    """One step of an objective other than mlm+nsp: StepStats' common fields, and the objective's metrics by name
+    (mlm: mlm_loss, mlm_accuracy; mlm+sop: + sop_loss, sop_accuracy; rtd: generator_loss, discriminator_loss,
+    generator_accuracy, discriminator_accuracy, replaced_accuracy, original_accuracy). Plain numbers."""
+
+    step: int
+    total_steps: int
+    loss: float  # the objective's loss (rtd: generator_loss + discriminator_weight × discriminator_loss)
+    metrics: Mapping[str, float]
+    learning_rate: float
+    grad_norm: float
+    tokens: int
+    tokens_per_second: float
+    elapsed_seconds: float
+    eval: ObjectiveEvalStats | None = None
+    checkpoint: str | None = None
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {"kind": "step", **dataclasses.asdict(self)}
+        for name in ("metrics", "eval", "checkpoint", "warning"):
+            del values[name]
+        return {**values, **self.metrics}
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> ObjectiveStepStats:
+        """A metrics.jsonl "step" record back as the record (eval, checkpoint: None); unknown numbers are metrics."""
+        fixed = {"kind", *(field.name for field in dataclasses.fields(cls))}
+        warning = record.get("warning")
+        return cls(step=int(record["step"]), total_steps=int(record.get("total_steps", 0)),
+                   loss=float(record.get("loss", math.nan)), metrics=_numbers(record, fixed),
+                   learning_rate=float(record.get("learning_rate", math.nan)),
+                   grad_norm=float(record.get("grad_norm", math.nan)), tokens=int(record.get("tokens", 0)),
+                   tokens_per_second=float(record.get("tokens_per_second", math.nan)),
+                   elapsed_seconds=float(record.get("elapsed_seconds", math.nan)),
+                   warning=warning if isinstance(warning, str) and warning else None)
+
+
+def _numbers(record: Mapping[str, Any], leave_out: set[str]) -> dict[str, float]:
+    return {key: float(value) for key, value in record.items()
+            if key not in leave_out and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def objective_stats_from_record(record: Mapping[str, Any]) -> ObjectiveStepStats | ObjectiveEvalStats | None:
+    """A metrics.jsonl record of a run whose objective is not mlm+nsp as its step or evaluation record; None for
+    the loop's other records (checkpoint, warning, error)."""
+    kind = record.get("kind")
+    if kind == "step" and "step" in record:
+        return ObjectiveStepStats.from_dict(record)
+    if kind == "eval" and "step" in record:
+        fixed = {"kind", "step", "loss", "num_examples"}
+        examples = record.get("num_examples")
+        return ObjectiveEvalStats(step=int(record["step"]), loss=float(record.get("loss", math.nan)),
+                                  metrics=_numbers(record, fixed),
+                                  num_examples=examples if isinstance(examples, int) else 0)
+    return None
+
+
 class PretrainingTask(TrainingTask):
-    """MLM + NSP on a corpus: a `BertForPreTraining` built from a preset (or `model_config`), continued from
-    `config.init_from`, or resumed; batches and held-out batches from `bertcore.data.corpus.PretrainingData`."""
+    """Pretraining on a corpus with an objective (bertcore.training.objectives; BERT's MLM + NSP by default): a model
+    of the objective's class built from a preset (or `model_config`) in the family `config.resolved_arch`, continued
+    from `config.init_from`, or resumed; batches and held-out batches from `bertcore.data.corpus.PretrainingData`."""
 
     metric_names = ("mlm_accuracy", "nsp_accuracy")
     command = "bert-train"
+    objective: Objective  # set by setup: config.objective, or what init_from's folder was trained for
     smaller_model_hint = ", or a smaller --preset"
 
     def __init__(self, config: TrainingConfig, model_config=None, progress: ProgressCallback | None = None):
@@ -130,39 +208,34 @@ class PretrainingTask(TrainingTask):
         self.progress = progress
 
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
-        from bertcore.models.bert import BertForPreTraining
         from bertcore.models.checkpoint import load_pretrained
         from bertcore.models.config import preset
         from bertcore.tokenization.wordpiece import BertTokenizer
 
         config = self.config
-        if resume_from is not None:
-            model, tokenizer = load_pretrained(resume_from)
-        elif config.init_from:
-            model, tokenizer = load_pretrained(config.init_from)
+        source = resume_from or config.init_from
+        if source is not None:
+            loaded, tokenizer = load_pretrained(source)
+            self.objective = objective_for(self._objective_of(loaded), config)
+            model = self.objective.adopt(loaded, Path(source), config)
         else:
             tokenizer = BertTokenizer.from_vocab_file(config.vocab) if config.vocab else self._train_vocabulary(loop)
-            model_config = self.model_config or preset(config.preset)
-            model_config = model_config.replace(
-                vocab_size=tokenizer.vocab_size,  # the embedding table follows the vocabulary in use
-                max_position_embeddings=max(model_config.max_position_embeddings, config.seq_len))
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
-                model = BertForPreTraining(model_config)
-        if not isinstance(model, BertForPreTraining):
-            raise ValueError(f"{resume_from or config.init_from} holds a {type(model).__name__}; pretraining continues "
-                             "a BertForPreTraining (or a bare encoder). Fine-tune it with bert-finetune instead")
-        model.has_pretraining_heads = True  # trained from here on (a bare encoder's heads start fresh): saved too
-        if config.seq_len > model.config.max_position_embeddings:
-            raise ValueError(f"seq_len is {config.seq_len} but the model has only "
-                             f"{model.config.max_position_embeddings} positions; use --seq-len "
-                             f"{model.config.max_position_embeddings} or less")
+            self.objective = objective_for(config.resolved_objective, config)
+            model_config = family_config(
+                config.resolved_arch, self.model_config or preset(config.preset), vocab_size=tokenizer.vocab_size,
+                pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
+                sep_token_id=tokenizer.sep_token_id, seq_len=config.seq_len)
+            model = self.objective.build(config.resolved_arch, model_config, config)
+        positions = getattr(model.config, "max_length", model.config.max_position_embeddings)  # RoBERTa: less pad
+        if config.seq_len > positions:
+            raise ValueError(f"seq_len is {config.seq_len} but the model has only {positions} positions; use "
+                             f"--seq-len {positions} or less")
         self.model, self.tokenizer = model, tokenizer
         prepared = self._prepared_corpus(loop, tokenizer, resume_from)
         self.data = PretrainingData(prepared, tokenizer, seq_len=config.seq_len, seed=config.seed,
                                     heldout_fraction=config.heldout_fraction, short_seq_prob=config.short_seq_prob,
                                     mlm_probability=config.mlm_probability, length_buckets=config.length_buckets,
-                                    masking=config.masking)
+                                    masking=config.masking, examples=self.objective.recipe)
         self.heldout_batches = (self.data.heldout_batches(config.eval_batches, config.batch_size) if loop.is_main
                                 else [])
 
@@ -192,46 +265,66 @@ class PretrainingTask(TrainingTask):
                 loop.resume_note = "; ".join(filter(None, [getattr(loop, "resume_note", None), note]))
         return self.prepared
 
-    def run_config(self) -> dict[str, Any]:
-        return {**super().run_config(), "corpus": self.prepared.record()}  # which prepared corpus: a resume compares
-
-    def train_batch(self, step: int, batch_size: int, rank: int, world_size: int) -> Batch:
+    def train_batch(self, step: int, batch_size: int, rank: int, world_size: int):
         return self.data.train_batch(step, batch_size, rank)
 
-    def batch_sums(self, output, batch: Batch) -> torch.Tensor:
-        """(mlm loss·n_masked, mlm correct, n_masked, nsp loss·B, nsp correct, B) of one forward pass."""
-        masked_labels = batch.labels[batch.labels != IGNORE_INDEX]  # (N,), in the order of prediction_logits rows
-        mlm_correct = (output.prediction_logits.argmax(-1) == masked_labels).sum()
-        nsp_correct = (output.seq_relationship_logits.argmax(-1) == batch.next_sentence_label).sum()
-        num_masked, num_examples = masked_labels.numel(), batch.next_sentence_label.numel()
-        return torch.stack([
-            output.mlm_loss.detach().float() * num_masked, mlm_correct.float(),
-            torch.tensor(float(num_masked), device=mlm_correct.device),
-            output.nsp_loss.detach().float() * num_examples, nsp_correct.float(),
-            torch.tensor(float(num_examples), device=mlm_correct.device),
-        ])
+    def _objective_of(self, loaded) -> str:
+        """The objective of a run continuing a loaded folder: the configured one; else, continuing init_from, the one
+        that trains the folder's class (a BertForMaskedLM continues with mlm), or its family's own."""
+        config = self.config
+        if config.objective or not config.init_from:
+            return config.resolved_objective
+        arch = family_of(loaded)
+        names = pretraining_objectives(arch)
+        return next((name for name in names if type(loaded) is pretraining_class(arch, name)), names[0] if names
+                    else "mlm+nsp")
+
+    def batch_sums(self, output, batch) -> torch.Tensor:
+        """The objective's numbers of one forward pass (mlm+nsp: mlm loss·n_masked, mlm correct, n_masked,
+        nsp loss·B, nsp correct, B)."""
+        return self.objective.sums(output, batch)
 
     def loss_of(self, sums: list[float]) -> float:
-        mlm_loss, _, masked, nsp_loss, _, examples = sums
-        return mlm_loss / masked + nsp_loss / examples
+        return self.objective.loss(sums)
 
-    def step_stats(self, sums: list[float], **common: Any) -> StepStats:
-        mlm_loss, mlm_correct, masked, nsp_loss, nsp_correct, examples = sums
-        return StepStats(mlm_loss=mlm_loss / masked, nsp_loss=nsp_loss / examples, mlm_accuracy=mlm_correct / masked,
-                         nsp_accuracy=nsp_correct / examples, **common)
+    def step_stats(self, sums: list[float], **common: Any) -> StepStats | ObjectiveStepStats:
+        metrics = self.objective.metrics(sums)
+        if self.objective.name == "mlm+nsp":
+            return StepStats(**metrics, **common)
+        return ObjectiveStepStats(metrics=metrics, **common)
 
-    def evaluate(self, forward, step: int) -> EvalStats | None:
-        """Held-out loss and accuracies over the fixed held-out batches (None without a held-out split)."""
+    def evaluate(self, forward, step: int) -> EvalStats | ObjectiveEvalStats | None:
+        """Held-out loss and metrics over the fixed held-out batches (None without a held-out split). Each batch's
+        randomness (rtd's generator samples) is seeded by its index: every evaluation sees the same draws."""
         if not self.heldout_batches:
             return None
-        sums = torch.zeros(6, dtype=torch.float64)
-        for batch in self.heldout_batches:
-            sums += self.batch_sums(*forward(batch)).double().cpu()
-        mlm_loss, mlm_correct, masked, nsp_loss, nsp_correct, examples = sums.tolist()
-        return EvalStats(step=step, loss=mlm_loss / masked + nsp_loss / examples,
-                         mlm_loss=mlm_loss / masked, nsp_loss=nsp_loss / examples,
-                         mlm_accuracy=mlm_correct / masked, nsp_accuracy=nsp_correct / examples,
-                         num_examples=int(examples))
+        sums, num_examples = None, 0
+        for index, batch in enumerate(self.heldout_batches):
+            with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_available() else []):
+                torch.manual_seed(step_rng(self.config.seed, 0, index, "heldout-forward").getrandbits(63))
+                batch_sums = self.batch_sums(*forward(batch)).double().cpu()
+            sums = batch_sums if sums is None else sums + batch_sums
+            num_examples += int(batch.input_ids.size(0))
+        totals = sums.tolist()
+        metrics = self.objective.metrics(totals)
+        if self.objective.name == "mlm+nsp":
+            return EvalStats(step=step, loss=self.objective.loss(totals), **metrics, num_examples=int(totals[5]))
+        return ObjectiveEvalStats(step=step, loss=self.objective.loss(totals), metrics=metrics,
+                                  num_examples=num_examples)
+
+    @property
+    def published_model(self):
+        return self.objective.published(self.model)
+
+    def write_model_files(self, folder: Path) -> None:
+        self.objective.write_model_files(self.model, self.tokenizer, folder)
+
+    def run_config(self) -> dict[str, Any]:
+        values = {"model": self.model.config.to_dict(), "objective": self.objective.name,
+                  "corpus": self.prepared.record()}  # which prepared corpus: a resume compares it
+        if hasattr(self.model, "generator"):  # rtd: the generator's config beside the discriminator's
+            values["generator"] = self.model.generator.config.to_dict()
+        return values
 
 
 class Trainer(TrainingLoop):

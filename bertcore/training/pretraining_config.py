@@ -11,6 +11,12 @@ from bertcore.data.masking_recipes import MASKING_RECIPES
 from bertcore.models.config import MAX_VOCAB_SIZE
 from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, linear_schedule
 
+# Objective -> the family whose recipe it is (its architecture when --arch is not given): BERT's masked LM and
+# next-sentence prediction, RoBERTa's masked LM on full sentences, ALBERT's masked LM and sentence-order
+# prediction, ELECTRA's replaced-token detection (bertcore.training.objectives says what each trains on).
+OBJECTIVES = {"mlm+nsp": "bert", "mlm": "roberta", "mlm+sop": "albert", "rtd": "electra"}
+ARCHITECTURES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")
+
 
 @dataclass(frozen=True)
 class TrainingConfig:
@@ -51,6 +57,12 @@ class TrainingConfig:
     text_field: str = "text"  # the text field of .jsonl records / column of Parquet and Arrow tables
     vocab_sample: int = 32_000_000  # characters drawn evenly from the corpus to train a vocabulary on
     data_cache: str | None = None  # folder of prepared corpora; None = $XDG_CACHE_HOME/bert-explorer/corpora
+    # What the model learns and which family it is (see resolved_objective / resolved_arch): None = the other's own
+    # (both None: BERT's mlm+nsp on a BERT). init_from's folder decides the family itself.
+    objective: str | None = None  # "mlm+nsp", "mlm", "mlm+sop" or "rtd" (OBJECTIVES)
+    arch: str | None = None  # a new model's family: "bert", "roberta", "distilbert", "electra", "albert", "modernbert"
+    generator_width: float = 0.25  # rtd: the generator's hidden size, heads and FFN as a share of the discriminator's
+    discriminator_weight: float = 50.0  # rtd: loss = generator MLM loss + this × discriminator loss (the paper's 50)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "steps", "batch_size", "seq_len", "eval_batches", "keep_checkpoints",
@@ -81,6 +93,44 @@ class TrainingConfig:
         if not isinstance(self.text_field, str) or not self.text_field:
             raise ValueError(f"text_field is {self.text_field!r}; name the text field of the corpus's records, e.g. "
                              "'text'")
+        self._check_objective()
+
+    def _check_objective(self) -> None:
+        from bertcore.models.families import pretraining_objectives
+
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            raise ValueError(f"objective {self.objective!r} is unknown; choose one of {', '.join(OBJECTIVES)} "
+                             "(mlm+nsp is BERT's, mlm RoBERTa's, mlm+sop ALBERT's, rtd ELECTRA's)")
+        if self.arch is not None and self.arch not in ARCHITECTURES:
+            raise ValueError(f"arch {self.arch!r} is unknown; choose one of {', '.join(ARCHITECTURES)}")
+        if self.arch is not None and self.init_from:
+            raise ValueError(f"arch {self.arch!r} builds a new model, but init_from continues {self.init_from}, whose "
+                             "family its config.json says; leave out --arch (or --init-from)")
+        if self.arch is not None and self.objective is not None:
+            supported = pretraining_objectives(self.arch)
+            if self.objective not in supported:
+                raise ValueError(f"objective {self.objective} needs a model with its head, and a {self.arch} has "
+                                 f"none: {self.arch} supports {' and '.join(supported)}. Use --objective "
+                                 f"{supported[0]}, or --arch {OBJECTIVES[self.objective]} for {self.objective}")
+        if not (0 < self.generator_width <= 1):
+            raise ValueError(f"generator_width must be in (0, 1], got {self.generator_width!r}; ELECTRA's generator "
+                             "is 1/4 (small) to 1/3 (base) of the discriminator's width")
+        if not (self.discriminator_weight > 0):
+            raise ValueError(f"discriminator_weight must be above 0, got {self.discriminator_weight!r}; ELECTRA "
+                             "uses 50")
+
+    @property
+    def resolved_arch(self) -> str:
+        """The new model's family: arch, else the objective's own family, else bert."""
+        return self.arch or OBJECTIVES[self.objective or "mlm+nsp"]
+
+    @property
+    def resolved_objective(self) -> str:
+        """The objective of a new model: objective, else the architecture's own (bertcore.models.families). A run
+        continuing init_from without an objective trains what its folder's class was trained for (the task says)."""
+        from bertcore.models.families import pretraining_objectives
+
+        return self.objective or pretraining_objectives(self.resolved_arch)[0]
 
     @property
     def resolved_warmup_steps(self) -> int:

@@ -78,6 +78,19 @@ class TrainingTask(ABC):
         """Fields of run_config.json besides "training" (e.g. "model": the model's config.json fields)."""
         return {"model": self.model.config.to_dict()}
 
+    @property
+    def published_model(self) -> nn.Module:
+        """The model a checkpoint or final/ holds as its weights, and the one snapshots copy for probing: `model`
+        itself, unless the task trains more than it publishes (ELECTRA's generator beside its discriminator)."""
+        return self.model
+
+    def write_model_files(self, folder: Path) -> None:
+        """The weights and vocabulary in the standard layout into a checkpoint's or final/'s staging folder; a task
+        that trains more than it publishes writes the rest beside them (and reads it back in `setup`)."""
+        from bertcore.models.checkpoint import write_pretrained_files
+
+        write_pretrained_files(self.model, self.tokenizer, folder)
+
     def write_final_files(self, folder: Path) -> None:
         """Files beside the weights in final/ (staging folder), e.g. the final evaluation's predictions."""
         return None

@@ -47,18 +47,30 @@ class CurveLayout:
         return next((curve for curve in self.held_out if curve.key == key), None)
 
 
+# Every pretraining objective's curves (bertcore.training.objectives): a run draws those whose values arrive, so
+# each objective shows its own. The sentence tasks (NSP, SOP) share green, the masked LMs (MLM, ELECTRA's
+# generator) orange: no objective has two of either. rtd's total is generator + 50 × discriminator loss.
 _PRETRAINING_TRAIN = (
     Curve("loss", "total", "#1f77b4", LOSS_PLOT, smoothed=True),
     Curve("mlm_loss", "MLM", "#ff7f0e", LOSS_PLOT, smoothed=True),
     Curve("nsp_loss", "NSP", "#2ca02c", LOSS_PLOT, smoothed=True),
+    Curve("sop_loss", "SOP", "#2ca02c", LOSS_PLOT, smoothed=True),
+    Curve("generator_loss", "generator MLM", "#ff7f0e", LOSS_PLOT, smoothed=True),
+    Curve("discriminator_loss", "discriminator", "#8c564b", LOSS_PLOT, smoothed=True),
     Curve("mlm_accuracy", "MLM", "#ff7f0e", METRIC_PLOT, smoothed=True),
     Curve("nsp_accuracy", "NSP", "#2ca02c", METRIC_PLOT, smoothed=True),
+    Curve("sop_accuracy", "SOP", "#2ca02c", METRIC_PLOT, smoothed=True),
+    Curve("generator_accuracy", "generator MLM", "#ff7f0e", METRIC_PLOT, smoothed=True),
+    Curve("replaced_accuracy", "discriminator on replaced", "#e377c2", METRIC_PLOT, smoothed=True),
+    Curve("original_accuracy", "discriminator on original", "#17becf", METRIC_PLOT, smoothed=True),
     Curve("learning_rate", "learning rate", "#9467bd", LR_PLOT),
 )
 PRETRAINING = CurveLayout(
     kind="pretraining", metric_title="accuracy", train=_PRETRAINING_TRAIN,
     held_out=tuple(Curve(c.key, None, c.colour, c.plot) for c in _PRETRAINING_TRAIN if c.smoothed),
-    summary=(("loss", "loss"), ("mlm_accuracy", "MLM acc"), ("nsp_accuracy", "NSP acc")),
+    summary=(("loss", "loss"), ("mlm_accuracy", "MLM acc"), ("nsp_accuracy", "NSP acc"), ("sop_accuracy", "SOP acc"),
+             ("generator_accuracy", "generator acc"), ("replaced_accuracy", "replaced acc"),
+             ("original_accuracy", "original acc")),
 )
 
 # The task metrics, as bertcore.training.finetuning records them; a task has some of them (accuracy and macro_f1,

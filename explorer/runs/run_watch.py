@@ -170,11 +170,16 @@ def is_finetuning_run(run_config: dict) -> bool:
 
 def record_reader(run_config: dict) -> Callable[[dict], Any]:
     """How to read a run's metrics records: `task_stats_from_record` for a fine-tuning run, else
-    `stats_from_record` (pretraining, and files written by other programs)."""
+    `stats_from_record` (pretraining, and files written by other programs); a pretraining run of another objective
+    than mlm+nsp (run_config.json's "objective": mlm, mlm+sop, rtd) by `objective_stats_from_record`."""
     if is_finetuning_run(run_config):
         from bertcore.training.finetuning import task_stats_from_record
 
         return task_stats_from_record
+    if isinstance(run_config, dict) and run_config.get("objective") not in (None, "mlm+nsp"):
+        from bertcore.training.pretraining import objective_stats_from_record
+
+        return objective_stats_from_record
     return stats_from_record
 
 

@@ -17,6 +17,7 @@ is the thin Qt view over it.
 from __future__ import annotations
 
 import abc
+import inspect
 import os
 import threading
 from collections import deque
@@ -38,7 +39,13 @@ MAX_BATCH_SIZE = 4096
 MAX_SEED = 2**31 - 1  # what the form's seed field holds
 
 # The form's fields that TrainingConfig checks (its messages are the ones shown), and their names there.
-CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every")
+CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every",
+                 "objective", "arch")
+# The objectives and families the form offers, with what each is (bertcore.training.pretraining_config's names).
+OBJECTIVE_CHOICES = (("mlm+nsp", "BERT: masked LM + next sentence"), ("mlm", "RoBERTa: masked LM, full sentences"),
+                     ("mlm+sop", "ALBERT: masked LM + sentence order"),
+                     ("rtd", "ELECTRA: replaced-token detection"))
+ARCH_CHOICES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")
 CONFIG_NAMES = {"learning_rate": "lr"}
 
 
@@ -104,6 +111,8 @@ class TrainingSettings:
     probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
     checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
     eval_every: int = 50  # held-out loss every this many steps
+    objective: str | None = None  # "mlm+nsp", "mlm", "mlm+sop", "rtd"; None = the architecture's own
+    arch: str | None = None  # a new model's family; None = the objective's own (bert for mlm+nsp)
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
     # A run folder to resume from its latest checkpoint, exactly as `bert-train --out DIR --resume` does
     # (its recorded configuration; the fields above only describe it); None = a new run.
@@ -134,7 +143,8 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
         steps=config.steps, batch_size=min(config.batch_size, MAX_BATCH_SIZE),
         seq_len=min(config.seq_len, MAX_SEQ_LEN), learning_rate=config.lr,
         device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
-        eval_every=config.eval_every, out_dir=str(run_dir), resume_from=str(run_dir))
+        eval_every=config.eval_every, objective=config.objective, arch=config.arch, out_dir=str(run_dir),
+        resume_from=str(run_dir))
 
 
 def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tuple[Any, Any] | None:
@@ -229,22 +239,24 @@ def warm_up_engine() -> None:
     warm_up()
 
 
-def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
-    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`)."""
-    return _BertcoreRun(settings, init)
+def make_engine_run(settings: TrainingSettings, init: Any, progress: Callable[[Any], None] | None = None
+                    ) -> EngineRun:
+    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`); `progress` hears how far its corpus
+    preparation is (bertcore.data.prepare.PreparationProgress) and may raise PreparationCancelled."""
+    return _BertcoreRun(settings, init, progress)
 
 
 class _BertcoreRun(LoopRun):
     """`bertcore.training.pretraining.Trainer` with the panel's settings (or a run folder's own, when it resumes one);
     yields its `StepStats` as they are."""
 
-    def __init__(self, settings: TrainingSettings, init: Any):
+    def __init__(self, settings: TrainingSettings, init: Any, progress: Callable[[Any], None] | None = None):
         from bertcore.files.resources import default_vocab_path
         from bertcore.training.pretraining import Trainer, TrainingConfig
 
         if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
             self.run_dir = Path(settings.resume_from)
-            self._start(Trainer(resume_config(self.run_dir), resume=True))
+            self._start(Trainer(resume_config(self.run_dir), resume=True, progress=progress))
             return
         self.run_dir = Path(settings.out_dir)
         init_from = None
@@ -273,8 +285,10 @@ class _BertcoreRun(LoopRun):
             device=settings.device,
             eval_every=settings.eval_every,
             checkpoint_every=settings.checkpoint_every,
+            objective=settings.objective,
+            arch=settings.arch if init_from is None else None,  # a loaded model keeps its own family
         )
-        self._start(Trainer(config))
+        self._start(Trainer(config, progress=progress))
 
 
 # ---------------------------------------------------------------- the training thread's side of a run
@@ -288,8 +302,10 @@ class RunDriver:
     """
 
     def __init__(self, settings: TrainingSettings, init: Any, engine_factory: EngineFactory,
-                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]]):
+                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]],
+                 on_preparation: Callable[[Any], None] | None = None):
         self.settings = settings
+        self._on_preparation = on_preparation  # any thread may call it (a Qt signal's emit)
         self.probe_every = settings.probe_every  # the form's field stays live: the GUI thread replaces it whole
         self._init = init
         self._engine_factory = engine_factory
@@ -300,7 +316,15 @@ class RunDriver:
         self._stop_requested = False
 
     def make_steps(self) -> Iterator:  # training thread
-        run = self._engine_factory(self.settings, self._init)
+        from bertcore.data.prepare import PreparationCancelled
+
+        # A factory that prepares a corpus takes `progress` (make_engine_run); the others are called as before.
+        accepts_progress = "progress" in inspect.signature(self._engine_factory).parameters
+        try:
+            run = self._engine_factory(self.settings, self._init,
+                                       **({"progress": self._preparation} if accepts_progress else {}))
+        except PreparationCancelled:  # Stop while the corpus was prepared: nothing is kept, nothing ran
+            return iter(())
         with self._lock:
             self._run = run
             stop = self._stop_requested
@@ -309,6 +333,14 @@ class RunDriver:
         if self.probe_every:
             self._probe(run, getattr(run, "start_step", 0))  # "before": the weights the run starts from
         return run.steps
+
+    def _preparation(self, progress: Any) -> None:  # training thread, between chunks of the corpus preparation
+        if self._stop_requested:
+            from bertcore.data.prepare import PreparationCancelled
+
+            raise PreparationCancelled()
+        if self._on_preparation is not None:
+            self._on_preparation(progress)
 
     def after_step(self, stats: Any) -> None:  # training thread
         every, run = self.probe_every, self._run

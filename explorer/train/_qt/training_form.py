@@ -36,7 +36,9 @@ from explorer.runs._qt.form_fields import (
     typed_number,
 )
 from explorer.runs.training_run import (
+    ARCH_CHOICES,
     CONTINUE_LOADED,
+    OBJECTIVE_CHOICES,
     PRESET_NAMES,
     TrainingSettings,
     field_problems,
@@ -62,8 +64,12 @@ class TrainingForm(RunForm):
         for spin in (self.steps_spin, self.batch_spin, self.seq_len_spin, self.seed_spin, self.probe_every_spin):
             spin.valueChanged.connect(self._check)
         self.lr_edit.textChanged.connect(self._check)
+        self.objective_combo.currentIndexChanged.connect(self._check)
+        self.arch_combo.currentIndexChanged.connect(self._check)
+        self.model_combo.currentIndexChanged.connect(self._check)  # a loaded model takes no architecture
         self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
         for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
+                             (self.objective_combo, "Objective"), (self.arch_combo, "Architecture"),
                              (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
                              (self.seq_len_spin, "Sequence length"), (self.lr_edit, "Learning rate"),
                              (self.device_combo, "Device"), (self.seed_spin, "Seed"),
@@ -115,6 +121,23 @@ class TrainingForm(RunForm):
         self.model_combo.setToolTip("A new, randomly initialised model of a preset size (tiny trains in about "
                                     "a minute on a CPU), or the Inspect tab's model, trained further")
         form.addRow("Model", self.model_combo)
+        self.objective_combo = QComboBox()
+        self.objective_combo.setObjectName("objectiveCombo")
+        self.objective_combo.addItem("the architecture's own", None)
+        for name, description in OBJECTIVE_CHOICES:
+            self.objective_combo.addItem(f"{name} · {description}", name)
+        self.objective_combo.setToolTip("What the model learns: BERT's masked LM + next-sentence prediction, RoBERTa's "
+                                        "masked LM on full sentences, ALBERT's sentence order, or ELECTRA's "
+                                        "replaced-token detection (a small generator trained beside it)")
+        form.addRow("Objective", self.objective_combo)
+        self.arch_combo = QComboBox()
+        self.arch_combo.setObjectName("archCombo")
+        self.arch_combo.addItem("the objective's own", None)
+        for name in ARCH_CHOICES:
+            self.arch_combo.addItem(name, name)
+        self.arch_combo.setToolTip("The new model's family, at the chosen size, saved in its transformers layout; "
+                                   "a loaded model keeps its own")
+        form.addRow("Architecture", self.arch_combo)
         self.steps_spin = number_spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
         form.addRow("Steps", self.steps_spin)
         self.batch_spin = number_spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
@@ -147,7 +170,13 @@ class TrainingForm(RunForm):
         """The number fields as typed (the learning rate as a float, or its text when it is not a number)."""
         return {"steps": self.steps_spin.value(), "batch_size": self.batch_spin.value(),
                 "seq_len": self.seq_len_spin.value(), "learning_rate": typed_number(self.lr_edit.text()),
-                "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value()}
+                "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value(),
+                **self._family_values()}
+
+    def _family_values(self) -> dict:
+        """The objective and architecture (None: the other's own); a loaded model takes no architecture."""
+        arch = None if self.model_combo.currentData() == CONTINUE_LOADED else self.arch_combo.currentData()
+        return {"objective": self.objective_combo.currentData(), "arch": arch}
 
     def problems(self) -> dict[str, str]:
         """{field: why its value cannot be used}, for the number fields as they are now."""
@@ -155,7 +184,8 @@ class TrainingForm(RunForm):
 
     def problem_fields(self) -> dict[str, QWidget]:
         return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
-                "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin}
+                "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin,
+                "objective": self.objective_combo, "arch": self.arch_combo}
 
     def settings(self) -> TrainingSettings:
         """The form as a validated TrainingSettings (ValueError with the problem)."""
@@ -178,6 +208,7 @@ class TrainingForm(RunForm):
             seed=self.seed_spin.value(),
             probe_every=self.probe_every_spin.value(),
             out_dir=self.typed_run_folder(),
+            **self._family_values(),
             **self._extras,
         )
 
@@ -188,6 +219,8 @@ class TrainingForm(RunForm):
         self.default_corpus_radio.setChecked(settings.corpus is None)
         self.corpus_edit.setText(settings.corpus or "")
         self.model_combo.setCurrentIndex(max(0, self.model_combo.findData(settings.preset)))
+        self.objective_combo.setCurrentIndex(max(0, self.objective_combo.findData(settings.objective)))
+        self.arch_combo.setCurrentIndex(max(0, self.arch_combo.findData(settings.arch)))
         self.steps_spin.setValue(settings.steps)
         self.batch_spin.setValue(settings.batch_size)
         self.seq_len_spin.setValue(settings.seq_len)
@@ -203,7 +236,8 @@ class TrainingForm(RunForm):
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""
-        for widget in (self.model_combo, self.steps_spin, self.batch_spin, self.seq_len_spin, self.lr_edit,
+        for widget in (self.model_combo, self.objective_combo, self.arch_combo, self.steps_spin, self.batch_spin,
+                       self.seq_len_spin, self.lr_edit,
                        self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
                        self.default_corpus_radio, self.custom_corpus_radio):
             widget.setEnabled(editable)

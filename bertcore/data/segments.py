@@ -1,0 +1,277 @@
+"""Training examples of the family's other pretraining recipes, beside BERT's next-sentence pairs (corpus.py).
+
+- Sentence-order pairs (ALBERT, Lan et al. 2020): segment A and segment B are two runs of consecutive sentences of
+  one document, B right after A; half of the time they are swapped, and the model says which (label 0 = in order,
+  1 = swapped). Unlike NSP's random B, both halves share a topic, so only coherence tells them apart.
+- Full sentences (RoBERTa, Liu et al. 2019, "FULL-SENTENCES"): one segment of whole consecutive sentences filling
+  the sequence, running on into the next document when one ends, with an extra [SEP] between documents. No
+  second segment, no sentence label. ELECTRA's replaced-token detection reads the same packed sequences.
+
+Each recipe is an `ExampleRecipe`: a sampler over tokenized documents (anything where `documents[d][i]` is sentence
+i's token ids and `len(documents[d])` its number of sentences), the length a batch is bucketed by, and the collate
+that masks a list of examples into a `SegmentBatch`. Sampling is with replacement and stateless, as for the pairs:
+the examples of a step are a pure function of the step's random source (`bertcore.data.corpus.step_rng`).
+
+    sampler = FULL_SENTENCES.sampler(train_documents, 128, short_seq_prob=0.1, source="the corpus",
+                                     tokenizer=tokenizer)
+    batch = FULL_SENTENCES.collate(sampler.sample_batch(step_rng(0, 0, 1), 32), tokenizer, generator, 0.15)
+
+`bertcore.data.corpus.PretrainingData(..., examples=FULL_SENTENCES)` draws its train and held-out batches so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+import torch
+
+from bertcore.errors import CorpusError
+
+
+def _ids(sentence) -> list[int]:
+    return sentence if isinstance(sentence, list) else list(sentence)
+
+
+class SentenceStarts:
+    """Uniform draws of a (document, sentence) among the sentences at or after `first` of every document, in
+    O(documents) memory: cumulative counts per document, and a bisection per draw."""
+
+    def __init__(self, documents: Sequence, first: int = 0):
+        counts = getattr(documents, "sentence_counts", None)  # a prepared corpus keeps them as an array
+        counts = [len(document) for document in documents] if counts is None else [int(c) for c in counts]
+        self.first = first
+        self.cumulative = list(accumulate(max(0, count - first) for count in counts))
+        self.total = self.cumulative[-1] if self.cumulative else 0
+
+    def draw(self, rng: random.Random) -> tuple[int, int]:
+        index = rng.randrange(self.total)
+        document = bisect.bisect_right(self.cumulative, index)
+        before = self.cumulative[document - 1] if document else 0
+        return document, self.first + index - before
+
+
+@dataclass(frozen=True)
+class SegmentExample:
+    """One example before masking: segment A, segment B ([] for a single segment) and its sentence-order label."""
+
+    tokens_a: list[int]
+    tokens_b: list[int]
+    sentence_order_label: int | None  # 0 = in order, 1 = swapped; None without a second segment
+
+    @property
+    def num_tokens(self) -> int:
+        """Text tokens, without [CLS] and [SEP]."""
+        return len(self.tokens_a) + len(self.tokens_b)
+
+
+def _run(document, start: int, budget: int, step: int) -> tuple[list[int], int]:
+    """Consecutive sentences from `start` in direction `step` (+1 / -1) within `budget` tokens (>= 1 sentence)."""
+    tokens: list[int] = []
+    index = start
+    while 0 <= index < len(document):
+        sentence = _ids(document[index])
+        if tokens and len(tokens) + len(sentence) > budget:
+            break
+        tokens = tokens + sentence if step > 0 else sentence + tokens
+        index += step
+    return tokens, index
+
+
+def truncate_pair(tokens_a: list[int], tokens_b: list[int], target: int) -> tuple[list[int], list[int]]:
+    """Longest-first truncation to `target` tokens in all: A loses its start and B its end, so the text where A
+    meets B stays contiguous (as corpus.PairSampler truncates)."""
+    excess = len(tokens_a) + len(tokens_b) - target
+    if excess <= 0:
+        return tokens_a, tokens_b
+    keep_a, keep_b = len(tokens_a), len(tokens_b)
+    if keep_a - excess >= keep_b:
+        keep_a -= excess
+    elif keep_b - excess >= keep_a:
+        keep_b -= excess
+    else:
+        keep_a = target // 2
+        keep_b = target - keep_a
+    return tokens_a[len(tokens_a) - keep_a :], tokens_b[:keep_b]
+
+
+class SentenceOrderSampler:
+    """ALBERT's pairs: A and the B that follows it in one document, swapped half of the time; A+B within
+    `seq_len - 3` ([CLS] A [SEP] B [SEP]), shorter targets with probability `short_seq_prob` as BERT's."""
+
+    def __init__(self, documents: Sequence, seq_len: int, *, short_seq_prob: float = 0.1,
+                 source: str = "the corpus"):
+        if seq_len < 8:
+            raise ValueError(f"seq_len is {seq_len}; it must be at least 8 ([CLS] A [SEP] B [SEP] plus text)")
+        self.documents = documents
+        self.max_pair_tokens = seq_len - 3
+        self.short_seq_prob = short_seq_prob
+        self.b_starts = SentenceStarts(documents, first=1)  # B starts at a sentence with one before it
+        if self.b_starts.total == 0:
+            raise CorpusError(f"{source} has no document with two or more sentences, so no sentence-order pair "
+                              "exists; sentences end with . ! or ? and documents are separated by blank lines")
+
+    def sample(self, rng: random.Random) -> SegmentExample:
+        target = self.max_pair_tokens
+        if rng.random() < self.short_seq_prob:
+            target = rng.randint(2, self.max_pair_tokens)
+        a_budget = rng.randint(1, target - 1)
+        document_index, b_start = self.b_starts.draw(rng)
+        document = self.documents[document_index]
+        tokens_a, _ = _run(document, b_start - 1, a_budget, -1)
+        tokens_b, _ = _run(document, b_start, max(1, target - len(tokens_a)), +1)
+        tokens_a, tokens_b = truncate_pair(tokens_a, tokens_b, target)
+        if rng.random() < 0.5:
+            return SegmentExample(tokens_b, tokens_a, 1)
+        return SegmentExample(tokens_a, tokens_b, 0)
+
+    def sample_batch(self, rng: random.Random, batch_size: int) -> list[SegmentExample]:
+        return [self.sample(rng) for _ in range(batch_size)]
+
+
+class FullSentenceSampler:
+    """RoBERTa's FULL-SENTENCES: from a random sentence on, whole sentences until the next would not fit in
+    `seq_len - 2` ([CLS] text [SEP]); at a document's end the next document follows (the last wraps to the first)
+    after a `separator_id`. A first sentence longer than the room is cut at its end."""
+
+    def __init__(self, documents: Sequence, seq_len: int, *, separator_id: int, source: str = "the corpus"):
+        if seq_len < 8:
+            raise ValueError(f"seq_len is {seq_len}; it must be at least 8 ([CLS] text [SEP])")
+        self.documents = documents
+        self.room = seq_len - 2
+        self.separator_id = separator_id
+        self.starts = SentenceStarts(documents)
+        if self.starts.total == 0:
+            raise CorpusError(f"{source} has no sentences to sample from; use a corpus with some text")
+
+    def sample(self, rng: random.Random) -> SegmentExample:
+        document_index, sentence_index = self.starts.draw(rng)
+        tokens: list[int] = []
+        document = self.documents[document_index]
+        visited = 0  # documents run into: a corpus smaller than one sequence ends after going round once
+        while visited <= len(self.documents):
+            if sentence_index == len(document):
+                document_index = (document_index + 1) % len(self.documents)
+                document, sentence_index, visited = self.documents[document_index], 0, visited + 1
+                if tokens and len(tokens) + 1 >= self.room:
+                    break
+                tokens.append(self.separator_id)
+                continue
+            sentence = _ids(document[sentence_index])
+            if len(tokens) + len(sentence) > self.room:
+                if not tokens:
+                    tokens = sentence[: self.room]
+                break
+            tokens += sentence
+            sentence_index += 1
+        while tokens and tokens[-1] == self.separator_id:  # [SEP] closes the sequence anyway
+            tokens.pop()
+        return SegmentExample(tokens, [], None)
+
+    def sample_batch(self, rng: random.Random, batch_size: int) -> list[SegmentExample]:
+        return [self.sample(rng) for _ in range(batch_size)]
+
+
+@dataclass(frozen=True)
+class SegmentBatch:
+    """A masked, padded batch (B, T), T = its longest sequence; sentence_order_label only for sentence-order pairs."""
+
+    input_ids: torch.Tensor  # (B, T) after masking
+    token_type_ids: torch.Tensor  # (B, T) 0 = [CLS] A [SEP], 1 = B [SEP], 0 on padding
+    attention_mask: torch.Tensor  # (B, T) 1 = real token, 0 = padding
+    labels: torch.Tensor  # (B, T) original id at masked positions, -100 elsewhere
+    sentence_order_label: torch.Tensor | None  # (B,) 0 = in order, 1 = swapped
+    num_tokens: int  # real (non-pad) tokens, [CLS]/[SEP] included
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> SegmentBatch:
+        def move(tensor):
+            return None if tensor is None else tensor.to(device, non_blocking=non_blocking)
+
+        return SegmentBatch(move(self.input_ids), move(self.token_type_ids), move(self.attention_mask),
+                            move(self.labels), move(self.sentence_order_label), self.num_tokens)
+
+    def model_inputs(self) -> dict[str, torch.Tensor]:
+        """Keyword arguments of a masked LM's forward (and AlbertForPreTraining's, with the order labels)."""
+        inputs = {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
+                  "attention_mask": self.attention_mask, "labels": self.labels}
+        if self.sentence_order_label is not None:
+            inputs["sentence_order_label"] = self.sentence_order_label
+        return inputs
+
+
+def collate_segments(examples: Sequence[SegmentExample], *, cls_token_id: int, sep_token_id: int,
+                     pad_token_id: int) -> dict[str, torch.Tensor]:
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` rows padded to the longest: input_ids, token_type_ids,
+    attention_mask and special_tokens_mask (True on [CLS], every [SEP] and padding)."""
+    if not examples:
+        raise ValueError("collate_segments needs at least one example")
+    rows, types, special = [], [], []
+    for example in examples:
+        row = [cls_token_id, *example.tokens_a, sep_token_id]
+        type_row = [0] * len(row)
+        if example.sentence_order_label is not None:
+            row += [*example.tokens_b, sep_token_id]
+            type_row += [1] * (len(example.tokens_b) + 1)
+        rows.append(row)
+        types.append(type_row)
+        special.append([token in (cls_token_id, sep_token_id) for token in row])
+    longest = max(len(row) for row in rows)
+    input_ids = torch.full((len(rows), longest), pad_token_id, dtype=torch.long)  # (B, T)
+    token_type_ids = torch.zeros((len(rows), longest), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), longest), dtype=torch.long)
+    special_tokens_mask = torch.ones((len(rows), longest), dtype=torch.bool)
+    for index, (row, type_row, special_row) in enumerate(zip(rows, types, special, strict=True)):
+        input_ids[index, : len(row)] = torch.tensor(row)
+        token_type_ids[index, : len(row)] = torch.tensor(type_row)
+        attention_mask[index, : len(row)] = 1
+        special_tokens_mask[index, : len(row)] = torch.tensor(special_row)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "special_tokens_mask": special_tokens_mask}
+
+
+@dataclass(frozen=True)
+class ExampleRecipe:
+    """How an objective's examples are drawn and masked: its sampler, the length a batch is bucketed by, and the
+    collate. `mask_fraction` / `random_fraction` of the picked tokens become [MASK] / a random token (BERT's 0.8
+    and 0.1; ELECTRA masks 85% and keeps 15%, never a random token: its generator makes the replacements)."""
+
+    name: str
+    mask_fraction: float = 0.8
+    random_fraction: float = 0.1
+
+    def sampler(self, documents: Sequence, seq_len: int, *, short_seq_prob: float, source: str, tokenizer):
+        if self.name == "sentence-order":
+            return SentenceOrderSampler(documents, seq_len, short_seq_prob=short_seq_prob, source=source)
+        return FullSentenceSampler(documents, seq_len, separator_id=tokenizer.sep_token_id, source=source)
+
+    @staticmethod
+    def length(example: SegmentExample) -> int:
+        return example.num_tokens
+
+    def collate(self, examples: Sequence[SegmentExample], tokenizer, generator: torch.Generator | None,
+                mlm_probability: float, masking: str = "token") -> SegmentBatch:
+        """Collate and mask (fresh masks from `generator`, with the `masking` recipe) a list of examples."""
+        from bertcore.data.masking import continues_word, mask_tokens
+
+        columns = collate_segments(examples, cls_token_id=tokenizer.cls_token_id,
+                                   sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)
+        masked = mask_tokens(
+            columns["input_ids"], columns["special_tokens_mask"], mask_token_id=tokenizer.mask_token_id,
+            vocab_size=tokenizer.vocab_size, special_token_ids=tokenizer.special_token_ids, generator=generator,
+            mlm_probability=mlm_probability, mask_fraction=self.mask_fraction, random_fraction=self.random_fraction,
+            recipe=masking, word_continues=None if masking == "token" else continues_word(tokenizer),
+        )
+        order = None
+        if self.name == "sentence-order":
+            order = torch.tensor([example.sentence_order_label for example in examples], dtype=torch.long)
+        return SegmentBatch(input_ids=masked.input_ids, token_type_ids=columns["token_type_ids"],
+                            attention_mask=columns["attention_mask"], labels=masked.labels,
+                            sentence_order_label=order, num_tokens=int(columns["attention_mask"].sum()))
+
+
+SENTENCE_ORDER = ExampleRecipe("sentence-order")  # ALBERT's mlm+sop
+FULL_SENTENCES = ExampleRecipe("full-sentences")  # RoBERTa's mlm
+ELECTRA_FULL_SENTENCES = ExampleRecipe("full-sentences", mask_fraction=0.85, random_fraction=0.0)  # ELECTRA's rtd
