@@ -242,7 +242,7 @@ class ExplainState:
     mixing_method: str = DEFAULT_MIXING_METHOD
     mixing: Any = None  # ContextMixing of `mixing_method`
     attention: Any = None  # ContextMixing of "attention" (raw attention and attention rollout)
-    layer: int = 0  # the layer the mixing view shows
+    layer: int = 0  # the layer the mixing view shows (the last one for a new model)
     corrupted_text: tuple[str, str | None] | None = None  # sentence A and B of the corrupted copy
     corrupted: Encoding | None = None  # its encoding as the model sees it; None while it cannot be patched
     corrupted_problem: str = ""  # why `corrupted` is None, in words
@@ -263,7 +263,7 @@ class ExplainState:
         self.target_text = self.corrupted_problem = ""
         self._clear_results()
         self.patching = {}
-        self.layer, self.patch_layer = 0, None
+        self.layer, self.patch_layer = max(0, self.num_layers - 1), None  # the last: rollout through every layer
         self._supersede_all()
         self._announce(ExplainChange.MODEL)
         self.set_message("")

@@ -125,8 +125,9 @@ def test_choices_are_checked(state):
     with pytest.raises(ValueError, match=r"outside the model's layers 0\.\.2"):
         state.set_layer(3)
     heard = announcements(state)
+    assert state.layer == 2  # a new model shows its last layer: rollout through all of them
     state.set_methods(["gradient_norm", "gradient_norm"])
-    state.set_layer(2)
+    state.set_layer(0)
     assert state.methods == ("gradient_norm",) and heard == [ExplainChange.METHODS, ExplainChange.LAYER]
 
 

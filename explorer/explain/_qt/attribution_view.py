@@ -91,6 +91,11 @@ class _Canvas(QWidget):
         view = self.view
         painter = QPainter(self)
         painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        if not view.columns and view.placeholder:
+            painter.setPen(QColor("#555555"))
+            painter.drawText(QRectF(self.rect()).adjusted(8, 8, -8, -8),
+                             int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap),
+                             view.placeholder)
         metrics = QFontMetrics(self.font_)
         columns = view.columns or []
         column_width = (self.width() - COLUMN_GAP * max(0, len(columns) - 1)) / max(1, len(columns))
@@ -148,6 +153,7 @@ class AttributionView(QWidget):
         self.scales: list[float] = []
         self.marked: set[int] = set()
         self.specials: set[int] = set()
+        self.placeholder = ""  # said while there are no columns: why
         self.canvas = _Canvas(self)
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.canvas)
@@ -156,7 +162,8 @@ class AttributionView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
 
-    def show_attributions(self, tokens: list[str], columns: list[AttributionColumn], marked=(), specials=()) -> None:
+    def show_attributions(self, tokens: list[str], columns: list[AttributionColumn], marked=(), specials=(),
+                          placeholder: str = "") -> None:
         for column in columns:
             if len(column.scores) != len(tokens):
                 raise ValueError(f"{column.title} has {len(column.scores)} scores for {len(tokens)} tokens; "
@@ -164,12 +171,12 @@ class AttributionView(QWidget):
         self.tokens = list(tokens)
         self.columns = list(columns)
         self.scales = [float(np.nanmax(np.abs(column.scores))) if len(column.scores) else 0.0 for column in columns]
-        self.marked, self.specials = set(marked), set(specials)
+        self.marked, self.specials, self.placeholder = set(marked), set(specials), placeholder
         self.setAccessibleDescription("; ".join(f"{column.title} {column.caption}" for column in columns))
         self.canvas.layout_chips()
 
-    def clear(self) -> None:
-        self.show_attributions([], [])
+    def clear(self, placeholder: str = "") -> None:
+        self.show_attributions([], [], placeholder=placeholder)
 
     def describe(self, position: int) -> str:
         """The hover text of one position: the token and its score under every method."""

@@ -279,7 +279,7 @@ class ExplainTab(WindowTab):
     def _show_attributions(self) -> None:
         state = self.state
         if state.encoding is None:
-            self.attribution_view.clear()
+            self.attribution_view.clear(INTRO)
             self.faithfulness_plot.show_curves({})
             return
         columns = []
@@ -297,7 +297,9 @@ class ExplainTab(WindowTab):
         target = state.target
         marked = [target[1]] if target is not None and target[0] in POSITIONED else []
         specials = [position for position, special in enumerate(state.encoding.special_tokens_mask) if special]
-        self.attribution_view.show_attributions(list(state.encoding.tokens), columns, marked, specials)
+        placeholder = ("No output chosen: only the context mixing of this input is shown. " + INTRO
+                       if target is None else "Computing the attributions…")
+        self.attribution_view.show_attributions(list(state.encoding.tokens), columns, marked, specials, placeholder)
         curves = {method: state.faithfulness[method] for method in state.methods if method in state.faithfulness}
         self.faithfulness_plot.show_curves(curves, "Computing…" if state.target is not None else "")
 

@@ -3,17 +3,21 @@
 Deletion removes the tokens an attribution ranks highest first and follows the target's logit down: the faster
 it falls (the smaller its area) the more the ranking found what the output rests on. Insertion starts from the
 input with every token removed and puts them back in the same order: the faster it rises (the larger its area)
-the better. The legend gives each method's areas and ERASER's comprehensiveness and sufficiency. Lines are made
-once per method and fed with setData.
+the better. The caption under the plots names each method in its line's colour with its two areas and ERASER's
+comprehensiveness and sufficiency (a legend inside the plots hid the curves). Lines are made once per method and fed
+with setData.
 """
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from explorer.common._qt.plot_style import add_legend, curve_pen, show_title, style_canvas, style_plot
+from explorer.common._qt.plot_style import curve_pen, show_title, style_canvas, style_plot
 
 METHOD_COLOURS = {"integrated_gradients": "#1f5fa8", "gradient_x_input": "#d9822b", "gradient_norm": "#2a9d4b",
                   "grad_attention_rollout": "#7b3294"}
@@ -28,18 +32,17 @@ class FaithfulnessPlot(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         style_canvas(self.canvas)
         self.plots: dict[str, pg.PlotItem] = {}
-        self.legends: dict[str, pg.LegendItem] = {}
         for column, (kind, title) in enumerate((("deletion", "Deletion (lower area is better)"),
                                                 ("insertion", "Insertion (higher area is better)"))):
             plot = style_plot(self.canvas.addPlot(row=0, col=column), x_label="fraction of tokens",
                               y_label="target logit" if column == 0 else None, mouse=False)
             show_title(plot, title)
             self.plots[kind] = plot
-            self.legends[kind] = add_legend(plot, (-5, 5), backdrop=True)
         self.lines: dict[tuple[str, str], pg.PlotDataItem] = {}
         self.caption = QLabel(EMPTY_TEXT)
         self.caption.setObjectName("faithfulnessCaption")
         self.caption.setWordWrap(True)
+        self.caption.setTextFormat(Qt.TextFormat.RichText)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         row = QHBoxLayout()
@@ -54,24 +57,22 @@ class FaithfulnessPlot(QWidget):
         for (method, kind), line in list(self.lines.items()):
             if method not in curves:
                 self.plots[kind].removeItem(line)
-                self.legends[kind].removeItem(line)
                 del self.lines[(method, kind)]
         for method, result in curves.items():
             fractions = np.asarray(result.fractions, np.float64)
             for kind in ("deletion", "insertion"):
                 line = self._line(method, kind)
-                line.setData(fractions, np.asarray(getattr(result, kind), np.float64))
-                area = float(getattr(result, f"{kind}_auc"))
-                self.legends[kind].items[self._legend_index(kind, line)][1].setText(
-                    f"{method.replace('_', ' ')} (area {area:.3g})")
+                line.setData(fractions, np.asarray(getattr(result, kind), np.float64), connect="finite")
         if not curves:
-            self.caption.setText(note or EMPTY_TEXT)
+            self.caption.setText(html.escape(note or EMPTY_TEXT))
             return
-        self.caption.setText("  ·  ".join(
-            f"{method.replace('_', ' ')}: comprehensiveness {float(result.comprehensiveness):.3g}, sufficiency "
-            f"{float(result.sufficiency):.3g}" for method, result in curves.items())
-            + "  (ERASER: the logit's drop without the top tokens, and with them alone; higher and lower are "
-              "better)")
+        self.caption.setText("<br>".join(
+            f"<b style='color:{METHOD_COLOURS.get(method, '#333333')}'>{method.replace('_', ' ')}</b>: area "
+            f"{float(result.deletion_auc):.3g} deleting, {float(result.insertion_auc):.3g} inserting; "
+            f"comprehensiveness {float(result.comprehensiveness):.3g}, sufficiency {float(result.sufficiency):.3g}"
+            for method, result in curves.items())
+            + "<br><span style='color:#555'>ERASER: comprehensiveness is the logit's drop without the top tokens "
+              "(higher is better), sufficiency its drop with them alone (lower is better).</span>")
 
     def _line(self, method: str, kind: str) -> pg.PlotDataItem:
         key = (method, kind)
@@ -79,9 +80,6 @@ class FaithfulnessPlot(QWidget):
             colour = METHOD_COLOURS.get(method, "#333333")
             self.lines[key] = self.plots[kind].plot([], [], pen=curve_pen(colour, width=2), name=method)
         return self.lines[key]
-
-    def _legend_index(self, kind: str, line: pg.PlotDataItem) -> int:
-        return next(index for index, (sample, _) in enumerate(self.legends[kind].items) if sample.item is line)
 
     def line_data(self, method: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) of a drawn line (tests)."""

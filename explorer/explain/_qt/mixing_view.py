@@ -3,8 +3,10 @@
 Top row: the chosen measure (value norms, GlobEnc or ALTI) at the layer, and rolled out through the layers below
 it; bottom row: raw attention (mean of the heads) and attention rollout (Abnar & Zuidema 2020). Every row of every
 map is shown as shares summing to 1 (`explorer.explain.state.mixing_share`), and the four share one colour scale,
-so a cell that is brighter in the mixing map than in the attention map really carries more of the row. The layer
-spin box and the method combo ask the tab (`layerChosen`, `methodChosen`); the hover line names the cell.
+so a cell that is brighter in the mixing map than in the attention map really carries more of the row. The scale is
+a square root (the attention views' √ scale, named on the bar): at 500 tokens most shares are tiny and a linear map
+shows only the diagonal. The layer spin box and the method combo ask the tab (`layerChosen`, `methodChosen`); the
+hover line names the cell.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from explorer.common._qt.heatmap_style import color_map, colour_lookup
+from explorer.common._qt.heatmap_style import colour_lookup, make_scale_bar, show_scale
 from explorer.common._qt.plot_style import show_title, style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.common._qt.widget_names import named
+from explorer.common.attention_math import colour_gamma
 
 MIXING_NAMES = {"value_norm": "value norms (Kobayashi et al. 2020)", "globenc": "GlobEnc (Modarressi et al. 2022)",
                 "alti": "ALTI (Ferrando et al. 2022)", "attention": "raw attention only"}
@@ -58,8 +61,7 @@ class MixingView(QWidget):
             self.plots.append(plot)
             self.images.append(image)
             self.axes.append((left, bottom))
-        self.bar = pg.ColorBarItem(values=(0, 1), colorMap=color_map(), interactive=False, width=12)
-        self.bar.getAxis("left").setLabel("share of the row")
+        self.bar = make_scale_bar()
         self.canvas.addItem(self.bar, row=0, col=2, rowspan=2)
         self.hover_label = named(QLabel(" "), "mixingHover", "the cell under the mouse")
         self.note = named(QLabel(), "mixingNote", "what the maps show")
@@ -98,7 +100,7 @@ class MixingView(QWidget):
             left, bottom = self.axes[slot]
             if slot < len(maps):
                 _, title, matrix = maps[slot]
-                image.setImage(matrix, levels=self.levels, autoLevels=False)
+                image.setImage((matrix / self.levels[1]) ** colour_gamma("sqrt"), levels=(0, 1), autoLevels=False)
                 image.setVisible(True)
                 show_title(plot, title)
                 left.set_labels(self.tokens)
@@ -107,7 +109,7 @@ class MixingView(QWidget):
             else:
                 image.setVisible(False)
                 show_title(plot, "")
-        self.bar.setLevels(self.levels)
+        show_scale(self.bar, "sqrt", self.levels)
         self.note.setText(note or ("Each row is a query position at this layer, each column a key it mixes in, as a "
                                    "share of the row; the four maps share one colour scale. Rollout multiplies "
                                    "the layers up with the residual, so it says where a position's representation "
@@ -129,4 +131,6 @@ class MixingView(QWidget):
     def image_data(self, slot: int) -> np.ndarray | None:
         """The matrix a map shows (tests)."""
         image = self.images[slot]
-        return None if not image.isVisible() else image.image
+        if not image.isVisible():
+            return None
+        return self.levels[1] * image.image ** (1 / colour_gamma("sqrt"))

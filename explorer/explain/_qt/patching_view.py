@@ -46,7 +46,7 @@ class PatchingView(QWidget):
         self.heads_rows = TokenAxis("left")
         self.heads_columns = TokenAxis("bottom", upright=True)  # head numbers under the cells' centres
         self.heads_plot = style_plot(self.canvas.addPlot(row=0, col=1, axisItems={
-            "left": self.heads_rows, "bottom": self.heads_columns}), x_label="head", mouse=False)
+            "left": self.heads_rows, "bottom": self.heads_columns}), mouse=False)
         self.bar = pg.ColorBarItem(values=(-1, 1), colorMap=diverging_color_map(), interactive=False, width=12)
         self.bar.getAxis("left").setLabel("restored (0 corrupted, 1 clean)")
         self.canvas.addItem(self.bar, row=0, col=2)
