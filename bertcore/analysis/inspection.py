@@ -48,6 +48,11 @@ class Inspection:
     task_output: TaskOutput | None = None
     has_mlm_head: bool = False  # predictions for masked positions are the model's own
     has_nsp_head: bool = False  # is_next_probability is the model's own
+    # The other families' pretraining heads and layer kinds (None / () where the model has none):
+    in_order_probability: float | None = None  # ALBERT's sentence-order head: P(A then B is their order)
+    replaced_probabilities: np.ndarray | None = None  # (T,) float32, ELECTRA's discriminator: P(token replaced)
+    local_layers: tuple[int, ...] = ()  # layers that attend within a sliding window (ModernBERT); the rest global
+    sliding_window: int | None = None  # how many positions a local layer's token sees to each side
 
     @property
     def num_layers(self) -> int:
@@ -133,6 +138,7 @@ def inspect_encoding(
             if has_nsp_head:
                 nsp_logits = model.cls.seq_relationship(outputs.pooler_output)  # (1, 2)
                 is_next_probability = float(nsp_logits.float().softmax(dim=-1)[0, 0])
+            family_heads = _family_heads(model, outputs)
             attentions = torch.cat(outputs.attentions).float().cpu().numpy()  # (L, H, T, T)
             hidden_states = torch.cat(outputs.hidden_states).float().cpu().numpy()  # (L + 1, T, D)
             task = task_output(model, tokenizer, encoding, outputs, context_text)
@@ -153,7 +159,29 @@ def inspect_encoding(
         task_output=task,
         has_mlm_head=has_mlm_head,
         has_nsp_head=has_nsp_head,
+        **family_heads,
+        **_layer_kinds(config),
     )
+
+
+def _family_heads(model, outputs) -> dict:
+    """What the other families' own pretraining heads say of this input: ALBERT's sentence order (read for a
+    pair; the views say so), ELECTRA's replaced-or-original per token."""
+    heads = {}
+    if getattr(model, "has_sop_head", False):
+        sop_logits = model.sentence_order_logits(outputs.pooler_output)  # (1, 2)
+        heads["in_order_probability"] = float(sop_logits.float().softmax(dim=-1)[0, 0])
+    if getattr(model, "has_replaced_token_head", False):
+        logits = model.replaced_token_logits(outputs.last_hidden_state)[0]  # (T,)
+        heads["replaced_probabilities"] = logits.float().sigmoid().cpu().numpy()
+    return heads
+
+
+def _layer_kinds(config) -> dict:
+    """ModernBERT's local layers and their window; nothing for a model whose every layer attends globally."""
+    if not hasattr(config, "local_layers"):
+        return {}
+    return {"local_layers": tuple(config.local_layers()), "sliding_window": int(config.sliding_window)}
 
 
 def _top_predictions(

@@ -270,9 +270,18 @@ class AlbertForPreTraining(BertPreTrainedModel):
     def has_nsp_head(self) -> bool:
         return False  # sentence order, not next sentence: sop_classifier, read with sop_logits
 
+    @property
+    def has_sop_head(self) -> bool:
+        """Whether a trained sentence-order head is there (`sentence_order_logits` on the pooled [CLS] vector)."""
+        return self._has_pretraining_heads
+
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
         return self.predictions(sequence_output)
+
+    def sentence_order_logits(self, pooled_output: torch.Tensor) -> torch.Tensor:
+        """(B, 2) of the pooled [CLS] vectors (B, D): index 0 = the segments in their order, 1 = swapped."""
+        return self.sop_classifier(pooled_output)
 
     def forward(
         self,

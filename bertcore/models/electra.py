@@ -202,6 +202,15 @@ class ElectraForPreTraining(BertPreTrainedModel):
     def has_nsp_head(self) -> bool:
         return False
 
+    @property
+    def has_replaced_token_head(self) -> bool:
+        """Whether the trained discriminator head is there (`replaced_token_logits`)."""
+        return self._has_pretraining_heads
+
+    def replaced_token_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """One logit per position (B, T) of final hidden states (B, T, D): > 0 says "replaced"."""
+        return self.discriminator_predictions(sequence_output)
+
     def forward(
         self,
         input_ids: torch.Tensor,

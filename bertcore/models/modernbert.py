@@ -525,7 +525,27 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
             cutoff = self.config.initializer_cutoff_factor * std
             nn.init.trunc_normal_(self.decoder.weight, std=std, a=-cutoff, b=cutoff)
         # False when loaded from a checkpoint without the MLM head (a bare ModernBertModel): its logits mean nothing.
-        self.has_pretraining_heads = True
+        self._has_pretraining_heads = True
+
+    @property
+    def has_pretraining_heads(self) -> bool:
+        return self._has_pretraining_heads
+
+    @has_pretraining_heads.setter
+    def has_pretraining_heads(self, value: bool) -> None:
+        self._has_pretraining_heads = bool(value)
+
+    @property
+    def has_mlm_head(self) -> bool:
+        return self._has_pretraining_heads
+
+    @property
+    def has_nsp_head(self) -> bool:
+        return False  # ModernBERT was pretrained on MLM alone
+
+    def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Vocabulary scores (..., V) of final hidden states (..., D)."""
+        return self.decoder(self.head(sequence_output))
 
     def forward(
         self,
