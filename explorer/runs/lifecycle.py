@@ -116,6 +116,9 @@ class RunLifecycle:
         self.pause_requested = False
         self.outcome: str | None = None  # how the run launched last ended, shown or not ("finished", …)
         self.notice: Notice | None = None
+        # How far the corpus preparation of the run starting is (bertcore.data.prepare.PreparationProgress: phase,
+        # done_bytes, total_bytes, describe()), while it prepares; None otherwise.
+        self.preparation: Any = None
         self.pace = StepPace()  # the time left, from recent (step, elapsed) points
         self._clock = clock
         self._opened_at = clock()  # for records that do not say their elapsed time
@@ -183,6 +186,13 @@ class RunLifecycle:
         self.begin_showing()
         self._take_record(record)
         self._announce("step")
+
+    def preparing_data(self, progress: Any) -> None:
+        """The run starting reports its corpus preparation; news that comes after it moved on is dropped."""
+        if self.state not in (RunState.PREPARING, RunState.STOPPING):
+            return
+        self.preparation = progress
+        self._announce("preparation")
 
     def request_pause(self) -> None:
         self._require("pause", {RunState.PREPARING, RunState.RUNNING})
@@ -330,6 +340,8 @@ class RunLifecycle:
         self._announce("notice")
 
     def _transition(self, state: RunState) -> None:
+        if state not in (RunState.PREPARING, RunState.STOPPING, RunState.PAUSED) or self.state in AT_REST:
+            self.preparation = None  # the first step came, the run ended, or another one starts
         self.state = state
         self.notice = None
         if state not in (RunState.PREPARING, RunState.RUNNING):

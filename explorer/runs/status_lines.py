@@ -19,6 +19,9 @@ def status_line(lifecycle: RunLifecycle) -> Notice:
     state, shown, starting = lifecycle.state, lifecycle.shown, lifecycle.starting
     if lifecycle.pause_requested:
         return Notice("Pausing at the next step…")
+    if state == RunState.PREPARING and lifecycle.preparation is not None:
+        return Notice(f"Preparing corpus … {lifecycle.preparation.describe()}. It is tokenized once and cached for "
+                      "later runs; Stop cancels.")
     if state == RunState.PREPARING:
         if starting is not None:
             return Notice(f"Starting in {starting.run_dir}: preparing the data and the model…")
@@ -75,6 +78,8 @@ class ProgressLine:
 def progress_line(lifecycle: RunLifecycle) -> ProgressLine:
     """"step 120 / 300  ·  5,400 tok/s  ·  0:42 left" while the run shown goes on; how it ended once it has."""
     shown = lifecycle.shown
+    if lifecycle.preparation is not None:
+        return _preparation_line(lifecycle.preparation)
     if shown is None:
         return ProgressLine(0, 1, "idle")
     if shown.last_step is None:
@@ -100,3 +105,14 @@ def progress_line(lifecycle: RunLifecycle) -> ProgressLine:
     elif seconds_left is not None:
         parts.append(f"{format_duration(seconds_left)} left")
     return ProgressLine(min(step, total), total, "  ·  ".join(parts))
+
+
+def _preparation_line(progress) -> ProgressLine:
+    """"Preparing corpus … 45 / 100 MB  ·  3.2 MB/s  ·  0:20 left" (the vocabulary's sample is drawn first)."""
+    what = "Drawing the vocabulary's sample" if progress.phase == "vocabulary" else "Preparing corpus"
+    parts = [f"{what} … {progress.done_bytes / 1e6:,.0f} / {progress.total_bytes / 1e6:,.0f} MB"]
+    if progress.bytes_per_second:
+        parts.append(f"{progress.bytes_per_second / 1e6:.1f} MB/s")
+    if progress.eta_seconds is not None:
+        parts.append(f"{format_duration(progress.eta_seconds)} left")
+    return ProgressLine(round(1000 * progress.fraction), 1000, "  ·  ".join(parts))

@@ -17,6 +17,7 @@ is the thin Qt view over it.
 from __future__ import annotations
 
 import abc
+import inspect
 import os
 import threading
 from collections import deque
@@ -238,22 +239,24 @@ def warm_up_engine() -> None:
     warm_up()
 
 
-def make_engine_run(settings: TrainingSettings, init: Any) -> EngineRun:
-    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`)."""
-    return _BertcoreRun(settings, init)
+def make_engine_run(settings: TrainingSettings, init: Any, progress: Callable[[Any], None] | None = None
+                    ) -> EngineRun:
+    """The bertcore trainer behind the EngineRun interface (see `_BertcoreRun`); `progress` hears how far its corpus
+    preparation is (bertcore.data.prepare.PreparationProgress) and may raise PreparationCancelled."""
+    return _BertcoreRun(settings, init, progress)
 
 
 class _BertcoreRun(LoopRun):
     """`bertcore.training.pretraining.Trainer` with the panel's settings (or a run folder's own, when it resumes one);
     yields its `StepStats` as they are."""
 
-    def __init__(self, settings: TrainingSettings, init: Any):
+    def __init__(self, settings: TrainingSettings, init: Any, progress: Callable[[Any], None] | None = None):
         from bertcore.files.resources import default_vocab_path
         from bertcore.training.pretraining import Trainer, TrainingConfig
 
         if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
             self.run_dir = Path(settings.resume_from)
-            self._start(Trainer(resume_config(self.run_dir), resume=True))
+            self._start(Trainer(resume_config(self.run_dir), resume=True, progress=progress))
             return
         self.run_dir = Path(settings.out_dir)
         init_from = None
@@ -285,7 +288,7 @@ class _BertcoreRun(LoopRun):
             objective=settings.objective,
             arch=settings.arch if init_from is None else None,  # a loaded model keeps its own family
         )
-        self._start(Trainer(config))
+        self._start(Trainer(config, progress=progress))
 
 
 # ---------------------------------------------------------------- the training thread's side of a run
@@ -299,8 +302,10 @@ class RunDriver:
     """
 
     def __init__(self, settings: TrainingSettings, init: Any, engine_factory: EngineFactory,
-                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]]):
+                 submit_probe: Callable[[int, Any], None], probe_pairs: Callable[[], tuple[ProbePair, ...]],
+                 on_preparation: Callable[[Any], None] | None = None):
         self.settings = settings
+        self._on_preparation = on_preparation  # any thread may call it (a Qt signal's emit)
         self.probe_every = settings.probe_every  # the form's field stays live: the GUI thread replaces it whole
         self._init = init
         self._engine_factory = engine_factory
@@ -311,7 +316,15 @@ class RunDriver:
         self._stop_requested = False
 
     def make_steps(self) -> Iterator:  # training thread
-        run = self._engine_factory(self.settings, self._init)
+        from bertcore.data.prepare import PreparationCancelled
+
+        # A factory that prepares a corpus takes `progress` (make_engine_run); the others are called as before.
+        accepts_progress = "progress" in inspect.signature(self._engine_factory).parameters
+        try:
+            run = self._engine_factory(self.settings, self._init,
+                                       **({"progress": self._preparation} if accepts_progress else {}))
+        except PreparationCancelled:  # Stop while the corpus was prepared: nothing is kept, nothing ran
+            return iter(())
         with self._lock:
             self._run = run
             stop = self._stop_requested
@@ -320,6 +333,14 @@ class RunDriver:
         if self.probe_every:
             self._probe(run, getattr(run, "start_step", 0))  # "before": the weights the run starts from
         return run.steps
+
+    def _preparation(self, progress: Any) -> None:  # training thread, between chunks of the corpus preparation
+        if self._stop_requested:
+            from bertcore.data.prepare import PreparationCancelled
+
+            raise PreparationCancelled()
+        if self._on_preparation is not None:
+            self._on_preparation(progress)
 
     def after_step(self, stats: Any) -> None:  # training thread
         every, run = self.probe_every, self._run

@@ -79,6 +79,7 @@ class RunPanel(WindowTab):
         self.runner.resumed.connect(self.lifecycle.resumed)
         self.runner.ended.connect(self._on_ended)
         self.runner.failed.connect(self._on_errored)
+        self.runner.preparing.connect(self.lifecycle.preparing_data)
         self.runner.finished.connect(self._on_finished)
         self._settings: Any = None  # the settings of the run launched last
         self._closing = False  # set by shutdown(): the window is going, nothing more is sent to it
@@ -161,7 +162,7 @@ class RunPanel(WindowTab):
         line = status_line(lifecycle)
         self.status.say(line.text, line.kind)
         self.progress.show_line(progress_line(lifecycle))
-        if what != "step":
+        if what not in ("step", "preparation"):
             self._update_buttons()
 
     def _show_planned_steps(self, steps: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
 from explorer.runs.probe_history import ProbePair
@@ -27,6 +27,9 @@ class TrainingRunner(QObject):
     finished = Signal()  # the training thread is done; always after ended or failed
     probed = Signal(int, object)  # step, {ProbePair: Inspection} of a weights snapshot or a checkpoint
     probeFailed = Signal(int, object)  # step, Failure
+    preparing = Signal(object)  # bertcore.data.prepare.PreparationProgress while the run prepares its corpus
+    # The training thread's preparation news: a queued connection to this (GUI-thread) object's slot hands it over.
+    _preparation_news = Signal(object, object)  # driver, PreparationProgress
 
     def __init__(self, engine_factory: EngineFactory, torch_threads: int, niceness: int,
                  parent: QObject | None = None):
@@ -37,6 +40,7 @@ class TrainingRunner(QObject):
         self.worker: GeneratorWorker | None = None
         self.probe_worker: LatestJobWorker | None = None
         self.driver: RunDriver | None = None
+        self._preparation_news.connect(self._on_preparation_news, Qt.ConnectionType.QueuedConnection)
 
     @property
     def is_running(self) -> bool:
@@ -57,7 +61,9 @@ class TrainingRunner(QObject):
         if self.worker is not None:
             self.worker.wait(30_000)
         self.restart_prober()
-        self.driver = RunDriver(settings, init, self._engine_factory, self.probe_worker.submit, pairs)
+        driver = RunDriver(settings, init, self._engine_factory, self.probe_worker.submit, pairs,
+                           on_preparation=lambda progress: self._preparation_news.emit(driver, progress))
+        self.driver = driver
         self.worker = GeneratorWorker(self.driver.make_steps, on_step=self.driver.after_step,
                                       stop_hook=self.driver.request_stop, torch_threads=self._torch_threads,
                                       niceness=self._niceness, name="trainingThread")
@@ -70,6 +76,10 @@ class TrainingRunner(QObject):
         self.worker.errored.connect(self._on_errored)
         self.worker.finished.connect(self._on_finished)
         self.worker.start()
+
+    def _on_preparation_news(self, driver: Any, progress: Any) -> None:
+        if driver is self.driver:  # not news from an earlier run's thread
+            self.preparing.emit(progress)
 
     def restart_prober(self) -> None:
         """A fresh probe thread (for a new run, or a run folder opened): the old one's work is dropped."""
