@@ -45,11 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertcore.analysis._shared import eval_mode
-from bertcore.analysis.inspection import attention_rollout
 from bertcore.analysis.progress import Progress, run_to_end
 from bertcore.errors import ExplainError
 from bertcore.models.families import base_model_name
@@ -73,11 +71,10 @@ class ContextMixing:
 class AttentionBlock:
     """What the mixing measures read of one attention layer, whatever the family calls its modules."""
 
-    value_weight: torch.Tensor  # (D, D_in) rows = the heads' value features, head h at rows h·hs..(h+1)·hs
-    value_bias: torch.Tensor | None  # (D,)
+    value: nn.Linear  # the projection whose output holds the values x_j W_V + b_V (pre-LN: of LN_attn(x_j))
+    value_columns: slice  # which of its output features are the values; head h's are h·hs..(h+1)·hs of them
     output_weight: torch.Tensor  # (D, D) W_O as nn.Linear stores it: column block h is head h's
     output_bias: torch.Tensor | None  # (D,)
-    input_norm: nn.Module | None  # pre-LN: the norm the attention reads its input through; None for post-LN
     attention_norm: nn.LayerNorm | None  # post-LN: LN1 after the attention's residual; None for pre-LN
     feed_forward: Callable[[torch.Tensor], torch.Tensor] | None  # post-LN: the FFN without its residual
     output_norm: nn.LayerNorm | None  # post-LN: LN2 after the feed-forward's residual
@@ -112,27 +109,25 @@ def attention_blocks(model: nn.Module) -> list[AttentionBlock]:
     for layer in encoder_layers(model):
         if isinstance(layer, BertLayer):
             blocks.append(AttentionBlock(
-                layer.attention.self.value.weight, layer.attention.self.value.bias,
+                layer.attention.self.value, slice(None),
                 layer.attention.output.dense.weight, layer.attention.output.dense.bias,
-                None, layer.attention.output.LayerNorm,
+                layer.attention.output.LayerNorm,
                 lambda a, layer=layer: layer.output.dense(layer.intermediate(a)), layer.output.LayerNorm))
         elif isinstance(layer, TransformerBlock):
             attention = layer.attention
             blocks.append(AttentionBlock(
-                attention.v_lin.weight, attention.v_lin.bias, attention.out_lin.weight, attention.out_lin.bias,
-                None, layer.sa_layer_norm, layer.ffn, layer.output_layer_norm))
+                attention.v_lin, slice(None), attention.out_lin.weight, attention.out_lin.bias,
+                layer.sa_layer_norm, layer.ffn, layer.output_layer_norm))
         elif isinstance(layer, AlbertLayer):
             attention = layer.attention
             blocks.append(AttentionBlock(
-                attention.value.weight, attention.value.bias, attention.dense.weight, attention.dense.bias,
-                None, attention.LayerNorm,
+                attention.value, slice(None), attention.dense.weight, attention.dense.bias,
+                attention.LayerNorm,
                 lambda a, layer=layer: layer.ffn_output(layer.activation(layer.ffn(a))), layer.full_layer_layer_norm))
         elif isinstance(layer, ModernBertEncoderLayer):
             width = layer.attn.Wo.in_features
-            qkv_bias = layer.attn.Wqkv.bias
-            blocks.append(AttentionBlock(
-                layer.attn.Wqkv.weight[2 * width:], None if qkv_bias is None else qkv_bias[2 * width:],
-                layer.attn.Wo.weight, layer.attn.Wo.bias, layer.attn_norm, None, None, None))
+            blocks.append(AttentionBlock(layer.attn.Wqkv, slice(2 * width, 3 * width), layer.attn.Wo.weight,
+                                         layer.attn.Wo.bias, None, None, None))
         else:
             raise ExplainError(f"{type(model).__name__}'s layers are {type(layer).__name__}, which the mixing "
                                "measures do not know how to read; they read the layers of the families bertcore "
@@ -160,62 +155,85 @@ def context_mixing_progress(model: nn.Module, tokenizer, encoding: Encoding,
     blocks = attention_blocks(model) if method != "attention" else []
     device = next(model.parameters()).device
     with eval_mode(model), torch.inference_mode():
-        attentions, hidden_states = _forward(model, encoding, device)  # L of (H, T, T), L + 1 of (T, D)
+        attentions, hidden_states, values = _forward(model, encoding, device, blocks)  # L of (H, T, T), L + 1
+        # of (T, D), L of (T, D)
         num_layers = len(attentions)
         if method == "attention":
-            per_layer = torch.stack(attentions).float().mean(dim=1).cpu().numpy()  # (L, T, T)
-            rollout = attention_rollout(torch.stack(attentions).float().cpu().numpy())
-            yield Progress(num_layers, num_layers, ContextMixing(method, per_layer, rollout))
+            per_layer = torch.stack(attentions).float().mean(dim=1)  # (L, T, T)
+            yield Progress(num_layers, num_layers, ContextMixing(
+                method, per_layer.cpu().numpy(), _residual_rollout(per_layer).cpu().numpy()))
             return
         measured = []
         for index, (block, probs) in enumerate(zip(blocks, attentions, strict=True)):
-            measure = _value_norms if method == "value_norm" else _decomposed
-            measured.append(measure(block, hidden_states[index].float(), probs.float(), method))
+            if method == "value_norm":
+                norms = _transformed_norms(block, values[index].float(), probs.size(0))  # (H, T)
+                measured.append(probs.float() * norms[:, None, :])  # ‖α f(x_j)‖ = α ‖f(x_j)‖, α ≥ 0
+            else:
+                transformed = _transformed(block, values[index].float(), probs.size(0))  # (H, T, D)
+                measured.append(_decomposed(block, hidden_states[index].float(), probs.float(), transformed,
+                                            method))
             if index + 1 < num_layers:
                 yield Progress(index + 1, num_layers, None)
-        per_layer = torch.stack(measured).cpu().numpy()  # (L, H, T, T) or (L, T, T)
-    if method == "value_norm":
-        summed = per_layer.sum(axis=1)  # (L, T, T)
-        rollout = attention_rollout(_rows_to_one(summed)[:, None])  # as attention, the 0.5·I is the residual
-    else:
-        rollout = _product_rollout(per_layer)
-    yield Progress(num_layers, num_layers, ContextMixing(method, per_layer.astype(np.float32), rollout))
+        per_layer = torch.stack(measured)  # (L, H, T, T) or (L, T, T)
+        if method == "value_norm":
+            summed = per_layer.sum(dim=1)  # (L, T, T)
+            rollout = _residual_rollout(summed / summed.sum(dim=-1, keepdim=True).clamp(min=1e-30))
+        else:
+            rollout = _product_rollout(per_layer)
+    yield Progress(num_layers, num_layers, ContextMixing(method, per_layer.cpu().numpy(), rollout.cpu().numpy()))
 
 
-def _forward(model: nn.Module, encoding: Encoding, device: torch.device):
-    """The encoder's attention probabilities (L of (H, T, T)) and hidden states (L + 1 of (T, D): each layer's
-    input, then the last output), for one input, as an inspection computes them."""
+def _forward(model: nn.Module, encoding: Encoding, device: torch.device, blocks: list[AttentionBlock]):
+    """One forward pass as an inspection runs it: the attention probabilities (L of (H, T, T)), the hidden states
+    (L + 1 of (T, D): each layer's input, then the last output) and, caught on their way through the value
+    projections, the value vectors of each layer (L of (T, D); none for no blocks)."""
     def as_batch(values) -> torch.Tensor:
         return torch.tensor([list(values)], dtype=torch.long, device=device)  # (1, T)
 
-    encoder = getattr(model, base_model_name(model))
-    outputs = encoder(as_batch(encoding.input_ids), token_type_ids=as_batch(encoding.segment_ids),
-                      attention_mask=as_batch(encoding.attention_mask), output_attentions=True,
-                      output_hidden_states=True)
-    return [a[0] for a in outputs.attentions], [h[0] for h in outputs.hidden_states]
+    values: list[torch.Tensor] = []
+    columns = {id(block.value): block.value_columns for block in blocks}  # ALBERT: one module, several layers
+
+    def keep(module, args, output):
+        values.append(output.reshape(-1, output.size(-1))[:, columns[id(module)]])
+        return None
+
+    handles = [module.register_forward_hook(keep) for module in {id(b.value): b.value for b in blocks}.values()]
+    try:
+        encoder = getattr(model, base_model_name(model))
+        outputs = encoder(as_batch(encoding.input_ids), token_type_ids=as_batch(encoding.segment_ids),
+                          attention_mask=as_batch(encoding.attention_mask), output_attentions=True,
+                          output_hidden_states=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [a[0] for a in outputs.attentions], [h[0] for h in outputs.hidden_states], values
 
 
-def _transformed(block: AttentionBlock, layer_input: torch.Tensor, num_heads: int) -> torch.Tensor:
+def _transformed(block: AttentionBlock, values: torch.Tensor, num_heads: int) -> torch.Tensor:
     """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head and token: (H, T, D), output bias left out."""
-    if block.input_norm is not None:
-        layer_input = block.input_norm(layer_input)  # pre-LN: the attention reads the normalised stream
-    values = F.linear(layer_input, block.value_weight.float(),
-                      None if block.value_bias is None else block.value_bias.float())  # (T, D)
     seq_len, width = values.shape
     head_values = values.view(seq_len, num_heads, width // num_heads)  # (T, H, hs)
     output_weight = block.output_weight.float().view(-1, num_heads, width // num_heads)  # (D, H, hs)
     return torch.einsum("thk,dhk->htd", head_values, output_weight)  # (H, T, D)
 
 
-def _value_norms(block: AttentionBlock, layer_input: torch.Tensor, probs: torch.Tensor, method: str) -> torch.Tensor:
-    """‖α_ij^h f^h(x_j)‖ = α_ij^h ‖f^h(x_j)‖ (α ≥ 0): (H, T, T)."""
-    norms = _transformed(block, layer_input, probs.size(0)).norm(dim=-1)  # (H, T)
-    return probs * norms[:, None, :]
+def _transformed_norms(block: AttentionBlock, values: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """‖f^h(x_j)‖ for every head and token (H, T). Past hs tokens through each head's Gram matrix W_O^hᵀ W_O^h
+    (‖v W_O^hᵀ‖² = v G^h vᵀ: H·hs²·D to build, T·D·hs to apply) rather than the (H, T, D) vectors (T·D²)."""
+    seq_len, width = values.shape
+    head_dim = width // num_heads
+    if seq_len <= head_dim:
+        return _transformed(block, values, num_heads).norm(dim=-1)
+    output_weight = block.output_weight.float().view(-1, num_heads, head_dim).transpose(0, 1)  # (H, D, hs)
+    gram = output_weight.transpose(1, 2) @ output_weight  # (H, hs, hs)
+    head_values = values.view(seq_len, num_heads, head_dim).transpose(0, 1)  # (H, T, hs)
+    squared = ((head_values @ gram) * head_values).sum(dim=-1)  # (H, T)
+    return squared.clamp(min=0).sqrt()
 
 
-def _decomposed(block: AttentionBlock, layer_input: torch.Tensor, probs: torch.Tensor, method: str) -> torch.Tensor:
-    """GlobEnc's N̂ or ALTI's c for one layer: (T, T), rows summing to 1."""
-    transformed = _transformed(block, layer_input, probs.size(0))  # (H, T, D)
+def _decomposed(block: AttentionBlock, layer_input: torch.Tensor, probs: torch.Tensor, transformed: torch.Tensor,
+                method: str) -> torch.Tensor:
+    """GlobEnc's N̂ or ALTI's c for one layer (T, T), rows summing to 1, from f^h(x_j) (H, T, D)."""
     seq_len, width = layer_input.shape
     output_bias = (torch.zeros(width, device=layer_input.device) if block.output_bias is None
                    else block.output_bias.float())
@@ -253,17 +271,25 @@ def _scale_like(norm: nn.LayerNorm, parts: torch.Tensor, normalised: torch.Tenso
     return centred / denominator[:, None, None] * norm.weight.float()
 
 
-def _rows_to_one(matrices: np.ndarray) -> np.ndarray:
-    """Each row divided by its sum (rows of zeros stay zero)."""
-    sums = matrices.sum(axis=-1, keepdims=True)
-    return matrices / np.where(sums > 0, sums, 1.0)
+def _residual_rollout(mixing: torch.Tensor) -> torch.Tensor:
+    """Abnar & Zuidema's rollout of row-stochastic (L, T, T) matrices that leave the residual out: per layer
+    0.5·A + 0.5·I, rows renormalised, multiplied up the layers (as bertcore.analysis.inspection.attention_rollout,
+    in torch: numpy's einsum there takes ~30 ms per layer at 128 tokens)."""
+    identity = torch.eye(mixing.size(-1), dtype=torch.float64, device=mixing.device)
+    rollout = torch.empty(mixing.shape, dtype=torch.float32, device=mixing.device)
+    flow = identity
+    for layer, matrix in enumerate(mixing.double()):
+        mixed = 0.5 * matrix + 0.5 * identity
+        flow = (mixed / mixed.sum(dim=-1, keepdim=True)) @ flow
+        rollout[layer] = flow
+    return rollout
 
 
-def _product_rollout(per_layer: np.ndarray) -> np.ndarray:
+def _product_rollout(per_layer: torch.Tensor) -> torch.Tensor:
     """R_0 = M_0, R_l = M_l R_(l-1): (L, T, T), float32."""
-    rollout = np.empty(per_layer.shape, np.float32)
+    rollout = torch.empty(per_layer.shape, dtype=torch.float32, device=per_layer.device)
     flow = None
-    for layer, mixing in enumerate(per_layer.astype(np.float64)):
+    for layer, mixing in enumerate(per_layer.double()):
         flow = mixing if flow is None else mixing @ flow
         rollout[layer] = flow
     return rollout
