@@ -160,10 +160,10 @@ def test_rate_is_the_mlm_probability(wordpiece, wordpiece_draws, recipe):
         if recipe == "token":
             assert torch.equal(per_row, budgets)
             continue
-        # the word crossing the budget is taken or not: a row is off its budget by less than its longest word
+        # whole units settle the budget by chance: a row is off it by less than its longest word (a variance of at
+        # most that squared), and on it in expectation
         assert ((per_row - budgets).abs() < longest_words).all()
-        assert (per_row == budgets).float().mean() >= 0.9, f"{recipe}: rows off their budget"
-        assert_within(int(per_row.sum()), int(budgets.sum()), float(((longest_words - 1) ** 2).sum()) / 4,
+        assert_within(int(per_row.sum()), int(budgets.sum()), float((longest_words**2).sum()),
                       f"{recipe}: the budget in expectation")
 
 
@@ -218,7 +218,8 @@ def test_80_10_10_per_unit_and_per_token(wordpiece, wordpiece_draws, recipe):
 @pytest.mark.parametrize("recipe", ["whole-word", "span"])
 def test_long_words_are_picked_nearly_as_often_as_short_ones(wordpiece, wordpiece_draws, recipe):
     """Passing over words that would overrun the budget (Google's whole-word code) picks the tokens of words of two
-    or more pieces at ~0.7 of the rate of one-piece words here; taking the crossing word by chance keeps it >= 0.85."""
+    or more pieces at ~0.74 of the rate of one-piece words here; whole-word masking keeps it at ~1.0 (words starting
+    before a threshold), SpanBERT spans at ~0.9 (the word crossing the budget taken by chance)."""
     input_ids, special, draws = wordpiece_draws
     in_long_word = torch.zeros_like(special)
     for row in range(len(input_ids)):
@@ -228,7 +229,8 @@ def test_long_words_are_picked_nearly_as_often_as_short_ones(wordpiece, wordpiec
     in_short_word = ~special & ~in_long_word
     long_rate = np.mean([float((b.labels != IGNORE_INDEX)[in_long_word].float().mean()) for b in draws[recipe]])
     short_rate = np.mean([float((b.labels != IGNORE_INDEX)[in_short_word].float().mean()) for b in draws[recipe]])
-    assert long_rate / short_rate >= 0.85, f"{recipe}: long words {long_rate:.3f}, one-piece words {short_rate:.3f}"
+    low, high = (0.95, 1.1) if recipe == "whole-word" else (0.85, 1.05)
+    assert low <= long_rate / short_rate <= high, f"{recipe}: long words {long_rate:.3f}, one-piece {short_rate:.3f}"
 
 
 @pytest.mark.slow  # many draws of 600 rows: the statistics
