@@ -20,8 +20,8 @@ def status_line(lifecycle: RunLifecycle) -> Notice:
     if lifecycle.pause_requested:
         return Notice("Pausing at the next step…")
     if state == RunState.PREPARING and lifecycle.preparation is not None:
-        return Notice(f"Preparing corpus … {lifecycle.preparation.describe()}. It is tokenized once and cached for "
-                      "later runs; Stop cancels.")
+        return Notice("Preparing the corpus before the first step: it is tokenized once and cached, so later runs "
+                      "and resumes on it start at once. Stop cancels.")
     if state == RunState.PREPARING:
         if starting is not None:
             return Notice(f"Starting in {starting.run_dir}: preparing the data and the model…")

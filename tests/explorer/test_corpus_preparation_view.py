@@ -42,7 +42,8 @@ def test_the_train_tab_shows_the_preparation_and_stop_cancels_it(qtbot, tmp_path
     qtbot.waitUntil(lambda: "50 / 100 MB" in panel.progress.format(), timeout=TIMEOUT_MS)
     assert panel.progress.value() == 500 and panel.progress.maximum() == 1000
     assert "MB/s" in panel.progress.format() and "left" in panel.progress.format()
-    assert "Preparing corpus" in panel.status.status_label.text() and "Stop cancels" in panel.status.status_label.text()
+    status = panel.status.status_label.text()
+    assert "Preparing the corpus" in status and "Stop cancels" in status
     assert panel.buttons.stop_button.isEnabled()
     started = time.perf_counter()
     qtbot.wait(50)  # the event loop turns while the training thread prepares
