@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--name", default=None, help="screenshot file prefix (default: the model's name)")
     parser.add_argument("--repeat", type=int, default=1, help="run the patching this many times (steadier figures)")
     parser.add_argument("--niceness", type=int, default=None, help="the explain thread's added nice value")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval in ms: how long a thread holding the GIL keeps it from another")
     args = parser.parse_args()
 
     import explorer.explain._qt.explain_tab as explain_tab
@@ -82,6 +84,8 @@ def main() -> int:
 
     if args.niceness is not None:
         explain_tab.EXPLAIN_NICENESS = args.niceness
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1000)
     from explorer.window._qt.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv)  # noqa: F841 (kept alive for the run)

@@ -11,8 +11,11 @@ and insertion curves (`faithfulnessPlot`). Right, one page each: context mixing 
 The work runs off the GUI thread in `GeneratorWorker`s, one job at a time (an attribution's gradients and the
 patching's hooks must not share the model between two threads), as the state's `JobQueue` orders them: a newer
 job of the running kind stops it (newest wins), Cancel stops everything. The threads leave a core to the GUI and
-are niced, as the training thread is, so the window keeps answering while base-sized patching runs. A failure is
-a sentence in the tab (`explainMessage`), never a traceback.
+are niced, as the training thread is, so the window keeps answering while base-sized patching runs. What the work
+sends while it runs (progress, a layer of patching, one method's scores) is drawn at most every REDRAW_INTERVAL_MS:
+with the worker holding the GIL between its torch calls, every millisecond the GUI thread spends drawing costs it
+a switch interval more, and drawing every record doubled the lag measured (benchmarks/gui_lag_explain.py).
+A failure is a sentence in the tab (`explainMessage`), never a traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -50,6 +54,7 @@ from explorer.explain.exports import save_explanation_npz, write_attributions_cs
 from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, JobQueue, job_steps, mixing_maps
 
 EXPLAIN_NICENESS = 5  # as the training thread: the GUI thread wins the CPU
+REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
 MESSAGE_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 POSITIONED = ("mlm", "tag", "start", "end", "rtd")  # target kinds whose second field is a position
 INTRO = ("Click an output in the Inspect tab (a masked token's guess, the NSP line, a class, a tag, an answer's "
@@ -72,6 +77,11 @@ class ExplainTab(WindowTab):
         self._retired: list[GeneratorWorker] = []  # stopped or ended workers whose threads may still be ending
         self._inspection: Any = None  # the Inspect tab's last live inspection (`on_inspection_shown`)
         self._pair: tuple[str, str | None] = ("", None)
+        self._stale: set[str] = set()  # views to redraw at the next tick of `_redraw_timer`
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setSingleShot(True)
+        self._redraw_timer.setInterval(REDRAW_INTERVAL_MS)
+        self._redraw_timer.timeout.connect(self._redraw_stale)
 
         self.target_label = named(QLabel(INTRO), "explainTarget", "what is explained")
         self.target_label.setWordWrap(True)
@@ -93,6 +103,9 @@ class ExplainTab(WindowTab):
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(220)
         self.status_label = named(QLabel(), "explainStatus", "what is being computed")
+        # its text changes with every step of the work: a fixed width keeps each change from laying the tab out again
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status_label.setMinimumWidth(420)
         self.cancel_button = named(QPushButton("Cancel"), "explainCancel", "cancel the explanation",
                                    "Stop every computation in progress; what arrived stays")
         self.cancel_button.clicked.connect(self.cancel)
@@ -259,22 +272,43 @@ class ExplainTab(WindowTab):
             self._show_attributions()
             self._submit(state.attribution_job())
         elif what is ExplainChange.ATTRIBUTIONS:
-            self._show_attributions()
+            self._redraw_soon("attributions")
         elif what is ExplainChange.MIXING_METHOD:
             self._show_mixing()
             self._submit(state.mixing_job())
-        elif what in (ExplainChange.MIXING, ExplainChange.LAYER):
+        elif what is ExplainChange.MIXING:
+            self._redraw_soon("mixing")
+        elif what is ExplainChange.LAYER:
             self._show_mixing()
         elif what is ExplainChange.CORRUPTED:
             self._show_corrupted()
             self._show_patching()
-        elif what in (ExplainChange.PATCHING, ExplainChange.PATCH_LAYER):
+        elif what is ExplainChange.PATCHING:
+            self._redraw_soon("patching")
+        elif what is ExplainChange.PATCH_LAYER:
             self._show_patching()
         elif what is ExplainChange.WORK:
-            self._show_work()
+            if state.work:
+                self._redraw_soon("work")
+            else:  # the work ended: everything it sent is drawn now
+                self._stale.add("work")
+                self._redraw_stale()
         elif what is ExplainChange.MESSAGE:
             self.message_label.setText(state.message)
             self.message_label.setVisible(bool(state.message))
+
+    def _redraw_soon(self, view: str) -> None:
+        self._stale.add(view)
+        if not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+
+    def _redraw_stale(self) -> None:
+        self._redraw_timer.stop()
+        stale, self._stale = self._stale, set()
+        for view, draw in (("attributions", self._show_attributions), ("mixing", self._show_mixing),
+                           ("patching", self._show_patching), ("work", self._show_work)):
+            if view in stale:
+                draw()
 
     def _show_attributions(self) -> None:
         state = self.state

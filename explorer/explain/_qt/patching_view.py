@@ -30,6 +30,13 @@ def layer_names(rows: int, num_layers: int) -> list[str]:
     return ["embeddings", *names] if rows == num_layers + 1 else names[:rows]
 
 
+def _label(axis: TokenAxis, labels: list[str]) -> None:
+    """Name the axis' cells, unless it names these already (a partial result redraws the same input)."""
+    if getattr(axis, "given_labels", None) != labels:
+        axis.given_labels = list(labels)
+        axis.set_labels(labels)
+
+
 class PatchingView(QWidget):
     layerClicked = Signal(int)  # a layer index (0-based), from a click on a row of either map
 
@@ -106,13 +113,13 @@ class PatchingView(QWidget):
             if array is not None:
                 image.setImage(np.nan_to_num(array), levels=self.levels, autoLevels=False)
         if self.residual is not None:
-            self.residual_rows.set_labels(layer_names(self.residual.shape[0], num_layers))
-            self.residual_tokens.set_labels(self.tokens)
+            _label(self.residual_rows, layer_names(self.residual.shape[0], num_layers))
+            _label(self.residual_tokens, self.tokens)
             self.residual_plot.setRange(xRange=(0, self.residual.shape[1]), yRange=(0, self.residual.shape[0]),
                                         padding=0)
         if self.heads is not None:
-            self.heads_rows.set_labels(layer_names(self.heads.shape[0], num_layers))
-            self.heads_columns.set_labels([str(head) for head in range(self.heads.shape[1])])
+            _label(self.heads_rows, layer_names(self.heads.shape[0], num_layers))
+            _label(self.heads_columns, [str(head) for head in range(self.heads.shape[1])])
             self.heads_plot.setRange(xRange=(0, self.heads.shape[1]), yRange=(0, self.heads.shape[0]), padding=0)
         result = residual if residual is not None else heads
         notes = [part.note for part in (residual, heads) if part is not None and getattr(part, "note", None)]
