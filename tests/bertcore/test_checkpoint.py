@@ -300,6 +300,27 @@ def test_non_finite_weights_are_named(good_folder):
         load_pretrained(good_folder)
 
 
+def test_a_whole_checkpoint_loads_without_random_init_with_its_ties_kept(good_folder, small_model):
+    """Built on the meta device and handed the tensors read: the decoder stays tied to the word embeddings (and
+    its bias to the head's), every parameter is real, trainable and equal to the saved one."""
+    model, _ = load_pretrained(good_folder)
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
+    assert len(list(model.parameters())) == len(list(small_model.parameters()))
+    for (name, got), want in zip(model.named_parameters(), small_model.parameters(), strict=True):
+        assert not got.is_meta and got.requires_grad and got.dtype == torch.float32, name
+        assert torch.equal(got, want), name
+
+
+def test_huge_finite_weights_whose_sum_overflows_still_load(good_folder):
+    """The finiteness check sums each tensor first; a sum past float32's range is no NaN/inf of the weights."""
+    tensors = load_file(good_folder / "model.safetensors")
+    tensors["bert.encoder.layer.1.attention.output.dense.weight"][0, :] = 3e38
+    save_file(tensors, good_folder / "model.safetensors")
+    model, _ = load_pretrained(good_folder)
+    assert model.bert.encoder.layer[1].attention.output.dense.weight[0, 0] == torch.tensor(3e38)
+
+
 def test_tensors_of_no_bert_architecture_are_named(good_folder):
     tensors = load_file(good_folder / "model.safetensors")
     tensors["lm_head.dense.weight"] = torch.zeros(24, 24)
