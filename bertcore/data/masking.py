@@ -206,17 +206,20 @@ def mask_tokens(
         units = picked.long().cumsum(dim=1) * picked  # each picked token its own unit
         unit_draw = decision_draw
     else:
-        boundary_draw = torch.rand(batch_size, generator=generator, device=draw_device)
-        span_draw = torch.rand(shape, generator=generator, device=draw_device) if recipe == "span" else None
+        boundary_draw = torch.rand(batch_size, generator=generator, device=draw_device).to(device)
         continues = word_continues.to(device)[input_ids.clamp(0, vocab_size - 1)] & candidates  # (B, T)
-        units_np, unit_draw_np = _pick_words(
-            candidates.cpu().numpy(), continues.cpu().numpy(), priority.cpu().numpy(),
-            decision_draw.cpu().numpy(), num_picked.cpu().numpy(),
-            None if span_draw is None else span_lengths_from_uniform(span_draw.cpu().numpy()),
-            boundary_draw.cpu().numpy(),
-        )
-        units = torch.from_numpy(units_np).to(device)
-        unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
+        if recipe == "whole-word":
+            units, unit_draw = _pick_whole_words(candidates, continues, priority, decision_draw, num_picked,
+                                                 boundary_draw)
+        else:
+            span_draw = torch.rand(shape, generator=generator, device=draw_device)
+            units_np, unit_draw_np = _pick_spans(
+                candidates.cpu().numpy(), continues.cpu().numpy(), priority.cpu().numpy(),
+                decision_draw.cpu().numpy(), num_picked.cpu().numpy(),
+                span_lengths_from_uniform(span_draw.cpu().numpy()), boundary_draw.cpu().numpy(),
+            )
+            units = torch.from_numpy(units_np).to(device)
+            unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
         picked = units > 0
 
     to_mask = picked & (unit_draw < mask_fraction)
@@ -237,63 +240,88 @@ def mask_tokens(
     return MaskedBatch(input_ids=masked_ids, labels=labels, decisions=decisions, units=units)
 
 
-def _pick_words(
-    candidates: np.ndarray, continues: np.ndarray, priority: np.ndarray, decision_draw: np.ndarray,
-    budgets: np.ndarray, span_words: np.ndarray | None, boundary_draw: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Whole words (span_words None) or spans of whole words (span_words[b, i] the length of row b's i-th span),
-    in the order of their first piece's priority, until each row's budget is spent; boundary_draw (B,) in [0, 1)
-    settles the unit at the budget, so that a row's count is its budget in expectation:
-
-    - words: laid end to end in that order, a word is picked when it starts before a threshold
-      budget - m - 1/2 + u (u = boundary_draw, m = Σ L² / 2 Σ L over the row's word lengths L, the mean half-length
-      of the word the threshold falls in). Where a word starts hardly depends on its own length, so tokens of
-      2- and 3-piece words are picked at the rate of 1-piece words' and those of longer words at 1.05-1.15 times
-      it (measured on Tiny Shakespeare). Passing over words that would overrun the budget, as Google's whole-word
-      code does, hits it exactly but picks 4-piece words at about half the rate; taking the crossing word by
-      chance, as spans do, at about 0.7.
-    - spans: the word that would cross the budget is taken with probability (budget left) / (its length), and
-      the picking ends there.
-
-    Returns units (B, T) int64 (0 = not picked, else the unit's number in its row) and, per position, the
-    decision draw of its unit's first position, so one unit gets one decision."""
-    batch_size, seq_len = candidates.shape
-    units = np.zeros((batch_size, seq_len), dtype=np.int64)
-    unit_draw = decision_draw.copy()
-    previous_is_candidate = np.zeros_like(candidates)
+def _word_bounds(candidates: torch.Tensor, continues: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, ends), both (B, T): starts[b, p] is True where a word begins (a candidate that does not continue a
+    candidate before it); ends[b, p] is where the word or gap at p ends (the next word start or non-candidate)."""
+    seq_len = candidates.shape[1]
+    positions = torch.arange(seq_len, device=candidates.device)
+    previous_is_candidate = torch.zeros_like(candidates)
     previous_is_candidate[:, 1:] = candidates[:, :-1]
-    starts_word = candidates & ~(continues & previous_is_candidate)  # (B, T)
-    # a word ends at the next word start or non-candidate: next_boundary[b, p] = the first such q > p (T if none)
-    boundary_at = np.where(starts_word | ~candidates, np.arange(seq_len), seq_len)  # (B, T)
-    next_boundary = np.full((batch_size, seq_len), seq_len)
-    next_boundary[:, :-1] = np.minimum.accumulate(boundary_at[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    for row in range(batch_size):
+    starts = candidates & ~(continues & previous_is_candidate)
+    boundary_at = torch.where(starts | ~candidates, positions, seq_len)  # (B, T)
+    # the first boundary at or after each position, then shifted: the first one strictly after it
+    at_or_after = boundary_at.flip(1).cummin(dim=1).values.flip(1)
+    ends = torch.full_like(boundary_at, seq_len)
+    ends[:, :-1] = at_or_after[:, 1:]
+    return starts, ends
+
+
+def _pick_whole_words(
+    candidates: torch.Tensor, continues: torch.Tensor, priority: torch.Tensor, decision_draw: torch.Tensor,
+    budgets: torch.Tensor, boundary_draw: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whole words, vectorised on the tensors' device: laid end to end in the order of their first piece's
+    priority, the words that start before the threshold budget - m - 1/2 + u are picked (u = boundary_draw, m =
+    Σ L² / 2 Σ L over the row's word lengths L: the mean half-length of the word the threshold falls in), so a
+    row's count is its budget in expectation.
+
+    Where a word starts hardly depends on its own length, so tokens of 2- and 3-piece words are picked at the rate
+    of 1-piece words' and those of longer words at 1.05-1.15 times it (measured on Tiny Shakespeare). Passing over
+    words that would overrun the budget, as Google's whole-word code does, hits it exactly but picks 4-piece words
+    at about half the rate; taking the crossing word by chance, as spans do, at about 0.7.
+
+    Returns units (B, T) long (0 = not picked, else the word's number in its row) and, per position, the decision
+    draw of its word's first piece, so one word gets one decision."""
+    seq_len = candidates.shape[1]
+    positions = torch.arange(seq_len, device=candidates.device)
+    starts, ends = _word_bounds(candidates, continues)
+    lengths = torch.where(starts, ends - positions, 0)  # (B, T) a word's length at its first piece, else 0
+    order = priority.masked_fill(~starts, 2.0).argsort(dim=1)  # (B, T) word starts by priority, then the rest
+    laid_out = lengths.gather(1, order)
+    offsets = laid_out.cumsum(dim=1) - laid_out  # (B, T) where each word starts, laid end to end
+    count_dtype = torch.float32 if candidates.device.type == "mps" else torch.float64
+    squares = (lengths.to(count_dtype) ** 2).sum(dim=1)
+    half_length = squares / (2 * lengths.sum(dim=1).clamp(min=1).to(count_dtype))  # (B,)
+    threshold = budgets.to(count_dtype) - half_length - 0.5 + boundary_draw.to(count_dtype)  # (B,)
+    is_word = starts.gather(1, order)
+    chosen = is_word & (offsets.to(count_dtype) < threshold.unsqueeze(1))  # (B, T) in laid-out order
+    # at least one word per row with a budget, as the token recipe picks at least one token
+    chosen[:, 0] |= ~chosen.any(dim=1) & (budgets > 0) & is_word[:, 0]
+    numbers = chosen.long().cumsum(dim=1) * chosen  # (B, T) 1, 2, .. in laid-out order
+    number_at_start = torch.zeros_like(numbers).scatter(1, order, numbers)  # (B, T) at each word's first piece
+    word_start = torch.where(starts, positions, -1).cummax(dim=1).values.clamp(min=0)  # (B, T) its word's start
+    units = torch.where(candidates, number_at_start.gather(1, word_start), 0)
+    return units, decision_draw.gather(1, word_start)
+
+
+def _pick_spans(
+    candidates: np.ndarray, continues: np.ndarray, priority: np.ndarray, decision_draw: np.ndarray,
+    budgets: np.ndarray, span_words: np.ndarray, boundary_draw: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SpanBERT's spans of whole words (span_words[b, i] the length of row b's i-th span), row by row: from anchor
+    words in the order of their first piece's priority until each row's budget is spent, the word that would
+    cross it taken with probability (budget left) / (its length) (boundary_draw (B,)), so a row's count is its
+    budget in expectation.
+
+    Returns units (B, T) int64 (0 = not picked, else the span's number in its row) and, per position, the
+    decision draw of its span's first position, so one span gets one decision."""
+    starts_word, ends_at = (array.numpy() for array in _word_bounds(torch.from_numpy(candidates),
+                                                                     torch.from_numpy(continues)))
+    units = np.zeros(candidates.shape, dtype=np.int64)
+    unit_draw = decision_draw.copy()
+    for row in range(len(candidates)):
         budget = int(budgets[row])
         starts = np.flatnonzero(starts_word[row])  # (W,) first position of each word
         if budget == 0 or len(starts) == 0:
             continue
-        ends = next_boundary[row, starts]  # (W,)
+        ends = ends_at[row, starts]  # (W,)
         order = np.argsort(priority[row, starts], kind="stable")  # (W,) words by priority
-        if span_words is None:
-            spans = _words_before_threshold(ends - starts, order, budget, float(boundary_draw[row]))
-        else:
-            spans = _spans_to_budget(starts, ends, order, budget, span_words[row], float(boundary_draw[row]))
+        spans = _spans_to_budget(starts, ends, order, budget, span_words[row], float(boundary_draw[row]))
         for number, (first, last) in enumerate(spans, start=1):
             begin, end = int(starts[first]), int(ends[last - 1])
             units[row, begin:end] = number
             unit_draw[row, begin:end] = decision_draw[row, begin]
     return units, unit_draw
-
-
-def _words_before_threshold(lengths: np.ndarray, order: np.ndarray, budget: int, draw: float) -> list[tuple[int, int]]:
-    """One row's whole words: those starting before budget - m - 1/2 + draw when laid end to end in `order`."""
-    laid_out = lengths[order]
-    offsets = np.cumsum(laid_out) - laid_out  # (W,) where each word starts
-    half_length = float((lengths**2).sum()) / (2 * float(lengths.sum()))
-    threshold = budget - half_length - 0.5 + draw
-    # at least one word per row, as the token recipe picks at least one token
-    chosen = order[offsets < threshold] if offsets[0] < threshold else order[:1]
-    return [(word, word + 1) for word in chosen.tolist()]
 
 
 def _spans_to_budget(

@@ -274,6 +274,31 @@ def test_byte_level_bpe_words_are_never_split(bpe, lines, recipe):
                   f"{recipe} picks over BPE")
 
 
+def test_whole_words_are_those_starting_before_the_threshold(wordpiece, lines):
+    """The vectorised pick against the rule written out row by row: words laid end to end in priority order, picked
+    while they start before budget - Σ L² / 2 Σ L - 1/2 + u (at least one), with the generator's draws in order."""
+    input_ids, special = wordpiece_rows(wordpiece, lines, 40, sentences_per_side=1)
+    batch = run(wordpiece, input_ids, special, "whole-word", seed=6)
+    generator = torch.Generator().manual_seed(6)
+    priority = torch.rand(input_ids.shape, generator=generator)
+    torch.rand(input_ids.shape, generator=generator)  # the 80/10/10 draw
+    excluded = wordpiece.special_token_ids | {wordpiece.mask_token_id}
+    torch.randint(wordpiece.vocab_size - len(excluded), input_ids.shape, generator=generator)  # replacements
+    threshold_draw = torch.rand(len(input_ids), generator=generator)
+    for row in range(len(input_ids)):
+        tokens = wordpiece.convert_ids_to_tokens(input_ids[row].tolist())
+        words = sorted(wordpiece_words(tokens, special[row].tolist()), key=lambda word: float(priority[row, word[0]]))
+        lengths = [len(word) for word in words]
+        budget = max(1, round(0.15 * sum(lengths)))
+        threshold = budget - sum(n * n for n in lengths) / (2 * sum(lengths)) - 0.5 + float(threshold_draw[row])
+        expected, start = [], 0
+        for word, length in zip(words, lengths, strict=True):
+            if start < threshold or not expected:
+                expected.append(word)
+            start += length
+        assert units_of(batch, row) == {number: word for number, word in enumerate(expected, start=1)}
+
+
 def test_word_schemes_from_the_vocabulary(wordpiece, bpe):
     assert word_scheme(wordpiece.vocab) == "wordpiece"
     assert word_scheme(bpe.convert_ids_to_tokens(range(bpe.vocab_size))) == "byte-level-bpe"
