@@ -26,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
 from benchmarks.gui_lag_training import LagProbe, run_event_loop, summary
@@ -37,12 +37,13 @@ CORRUPTED_A = "the old queen walked slowly into the great hall and sat on his go
 
 
 def wait_until(condition, timeout_s: float, what: str) -> float:
+    """Run the event loop (not a sleep between processEvents calls, which would delay the lag timer's ticks
+    itself) until `condition()` holds."""
     began = time.perf_counter()
     while not condition():
         if time.perf_counter() - began > timeout_s:
             raise TimeoutError(f"waited {timeout_s:.0f} s for {what}")
-        QCoreApplication.processEvents()
-        time.sleep(0.005)
+        run_event_loop(0.02)
     return time.perf_counter() - began
 
 
