@@ -144,7 +144,7 @@ class Objective:
     def write_model_files(self, model: nn.Module, tokenizer, folder: Path) -> None:
         from bertcore.models.checkpoint import write_pretrained_files
 
-        write_pretrained_files(model, tokenizer, folder)
+        write_pretrained_files(self.published(model), tokenizer, folder)
 
     def sums(self, output, batch) -> torch.Tensor:
         """1-D float tensor of numbers that add up over batches and processes."""
@@ -198,13 +198,52 @@ class MaskedLmNextSentence(Objective):
         return mlm_loss / masked + nsp_loss / examples
 
 
+class MaskedRowsOnly(nn.Module):
+    """A family's masked LM trained with its head on the masked rows only (~15% of positions): its encoder, then
+    its `mlm_logits` on the labelled positions. The loss is the model's own forward's, without the (B, T, V) scores
+    of positions no label reads. `model` is what is saved and probed."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.config = model.config
+
+    def num_parameters(self) -> int:
+        return self.model.num_parameters()
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None):
+        from bertcore.models.bert import MaskedLMOutput
+        from bertcore.models.families import base_model_name
+
+        encoder = getattr(self.model, base_model_name(self.model))
+        hidden = encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).last_hidden_state
+        labelled = labels != IGNORE_INDEX  # (B, T)
+        logits = self.model.mlm_logits(hidden[labelled])  # (N, V), in the row-major order of labels[labelled]
+        return MaskedLMOutput(F.cross_entropy(logits.float(), labels[labelled]), logits, None, None)
+
+
 class MaskedLm(Objective):
-    """RoBERTa's: masked LM alone on full sentences; any family's masked-LM class."""
+    """RoBERTa's: masked LM alone on full sentences; any family's masked-LM class, trained through
+    `MaskedRowsOnly` (ModernBERT's own sparse prediction does the same)."""
 
     name = "mlm"
     recipe = FULL_SENTENCES
     metric_names = ("mlm_loss", "mlm_accuracy")
     progress = (("mlm_accuracy", "mlm_acc"),)
+
+    @staticmethod
+    def _trained(model: nn.Module) -> nn.Module:
+        return MaskedRowsOnly(model) if hasattr(model, "mlm_logits") else model
+
+    def build(self, arch: str, model_config, config) -> nn.Module:
+        return self._trained(super().build(arch, model_config, config))
+
+    def adopt(self, loaded: nn.Module, folder: Path, config) -> nn.Module:
+        return self._trained(super().adopt(loaded, folder, config))
+
+    def published(self, model: nn.Module) -> nn.Module:
+        return model.model if isinstance(model, MaskedRowsOnly) else model
 
     def sums(self, output, batch) -> torch.Tensor:
         return torch.stack(_mlm_sums(output.logits, batch.labels, output.loss))

@@ -247,3 +247,23 @@ def test_electra_pair_shares_embeddings_and_counts_them_once():
     assert output.generator_logits.shape == (3, 29) and output.discriminator_logits.shape == (3, 11)
     assert not output.replaced[:, [0, 1, 3, 4]].any()  # only masked positions can be replaced
     torch.testing.assert_close(output.loss, output.generator_loss + 50.0 * output.discriminator_loss)
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert", "electra", "albert"])
+def test_masked_rows_only_gives_the_models_own_loss(arch):
+    from bertcore.models.families import pretraining_class
+    from bertcore.training.objectives import MaskedRowsOnly, family_config
+
+    config = family_config(arch, SIZES, vocab_size=29, pad_token_id=0, cls_token_id=2, sep_token_id=3, seq_len=12)
+    torch.manual_seed(0)
+    model = pretraining_class(arch, "mlm")(config).eval()
+    input_ids = torch.randint(5, 29, (3, 12))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 9:] = 0
+    labels = torch.full_like(input_ids, -100)
+    labels[:, [2, 5]] = input_ids[:, [2, 5]]
+    labels[0, 7] = 11
+    own = model(input_ids, torch.zeros_like(input_ids), attention_mask, labels=labels)
+    rows = MaskedRowsOnly(model)(input_ids, torch.zeros_like(input_ids), attention_mask, labels=labels)
+    torch.testing.assert_close(rows.loss, own.loss)
+    torch.testing.assert_close(rows.logits, own.logits[labels != -100])
