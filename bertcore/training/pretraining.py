@@ -1,9 +1,10 @@
-"""MLM + NSP pretraining: the `PretrainingTask` of the shared training loop, and `Trainer`, the loop running it.
+"""Pretraining with the family's objectives: the `PretrainingTask` of the shared training loop, and `Trainer`.
 
 The loop itself (run folder and lock, checkpoints, exact resume, stop/pause, bf16, DDP, NaN/OOM/divergence
 errors, metrics.jsonl, final/, summary.json) is `bertcore.training.loop.TrainingLoop`, shared with fine-tuning
 (bertcore.training.finetuning); its docstring describes the protocol. What is here is what pretraining means: a
-corpus, a vocabulary (reused or trained), a `BertForPreTraining`, MLM + NSP batches, and their statistics.
+corpus, a vocabulary (reused or trained), a model and its objective (bertcore.training.objectives: BERT's MLM + NSP
+by default, RoBERTa's mlm, ALBERT's mlm+sop, ELECTRA's rtd; the family from `arch` or init_from), and statistics.
 
     from bertcore.training.pretraining import Trainer, TrainingConfig, warm_up
 
@@ -17,8 +18,9 @@ From any other thread: trainer.request_stop(), .pause() / .resume(), .request_ch
 .snapshot_state_dict() / .snapshot_model(); trainer.close() (or `with Trainer(...) as trainer:`) releases the
 run folder for good.
 
-metrics.jsonl records of a pretraining run: "step" = StepStats.to_dict(), "eval" = EvalStats.to_dict(), and the
-loop's "checkpoint", "warning" and "error" records (bertcore.training.loop).
+metrics.jsonl records of a pretraining run: "step" = StepStats.to_dict(), "eval" = EvalStats.to_dict() for mlm+nsp
+(ObjectiveStepStats / ObjectiveEvalStats, the objective's metrics by name, for the others), and the loop's
+"checkpoint", "warning" and "error" records (bertcore.training.loop).
 """
 
 from __future__ import annotations
@@ -328,8 +330,8 @@ class PretrainingTask(TrainingTask):
 
 
 class Trainer(TrainingLoop):
-    """MLM + NSP pretraining of a `BertForPreTraining` on a corpus: the shared `TrainingLoop` running a
-    `PretrainingTask`; see bertcore.training.loop for the protocol.
+    """Pretraining on a corpus with config.objective (BERT's MLM + NSP by default): the shared `TrainingLoop`
+    running a `PretrainingTask`; see bertcore.training.loop for the protocol.
 
     Construction does the setup work (reads and tokenizes the corpus, maybe trains a vocabulary, builds or
     loads the model, writes run_config.json): create it in the worker thread. It takes the run folder's lock
