@@ -110,6 +110,7 @@ class PretrainedTokenizer:
         tokenizer.post_processor = None
         self._num_specials = (self._layout.num_special_tokens_to_add(False),
                               self._layout.num_special_tokens_to_add(True))
+        self._templates = (self._template(False), self._template(True))
         self.layouts = (self._describe_layout(False), self._describe_layout(True))  # "<s> A </s>", pair's
 
     # ---- construction -------------------------------------------------------------------------------------
@@ -341,16 +342,36 @@ class PretrainedTokenizer:
             _check_text(text, name)
             raise
 
-    def _describe_layout(self, is_pair: bool) -> str:
-        """The template in words, from the post-processor itself: "<s> A </s></s> B </s>"."""
+    def _template(self, is_pair: bool) -> list[tuple[int | None, str, int, int]]:
+        """The post-processor's layout as (sentence or None for a special, token, id, token type) slots, read off
+        what it makes of a one-word sentence (a sentence's run of pieces is one slot)."""
         piece = self._tokenizer.encode("a", add_special_tokens=False)
         laid_out = self._layout.process(piece, piece if is_pair else None, add_special_tokens=True)
-        words: list[str] = []
-        for token, sequence in zip(laid_out.tokens, laid_out.sequence_ids, strict=True):
-            word = token if sequence is None else "AB"[sequence]
-            if sequence is None or not words or words[-1] != word:
-                words.append(word)
+        slots: list[tuple[int | None, str, int, int]] = []
+        for token, token_id, sequence, type_id in zip(laid_out.tokens, laid_out.ids, laid_out.sequence_ids,
+                                                      laid_out.type_ids, strict=True):
+            if sequence is None or not slots or slots[-1][0] != sequence:
+                slots.append((sequence, token, token_id, type_id))
+        return slots
+
+    def _describe_layout(self, is_pair: bool) -> str:
+        """The template in words: "<s> A </s></s> B </s>"."""
+        words = [token if sequence is None else "AB"[sequence] for sequence, token, _, _ in self._templates[is_pair]]
         return " ".join(words).replace(f"{self.sep_token} {self.sep_token}", self.sep_token * 2)
+
+    def layout_ids(self, ids_a: list[int], ids_b: list[int] | None = None) -> tuple[list[int], list[int], list[int]]:
+        """Sentences already tokenized (and truncated) laid out as the model expects: (input_ids, segment_ids,
+        special_tokens_mask), e.g. <s> A </s></s> B </s> with all segments 0 for RoBERTa. For batches built from
+        `encode_ids`, where `encode` would tokenize again."""
+        input_ids: list[int] = []
+        segment_ids: list[int] = []
+        special: list[int] = []
+        for sequence, _, token_id, type_id in self._templates[ids_b is not None]:
+            ids = [token_id] if sequence is None else list(ids_a if sequence == 0 else ids_b)
+            input_ids += ids
+            segment_ids += [type_id] * len(ids)
+            special += [int(sequence is None)] * len(ids)
+        return input_ids, segment_ids, special
 
     def _truncation_message(self, len_a: int, len_b: int, keep_a: int, keep_b: int, max_length: int) -> str:
         is_pair = len_b > 0

@@ -404,6 +404,18 @@ class BertTokenizer:
         )
 
 
+    def layout_ids(self, ids_a: list[int], ids_b: list[int] | None = None) -> tuple[list[int], list[int], list[int]]:
+        """Sentences already tokenized (and truncated) laid out as [CLS] A [SEP] (B [SEP]): (input_ids,
+        segment_ids, special_tokens_mask), as every tokenizer of bertcore.tokenization lays out its own model's."""
+        input_ids = [self.cls_token_id, *ids_a, self.sep_token_id]
+        segment_ids = [0] * len(input_ids)
+        special = [1, *([0] * len(ids_a)), 1]
+        if ids_b is not None:
+            input_ids += [*ids_b, self.sep_token_id]
+            segment_ids += [1] * (len(ids_b) + 1)
+            special += [*([0] * len(ids_b)), 1]
+        return input_ids, segment_ids, special
+
     def _encode_piece(self, text: str, name: str):
         """The Rust encoding of one text without specials; a TokenizerError for text that is not valid Unicode."""
         try:

@@ -328,3 +328,14 @@ def test_an_embedding_table_padded_beyond_a_tokenizer_json_loads(folders, refere
     transformers.ModernBertForMaskedLM(config).save_pretrained(folder)
     model, tokenizer = bertcore.load_pretrained(folder)
     assert model.config.vocab_size == 448 and tokenizer.vocab_size == len(reference) == 400
+
+
+@pytest.mark.slow
+def test_layout_ids_lays_out_pretokenized_sentences_as_encode_does(folders, small_vocab_tokenizer):
+    """For batches built from encode_ids (fine-tuning data): the same ids, segments and special marks as encode."""
+    for ours in [*(tokenizer_from_folder(folder) for folder in folders.values()), small_vocab_tokenizer]:
+        for text_a, text_b in [("the cat sat", None), ("the cat sat", "on a mat far away")]:
+            ids_a, *rest = ours.encode_ids([text_a] if text_b is None else [text_a, text_b])
+            expected = ours.encode(text_a, text_b)
+            assert ours.layout_ids(ids_a, rest[0] if rest else None) == (
+                expected.input_ids, expected.segment_ids, expected.special_tokens_mask), (ours, text_b)
