@@ -19,19 +19,18 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bertcore.data.corpus import PretrainingData, read_corpus
 from bertcore.data.masking import (
-    BPE_WORD_START,
-    SENTENCEPIECE_WORD_START,
     MaskDecision,
     continuation_mask,
     continues_word,
+    infer_piece_style,
     mask_like_bert,
     mask_tokens,
     span_length_distribution,
     span_lengths_from_uniform,
-    word_scheme,
 )
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import IGNORE_INDEX
+from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 NUM_SIGMAS = 5
@@ -300,15 +299,37 @@ def test_whole_words_are_those_starting_before_the_threshold(wordpiece, lines):
         assert units_of(batch, row) == {number: word for number, word in enumerate(expected, start=1)}
 
 
-def test_word_schemes_from_the_vocabulary(wordpiece, bpe):
-    assert word_scheme(wordpiece.vocab) == "wordpiece"
-    assert word_scheme(bpe.convert_ids_to_tokens(range(bpe.vocab_size))) == "byte-level-bpe"
-    sentencepiece = ["<pad>", "[CLS]", f"{SENTENCEPIECE_WORD_START}the", "s", f"{SENTENCEPIECE_WORD_START}king", "."]
-    assert word_scheme(sentencepiece) == "sentencepiece"
+def test_piece_styles_from_the_vocabulary(wordpiece, bpe):
+    assert infer_piece_style(wordpiece.vocab) == "wordpiece"
+    assert infer_piece_style(bpe.convert_ids_to_tokens(range(bpe.vocab_size))) == "byte_level"
+    sentencepiece = ["<pad>", "[CLS]", f"{SENTENCEPIECE_SPACE}the", "s", f"{SENTENCEPIECE_SPACE}king", "."]
+    assert infer_piece_style(sentencepiece) == "sentencepiece"
     assert continuation_mask(sentencepiece).tolist() == [True, True, False, True, False, True]
     assert continuation_mask(["[PAD]", "the", "##s", "##", "king"]).tolist() == [False, False, True, False, False]
-    assert continuation_mask([f"{BPE_WORD_START}the", "s", "<s>"]).tolist() == [False, True, True]
-    assert word_scheme(["a", "b", "c"]) == "none" and not continuation_mask(["a", "b"]).any()
+    assert continuation_mask([f"{BYTE_LEVEL_SPACE}the", "s", "<s>"]).tolist() == [False, True, True]
+    assert infer_piece_style(["a", "b", "c"]) == "plain" and not continuation_mask(["a", "b"]).any()
+    # the tokenizer's own style wins over counting: a byte-level vocabulary that happens to hold "##" pieces
+    assert continuation_mask(["##", "##ab", f"{BYTE_LEVEL_SPACE}x", "y"], "byte_level").tolist() == [
+        True, True, False, True]
+
+
+def test_a_pretrained_byte_level_tokenizer_masks_whole_words(tmp_path, bpe, lines):
+    """A RoBERTa-like folder read as the app reads it (tokenization.pretrained): its piece style decides."""
+    from bertcore.tokenization.pretrained import PretrainedTokenizer
+
+    bpe.tokenizer.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = PretrainedTokenizer.from_folder(tmp_path)
+    assert tokenizer.piece_style == "byte_level"
+    continues = continues_word(tokenizer)
+    assert not continues[tokenizer.token_to_id(f"{BYTE_LEVEL_SPACE}the")]
+    encoding = tokenizer.encode(lines[0], lines[1])
+    for seed in range(10):
+        masking = mask_like_bert(encoding, tokenizer, seed=seed, recipe="whole-word")
+        assert masking.positions and all(not encoding.special_tokens_mask[p] for p in masking.positions)
+        for position in masking.positions:  # a picked piece's word is picked whole
+            if position + 1 < len(encoding) and not encoding.special_tokens_mask[position + 1] \
+                    and not encoding.tokens[position + 1].startswith(BYTE_LEVEL_SPACE):
+                assert masking.units[position + 1] == masking.units[position]
 
 
 def test_continuations_are_cached_per_tokenizer(wordpiece):
