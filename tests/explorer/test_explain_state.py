@@ -206,3 +206,24 @@ def test_the_jobs_run_bertcores_explanations_to_the_end(state, tokenizer):
     assert list(state.attributions) == list(state.faithfulness) == ["gradient_x_input", "gradient_norm"]
     assert all(attribution.scores.shape == (8,) for attribution in state.attributions.values())
     assert all(len(curves.deletion) == len(curves.fractions) for curves in state.faithfulness.values())
+
+
+def test_the_exports_hold_what_the_tab_shows(state, tokenizer, tmp_path):
+    from explorer.explain.exports import save_explanation_npz, write_attributions_csv
+
+    with pytest.raises(ValueError, match="nothing to export yet"):
+        save_explanation_npz(tmp_path / "none.npz", state)
+    assert state.explain(masked_request(tokenizer))
+    job = state.attribution_job()
+    scores = np.arange(8, dtype=np.float32)
+    state.arrived(JobRecord("attribution", job.request_id, 0.5, "", ("attribution", "gradient_norm",
+                                                                      SimpleNamespace(scores=scores))))
+    curves = SimpleNamespace(fractions=np.linspace(0, 1, 3), deletion=np.ones(3), insertion=np.zeros(3))
+    state.arrived(JobRecord("attribution", job.request_id, 1.0, "", ("faithfulness", "gradient_norm", curves)))
+    rows = write_attributions_csv(tmp_path / "a.csv", state.encoding, state.attributions,
+                                  ["gradient_norm"]).read_text().splitlines()
+    assert rows[0] == "position,token,gradient_norm" and rows[3] == "2,[MASK],2"
+    arrays = np.load(save_explanation_npz(tmp_path / "e.npz", state))
+    np.testing.assert_array_equal(arrays["scores/gradient_norm"], scores)
+    np.testing.assert_array_equal(arrays["faithfulness/gradient_norm/deletion"], np.ones(3))
+    assert list(arrays["tokens"])[2] == "[MASK]" and "position 2" in str(arrays["target_text"])

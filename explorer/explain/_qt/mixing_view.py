@@ -4,7 +4,7 @@ Top row: the chosen measure (value norms, GlobEnc or ALTI) at the layer, and rol
 it; bottom row: raw attention (mean of the heads) and attention rollout (Abnar & Zuidema 2020). Every row of every
 map is shown as shares summing to 1 (`explorer.explain.state.mixing_share`), and the four share one colour scale,
 so a cell that is brighter in the mixing map than in the attention map really carries more of the row. The scale is
-a square root up to the 99.9th percentile of the four maps' cells (named on the bar; above it the colour saturates):
+a square root up to the 99th percentile of the four maps' cells (named on the bar; above it the colour saturates):
 at 500 tokens most shares are tiny, and a linear map up to the largest one shows only a few cells. The layer spin
 box and the method combo ask the tab (`layerChosen`, `methodChosen`); the hover line names the cell.
 """
@@ -26,7 +26,7 @@ from explorer.common.attention_math import colour_gamma
 MIXING_NAMES = {"value_norm": "value norms (Kobayashi et al. 2020)", "globenc": "GlobEnc (Modarressi et al. 2022)",
                 "alti": "ALTI (Ferrando et al. 2022)", "attention": "raw attention only"}
 SLOTS = 4
-TOP_PERCENTILE = 99.9
+TOP_PERCENTILE = 99.0  # the house "p99" scale: attention sinks ([CLS], [SEP]) fill whole columns
 
 
 class MixingView(QWidget):
@@ -93,7 +93,7 @@ class MixingView(QWidget):
 
     def show_maps(self, tokens: list[str], maps: list[tuple[str, str, np.ndarray]], layer: int, num_layers: int,
                   note: str = "") -> None:
-        """`maps` from `explorer.explain.state.mixing_maps`; the levels are 0 … the 99.9th percentile of the four."""
+        """`maps` from `explorer.explain.state.mixing_maps`; the levels are 0 … the 99th percentile of the four."""
         self.tokens, self.maps = list(tokens), list(maps)
         top = max((float(np.percentile(matrix, TOP_PERCENTILE)) for _, _, matrix in maps if matrix.size), default=1.0)
         self.levels = (0.0, top if top > 0 else 1.0)
@@ -112,7 +112,7 @@ class MixingView(QWidget):
                 image.setVisible(False)
                 show_title(plot, "")
         show_scale(self.bar, "sqrt", self.levels)
-        self.bar.getAxis("left").setLabel(f"√ scale, 0 … {self.levels[1]:.3g} (99.9th pct; above: saturated)",
+        self.bar.getAxis("left").setLabel(f"√ scale, 0 … {self.levels[1]:.3g} (99th pct; above: saturated)",
                                           **CAPTION_STYLE)
         self.note.setText(note or ("Each row is a query position at this layer, each column a key it mixes in, as a "
                                    "share of the row; the four maps share one colour scale. Rollout multiplies "
