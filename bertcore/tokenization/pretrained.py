@@ -74,8 +74,7 @@ class PretrainedTokenizer:
         self.source = source
         self.vocab_file = vocab_file  # the tokenizer.json or vocab.json it was read from; None when built
         self._files = dict(files or {})  # name → bytes of the files read, written back by `save`
-        token_ids = tokenizer.get_vocab(with_added_tokens=True)
-        self._vocab_size = max(token_ids.values(), default=-1) + 1
+        self._vocab_size = _id_span(tokenizer)
         ids: dict[str, int | None] = {}
         for role in ROLES:
             token = special_tokens.get(role)
@@ -452,8 +451,7 @@ def _token_name(value: object) -> str | None:
     return None
 
 
-def _role_token(role: str, config: dict, special_map: dict, processor_tokens: dict,
-                vocab: Mapping[str, int]) -> str | None:
+def _role_token(role: str, config: dict, special_map: dict, processor_tokens: dict, vocab) -> str | None:
     for source in (config, special_map):
         if (name := _token_name(source.get(f"{role}_token"))) is not None:
             return name
@@ -479,8 +477,29 @@ def _special_tokens(config: dict, special_map: dict, tokenizer: Tokenizer) -> di
             if named:
                 processor_tokens.setdefault("cls", named[0])
                 processor_tokens.setdefault("sep", named[-1])
-    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    vocab = _Lookup(tokenizer)
     return {role: _role_token(role, config, special_map, processor_tokens, vocab) for role in ROLES}
+
+
+class _Lookup:
+    """`token in vocab` through the tokenizer, without copying its 50k-entry map into a dict."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self._tokenizer = tokenizer
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and self._tokenizer.token_to_id(token) is not None
+
+
+def _id_span(tokenizer: Tokenizer) -> int:
+    """One past the largest id. Gaps come from added tokens placed beyond the model's ids (their few ids are
+    known), so the count of tokens, or one past the largest added id, is it when that id has a token and the next
+    has none; otherwise the whole map is read."""
+    added = tokenizer.get_added_tokens_decoder()
+    span = max(tokenizer.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
+    if span and tokenizer.id_to_token(span - 1) is not None and tokenizer.id_to_token(span) is None:
+        return span
+    return max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
 
 
 def _added_token(entry: object, content: str, special: bool = True) -> AddedToken:
