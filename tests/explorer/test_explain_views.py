@@ -243,6 +243,13 @@ def test_a_click_on_a_guess_in_the_inspect_tab_explains_it_in_the_explain_tab(qt
     assert explain_state.encoding.tokens[3] == "[MASK]"  # explained on what the model saw
     assert repr(prediction.top_tokens[1]) in window.explain_tab.target_label.text()
     qtbot.waitUntil(lambda: len(explain_state.attributions) == len(explain_state.methods), timeout=WAIT_MS)
+    assert explain_state.message == ""
+    heads = np.ones((3, 2), np.float32)
+    heads[0, 1] = 0
+    state.set_head_mask(heads)
+    qtbot.waitUntil(lambda: state.inspection is not None and not state.inspection.head_mask.all(), timeout=WAIT_MS)
+    window.explain_output(("mlm", 3, prediction.top_ids[0]))
+    assert "the heads switched off in the Inspect tab are on here" in window.explain_tab.message_label.text()
     window.close()
 
 

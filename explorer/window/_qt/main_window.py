@@ -304,8 +304,11 @@ class MainWindow(QMainWindow):
             self.inspect_tab.show_error("The Explain tab explains the loaded model's own outputs: edit the input to "
                                         "leave the training snapshot, then click the output again.")
             return
-        self.explain_tab.explain(ExplainRequest(target, inspection.encoding, inspection.masking, state.text_a,
-                                                state.text_b))
+        taken = self.explain_tab.explain(ExplainRequest(target, inspection.encoding, inspection.masking, state.text_a,
+                                                        state.text_b))
+        if taken and state.head_mask is not None:
+            self.explain_tab.state.set_message("The explanations use every head: the heads switched off in the "
+                                               "Inspect tab are on here.")
         self.tabs.setCurrentWidget(self.explain_tab)
 
     def show_external_inspection(self, inspection: Any, caption: str) -> None:
