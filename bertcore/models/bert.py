@@ -124,8 +124,9 @@ class BertSelfAttention(nn.Module):
         value = self.split_heads(rows.pad(self.value(hidden_states)))
         attention_probs = None
         if output_attentions:
-            # The explicit path: the caller wants to see the probabilities.
-            scores = query @ key.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, nh, M, T)
+            # The explicit path: the caller wants to see the probabilities. The queries are scaled before the
+            # product, a pass over (M, hs) instead of over the (M, T) scores (the inspector's 512-token input).
+            scores = (query * (1.0 / math.sqrt(self.head_dim))) @ key.transpose(-2, -1)  # (B, nh, M, T)
             if key_padding_mask is not None:
                 scores = scores.masked_fill(~key_padding_mask, torch.finfo(scores.dtype).min)
             attention_probs = scores.softmax(dim=-1)
