@@ -317,3 +317,31 @@ def test_what_the_work_sends_is_drawn_at_most_once_per_interval(qtbot, monkeypat
     tab.state.arrived(JobRecord("patching", job.request_id, 1.0, "done", ("patching", "heads", last)))
     tab.state.job_ended("patching", job.request_id, "finished")  # the end draws what is still waiting, at once
     assert len(drawn) == 2 and tab.state.work == {}
+
+
+@pytest.mark.slow
+def test_a_click_on_a_words_bar_asks_for_its_tag_at_its_first_piece(qtbot, tokenizer):
+    from bertcore.analysis.inspection import inspect_encoding
+    from bertcore.models.task_heads import BertForTokenClassification
+    from explorer.inspector._qt.task_output_view import TaskOutputView
+    from explorer.inspector.task_display import tagged_words
+    from tests.tiny_configs import explorer_bert
+
+    labels = {0: "O", 1: "B-PER", 2: "I-PER"}
+    config = explorer_bert(tokenizer.vocab_size, num_labels=3, id2label=labels,
+                           label2id={name: index for index, name in labels.items()})
+    model = BertForTokenClassification(config).eval()
+    inspection = inspect_encoding(model, tokenizer, tokenizer.encode("the dog barked at the rug"))
+    view = TaskOutputView()
+    qtbot.addWidget(view)
+    view.resize(400, 400)
+    view.show()
+    view.show_inspection(inspection)
+    output = inspection.task_output
+    words = tagged_words(output, list(inspection.encoding.tokens))
+    word, position = words[-1]  # 'rug': two pieces, its tag read at the first
+    assert word == "rug" and inspection.encoding.tokens[position + 1] == "##g"
+    with qtbot.waitSignal(view.explainRequested) as asked:
+        qtbot.mouseClick(view.bars, Qt.MouseButton.LeftButton,
+                         pos=QPoint(50, 2 + (len(words) - 1) * view.bars.ROW_HEIGHT + 5))
+    assert asked.args == [("tag", position, int(output.predicted_ids[position]))]
