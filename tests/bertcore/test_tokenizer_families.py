@@ -339,3 +339,18 @@ def test_layout_ids_lays_out_pretokenized_sentences_as_encode_does(folders, smal
             expected = ours.encode(text_a, text_b)
             assert ours.layout_ids(ids_a, rest[0] if rest else None) == (
                 expected.input_ids, expected.segment_ids, expected.special_tokens_mask), (ours, text_b)
+
+
+def test_a_tokenizer_without_a_role_token_says_which_and_where_to_name_it(tmp_path):
+    tokenizer = Tokenizer(models.BPE(vocab={"<s>": 0, "</s>": 1, "<pad>": 2, "a": 3, "b": 4}, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 1), ("<s>", 0))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(TokenizerError, match=r"has no mask token \(tried \[MASK\], <mask>\); name it in "
+                                             r"tokenizer_config\.json as \"mask_token\""):
+        tokenizer_from_folder(tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"mask_token": "b"}), encoding="utf-8")
+    assert tokenizer_from_folder(tmp_path).mask_token_id == 4
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"mask_token": "<mask>"}), encoding="utf-8")
+    with pytest.raises(TokenizerError, match="names '<mask>' as its mask token, but it is not in the vocabulary"):
+        tokenizer_from_folder(tmp_path)
