@@ -73,6 +73,9 @@ class ModelInfo:
     problem_type: str | None = None  # sequence: single_label_classification, multi_label_classification, regression
     has_mlm_head: bool = False  # masked-token predictions are the model's own (BertForMaskedLM has this alone)
     has_nsp_head: bool = False  # the is-next probability is the model's own (BertForPreTraining only)
+    has_sop_head: bool = False  # ALBERT's sentence-order head (AlbertForPreTraining), shown where NSP would be
+    has_replaced_token_head: bool = False  # ELECTRA's discriminator: the token table's "replaced?" row
+    local_layers: tuple[int, ...] = ()  # ModernBERT's layers that attend within a window (the rest: global)
 
     @property
     def task_description(self) -> str:
@@ -96,8 +99,14 @@ class ModelInfo:
         name = f"{self.name} (untrained)" if self.untrained else self.name
         parts = [name, f"{_human_count(self.num_parameters)} parameters",
                  f"{self.num_layers} layers × {self.num_heads} heads", self.device]
+        if self.local_layers:
+            parts.append(f"{self.num_layers - len(self.local_layers)} global, {len(self.local_layers)} local layers")
         if self.task is not None:
             parts.append(self.task_description)
+        elif self.has_replaced_token_head:
+            parts.append("replaced-token detection head (ELECTRA's discriminator)")
+        elif self.has_sop_head:
+            parts.append("MLM and sentence-order (SOP) heads")
         elif not self.has_pretraining_heads:
             parts.append("no MLM or NSP head")
         elif not self.has_nsp_head:
@@ -145,6 +154,9 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
         has_pretraining_heads=model.has_mlm_head or model.has_nsp_head,
         has_mlm_head=model.has_mlm_head,
         has_nsp_head=model.has_nsp_head,
+        has_sop_head=getattr(model, "has_sop_head", False),
+        has_replaced_token_head=getattr(model, "has_replaced_token_head", False),
+        local_layers=tuple(config.local_layers()) if hasattr(config, "local_layers") else (),
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
         max_positions=config.max_position_embeddings,

@@ -36,6 +36,7 @@ from explorer.inspector._qt.attention_toolbar import AttentionToolbar
 from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.model_overview import ModelOverview
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
+from explorer.inspector.family_display import layer_kinds
 
 RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
 ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
@@ -309,9 +310,16 @@ class AttentionPanel(AttentionExports, QWidget):
         self.overview.set_head_mask(self.mask)
         self.highlight_token(self.highlighted)
 
+    def _layer_kind(self):
+        """The current layer's kind (global, or local with its window) for ModernBERT; None for other models."""
+        kinds = layer_kinds(self.inspection)
+        return None if kinds is None else kinds[self.layer]
+
     def _refresh_layer(self) -> None:
         started = time.perf_counter()
-        self.toolbar.show_layer(self.layer, self.num_layers)
+        kind = self._layer_kind()
+        self.toolbar.show_layer(self.layer, self.num_layers, kind)
+        self.head_grid.set_layer_kind(kind)
         pictures = self._layer_pictures()
         self.head_grid.show_layer(pictures.view, pictures.thumbnails)
         self.head_grid.select(self.selected_head)
@@ -329,7 +337,8 @@ class AttentionPanel(AttentionExports, QWidget):
         picture = self._picture("detail", attention_images.detail_key(spec, self.inspection),
                                 lambda: attention_images.draw_detail(view, self.inspection, spec))
         off = "" if view.heads_on[head] else " (switched off)"
-        self.head_detail.set_title(f"Layer {self.layer + 1} · head {head + 1}{off}")
+        kind = self._layer_kind()
+        self.head_detail.set_title(f"Layer {self.layer + 1}{f' ({kind.text})' if kind else ''} · head {head + 1}{off}")
         self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
         self.head_detail.highlight_position(self.highlighted)
 
@@ -339,6 +348,7 @@ class AttentionPanel(AttentionExports, QWidget):
         view = self._layer_pictures(spec).view
         picture = self._picture("overview", attention_images.overview_key(spec),
                                 lambda: attention_images.draw_overview(self.inspection, view, spec))
+        self.overview.set_layer_kinds(layer_kinds(self.inspection))
         self.overview.set_picture(picture, self.num_layers, self.num_heads, view.positions, list(view.tokens),
                                   view.options.colour_scale)
         self.overview.set_head_mask(self.mask)

@@ -108,15 +108,21 @@ class AttentionToolbar(QWidget):
                        self.renormalise_check, self.scale_combo, self.view_all_button, self.export_button):
             widget.setEnabled(enabled)
 
-    def show_layer(self, layer: int, num_layers: int) -> None:
-        """The stepper at `layer` of `num_layers` (no layerChosen)."""
+    def show_layer(self, layer: int, num_layers: int, kind=None) -> None:
+        """The stepper at `layer` of `num_layers` (no layerChosen); `kind` (family_display.LayerKind) names a
+        ModernBERT layer's attention, global or local with its window, in its colour."""
         with blocked(self.layer_slider):
             self.layer_slider.setRange(0, num_layers - 1)
             self.layer_slider.setValue(layer)
-        self.layer_label.setText(f"Layer {layer + 1} / {num_layers}")
+        suffix = f" · {kind.text}" if kind is not None else ""
+        self.layer_label.setText(f"Layer {layer + 1} / {num_layers}{suffix}")
+        self.layer_label.setStyleSheet(f"color: {kind.colour}; font-weight: bold;" if kind is not None else "")
+        self.layer_label.setToolTip(kind.description if kind is not None else "")
 
     def show_no_layer(self) -> None:
         self.layer_label.setText(NO_LAYER_TEXT)
+        self.layer_label.setStyleSheet("")
+        self.layer_label.setToolTip("")
 
     def shows_a_layer(self) -> bool:
         return self.layer_label.text() != NO_LAYER_TEXT

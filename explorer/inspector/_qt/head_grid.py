@@ -90,6 +90,12 @@ class HeadGrid(HoverReadout, QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
+        # ModernBERT: whether this layer attends globally or within a window (hidden for every other model)
+        self.layer_kind_label = QLabel()
+        self.layer_kind_label.setObjectName("layerKindLabel")
+        self.layer_kind_label.setWordWrap(True)
+        self.layer_kind_label.hide()
+        layout.addWidget(self.layer_kind_label)
         layout.addWidget(self.graphics, 1)
         self.hover_label = QLabel(self.HINT)
         self.hover_label.setObjectName("headGridHoverLabel")
@@ -165,6 +171,15 @@ class HeadGrid(HoverReadout, QWidget):
             self._layout()
         self.set_enabled(view.heads_on)
         self.highlight_position(self._highlighted)
+
+    def set_layer_kind(self, kind) -> None:
+        """The shown layer's kind (family_display.LayerKind) above its heads, or nothing (None)."""
+        self.layer_kind_label.setVisible(kind is not None)
+        if kind is not None:
+            self.layer_kind_label.setText(f"<b>{'Local' if kind.is_local else 'Global'} attention</b> — "
+                                          f"{kind.description}")
+            self.layer_kind_label.setStyleSheet(f"color: {kind.colour}; border-left: 4px solid {kind.colour}; "
+                                                "padding-left: 4px;")
 
     def _cell_origin(self, head: int) -> tuple[float, float]:
         step = self._length * (1 + GRID_GAP)

@@ -44,8 +44,9 @@ from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.logit_lens_view import LogitLensView
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
-from explorer.inspector._qt.token_table import TokenLegend, TokenTable
+from explorer.inspector._qt.token_table import TAG_ROW_NAME, TokenLegend, TokenTable
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
+from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.inspection_threads import InspectionThreads
 from explorer.inspector.state import Change, ExplorerState, InspectRequest, LoadedModel, ModelInfo, run_inspection
 from explorer.inspector.task_display import tag_cells
@@ -359,6 +360,10 @@ class InspectTab(QWidget):
         if is_task:
             self.show_info(f"{info.name} is fine-tuned ({info.task_description}): beside the attention is what its "
                            "task head says about the input, in place of MLM/NSP predictions.")
+        elif info.has_replaced_token_head:
+            self.show_info(f"{info.name} is ELECTRA's discriminator: the token table's “replaced?” row gives, for "
+                           "every token, how sure it is that the token is not the text's own. Mask like BERT (its "
+                           "random tokens) or click tokens to [MASK] them, and see which it finds.")
         elif not info.has_pretraining_heads:
             self.show_info(f"{info.name} has no MLM or NSP head (none was in its checkpoint), so there are no "
                            "predictions to show: the attention views have the room.")
@@ -411,11 +416,16 @@ class InspectTab(QWidget):
         self.predictions_button.setChecked(shown)
 
     def _show_tags(self, inspection: Any) -> None:
-        """The token table's tag row, from a token-classification inspection of the input the table shows."""
+        """The token table's tag row, from a token-classification inspection of the input the table shows; or
+        ELECTRA's "replaced?" row, from its discriminator's probabilities."""
         output = None if inspection is None else inspection.task_output
-        if output is not None and output.kind == TOKEN_TASK and self.token_table.table_model.encoding is not None \
-                and self.token_table.table_model.encoding.tokens == inspection.encoding.tokens:
+        shown = self.token_table.table_model.encoding
+        if inspection is None or shown is None or shown.tokens != inspection.encoding.tokens:
+            return
+        if output is not None and output.kind == TOKEN_TASK:
             self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
+        elif getattr(inspection, "replaced_probabilities", None) is not None:
+            self.token_table.set_tags(replaced_cells(inspection))
 
     def _on_predictions_toggled(self, shown: bool) -> None:
         if self._side_has_content:
@@ -433,7 +443,10 @@ class InspectTab(QWidget):
         is_task = task is not None
         self.predictions.setVisible(not is_task)
         self.task_output.setVisible(is_task)
-        self.token_table.show_tag_row(task == TOKEN_TASK)
+        info = self.state.model_info
+        replaced_row = task is None and info is not None and info.has_replaced_token_head  # ELECTRA's discriminator
+        self.token_table.show_tag_row(task == TOKEN_TASK or replaced_row,
+                                      REPLACED_ROW_NAME if replaced_row else TAG_ROW_NAME)
         self._side_has_content = has_mlm_or_nsp_head or is_task
         self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 

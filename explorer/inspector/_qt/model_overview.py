@@ -58,6 +58,7 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.hideAxis("left")
         self.plot.setAspectLocked(True)
         self.number_items: list[pg.TextItem] = []
+        self.layer_kinds = None  # ModernBERT's global / local layers (set_layer_kinds)
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image_item)
         self.grid_lines = pg.PlotCurveItem(pen=GRID_PEN, connect="pairs")
@@ -103,6 +104,13 @@ class ModelOverview(HoverReadout, QWidget):
         if shape_changed:
             self._layout_grid()
 
+    def set_layer_kinds(self, kinds) -> None:
+        """Each layer's kind (family_display.LayerKind) beside its number, or plain numbers (None)."""
+        if kinds != self.layer_kinds:
+            self.layer_kinds = kinds
+            if self.num_layers:
+                self._layout_grid()
+
     def _layout_grid(self) -> None:
         cell, height, width = self.cell, self.num_layers * self.cell, self.num_heads * self.cell
         xs, ys = [], []
@@ -118,8 +126,12 @@ class ModelOverview(HoverReadout, QWidget):
         margin = cell * 0.06
         self.number_items = [pg.TextItem("layer \\ head", color="#555", anchor=(1, 1))]
         self.number_items[0].setPos(-margin, -margin)
+        kinds = self.layer_kinds if self.layer_kinds is not None and len(self.layer_kinds) == self.num_layers else None
         for layer in range(self.num_layers):
-            item = pg.TextItem(str(layer + 1), color="k", anchor=(1, 0.5))
+            # ModernBERT: each layer's number with its kind, G(lobal) or L(ocal), in the kind's colour
+            text, colour = (str(layer + 1), "k") if kinds is None else (f"{layer + 1} {kinds[layer].short}",
+                                                                        kinds[layer].colour)
+            item = pg.TextItem(text, color=colour, anchor=(1, 0.5))
             item.setPos(-margin, (layer + 0.5) * cell)
             self.number_items.append(item)
         for head in range(self.num_heads):
@@ -128,7 +140,7 @@ class ModelOverview(HoverReadout, QWidget):
             self.number_items.append(item)
         for item in self.number_items:
             self.plot.vb.addItem(item, ignoreBounds=True)
-        pad = cell * 0.45  # room for the layer and head numbers
+        pad = cell * (0.45 if kinds is None else 0.75)  # room for the layer (and kind) and head numbers
         edge = cell * 0.05  # so that the selected head's frame is not cut off at the right and bottom
         self.plot.vb.set_content(QRectF(-pad, -pad, max(1, width) + pad + edge, max(1, height) + pad + edge),
                                  min_span=cell)  # at most one head fills the view: its cells are block means

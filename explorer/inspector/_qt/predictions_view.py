@@ -1,4 +1,5 @@
-"""What the pretraining heads say: the top-k guesses at every masked position, and next-sentence prediction.
+"""What the pretraining heads say: the top-k guesses at every masked position, and next-sentence prediction (or,
+for ALBERT, sentence-order prediction in its place: explorer.inspector.family_display).
 
 One row per masked position; each of the k columns is a bar as long as the probability, green where the
 guess is the original token. `nspLabel` gives P(B follows A), or says that next-sentence prediction needs
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking import MaskDecision
+from explorer.inspector.family_display import SOP_MEANING, SOP_TITLE, sentence_order_text
 
 PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
 CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
@@ -41,6 +43,8 @@ FIXED_COLUMNS = ("pos", "model saw", "answer")
 ROWS_ALWAYS_SHOWN = 3
 BAR_COLOUR = QColor("#8fb3e0")
 CORRECT_COLOUR = QColor("#7cc47c")
+
+NSP_TITLE = "<b>Next sentence prediction:</b>"
 
 
 def percent(probability: float) -> str:
@@ -151,7 +155,7 @@ class PredictionsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
 
-        self.nsp_title = title = QLabel("<b>Next sentence prediction:</b>")
+        self.nsp_title = title = QLabel(NSP_TITLE)  # ALBERT's sentence order takes its place (SOP_TITLE)
         self.nsp_label = QLabel("–")
         self.nsp_label.setObjectName("nspLabel")
         self.nsp_label.setAccessibleName("Next sentence probability")
@@ -274,6 +278,10 @@ class PredictionsPanel(QWidget):
             self.explainRequested.emit(target)
 
     def _show(self, inspection, has_pair: bool | None) -> None:
+        in_order = None if inspection is None else getattr(inspection, "in_order_probability", None)
+        has_sop_head = in_order is not None  # ALBERT: sentence order where BERT has next-sentence prediction
+        self.nsp_title.setText(SOP_TITLE if has_sop_head else NSP_TITLE)
+        self.nsp_title.setToolTip(SOP_MEANING if has_sop_head else "")
         if inspection is None:
             self.model.set_predictions([])
             self.nsp_label.setText("–")
@@ -285,7 +293,7 @@ class PredictionsPanel(QWidget):
         # A masked LM alone (BertForMaskedLM, DistilBERT, RoBERTa…) has no next-sentence head: no NSP line at all.
         has_mlm_head, has_nsp_head = _heads_of(inspection)
         for widget in (self.nsp_title, self.nsp_label, self.nsp_bar):
-            widget.setVisible(has_nsp_head or not has_mlm_head)
+            widget.setVisible(has_nsp_head or has_sop_head or not has_mlm_head)
         if not has_mlm_head and not has_nsp_head:
             self.model.set_predictions([])
             self.nsp_bar.setValue(0)
@@ -296,7 +304,11 @@ class PredictionsPanel(QWidget):
             return
         probability = inspection.is_next_probability
         self.nsp_bar.setEnabled(has_pair and probability is not None)
-        if not has_nsp_head:
+        if has_sop_head:
+            self.nsp_label.setText(sentence_order_text(in_order, has_pair))
+            self.nsp_bar.setEnabled(has_pair)
+            self.nsp_bar.setValue(round(1000 * in_order) if has_pair else 0)
+        elif not has_nsp_head:
             self.nsp_label.setText("No NSP head: this model predicts masked tokens only.")
             self.nsp_bar.setValue(0)
         elif not has_pair:

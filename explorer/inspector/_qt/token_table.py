@@ -106,9 +106,10 @@ class TokenTableModel(QAbstractTableModel):
         self._cache_cells()
         self.endResetModel()
 
-    def show_tag_row(self, shown: bool) -> None:
-        """Add (or remove) the "tag" row; its cells stay empty until `set_tags`."""
-        rows = (*ROWS, TAG_ROW_NAME) if shown else ROWS
+    def show_tag_row(self, shown: bool, name: str = TAG_ROW_NAME) -> None:
+        """Add (or remove) the "tag" row, or another row of per-position cells under `name` (ELECTRA's "replaced?"
+        row); its cells stay empty until `set_tags`."""
+        rows = (*ROWS, name) if shown else ROWS
         if rows != self.rows:
             self.beginResetModel()
             self.rows, self._tags = rows, None
@@ -117,7 +118,7 @@ class TokenTableModel(QAbstractTableModel):
 
     def set_tags(self, cells: list) -> None:
         """The tag row's cells (`task_display.TagCell`, one per position of the encoding shown)."""
-        if TAG_ROW_NAME not in self.rows or self.encoding is None or len(cells) != len(self.encoding):
+        if len(self.rows) == len(ROWS) or self.encoding is None or len(cells) != len(self.encoding):
             return
         self._tags = list(cells)
         self._cache_cells()
@@ -143,7 +144,7 @@ class TokenTableModel(QAbstractTableModel):
         decisions = [MaskDecision(d) for d in masking.decisions] if masking is not None else []
         decision_brushes = [brushes[d] if d else None for d in decisions] or [None] * len(encoding)
         self._brushes = [kind_brushes] * MASKING_ROW + [decision_brushes]
-        if TAG_ROW_NAME in self.rows:
+        if len(self.rows) > len(ROWS):  # the tag row, or another row of cells (show_tag_row)
             tags = self._tags or []
             self._texts.append([cell.text for cell in tags] or [""] * len(encoding))
             self._brushes.append([QBrush(QColor(cell.colour)) if cell.colour else None for cell in tags]
@@ -312,9 +313,10 @@ class TokenTable(QTableView):
         scroll_bar = self.horizontalScrollBar().sizeHint().height()
         self.setFixedHeight(header + rows + scroll_bar + 2 * self.frameWidth() + 2)
 
-    def show_tag_row(self, shown: bool) -> None:
-        """A "tag" row under the others, for a token-classification model; the table grows to hold it."""
-        self.table_model.show_tag_row(shown)
+    def show_tag_row(self, shown: bool, name: str = TAG_ROW_NAME) -> None:
+        """A "tag" row under the others, for a token-classification model (or ELECTRA's "replaced?" row, by its
+        `name`); the table grows to hold it."""
+        self.table_model.show_tag_row(shown, name)
         self._fit_height()
 
     def set_tags(self, cells: list) -> None:

@@ -1,0 +1,130 @@
+"""The family views of the Inspect tab, driven through qtbot (offscreen): ALBERT's sentence order where BERT shows
+NSP, ELECTRA's "replaced?" row that lights up the tokens the masking replaced, and ModernBERT's global and local
+layers named in the layer stepper, the head grid and the all-layers view."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtWidgets import QLabel, QProgressBar
+
+from bertcore.analysis.inspection import inspect
+from bertcore.data.masking import MaskDecision, mask_like_bert
+from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector.family_display import REPLACED_ROW_NAME, layer_kinds
+from explorer.window._qt.main_window import MainWindow
+from tests.bertcore.test_family_inspection import SEEN, UNSEEN, trained_discriminator, word_tokenizer
+
+WAIT_MS = 30_000  # a shared two-core machine under load inspects slowly
+LONG_TEXT = " ".join(SEEN * 3)
+
+
+@pytest.fixture
+def window(qtbot, settings) -> MainWindow:
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.resize(1300, 850)
+    window.show()
+    return window
+
+
+def test_albert_shows_sentence_order_where_bert_shows_nsp(qtbot, window, tokenizer):
+    torch.manual_seed(0)
+    albert = AlbertForPreTraining(AlbertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, embedding_size=16,
+                                               num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
+                                               max_position_embeddings=64)).eval()
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
+        window.set_model(albert, tokenizer, "tiny-albert")
+    inspection = shown.args[0]
+    assert 1 in inspection.encoding.sequence_ids and inspection.in_order_probability is not None
+    title, label = window.inspect_tab.predictions.nsp_title, window.findChild(QLabel, "nspLabel")
+    bar = window.findChild(QProgressBar, "nspBar")
+    assert "Sentence order (SOP)" in title.text() and "swapped" in title.toolTip()
+    in_order = inspection.in_order_probability
+    assert label.isVisible() and label.text() == (f"A then B, in order: {100 * in_order:.1f}% · swapped: "
+                                                  f"{100 * (1 - in_order):.1f}%")
+    assert bar.isVisible() and bar.isEnabled() and bar.value() == round(1000 * in_order)
+    assert window.inspect_tab.state.model_info.label.endswith("MLM and sentence-order (SOP) heads")
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.inspect_pair("the king is dead long live the king")  # one sentence: no order to judge
+    assert "needs a pair" in label.text() and not bar.isEnabled()
+
+
+@pytest.mark.slow  # trains a tiny discriminator first
+def test_electras_replaced_row_lights_up_the_tokens_the_masking_replaced(qtbot, window):
+    tokenizer = word_tokenizer()
+    discriminator = trained_discriminator(tokenizer, max_position_embeddings=128)
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(discriminator, tokenizer, "tiny-electra")
+    tab = window.inspect_tab
+    assert "replaced?" in tab.info_label.text()
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.inspect_pair(LONG_TEXT)
+    encoding = tab.state.encoding
+    seed = next(seed for seed in range(200) if unseen_random_tokens(mask_like_bert(encoding, tokenizer, seed)))
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
+        tab.mask_like_bert(seed)
+    inspection = shown.args[0]
+    table = tab.token_table.table_model
+    row = table.rows.index(REPLACED_ROW_NAME)
+    texts = [table.cell_text(row, column) for column in range(len(encoding))]
+    assert texts == [f"{100 * p:.0f}%" for p in inspection.replaced_probabilities]
+    masking = inspection.masking
+    lit = [column for column in range(len(encoding)) if inspection.replaced_probabilities[column] > 0.5]
+    found = unseen_random_tokens(masking)
+    assert found and set(found) <= set(lit)  # every unseen random token lights up
+    assert all(masking.decisions[column] != MaskDecision.NONE for column in lit)  # and no untouched token does
+    brush = table.data(table.index(row, found[0]), role=8)  # BackgroundRole: a strong colour where it is found
+    assert brush.color().green() < 150
+    assert "random token" in table.data(table.index(row, found[0]), role=3)  # ToolTipRole: what the masking did
+
+
+def unseen_random_tokens(masking) -> list[int]:
+    """The positions where the masking put a random token that the discriminator never saw in a sentence."""
+    return [position for position, (decision, token) in enumerate(zip(masking.decisions, masking.masked_tokens,
+                                                                       strict=True))
+            if decision == MaskDecision.RANDOM and token in UNSEEN]
+
+
+def modernbert_inspection(tokenizer, text: str, **sizes):
+    config = ModernBertConfig(**{**dict(vocab_size=tokenizer.vocab_size, hidden_size=48, intermediate_size=40,
+                                        num_hidden_layers=4, num_attention_heads=12, local_attention=8,
+                                        global_attn_every_n_layers=3, max_position_embeddings=128, pad_token_id=0,
+                                        bos_token_id=2, cls_token_id=2, eos_token_id=3, sep_token_id=3), **sizes})
+    torch.manual_seed(0)
+    return inspect(ModernBertForMaskedLM(config).eval(), tokenizer, text)
+
+
+def test_modernbert_layers_are_marked_global_or_local_in_the_stepper_grid_and_overview(qtbot, tokenizer):
+    inspection = modernbert_inspection(tokenizer, "the king is dead long live the king his son shall wear the "
+                                                  "crown and all the lords shall bow")
+    panel = AttentionPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 700)
+    panel.show()
+    panel.set_inspection(inspection)
+    label, kind_label = panel.toolbar.layer_label, panel.head_grid.layer_kind_label
+    assert label.text() == "Layer 1 / 4 · global" and kind_label.isVisible()
+    assert "Global attention" in kind_label.text() and "the global layers are 1, 4" in kind_label.text()
+    panel.set_layer(1)
+    assert label.text() == "Layer 2 / 4 · local ±4" and "Local attention" in kind_label.text()
+    assert "4 positions on each side" in kind_label.text()
+    panel.tabs.setCurrentIndex(1)  # all layers: each number carries its kind
+    assert [item.textItem.toPlainText() for item in panel.overview.number_items[1:5]] == ["1 G", "2 L", "3 L", "4 G"]
+    assert [kind.short for kind in layer_kinds(inspection)] == ["G", "L", "L", "G"]
+    # the band: a local layer's heads see nothing beyond the window
+    distance = np.abs(np.subtract.outer(np.arange(len(inspection.encoding)), np.arange(len(inspection.encoding))))
+    assert inspection.attentions[1][:, distance > 4].max() == 0
+
+
+def test_a_bert_shows_no_layer_kinds(qtbot, tokenizer, tiny_model):
+    panel = AttentionPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.set_inspection(inspect(tiny_model, tokenizer, "the king is dead"))
+    assert panel.toolbar.layer_label.text() == "Layer 1 / 3" and panel.head_grid.layer_kind_label.isHidden()
+    panel.tabs.setCurrentIndex(1)
+    assert [item.textItem.toPlainText() for item in panel.overview.number_items[1:4]] == ["1", "2", "3"]
