@@ -63,6 +63,12 @@ class Inspection:
         return self.attentions.shape[1]
 
 
+def max_input_length(config) -> int:
+    """The longest input a model takes: its position table, less RoBERTa's rows at and below the padding index
+    (RobertaConfig.max_length), which no input reaches."""
+    return int(getattr(config, "max_length", config.max_position_embeddings))
+
+
 def inspect(
     model: BertPreTrainedModel,
     tokenizer: BertTokenizer,
@@ -74,7 +80,7 @@ def inspect(
     head_mask: np.ndarray | None = None,
     max_length: int | None = None,
 ) -> Inspection:
-    encoding = tokenizer.encode(text_a, text_b, max_length=max_length or model.config.max_position_embeddings)
+    encoding = tokenizer.encode(text_a, text_b, max_length=max_length or max_input_length(model.config))
     return inspect_encoding(model, tokenizer, encoding, masking=masking, top_k=top_k, head_mask=head_mask,
                             context_text=text_b)
 
@@ -93,9 +99,9 @@ def inspect_encoding(
     and the NSP probability need pretraining heads; a task model gives its `task_output` instead.
     `context_text` (sentence B's text) is where a QA answer's text is cut from (else its tokens are decoded)."""
     config = model.config
-    if len(encoding) > config.max_position_embeddings:
+    if len(encoding) > max_input_length(config):
         raise ValueError(
-            f"the input has {len(encoding)} positions but the model accepts {config.max_position_embeddings}; "
+            f"the input has {len(encoding)} positions but the model accepts {max_input_length(config)}; "
             "encode with max_length to truncate it"
         )
     if masking is not None and len(masking.decisions) != len(encoding):

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from bertcore.analysis.inspection import max_input_length
 from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
 from bertcore.data.masking_recipes import check_recipe
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
@@ -159,7 +160,7 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
         local_layers=tuple(config.local_layers()) if hasattr(config, "local_layers") else (),
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
-        max_positions=config.max_position_embeddings,
+        max_positions=max_input_length(config),
         task=task,
         task_labels=tuple(config.id2label.values()) if task in (SEQUENCE_TASK, TOKEN_TASK) else (),
         problem_type=problem_type,
@@ -234,7 +235,7 @@ class ExplorerState:
     def max_length(self) -> int:
         if self.model is None:
             return 512
-        return int(self.model.config.max_position_embeddings)
+        return max_input_length(self.model.config)
 
     # -- input ---------------------------------------------------------------------------------------------------
 

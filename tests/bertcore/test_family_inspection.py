@@ -136,3 +136,15 @@ def test_a_bert_has_none_of_the_family_views(tokenizer):
     inspection = inspect(BertForPreTraining(tiny_bert(tokenizer.vocab_size)), tokenizer, "the cat", "sat on a mat")
     assert inspection.in_order_probability is None and inspection.replaced_probabilities is None
     assert inspection.local_layers == () and inspection.sliding_window is None
+
+
+def test_a_long_input_is_cut_to_robertas_usable_positions(tokenizer):
+    """RoBERTa's table holds max_position_embeddings rows, but positions start after the padding index: an input
+    cut to the table's size would be refused by the model."""
+    from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
+
+    config = RobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2,
+                           num_attention_heads=3, intermediate_size=40, max_position_embeddings=20, pad_token_id=0)
+    torch.manual_seed(0)
+    inspection = inspect(RobertaForMaskedLM(config), tokenizer, " ".join(SEEN), " ".join(SEEN))
+    assert len(inspection.encoding) == config.max_length == 19

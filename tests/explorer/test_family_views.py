@@ -128,3 +128,12 @@ def test_a_bert_shows_no_layer_kinds(qtbot, tokenizer, tiny_model):
     assert panel.toolbar.layer_label.text() == "Layer 1 / 3" and panel.head_grid.layer_kind_label.isHidden()
     panel.tabs.setCurrentIndex(1)
     assert [item.textItem.toPlainText() for item in panel.overview.number_items[1:4]] == ["1", "2", "3"]
+
+
+def test_the_window_cuts_a_robertas_input_to_its_usable_positions(tokenizer):
+    from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
+    from explorer.inspector.state import describe_model
+
+    config = RobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2,
+                           num_attention_heads=3, intermediate_size=40, max_position_embeddings=514)
+    assert describe_model(RobertaForMaskedLM(config), "roberta").max_positions == 512  # 514 less pad + 1
