@@ -16,8 +16,8 @@ and `mlm_logits`), BERT's `cls.seq_relationship`, ALBERT's `sop_classifier`, ELE
 `end_logits`, so every family's task classes work as they arrive.
 
 `target_logit` is the function every explanation differentiates. It computes only what the target reads: the
-pretraining heads at one position (the MLM decoder on one row, not T rows of a 30k-word vocabulary) and, on
-BERT's own encoder, the last layer at that position alone.
+pretraining heads at one position (the MLM decoder on one row and for one word, not T rows of a 30k-word
+vocabulary) and, on BERT's own encoder, the last layer at that position alone.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import operator
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bertcore.errors import ExplainError
@@ -234,7 +236,7 @@ def _run(model, target, input_ids, inputs_embeds, token_type_ids, attention_mask
             outputs = base(input_ids, output_attentions=output_attentions, **inputs)
             hidden = outputs.last_hidden_state[:, position]  # (B, D)
         if kind == "mlm":
-            logit = _mlm_logits(model, hidden)[:, values[1]]  # (B, V) on one row, then the token
+            logit = _mlm_logit(model, hidden, values[1])
         elif kind == "nsp":
             logit = model.cls.seq_relationship(outputs.pooler_output)[:, values[0]]
         elif kind == "sop":
@@ -246,15 +248,62 @@ def _run(model, target, input_ids, inputs_embeds, token_type_ids, attention_mask
 
 @contextlib.contextmanager
 def _embedding_output(base: nn.Module, inputs_embeds: torch.Tensor | None) -> Iterator[None]:
-    """Within the block, the embedding layer's output is `inputs_embeds` (None: left as computed)."""
+    """Within the block, the embedding layer's output is `inputs_embeds` (None: left as computed). Only for this
+    thread: the app may run an inspection of the same model in another thread meanwhile."""
     if inputs_embeds is None:
         yield
         return
-    handle = base.embeddings.register_forward_hook(lambda module, args, output: inputs_embeds)
+    thread = threading.get_ident()
+
+    def replace(module, args, output):
+        return inputs_embeds if threading.get_ident() == thread else None
+
+    handle = base.embeddings.register_forward_hook(replace)
     try:
         yield
     finally:
         handle.remove()
+
+
+class _DecoderReached(Exception):
+    """Raised from the vocabulary decoder's pre-hook: its input is all the target needs."""
+
+
+def _vocabulary_decoder(model: nn.Module) -> nn.Linear | None:
+    """The MLM head's last layer: the Linear outside the encoder whose outputs are the vocabulary (every family's
+    head ends in one: cls.predictions.decoder, lm_head.decoder, vocab_projector, generator_lm_head, decoder)."""
+    base = base_model(model)
+    for module in model.modules():
+        if module is base:
+            continue
+        if isinstance(module, nn.Linear) and module.out_features == model.config.vocab_size:
+            if not any(module is inner for inner in base.modules()):
+                return module
+    return None
+
+
+def _mlm_logit(model: nn.Module, hidden: torch.Tensor, token_id: int) -> torch.Tensor:
+    """The MLM logit of one token (B,) from final hidden states (B, D): the head up to its decoder, then the
+    decoder's one row for that token instead of all V (30,522 rows of which the target reads one)."""
+    decoder = _vocabulary_decoder(model)
+    if decoder is None:
+        return _mlm_logits(model, hidden)[:, token_id]
+    thread, caught = threading.get_ident(), []
+
+    def catch(module, args):
+        if threading.get_ident() == thread:
+            caught.append(args[0])
+            raise _DecoderReached
+
+    handle = decoder.register_forward_pre_hook(catch)
+    try:
+        _mlm_logits(model, hidden)
+    except _DecoderReached:
+        pass
+    finally:
+        handle.remove()
+    bias = None if decoder.bias is None else decoder.bias[token_id:token_id + 1]
+    return F.linear(caught[0], decoder.weight[token_id:token_id + 1], bias)[:, 0]  # (B,)
 
 
 def _takes_query_positions(base: nn.Module) -> bool:

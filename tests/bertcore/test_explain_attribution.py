@@ -95,7 +95,7 @@ def test_a_tolerance_stops_once_the_scores_are_complete_enough(small_vocab_token
     refined = records[-1].result
     change = refined.target_value - refined.baseline_value
     assert abs(refined.delta) <= 0.001 * abs(change) < abs(records[0].result.delta)
-    assert refined.steps < 16  # Gauss–Legendre over [0, 1] needs 16 nodes for the same error
+    assert len(records) > 2 and refined.steps < 128  # refined more than once, and stopped when good enough
     np.testing.assert_allclose(refined.scores, fixed.scores, atol=0.01 * np.abs(fixed.scores).max())
     assert [record.done for record in records] == sorted(record.done for record in records)
 
