@@ -345,3 +345,29 @@ def test_a_click_on_a_words_bar_asks_for_its_tag_at_its_first_piece(qtbot, token
         qtbot.mouseClick(view.bars, Qt.MouseButton.LeftButton,
                          pos=QPoint(50, 2 + (len(words) - 1) * view.bars.ROW_HEIGHT + 5))
     assert asked.args == [("tag", position, int(output.predicted_ids[position]))]
+
+
+@pytest.mark.slow
+def test_albert_sentence_order_why_is_explained_as_sop(qtbot, monkeypatch, settings, tokenizer):
+    import torch
+
+    import explorer.explain._qt.explain_tab as explain_tab
+    from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
+    from explorer.window._qt.main_window import MainWindow
+
+    monkeypatch.setattr(explain_tab, "job_steps", lambda job: iter(()))
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.show()
+    torch.manual_seed(0)
+    albert = AlbertForPreTraining(AlbertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, embedding_size=16,
+                                               num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
+                                               max_position_embeddings=64)).eval()
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        window.set_model(albert, tokenizer, "tiny-albert")
+    button = window.findChild(object, "explainNspButton")
+    assert button.isVisible()
+    with qtbot.waitSignal(window.explain_tab.explainShown, timeout=WAIT_MS) as shown:
+        button.click()
+    assert shown.args == [("sop", 0)] and "SOP" in window.explain_tab.target_label.text()
+    window.close()

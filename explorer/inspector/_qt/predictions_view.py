@@ -8,8 +8,8 @@ A model without pretraining heads (an encoder-only checkpoint such as MiniLM) ge
 instead of numbers.
 
 A click on a guess (or on the answer) asks for it to be explained: `explainRequested(("mlm", position,
-token_id))`; the "Why?" button beside the NSP line asks for `("nsp", 0)`, B follows A. The window hands the
-request to the Explain tab.
+token_id))`; the "Why?" button beside the NSP line asks for `("nsp", 0)`, B follows A (beside ALBERT's
+sentence-order line: `("sop", 0)`, in order). The window hands the request to the Explain tab.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class BarDelegate(QStyledItemDelegate):
 class PredictionsPanel(QWidget):
     """The predictions table (`predictionsView`), the NSP line (`nspLabel`) and a note when there is nothing."""
 
-    explainRequested = Signal(object)  # a bertcore.explain target tuple: ("mlm", position, token_id) or ("nsp", 0)
+    explainRequested = Signal(object)  # a bertcore.explain target: ("mlm", position, token_id), ("nsp" | "sop", 0)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -198,7 +198,8 @@ class PredictionsPanel(QWidget):
         self.nsp_explain.setAccessibleName("Explain the next-sentence prediction")
         self.nsp_explain.setText("Why?")
         self.nsp_explain.setToolTip("Which tokens make the model say B follows A (the Explain tab)")
-        self.nsp_explain.clicked.connect(lambda: self.explainRequested.emit(("nsp", 0)))
+        self.sentence_target = ("nsp", 0)  # what "Why?" asks: B follows A, or (ALBERT) A then B in order
+        self.nsp_explain.clicked.connect(lambda: self.explainRequested.emit(self.sentence_target))
 
         # The pane beside the attention is narrow and shares its height with the logit lens: the NSP heading shares
         # its line with the answer, and the table asks for the room its rows and bars need (`_fit_table`).
@@ -257,7 +258,9 @@ class PredictionsPanel(QWidget):
         masking = None if inspection is None else inspection.masking
         self._original_ids = list(masking.original_ids) if masking is not None else []
         self._show(inspection, has_pair)
-        self.nsp_explain.setVisible(inspection is not None and _heads_of(inspection)[1])
+        has_sop_head = inspection is not None and getattr(inspection, "in_order_probability", None) is not None
+        self.sentence_target = ("sop", 0) if has_sop_head else ("nsp", 0)
+        self.nsp_explain.setVisible(inspection is not None and (_heads_of(inspection)[1] or has_sop_head))
         self._show_note_or_table()
 
     def target_at(self, index: QModelIndex) -> tuple | None:
