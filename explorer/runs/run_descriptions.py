@@ -63,6 +63,10 @@ def describe_run_config(config: dict) -> str:
     parts = [f"{training.get('preset', '?')} preset" if not training.get("init_from") else "further training"]
     if isinstance(model, dict) and "num_hidden_layers" in model:
         parts[0] += f" L{model['num_hidden_layers']}/H{model.get('hidden_size')}"
+    objective = config.get("objective")  # absent before there were objectives: BERT's mlm+nsp
+    if isinstance(objective, str) and objective != "mlm+nsp":
+        family = model.get("model_type") if isinstance(model, dict) else None
+        parts.append(f"{objective} on {family}" if isinstance(family, str) else objective)
     parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
     parts.append(f"lr {training.get('lr')}")
     if config.get("device"):

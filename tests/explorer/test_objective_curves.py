@@ -64,3 +64,13 @@ def test_the_form_offers_objectives_and_architectures_and_shows_the_configs_mess
     assert form.problems() == {} and form.settings().arch == "roberta"
     form.set_settings(TrainingSettings(objective="mlm+sop", arch="albert"))
     assert (form.objective_combo.currentData(), form.arch_combo.currentData()) == ("mlm+sop", "albert")
+
+
+def test_a_watched_runs_description_names_its_objective():
+    from explorer.runs.run_descriptions import describe_run_config
+
+    config = {"training": {"preset": "tiny", "steps": 400, "batch_size": 16, "seq_len": 64, "lr": 0.002},
+              "model": {"model_type": "electra", "num_hidden_layers": 2, "hidden_size": 128}, "objective": "rtd"}
+    assert describe_run_config(config) == "tiny preset L2/H128, rtd on electra, 400 steps of 16 × 64, lr 0.002"
+    del config["objective"]  # a run from before the objectives: BERT's, said as before
+    assert describe_run_config(config) == "tiny preset L2/H128, 400 steps of 16 × 64, lr 0.002"
