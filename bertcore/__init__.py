@@ -71,6 +71,7 @@ _EXPORTS = {
     "TaskEvalStats": "bertcore.training.finetuning",
     "read_checkpoint": "bertcore.models.checkpoint",
     "model_class_for": "bertcore.models.task_heads",
+    "task_model_class": "bertcore.models.task_heads",  # a family's task head class: RobertaForTokenClassification…
     "TrainingLoop": "bertcore.training.loop",
     "TrainingTask": "bertcore.training.task",
     # the head lab: which heads matter, what each does, where a prediction forms, what the embeddings learned
