@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertcore.checks import check_at_most, check_int
-from bertcore.data.masking_recipes import MASKING_RECIPES
+from bertcore.data.masking_recipes import check_recipe
 from bertcore.models.config import MAX_VOCAB_SIZE
 from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, linear_schedule
 
@@ -83,9 +83,7 @@ class TrainingConfig:
         if not (0 < self.mlm_probability < 1):
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}; BERT uses 0.15, "
                              "MosaicBERT 0.3")
-        if self.masking not in MASKING_RECIPES:
-            raise ValueError(f"masking is {self.masking!r}; it must be one of {', '.join(MASKING_RECIPES)} (token is "
-                             "BERT's, whole-word masks every piece of a word together, span is SpanBERT's)")
+        check_recipe(self.masking)
         if not (0 <= self.short_seq_prob <= 1):
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob!r}")
         if not (0 <= self.heldout_fraction < 1):

@@ -28,6 +28,7 @@ from bertcore.data.masking import (
     span_length_distribution,
     span_lengths_from_uniform,
 )
+from bertcore.data.masking_recipes import check_recipe
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE
@@ -474,8 +475,12 @@ def test_the_training_config_checks_the_recipe():
 
     assert TrainingConfig().masking == "token"
     assert TrainingConfig(masking="span", mlm_probability=0.3).masking == "span"
-    with pytest.raises(ValueError, match=r"masking is 'spans'; it must be one of token, whole-word, span"):
+    with pytest.raises(ValueError) as refused:
         TrainingConfig(masking="spans")
+    with pytest.raises(ValueError) as checked:
+        check_recipe("spans")
+    assert str(refused.value) == str(checked.value)  # one message, from one place
+    assert str(refused.value).startswith("masking recipe 'spans' is not one of token, whole-word, span")
     with pytest.raises(ValueError, match=r"mlm_probability must be in \(0, 1\), got 1.5; BERT uses 0.15"):
         TrainingConfig(mlm_probability=1.5)
     recorded_before_the_recipes = {key: value for key, value in TrainingConfig().to_dict().items() if key != "masking"}
