@@ -13,11 +13,13 @@ LayerNorm, where Captum's LayerIntegratedGradients on the embeddings module take
                              a sequence-level target): what flowed into it through attention. One pass.
 
 The integral is our own Gauss–Legendre quadrature. Captum's IntegratedGradients(method="gausslegendre") places the
-same nodes with the same weights (the tests compare the scores with Captum's LayerIntegratedGradients), but a
-Captum call starts over each time, so refining to a tolerance would pay again for every node already evaluated,
-and Captum would make matplotlib a runtime dependency. Here, with a tolerance, the panels already evaluated are
-kept and only the panel that misses the most of its share of f(x) − f(x') is halved (f at its ends comes from
-forward passes, so each panel's own error is known exactly).
+same nodes with the same weights (the tests compare the scores with Captum's LayerIntegratedGradients) and, over
+our target function, costs the same per step (benchmarks/ig_speed.py: 32 steps of MiniLM at 128 tokens 5.2 s
+either way); but a Captum call starts over each time, so refining to a tolerance would pay again for every node
+already evaluated, and Captum would make matplotlib a runtime dependency. Here, with a tolerance, the panels
+already evaluated are kept and only the panels that miss the most of their share of f(x) − f(x') are halved
+(f at their ends is known, so each panel's own error is known exactly): 1 % in 24 passes on MiniLM where
+Gauss–Legendre over [0, 1] needs 32.
 """
 
 from __future__ import annotations

@@ -272,13 +272,11 @@ class _DecoderReached(Exception):
 def _vocabulary_decoder(model: nn.Module) -> nn.Linear | None:
     """The MLM head's last layer: the Linear outside the encoder whose outputs are the vocabulary (every family's
     head ends in one: cls.predictions.decoder, lm_head.decoder, vocab_projector, generator_lm_head, decoder)."""
-    base = base_model(model)
+    inside_encoder = {id(module) for module in base_model(model).modules()}
     for module in model.modules():
-        if module is base:
-            continue
-        if isinstance(module, nn.Linear) and module.out_features == model.config.vocab_size:
-            if not any(module is inner for inner in base.modules()):
-                return module
+        if (isinstance(module, nn.Linear) and module.out_features == model.config.vocab_size
+                and id(module) not in inside_encoder):
+            return module
     return None
 
 

@@ -89,7 +89,7 @@ def test_integrated_gradients_are_complete_at_enough_steps(small_vocab_tokenizer
 
 def test_a_tolerance_stops_once_the_scores_are_complete_enough(small_vocab_tokenizer, encoding):
     model = wide_bert(small_vocab_tokenizer.vocab_size)
-    fixed = attribute(model, small_vocab_tokenizer, encoding, ("mlm", 5, 9), steps=128)
+    fixed = attribute(model, small_vocab_tokenizer, encoding, ("mlm", 5, 9), steps=48)
     records = list(attribute_progress(model, small_vocab_tokenizer, encoding, ("mlm", 5, 9), steps=128,
                                       tolerance=0.001))
     refined = records[-1].result
@@ -145,7 +145,7 @@ def test_every_method_on_every_head_kind(name, small_vocab_tokenizer, encoding):
     was_training = model.train().training
     for kind in CASES[name]:
         for method in ATTRIBUTION_METHODS:
-            result = attribute(model, small_vocab_tokenizer, encoding, example_target(kind), method=method, steps=16)
+            result = attribute(model, small_vocab_tokenizer, encoding, example_target(kind), method=method, steps=8)
             assert result.scores.shape == (16,) and result.scores.dtype == np.float32
             assert np.isfinite(result.scores).all() and result.method == method
             if method == "integrated_gradients":
