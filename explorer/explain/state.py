@@ -2,15 +2,10 @@
 
 A click on an output in the Inspect tab (a masked position's guess, NSP, a class, a tag, a QA start or end)
 becomes `ExplainState.explain(request)`: the target and the input the model saw (masking applied). From there
-three kinds of work are asked for, each a job with a fresh id, and each job's records arrive through `arrived`:
-- "attribution": one `bertcore.explain.attribute` per chosen method, then its deletion / insertion curves
-  (`bertcore.explain.faithfulness`);
-- "mixing": context mixing of the chosen method and raw attention (with attention rollout), on one scale;
-- "patching": the restoration by the clean run of a corrupted copy of the input, over the residual stream
-  (layer × position) and over the heads (layer × head).
-Only the newest job of a kind counts: a record of an older one is dropped when it arrives (`arrived` says so).
-`JobQueue` decides which job runs next (one at a time: the patching hooks and the gradients of an attribution
-must not share the model between two threads) and when the running one must be stopped.
+three kinds of work are asked for (attribution, mixing, patching: explorer/explain/jobs.py), each a job with a
+fresh id, and each job's records arrive through `arrived`. Only the newest job of a kind counts: a record of an
+older one is dropped when it arrives (`arrived` says so). The corrupted copy patching needs is state too: it must
+keep the clean input's token count, and `corrupted_problem` says in words when it does not.
 
 Every mutator announces what it changed on `changed(state, what)`, `what` an `ExplainChange`; the Qt views
 (explorer/explain/_qt/) subscribe and redraw from it. Nothing here imports Qt.
@@ -20,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +23,11 @@ import numpy as np
 from bertcore.data.masking import Masking
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.events import Event
+from explorer.explain.jobs import JOB_KINDS, AttributionJob, JobRecord, MixingJob, PatchingJob, method_words
 
-JOB_KINDS = ("attribution", "mixing", "patching")
 DEFAULT_METHODS = ("integrated_gradients", "gradient_x_input")
 DEFAULT_MIXING_METHOD = "value_norm"
 DEFAULT_STEPS = 64  # integrated gradients: evaluations at most (the method stops early once it is exact enough)
-PATCHING_OVER = ("residual", "heads")
 
 
 class ExplainChange(str, enum.Enum):
@@ -71,161 +64,6 @@ def model_input(encoding: Encoding, masking: Masking | None) -> Encoding:
     if masking is None:
         return encoding
     return dataclasses.replace(encoding, input_ids=list(masking.masked_ids), tokens=list(masking.masked_tokens))
-
-
-@dataclass(frozen=True)
-class AttributionJob:
-    kind = "attribution"
-    request_id: int
-    model: Any
-    tokenizer: Any
-    encoding: Encoding  # as the model saw it
-    target: tuple
-    methods: tuple[str, ...]
-    steps: int
-
-
-@dataclass(frozen=True)
-class MixingJob:
-    kind = "mixing"
-    request_id: int
-    model: Any
-    tokenizer: Any
-    encoding: Encoding
-    method: str
-
-
-@dataclass(frozen=True)
-class PatchingJob:
-    kind = "patching"
-    request_id: int
-    model: Any
-    tokenizer: Any
-    clean: Encoding
-    corrupted: Encoding
-    target: tuple
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One step of a job, as its generator yields it: how far it is, and a result when one is complete."""
-
-    kind: str
-    request_id: int
-    fraction: float  # of the whole job, in [0, 1]
-    text: str  # what it is doing, for the status line
-    item: tuple[str, str, Any] | None = None  # (what, key, value): ("attribution", method, Attribution), …
-
-
-# ---------------------------------------------------------------- the work, as plain generators
-
-
-def job_steps(job: AttributionJob | MixingJob | PatchingJob) -> Iterator[JobRecord]:
-    """The records of one job, computed as they are asked for: stop asking (or `close()`) to cancel."""
-    if isinstance(job, AttributionJob):
-        return _attribution_steps(job)
-    if isinstance(job, MixingJob):
-        return _mixing_steps(job)
-    return _patching_steps(job)
-
-
-def _attribution_steps(job: AttributionJob) -> Iterator[JobRecord]:
-    """Every method's attribution first (what the click asked to see), then each one's faithfulness curves."""
-    from bertcore.explain.attribution import attribute_progress
-
-    share = 1.0 / (2 * len(job.methods))
-    attributions = {}
-    for index, method in enumerate(job.methods):
-        start = index * share
-        attribution = None
-        for progress in attribute_progress(job.model, job.tokenizer, job.encoding, job.target, method=method,
-                                           steps=job.steps):
-            attribution = progress.result
-            inner = progress.fraction if progress.fraction is not None else 0.0
-            yield JobRecord(job.kind, job.request_id, start + share * inner, f"{_words(method)}: "
-                            f"{progress.done} of {progress.total or '?'} evaluations")
-        attributions[method] = attribution
-        yield JobRecord(job.kind, job.request_id, start + share, f"{_words(method)}: done",
-                        ("attribution", method, attribution))
-    from bertcore.explain.faithfulness import faithfulness
-
-    for index, method in enumerate(job.methods):
-        curves = faithfulness(job.model, job.tokenizer, job.encoding, job.target, attributions[method].scores)
-        yield JobRecord(job.kind, job.request_id, 0.5 + (index + 1) * share, f"{_words(method)}: faithfulness done",
-                        ("faithfulness", method, curves))
-
-
-def _mixing_steps(job: MixingJob) -> Iterator[JobRecord]:
-    """The chosen measure, then raw attention: a record per layer measured, so Cancel stops a long input between
-    two layers (ALTI over 500 tokens of MiniLM takes tens of seconds on two cores)."""
-    from bertcore.explain.mixing import context_mixing_progress
-
-    methods = (job.method,) if job.method == "attention" else (job.method, "attention")
-    for index, method in enumerate(methods):
-        yield JobRecord(job.kind, job.request_id, index / len(methods), f"context mixing: {_words(method)}…")
-        for progress in context_mixing_progress(job.model, job.tokenizer, job.encoding, method):
-            inner = progress.fraction if progress.fraction is not None else 0.0
-            item = None if progress.result is None else ("mixing", method, progress.result)
-            yield JobRecord(job.kind, job.request_id, (index + inner) / len(methods),
-                            f"context mixing: {_words(method)}, {progress.done} of {progress.total} layers", item)
-
-
-def _patching_steps(job: PatchingJob) -> Iterator[JobRecord]:
-    from bertcore.explain.patching import activation_patching_progress
-
-    for index, over in enumerate(PATCHING_OVER):
-        result = None
-        for progress in activation_patching_progress(job.model, job.tokenizer, job.clean, job.corrupted, job.target,
-                                                     over=over):
-            result = progress.result
-            inner = progress.fraction if progress.fraction is not None else 0.0
-            # the rows measured so far are drawn as they come (the rest are NaN)
-            yield JobRecord(job.kind, job.request_id, (index + inner) / len(PATCHING_OVER),
-                            f"patching the {over}: {progress.done} of {progress.total or '?'} layers",
-                            None if result is None else ("patching", over, result))
-        yield JobRecord(job.kind, job.request_id, (index + 1) / len(PATCHING_OVER), f"patching the {over}: done",
-                        ("patching", over, result))
-
-
-def _words(method: str) -> str:
-    return method.replace("_", " ")
-
-
-# ---------------------------------------------------------------- which job runs
-
-
-class JobQueue:
-    """One job runs at a time, the kinds in JOB_KINDS order; a job waiting is replaced by a newer one of its kind,
-    and a newer job of the running one's kind asks for the running one to stop (newest wins). Plain Python: the
-    tab runs what it says."""
-
-    def __init__(self) -> None:
-        self.pending: dict[str, Any] = {}  # kind → the newest job of that kind not started yet
-        self.running: Any = None
-
-    def submit(self, job: Any) -> bool:
-        """Queue `job`; True when the running job must be stopped (it is of the same kind, so now stale)."""
-        self.pending.pop(job.kind, None)
-        self.pending[job.kind] = job
-        return self.running is not None and self.running.kind == job.kind
-
-    def start_next(self) -> Any:
-        """The job to start now (it becomes `running`), or None while one runs or none waits."""
-        if self.running is not None or not self.pending:
-            return None
-        kind = min(self.pending, key=JOB_KINDS.index)  # the attributions first: they answer the click
-        self.running = self.pending.pop(kind)
-        return self.running
-
-    def ended(self, job: Any) -> None:
-        """`job` has ended (finished, stopped or failed); another may start."""
-        if self.running is job:
-            self.running = None
-
-    def cancel(self) -> bool:
-        """Drop every waiting job; True when there is a running one to stop."""
-        self.pending.clear()
-        return self.running is not None
 
 
 # ---------------------------------------------------------------- the state
@@ -504,11 +342,6 @@ def _length_problem(corrupted: Encoding, clean: Encoding) -> str:
             f"Replace a word by one that splits into as many pieces (the token rows above show the pieces).")
 
 
-def scores_matrix(attributions: dict[str, Any], methods) -> np.ndarray:
-    """(methods, T) float32: each method's scores, in `methods` order (the CSV and NPZ exports)."""
-    return np.stack([np.asarray(attributions[method].scores, np.float32) for method in methods])
-
-
 def mixing_share(matrix: np.ndarray) -> np.ndarray:
     """(T, T) rows rescaled to shares that sum to 1 (a row of zeros stays zero): the one scale on which raw
     attention, attention rollout and every context-mixing measure can be compared. Value norms come per head,
@@ -529,7 +362,7 @@ def mixing_maps(mixing: Any, attention: Any, layer: int) -> list[tuple[str, str,
     for result in results:
         if result is None:
             continue
-        name = _words(result.method)
+        name = method_words(result.method)
         if result.method == "attention":
             titles = (f"raw attention · layer {layer} (mean of heads)", f"attention rollout to layer {layer}")
         else:

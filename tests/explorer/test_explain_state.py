@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 
 from bertcore.data.masking import mask_exactly
+from explorer.explain.jobs import AttributionJob, JobQueue, JobRecord, MixingJob, job_steps
 from explorer.explain.state import (
-    AttributionJob,
     ExplainChange,
     ExplainRequest,
     ExplainState,
-    JobQueue,
-    JobRecord,
-    MixingJob,
     mixing_maps,
     mixing_share,
     model_input,
@@ -182,8 +179,6 @@ def test_an_input_without_a_target_gets_its_context_mixing_only(state, tokenizer
 @pytest.mark.slow
 def test_the_jobs_run_bertcores_explanations_to_the_end(state, tokenizer):
     """The real work, on the tiny model: mixing of both kinds, patching drawn layer by layer, attributions."""
-    from explorer.explain.state import job_steps
-
     assert state.explain(masked_request(tokenizer))
     records = list(job_steps(state.mixing_job()))
     assert [record.item[1] for record in records if record.item] == ["value_norm", "attention"]

@@ -16,7 +16,8 @@ from explorer.explain._qt.explain_tab import ExplainTab
 from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
-from explorer.explain.state import ExplainRequest, JobRecord, mixing_maps
+from explorer.explain.jobs import JobRecord
+from explorer.explain.state import ExplainRequest, mixing_maps
 
 WAIT_MS = 10_000
 TOKENS = ["[CLS]", "the", "[MASK]", "sat", "[SEP]"]

@@ -51,7 +51,8 @@ from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
 from explorer.explain.exports import save_explanation_npz, write_attributions_csv
-from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, JobQueue, job_steps, mixing_maps
+from explorer.explain.jobs import JobQueue, job_steps
+from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
 
 EXPLAIN_NICENESS = 5  # as the training thread: the GUI thread wins the CPU
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
