@@ -24,6 +24,7 @@ Gauss–Legendre over [0, 1] needs 32.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -109,10 +110,12 @@ def embedding_output(model: nn.Module, input_ids: torch.Tensor, token_type_ids: 
     """(B, T, E): what the model's embedding layer gives for these ids (every family's own way of adding
     positions and segments), without running the encoder after it."""
     caught: list[torch.Tensor] = []
+    thread = threading.get_ident()
 
     def catch(module, args, output):
-        caught.append(output)
-        raise _EmbeddingsDone
+        if threading.get_ident() == thread:  # another thread's forward of the same model runs on undisturbed
+            caught.append(output)
+            raise _EmbeddingsDone
 
     handle = base_model(model).embeddings.register_forward_hook(catch)
     try:

@@ -191,3 +191,23 @@ def test_targets_in_words(small_vocab_tokenizer):
     assert describe_target(("sop", 1)) == "SOP: swapped"
     assert describe_target(("class", 2), model=model) == "class 'LABEL_2'"
     assert describe_target(("start", 4)) == "answer start at position 4"
+
+
+def test_the_embedding_override_holds_only_in_its_own_thread(small_vocab_tokenizer, pair_encoding):
+    import threading
+
+    from bertcore.explain.targets import _embedding_output
+
+    model = build("bert-mlm", small_vocab_tokenizer.vocab_size)
+    inputs = model_inputs(pair_encoding)
+    target = ("mlm", 3, 7)
+    with torch.no_grad():
+        expected = target_logit(model, target, **inputs)
+        elsewhere = []
+        with _embedding_output(base_model(model), torch.zeros(1, 16, 30)):
+            overridden = target_logit(model, target, **inputs)
+            worker = threading.Thread(target=lambda: elsewhere.append(target_logit(model, target, **inputs)))
+            worker.start()
+            worker.join()
+    assert not torch.allclose(overridden, expected)
+    torch.testing.assert_close(elsewhere[0], expected)
