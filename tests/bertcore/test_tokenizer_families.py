@@ -31,6 +31,7 @@ FAMILY_LAYOUTS = {  # the pair template each family's tokenizer uses, as our tok
     "roberta": "<s> A </s></s> B </s>",
     "roberta-files": "<s> A </s></s> B </s>",
     "albert": "[CLS] A [SEP] B [SEP]",
+    "xlm-roberta": "<s> A </s></s> B </s>",
     "modernbert": "[CLS] A [SEP] B [SEP]",
 }
 
@@ -83,6 +84,17 @@ def save_albert(folder, transformers) -> None:
     transformers.AlbertTokenizerFast(vocab=pieces).save_pretrained(folder)
 
 
+def save_xlm_roberta(folder, transformers) -> None:
+    """XLM-RoBERTa's kind: a SentencePiece Unigram model laid out as RoBERTa (<s> A </s></s> B </s>)."""
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                      unk_token="<unk>", show_progress=False)
+    tokenizer.train_from_iterator(corpus_lines(), trainer=trainer)
+    pieces = [tuple(item) for item in json.loads(tokenizer.to_str())["model"]["vocab"]] + [("<mask>", 0.0)]
+    transformers.XLMRobertaTokenizerFast(vocab=pieces).save_pretrained(folder)
+
+
 def save_modernbert(folder, transformers) -> None:
     """ModernBERT's kind: byte-level BPE with BERT's special tokens and template, a plain fast tokenizer."""
     specials = ["<|padding|>", "<|endoftext|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
@@ -97,7 +109,7 @@ def save_modernbert(folder, transformers) -> None:
 
 
 SAVERS = {"roberta": save_roberta, "roberta-files": save_roberta_files, "albert": save_albert,
-          "modernbert": save_modernbert}
+          "xlm-roberta": save_xlm_roberta, "modernbert": save_modernbert}
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +197,7 @@ def test_special_tokens_vocabulary_and_decoding_match_transformers(name, folders
 def test_piece_styles_name_how_each_family_marks_words(folders):
     styles = {name: tokenizer_from_folder(folder).piece_style for name, folder in folders.items()}
     assert styles == {"roberta": "byte_level", "roberta-files": "byte_level", "albert": "sentencepiece",
-                      "modernbert": "byte_level"}
+                      "xlm-roberta": "sentencepiece", "modernbert": "byte_level"}
     assert tokenizer_from_folder(folders["roberta"]).encode("Hello world").piece_style == "byte_level"
 
 
@@ -241,6 +253,10 @@ def tiny_transformers_model(name, tokenizer, transformers):
     """A random transformers masked LM of the family at odd tiny sizes, its vocabulary the tokenizer's."""
     sizes = dict(vocab_size=len(tokenizer), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                  intermediate_size=37, pad_token_id=tokenizer.pad_token_id)
+    if name == "xlm-roberta":
+        config = transformers.XLMRobertaConfig(**sizes, max_position_embeddings=66,
+                                               bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+        return transformers.XLMRobertaForMaskedLM(config)
     if name.startswith("roberta"):
         config = transformers.RobertaConfig(**sizes, max_position_embeddings=66, bos_token_id=tokenizer.cls_token_id,
                                             eos_token_id=tokenizer.sep_token_id)
