@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from bertcore.checks import check_at_most, check_int
+from bertcore.checks import check_at_most, check_int, check_number
 from bertcore.data.masking_recipes import check_recipe
 from bertcore.models.config import MAX_VOCAB_SIZE
 from bertcore.training.loop_settings import MAX_STEPS, check_loop_settings, linear_schedule
@@ -80,6 +80,7 @@ class TrainingConfig:
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
         check_loop_settings(self, lr_hint="BERT-mini likes about 5e-4")
+        check_number("mlm_probability", self.mlm_probability)
         if not (0 < self.mlm_probability < 1):
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}; BERT uses 0.15, "
                              "MosaicBERT 0.3")

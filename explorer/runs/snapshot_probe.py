@@ -1,6 +1,7 @@
 """Probing a run while it trains: the probe thread loads a weights snapshot (`WeightsJob`) of the running engine,
 or a watched run's checkpoint (`CheckpointJob`), into its own model and inspects the probe pairs
-(`SnapshotProber`); a watched run's checkpoints are probed once each, oldest first (`CheckpointProbeQueue`).
+(`SnapshotProber`), masked as the run masks (`ProbeMasking`); a watched run's checkpoints are probed once each,
+oldest first (`CheckpointProbeQueue`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,26 @@ from explorer.runs.probe_history import ProbePair
 
 
 @dataclass(frozen=True)
+class ProbeMasking:
+    """How a run masks its text (bertcore.training.pretraining_config's `masking` and `mlm_probability`): the probe
+    pairs are masked the same way, so the predictions shown are the kind the run is learning to make."""
+
+    recipe: str = "token"
+    mlm_probability: float = 0.15
+
+    @classmethod
+    def of_checkpoint(cls, folder: str | Path) -> ProbeMasking:
+        """The masking recorded by the run a checkpoint folder (RUN/checkpoints/step-N) belongs to; BERT's when the
+        run records none (a run from before the recipes, a fine-tuning run). ValueError naming the file when the
+        run's run_config.json cannot be read."""
+        from bertcore.files.run_folder import read_run_config
+
+        recorded = read_run_config(Path(folder).parent.parent).get("training")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        return cls(recorded.get("masking", cls.recipe), recorded.get("mlm_probability", cls.mlm_probability))
+
+
+@dataclass(frozen=True)
 class WeightsJob:
     """Probe a running engine's weights (a CPU snapshot of its state dict)."""
 
@@ -20,11 +41,12 @@ class WeightsJob:
     config: Any  # bertcore.models.config.BertConfig
     tokenizer: Any
     pairs: tuple[ProbePair, ...]
+    masking: ProbeMasking = ProbeMasking()
 
 
 @dataclass(frozen=True)
 class CheckpointJob:
-    """Probe a watched run's checkpoint folder."""
+    """Probe a watched run's checkpoint folder (masked as its run's run_config.json says)."""
 
     folder: str
     pairs: tuple[ProbePair, ...]
@@ -37,7 +59,7 @@ class SnapshotProber:
     def __init__(self):
         self._model = None
         self._config = None
-        self._encodings: dict[tuple[int, ProbePair], tuple[Any, Any]] = {}
+        self._encodings: dict[tuple[int, ProbePair, ProbeMasking], tuple[Any, Any]] = {}
 
     def __call__(self, job: WeightsJob | CheckpointJob) -> dict[ProbePair, Any]:
         import torch
@@ -51,8 +73,9 @@ class SnapshotProber:
 
             model, tokenizer = load_pretrained(job.folder)
             state, config = model.state_dict(), model.config
+            run_masking = ProbeMasking.of_checkpoint(job.folder)
         else:
-            state, config, tokenizer = job.state, job.config, job.tokenizer
+            state, config, tokenizer, run_masking = job.state, job.config, job.tokenizer, job.masking
         pairs = job.pairs
         if self._model is None or self._config != config:
             with torch.device("meta"):  # no random init: the snapshot overwrites every weight
@@ -64,11 +87,12 @@ class SnapshotProber:
         results = {}
         with torch.inference_mode():
             for pair in pairs:
-                key = (id(tokenizer), pair)
+                key = (id(tokenizer), pair, run_masking)
                 if key not in self._encodings:
                     encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
                     # The same positions are masked at every snapshot, so predictions can be compared.
-                    masking = mask_like_bert(encoding, tokenizer, seed=0)
+                    masking = mask_like_bert(encoding, tokenizer, seed=0, recipe=run_masking.recipe,
+                                             mlm_probability=run_masking.mlm_probability)
                     self._encodings[key] = (encoding, masking)
                 encoding, masking = self._encodings[key]
                 results[pair] = inspect_encoding(self._model, tokenizer, encoding, masking=masking)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.runs.probe_history import ProbePair
-from explorer.runs.snapshot_probe import WeightsJob
+from explorer.runs.snapshot_probe import ProbeMasking, WeightsJob
 
 PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
 CONTINUE_LOADED = "continue the loaded model"
@@ -40,7 +40,7 @@ MAX_SEED = 2**31 - 1  # what the form's seed field holds
 
 # The form's fields that TrainingConfig checks (its messages are the ones shown), and their names there.
 CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every",
-                 "objective", "arch")
+                 "objective", "arch", "masking", "mlm_probability")
 # The objectives and families the form offers, with what each is (bertcore.training.pretraining_config's names).
 OBJECTIVE_CHOICES = (("mlm+nsp", "BERT: masked LM + next sentence"), ("mlm", "RoBERTa: masked LM, full sentences"),
                      ("mlm+sop", "ALBERT: masked LM + sentence order"),
@@ -113,6 +113,8 @@ class TrainingSettings:
     eval_every: int = 50  # held-out loss every this many steps
     objective: str | None = None  # "mlm+nsp", "mlm", "mlm+sop", "rtd"; None = the architecture's own
     arch: str | None = None  # a new model's family; None = the objective's own (bert for mlm+nsp)
+    masking: str = "token"  # what is masked (bertcore.data.masking_recipes): "token", "whole-word", "span"
+    mlm_probability: float = 0.15  # the share of tokens masked, whatever the recipe
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
     # A run folder to resume from its latest checkpoint, exactly as `bert-train --out DIR --resume` does
     # (its recorded configuration; the fields above only describe it); None = a new run.
@@ -143,8 +145,8 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
         steps=config.steps, batch_size=min(config.batch_size, MAX_BATCH_SIZE),
         seq_len=min(config.seq_len, MAX_SEQ_LEN), learning_rate=config.lr,
         device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
-        eval_every=config.eval_every, objective=config.objective, arch=config.arch, out_dir=str(run_dir),
-        resume_from=str(run_dir))
+        eval_every=config.eval_every, objective=config.objective, arch=config.arch, masking=config.masking,
+        mlm_probability=config.mlm_probability, out_dir=str(run_dir), resume_from=str(run_dir))
 
 
 def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tuple[Any, Any] | None:
@@ -191,6 +193,7 @@ class EngineRun(abc.ABC):
     model_config: Any
     tokenizer: Any
     start_step: int = 0  # the step it continues from (a resumed run), 0 for a new one
+    probe_masking: ProbeMasking = ProbeMasking()  # how the run masks: the probe pairs are masked the same way
 
     @abc.abstractmethod
     def request_stop(self) -> None:
@@ -257,6 +260,7 @@ class _BertcoreRun(LoopRun):
         if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
             self.run_dir = Path(settings.resume_from)
             self._start(Trainer(resume_config(self.run_dir), resume=True, progress=progress))
+            self.probe_masking = ProbeMasking(self.loop.config.masking, self.loop.config.mlm_probability)
             return
         self.run_dir = Path(settings.out_dir)
         init_from = None
@@ -287,8 +291,11 @@ class _BertcoreRun(LoopRun):
             checkpoint_every=settings.checkpoint_every,
             objective=settings.objective,
             arch=settings.arch if init_from is None else None,  # a loaded model keeps its own family
+            masking=settings.masking,
+            mlm_probability=settings.mlm_probability,
         )
         self._start(Trainer(config, progress=progress))
+        self.probe_masking = ProbeMasking(config.masking, config.mlm_probability)
 
 
 # ---------------------------------------------------------------- the training thread's side of a run
@@ -358,7 +365,8 @@ class RunDriver:
     def _probe(self, run: EngineRun, step: int) -> None:
         pairs = self._probe_pairs()
         if pairs:
-            self._submit_probe(step, WeightsJob(run.snapshot(), run.model_config, run.tokenizer, pairs))
+            self._submit_probe(step, WeightsJob(run.snapshot(), run.model_config, run.tokenizer, pairs,
+                                                run.probe_masking))
 
 
 # ---------------------------------------------------------------- following a run: its pace, its checkpoints

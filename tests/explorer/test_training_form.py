@@ -25,10 +25,38 @@ def test_defaults_are_the_settings_defaults(form):
 def test_settings_round_trip_including_the_fields_not_on_the_form(form, tmp_path):
     chosen = TrainingSettings(corpus=str(tmp_path / "book.txt"), preset=CONTINUE_LOADED, steps=1234,
                               batch_size=7, seq_len=96, learning_rate=3e-4, seed=42, probe_every=0,
-                              checkpoint_every=17, eval_every=5, out_dir=str(tmp_path / "run"))
+                              checkpoint_every=17, eval_every=5, out_dir=str(tmp_path / "run"), masking="span",
+                              mlm_probability=0.3)
     form.set_settings(chosen)
     assert form.settings() == chosen
     assert form.custom_corpus_radio.isChecked() and form.planned_steps() == 1234
+
+
+def test_the_masking_recipe_and_probability_are_the_configs_fields_with_its_messages(form, qtbot):
+    from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
+    from bertcore.training.pretraining_config import TrainingConfig
+
+    offered = [form.masking_combo.itemData(index) for index in range(form.masking_combo.count())]
+    assert offered == list(RECIPE_DESCRIPTIONS)
+    assert RECIPE_DESCRIPTIONS["span"] in form.masking_combo.itemText(offered.index("span"))
+    form.masking_combo.setCurrentIndex(offered.index("whole-word"))
+    form.mlm_probability_edit.clear()
+    qtbot.keyClicks(form.mlm_probability_edit, "0.3")
+    assert (form.settings().masking, form.settings().mlm_probability) == ("whole-word", 0.3)
+    for typed in ("1.5", "0.l5"):
+        form.mlm_probability_edit.setText(typed)
+        with pytest.raises(ValueError) as refused:
+            TrainingConfig(mlm_probability=float(typed) if typed == "1.5" else typed)
+        assert form.problems() == {"mlm_probability": str(refused.value)}
+        shown = form.problem_label.text()
+        assert form.problem_label.isVisible() and shown[1:] == str(refused.value)[1:]
+        assert form.mlm_probability_edit.styleSheet() and not form.steps_spin.styleSheet()
+        with pytest.raises(ValueError, match="mlm_probability"):
+            form.settings()
+    form.mlm_probability_edit.setText("0.15")
+    assert form.problems() == {} and not form.problem_label.isVisible()
+    form.set_editable(False)
+    assert not form.masking_combo.isEnabled() and not form.mlm_probability_edit.isEnabled()
 
 
 def test_a_chosen_file_corpus_without_a_path_is_refused_with_the_reason(form, qtbot):

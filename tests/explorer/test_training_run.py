@@ -12,13 +12,14 @@ import pytest
 from explorer.common.failure import describe_exception
 from explorer.runs.probe_history import ProbePair
 from explorer.runs.run_descriptions import describe_failure
-from explorer.runs.snapshot_probe import WeightsJob
+from explorer.runs.snapshot_probe import CheckpointJob, ProbeMasking, SnapshotProber, WeightsJob
 from explorer.runs.training_run import (
     CONTINUE_LOADED,
     EngineRun,
     RunDriver,
     TrainingSettings,
     initial_model,
+    settings_for_resume,
 )
 
 LAST_STEP = SimpleNamespace(step=41)  # what a StepStats offers describe_failure
@@ -110,6 +111,63 @@ def test_the_run_driver_probes_every_n_steps_and_at_the_end_and_passes_a_stop_on
     assert engines.built[0].stops == 1
 
 
+def test_the_run_driver_hands_the_runs_own_masking_to_the_prober():
+    class WholeWordRun(CountingRun):
+        probe_masking = ProbeMasking("whole-word", 0.3)
+
+    probes = []
+    driver = RunDriver(TrainingSettings(steps=2, probe_every=1), None, lambda settings, init: WholeWordRun(2),
+                       lambda step, job: probes.append(job), lambda: (ProbePair("to be", "or not"),))
+    for stats in driver.make_steps():
+        driver.after_step(stats)
+    assert {job.masking for job in probes} == {ProbeMasking("whole-word", 0.3)}
+    assert CountingRun.probe_masking == ProbeMasking("token", 0.15)  # an engine that says nothing: BERT's
+
+
+def write_run_config(run_dir: Path, **training) -> None:
+    from bertcore.files.run_folder import RunFolder
+    from bertcore.training.pretraining_config import TrainingConfig
+
+    RunFolder(run_dir).write_run_config({"training": TrainingConfig(out_dir=str(run_dir), **training).to_dict()})
+
+
+def test_snapshots_are_masked_with_the_runs_recipe_and_probability(tmp_path, tiny_model, tokenizer):
+    from bertcore.data.masking import mask_like_bert
+    from bertcore.models.checkpoint import save_pretrained
+
+    pair = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
+    prober, state = SnapshotProber(), tiny_model.state_dict()
+    shown = {}
+    for recipe, probability in (("token", 0.15), ("whole-word", 0.3), ("span", 0.4)):
+        job = WeightsJob(state, tiny_model.config, tokenizer, (pair,), ProbeMasking(recipe, probability))
+        masking = prober(job)[pair].masking
+        encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=tiny_model.config.max_position_embeddings)
+        assert masking == mask_like_bert(encoding, tokenizer, seed=0, recipe=recipe, mlm_probability=probability)
+        shown[recipe] = masking.positions
+    assert len(set(map(tuple, shown.values()))) == 3  # each recipe its own positions, none cached for another
+
+    run_dir = tmp_path / "run"
+    folder = save_pretrained(tiny_model, tokenizer, run_dir / "checkpoints" / "step-000002")
+    write_run_config(run_dir, masking="span", mlm_probability=0.4)
+    assert ProbeMasking.of_checkpoint(folder) == ProbeMasking("span", 0.4)
+    assert prober(CheckpointJob(str(folder), (pair,)))[pair].masking.positions == shown["span"]
+
+
+def test_a_checkpoint_of_a_run_that_records_no_recipe_is_masked_as_bert_masks(tmp_path):
+    from bertcore.files.run_folder import RunFolder
+
+    RunFolder(tmp_path).write_run_config({"training": {"steps": 3}})  # written before the recipes
+    assert ProbeMasking.of_checkpoint(tmp_path / "checkpoints" / "step-000003") == ProbeMasking()
+    RunFolder(tmp_path).write_run_config({"task": "classification"})  # a fine-tuning run
+    assert ProbeMasking.of_checkpoint(tmp_path / "checkpoints" / "step-000003") == ProbeMasking()
+
+
+def test_resuming_keeps_the_runs_masking(tmp_path):
+    write_run_config(tmp_path, masking="whole-word", mlm_probability=0.25, steps=40, batch_size=4, seq_len=32)
+    settings = settings_for_resume(tmp_path)
+    assert (settings.masking, settings.mlm_probability, settings.resume_from) == ("whole-word", 0.25, str(tmp_path))
+
+
 def test_a_stop_asked_before_the_engine_exists_reaches_it_and_no_pairs_means_no_probe():
     probes, engines = [], Engines()
     driver = RunDriver(TrainingSettings(steps=3, probe_every=1), None, engines, lambda step, job: probes.append(step),
@@ -145,6 +203,13 @@ def test_the_train_settings_say_what_training_config_says_and_the_app_adds_only_
         assert field_problems(**given) == {next(iter(given)): str(refused.value)}
         with pytest.raises(ValueError, match=re.escape(str(refused.value))):
             TrainingSettings(**given)
+    for given, config_values in ((dict(masking="spans"), dict(masking="spans")),
+                                 (dict(mlm_probability=1.5), dict(mlm_probability=1.5)),
+                                 (dict(mlm_probability="0.l5"), dict(mlm_probability="0.l5"))):
+        with pytest.raises(ValueError) as refused:
+            TrainingConfig(**config_values)
+        assert field_problems(**given) == {next(iter(given)): str(refused.value)}
+    assert field_problems(masking="span", mlm_probability=0.3) == {}
     assert field_problems(learning_rate=2.0) == {}  # bertcore sets no upper bound: the loop names a diverging run
     assert field_problems(seq_len=600, probe_every=-1) == {
         "seq_len": "seq_len is 600; it can be at most 512 (the presets have 512 positions)",

@@ -12,7 +12,7 @@ text), and a value out of range is framed in red with the reason under the form 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
 from explorer.runs._qt.form_fields import (
     DeviceCombo,
     ProblemLabel,
@@ -64,12 +65,15 @@ class TrainingForm(RunForm):
         for spin in (self.steps_spin, self.batch_spin, self.seq_len_spin, self.seed_spin, self.probe_every_spin):
             spin.valueChanged.connect(self._check)
         self.lr_edit.textChanged.connect(self._check)
+        self.mlm_probability_edit.textChanged.connect(self._check)
+        self.masking_combo.currentIndexChanged.connect(self._check)
         self.objective_combo.currentIndexChanged.connect(self._check)
         self.arch_combo.currentIndexChanged.connect(self._check)
         self.model_combo.currentIndexChanged.connect(self._check)  # a loaded model takes no architecture
         self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
         for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
                              (self.objective_combo, "Objective"), (self.arch_combo, "Architecture"),
+                             (self.masking_combo, "Masking recipe"), (self.mlm_probability_edit, "MLM probability"),
                              (self.steps_spin, "Steps"), (self.batch_spin, "Batch size"),
                              (self.seq_len_spin, "Sequence length"), (self.lr_edit, "Learning rate"),
                              (self.device_combo, "Device"), (self.seed_spin, "Seed"),
@@ -138,6 +142,23 @@ class TrainingForm(RunForm):
         self.arch_combo.setToolTip("The new model's family, at the chosen size, saved in its transformers layout; "
                                    "a loaded model keeps its own")
         form.addRow("Architecture", self.arch_combo)
+        self.masking_combo = QComboBox()
+        self.masking_combo.setObjectName("maskingCombo")
+        for name, description in RECIPE_DESCRIPTIONS.items():
+            self.masking_combo.addItem(f"{name} · {description}", name)
+            self.masking_combo.setItemData(self.masking_combo.count() - 1, description, Qt.ItemDataRole.ToolTipRole)
+        # The span recipe's line is long: it may be cut at the form's width rather than widen the whole form.
+        self.masking_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.masking_combo.setMinimumContentsLength(24)
+        self.masking_combo.setToolTip("What is masked for the masked LM (and ELECTRA's generator): single tokens "
+                                      "(BERT), every piece of a word together, or SpanBERT's spans of words")
+        form.addRow("Masking", self.masking_combo)
+        self.mlm_probability_edit = QLineEdit("0.15")
+        self.mlm_probability_edit.setObjectName("mlmProbabilityEdit")
+        self.mlm_probability_edit.setMaximumWidth(150)
+        self.mlm_probability_edit.setToolTip("The share of tokens masked, whatever the recipe, above 0 and below 1: "
+                                             "BERT masks 0.15, MosaicBERT 0.3")
+        form.addRow("MLM probability", self.mlm_probability_edit)
         self.steps_spin = number_spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
         form.addRow("Steps", self.steps_spin)
         self.batch_spin = number_spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
@@ -171,7 +192,8 @@ class TrainingForm(RunForm):
         return {"steps": self.steps_spin.value(), "batch_size": self.batch_spin.value(),
                 "seq_len": self.seq_len_spin.value(), "learning_rate": typed_number(self.lr_edit.text()),
                 "seed": self.seed_spin.value(), "probe_every": self.probe_every_spin.value(),
-                **self._family_values()}
+                "masking": self.masking_combo.currentData(),
+                "mlm_probability": typed_number(self.mlm_probability_edit.text()), **self._family_values()}
 
     def _family_values(self) -> dict:
         """The objective and architecture (None: the other's own); a loaded model takes no architecture."""
@@ -185,7 +207,8 @@ class TrainingForm(RunForm):
     def problem_fields(self) -> dict[str, QWidget]:
         return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
                 "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin,
-                "objective": self.objective_combo, "arch": self.arch_combo}
+                "objective": self.objective_combo, "arch": self.arch_combo, "masking": self.masking_combo,
+                "mlm_probability": self.mlm_probability_edit}
 
     def settings(self) -> TrainingSettings:
         """The form as a validated TrainingSettings (ValueError with the problem)."""
@@ -208,6 +231,8 @@ class TrainingForm(RunForm):
             seed=self.seed_spin.value(),
             probe_every=self.probe_every_spin.value(),
             out_dir=self.typed_run_folder(),
+            masking=self.masking_combo.currentData(),
+            mlm_probability=float(self.mlm_probability_edit.text()),
             **self._family_values(),
             **self._extras,
         )
@@ -221,6 +246,8 @@ class TrainingForm(RunForm):
         self.model_combo.setCurrentIndex(max(0, self.model_combo.findData(settings.preset)))
         self.objective_combo.setCurrentIndex(max(0, self.objective_combo.findData(settings.objective)))
         self.arch_combo.setCurrentIndex(max(0, self.arch_combo.findData(settings.arch)))
+        self.masking_combo.setCurrentIndex(max(0, self.masking_combo.findData(settings.masking)))
+        self.mlm_probability_edit.setText(f"{settings.mlm_probability:g}")
         self.steps_spin.setValue(settings.steps)
         self.batch_spin.setValue(settings.batch_size)
         self.seq_len_spin.setValue(settings.seq_len)
@@ -236,7 +263,8 @@ class TrainingForm(RunForm):
 
     def set_editable(self, editable: bool) -> None:
         """Lock everything a running run depends on; "probe every" stays live."""
-        for widget in (self.model_combo, self.objective_combo, self.arch_combo, self.steps_spin, self.batch_spin,
+        for widget in (self.model_combo, self.objective_combo, self.arch_combo, self.masking_combo,
+                       self.mlm_probability_edit, self.steps_spin, self.batch_spin,
                        self.seq_len_spin, self.lr_edit,
                        self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
                        self.default_corpus_radio, self.custom_corpus_radio):
