@@ -259,7 +259,7 @@ def tiny_transformers_model(name, tokenizer, transformers):
         return transformers.XLMRobertaForMaskedLM(config)
     if name.startswith("roberta"):
         config = transformers.RobertaConfig(**sizes, max_position_embeddings=66, bos_token_id=tokenizer.cls_token_id,
-                                            eos_token_id=tokenizer.sep_token_id)
+                                            eos_token_id=tokenizer.sep_token_id, type_vocab_size=1)  # roberta-base's
         return transformers.RobertaForMaskedLM(config)
     if name == "albert":
         config = transformers.AlbertConfig(**sizes, embedding_size=10, max_position_embeddings=64)

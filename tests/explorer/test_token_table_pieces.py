@@ -75,3 +75,34 @@ def test_sentencepiece_pieces_and_segments_of_a_model_that_has_them(qtbot, alber
     assert "1" in row(table, SEGMENT_ROW)
     unknown = encoding.tokens.index("<unk>")
     assert table.table_model.kind(unknown) == "[UNK]"
+
+
+@pytest.mark.slow
+def test_a_roberta_folder_opens_in_the_window_with_its_own_tokenizer(qtbot, settings, tmp_path):
+    """The whole way: a transformers RoBERTa folder (byte-level BPE tokenizer.json) opened from disk, its pair laid
+    out as <s> A </s></s> B </s>, no segments, and the inspection shown."""
+    import torch
+
+    from explorer.window._qt.main_window import MainWindow
+    from tests.bertcore.test_tokenizer_families import save_roberta, tiny_transformers_model
+    from tests.explorer.test_window import WAIT_MS, table_rows
+
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path / "tiny-roberta"
+    save_roberta(folder, transformers)
+    torch.manual_seed(0)
+    reference_tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    tiny_transformers_model("roberta", reference_tokenizer, transformers).save_pretrained(folder)
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.load_checkpoint(str(folder))
+    state = window.inspect_tab.state
+    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
+        state.set_pair("The cat sat on the mat.", "It purred.")
+    qtbot.waitUntil(lambda: state.inspection is not None and state.inspection.encoding is state.encoding,
+                    timeout=WAIT_MS)
+    rows = table_rows(window)
+    assert rows[TOKEN_ROW][0] == "<s>" and rows[TOKEN_ROW].count("</s>") == 3
+    assert set(rows[SEGMENT_ROW]) == {NO_SEGMENTS}
+    assert any(token.startswith("␣") for token in rows[TOKEN_ROW])
