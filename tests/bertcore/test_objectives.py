@@ -128,7 +128,8 @@ def test_init_from_a_model_without_the_objectives_head_is_refused(ordered_corpus
     # without --objective, the folder's own: RoBERTa's masked LM continues
     with Trainer(make_config(ordered_corpus, tmp_path / "next", init_from=str(tmp_path / "first" / "final"),
                              steps=1, warmup_steps=0)) as trainer:
-        assert trainer.task.objective.name == "mlm" and type(trainer.model).__name__ == "RobertaForMaskedLM"
+        assert trainer.task.objective.name == "mlm"
+        assert type(trainer.task.published_model).__name__ == "RobertaForMaskedLM"
 
 
 # ---- learning ---------------------------------------------------------------------------------------------------
