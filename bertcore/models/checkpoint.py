@@ -1,4 +1,4 @@
-"""Load and save the standard BERT checkpoint folder: config.json + model.safetensors + vocab.txt, for every
+"""Load and save the standard checkpoint folder: config.json + model.safetensors + the tokenizer's files, for every
 family in bertcore.models.families (BERT, RoBERTa/XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, ModernBERT).
 The tokenizer is read as the folder has it (bertcore.tokenization.pretrained.tokenizer_from_folder): WordPiece
 from vocab.txt (or a WordPiece tokenizer.json), any other tokenizer.json (byte-level BPE, Unigram/SentencePiece),
@@ -113,7 +113,8 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
         except OSError:
             found = "does not exist (it is not a folder)"
         raise CheckpointError(f"{folder} {found}; a BERT checkpoint is a folder with {CONFIG_FILE}, "
-                              f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE}")
+                              f"{SAFETENSORS_FILE} (or {PYTORCH_FILE}) and {VOCAB_FILE} (or the tokenizer.json "
+                              "of another family)")
     config = _read_config(folder)
     try:
         tokenizer = tokenizer_from_folder(folder)  # vocab.txt (WordPiece), else tokenizer.json, vocab.json + merges
