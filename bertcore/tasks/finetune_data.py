@@ -19,8 +19,8 @@ Three kinds of task, named as the model heads they feed:
   for `is_split_into_words=True`, so the word of every sub-token is known exactly), the word's tag goes to its
   first sub-token and every other position is labelled -100 (ignored by the loss). A word that normalises
   to nothing (e.g. a lone zero-width character) becomes one [UNK] so that every word has a position.
-- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.tasks.squad`); one feature per window,
-  held compactly (`QAWindows`: int32 arrays, a window built only when a batch or a decoding reads it), so a
+- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.tasks.qa_windows`); one feature per
+  window, held compactly (`QAWindows`: int32 arrays, a window built only when a batch or a decoding reads it), so a
   SQuAD-sized file costs its tokens' bytes, not Python lists per window.
 
 Labels: the label vocabulary comes from the training file (all of it, before any held-out split), sorted, with

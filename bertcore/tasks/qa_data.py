@@ -1,4 +1,4 @@
-"""Extractive QA data: SQuAD questions cut into windows (bertcore.tasks.squad), held compactly, decoded back to
+"""Extractive QA data: SQuAD questions cut into windows (bertcore.tasks.qa_windows), held compactly, decoded back to
 answer text for the official EM/F1."""
 
 from __future__ import annotations
@@ -12,14 +12,8 @@ from bertcore.tasks.kinds import QA_TASK
 from bertcore.tasks.metrics import (
     squad_metrics,
 )
-from bertcore.tasks.squad import (
-    MAX_ANSWER_LENGTH,
-    QAWindows,
-    WindowAnswer,
-    choose_answers,
-    default_qa_lengths,
-    make_qa_windows,
-)
+from bertcore.tasks.qa_answers import MAX_ANSWER_LENGTH, WindowAnswer, choose_answers, window_answer
+from bertcore.tasks.qa_windows import QAWindows, default_qa_lengths, make_qa_windows
 from bertcore.tasks.task_data import FinetuningData, TaskBatch, TaskEvaluation
 from bertcore.tasks.task_files import QAExample
 
@@ -75,8 +69,8 @@ class QuestionAnsweringData(FinetuningData):
 
     def _reduce(self, feature_index: int, arrays: tuple[np.ndarray, ...]) -> WindowAnswer:
         start_logits, end_logits = arrays
-        return self.eval_features.window_answer(feature_index, start_logits, end_logits,
-                                                max_answer_length=self.max_answer_length)
+        return window_answer(self.eval_features.layout(feature_index), start_logits, end_logits,
+                             max_answer_length=self.max_answer_length)
 
     def _score(self, reduced) -> TaskEvaluation:
         predictions = choose_answers(

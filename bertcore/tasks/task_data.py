@@ -17,9 +17,7 @@ import torch
 from bertcore.data.buckets import LengthBuckets
 from bertcore.data.corpus import step_rng
 from bertcore.errors import TaskDataError
-from bertcore.tasks.squad import (
-    QAWindow,
-)
+from bertcore.tasks.qa_windows import QAWindow
 
 
 def unknown_label_error(where: str, value, names: Sequence[str], source: str) -> TaskDataError:

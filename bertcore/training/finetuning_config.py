@@ -36,7 +36,7 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 def _check_task_option_numbers(options: Mapping[str, Any]) -> None:
     """The numeric task options (TASK_OPTIONS) have the right kind of number; their ranges against seq_len are
-    checked where the data is read (bertcore.tasks.squad.check_qa_lengths)."""
+    checked where the data is read (bertcore.tasks.qa_windows.check_qa_lengths)."""
     for name, minimum in (("max_query_length", 1), ("doc_stride", 0), ("max_answer_length", 1)):
         if options.get(name) is not None:
             check_int(name, options[name], minimum=minimum)

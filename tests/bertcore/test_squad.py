@@ -7,14 +7,8 @@ import pytest
 
 from bertcore.errors import TaskDataError
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.tasks.squad import (
-    best_spans,
-    check_qa_lengths,
-    default_qa_lengths,
-    make_qa_windows,
-    postprocess_qa_predictions,
-    window_answer,
-)
+from bertcore.tasks.qa_answers import best_spans, postprocess_qa_predictions, window_answer
+from bertcore.tasks.qa_windows import check_qa_lengths, default_qa_lengths, make_qa_windows
 from bertcore.tasks.task_files import Answer, QAExample
 from bertcore.tokenization.wordpiece import BertTokenizer
 
@@ -225,7 +219,7 @@ def test_a_batch_of_the_compact_windows_is_the_windows_padded(tokenizer):
     rng = np.random.default_rng(0)
     for index in range(len(windows)):  # decoding from the arrays = decoding the built window
         start, end = rng.normal(size=40), rng.normal(size=40)
-        assert windows.window_answer(index, start, end) == window_answer(windows[index], start, end)
+        assert window_answer(windows.layout(index), start, end) == window_answer(windows[index].layout, start, end)
     assert windows[-1] == windows[len(windows) - 1] and windows[1:3] == [windows[1], windows[2]]
     with pytest.raises(IndexError, match="out of range"):
         windows[len(windows)]

@@ -1,21 +1,15 @@
-"""Extractive QA: SQuAD questions cut into model windows, and the model's start/end logits back to answer text.
+"""Extractive QA's inputs: SQuAD questions cut into model windows. Reading the model's logits back to answer text
+is `bertcore.tasks.qa_answers`.
 
-Windows (BERT's run_squad, HF's run_qa): each input is `[CLS] question [SEP] context-window [SEP]`; the question
+BERT's run_squad and HF's run_qa: each input is `[CLS] question [SEP] context-window [SEP]`; the question
 keeps at most `max_query_length` tokens; a context too long for one input is cut into windows that overlap by
 `doc_stride` tokens (HF's meaning of stride: 128 of overlap at seq_len 384). A window's target is the token
 span of the (first) gold answer when the whole answer lies inside it, else start = end = 0, the [CLS] position,
 which is also the target of an unanswerable (v2.0) question. `make_qa_windows` keeps all the windows in flat int32
 arrays (`QAWindows`): each context's and question's tokens once, five integers per window; `windows[i]` builds
-a `QAWindow`, and a batch is padded straight from the arrays.
-
-Post-processing (BERT's run_squad): in every window of a question, the top-`n_best_size` start and end
-positions are paired; a pair is a candidate when both lie in that window's context, start <= end, the span is
-at most `max_answer_length` tokens, and the start token has its "maximum context" in this window (of the
-windows holding a token, the one where it sits farthest from an edge). The best candidate by start + end
-logit is mapped back to the context text through the tokens' character offsets. With unanswerable questions
-(`allow_no_answer`), the null score (start = end = 0, the smallest over the question's windows) wins when it
-beats the best span by more than `null_score_diff_threshold`, and the answer is "". A window's logits reduce to a
-`WindowAnswer` (its null score and best span) as soon as they are seen, so evaluation need not keep them.
+a `QAWindow`, and a batch is padded straight from the arrays. A window's `WindowLayout` (its length, where its
+context lies, the context tokens' character offsets and which of them have their "maximum context" here) is what
+the answer post-processing reads.
 """
 
 from __future__ import annotations
@@ -33,14 +27,22 @@ from bertcore.tasks.task_files import QAExample
 from bertcore.tokenization.wordpiece import TokenizerError
 
 MAX_QUERY_LENGTH = 64  # BERT's run_squad default, capped for short sequence lengths (see default_qa_lengths)
-MAX_ANSWER_LENGTH = 30  # tokens; BERT's run_squad and HF's run_qa
-N_BEST_SIZE = 20
 
 
 def default_qa_lengths(seq_len: int) -> tuple[int, int]:
     """(max_query_length, doc_stride) for a sequence length: 64 and 128 at 384 as in HF's run_qa; for shorter
     inputs the question gets at most half the positions and the overlap a third of the sequence length."""
     return min(MAX_QUERY_LENGTH, (seq_len - 3) // 2), seq_len // 3
+
+
+@dataclass(frozen=True, eq=False)
+class WindowLayout:
+    """Where a window's context lies: all that reading its start/end logits back to text needs."""
+
+    length: int  # tokens of the window
+    context_start: int  # position of its first context token
+    offsets: np.ndarray  # (n, 2) each context token's characters in the context, [start, end)
+    is_max_context: np.ndarray  # (n,) bool: this window gives the token its widest context (BERT's rule)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,13 @@ class QAWindow:
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    @property
+    def layout(self) -> WindowLayout:
+        context = [offset for offset in self.offsets if offset is not None]
+        is_max = self.token_is_max_context[self.context_start : self.context_start + len(context)]
+        return WindowLayout(len(self), self.context_start, np.asarray(context, dtype=np.int64).reshape(-1, 2),
+                            np.asarray(is_max, dtype=bool))
 
 
 class QAWindows(Sequence[QAWindow]):
@@ -147,13 +156,11 @@ class QAWindows(Sequence[QAWindow]):
             token_type_ids[row, context_start : context_end + 1] = 1
         return input_ids, token_type_ids
 
-    def window_answer(self, index: int, start_logits: np.ndarray, end_logits: np.ndarray, *,
-                      max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE) -> WindowAnswer:
-        """`window_answer(self[index], ...)`, without building the QAWindow."""
+    def layout(self, index: int) -> WindowLayout:
+        """`self[index].layout`, without building the QAWindow."""
         query_length = len(self._query(index))
-        return _window_answer(start_logits, end_logits, int(self.lengths[index]), query_length + 2,
-                              self._context_offsets[self._context(index)], self._is_max_context(index, query_length),
-                              max_answer_length, n_best_size)
+        return WindowLayout(int(self.lengths[index]), query_length + 2, self._context_offsets[self._context(index)],
+                            self._is_max_context(index, query_length))
 
     def __repr__(self) -> str:
         return f"QAWindows({len(self)} windows of {len(self._query_bounds) - 1} questions, {self.nbytes:,} bytes)"
@@ -310,131 +317,3 @@ def _max_context_owners(num_tokens: int, room: int, doc_stride: int) -> np.ndarr
         owners[first:last][better] = index
     owners.flags.writeable = False  # shared by every caller through the cache
     return owners
-
-
-# ---- from logits back to text -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpanCandidate:
-    score: float  # start logit + end logit
-    start: int  # token positions in the window
-    end: int
-
-
-def best_spans(
-    start_logits: np.ndarray, end_logits: np.ndarray, allowed_starts: Sequence[bool], allowed_ends: Sequence[bool],
-    *, max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
-) -> list[SpanCandidate]:
-    """Valid spans of one input, best first: top-n starts × top-n ends, start <= end, length within the limit,
-    start and end where allowed (the context part). Also what the inspector needs for one typed input."""
-    scores, starts, ends = _span_scores(start_logits, end_logits, allowed_starts, allowed_ends,
-                                        max_answer_length, n_best_size)
-    order = np.argsort(-scores, kind="stable")  # best first; equal scores in (start rank, end rank) order
-    return [SpanCandidate(float(scores[i]), int(starts[i]), int(ends[i])) for i in order]
-
-
-def _span_scores(start_logits, end_logits, allowed_starts, allowed_ends, max_answer_length: int, n_best_size: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(score, start, end) of every valid pair of the top-n starts × top-n ends, in that nested order."""
-    start_logits = np.asarray(start_logits, dtype=np.float64)
-    end_logits = np.asarray(end_logits, dtype=np.float64)
-    starts = np.argsort(-start_logits, kind="stable")[:n_best_size]
-    ends = np.argsort(-end_logits, kind="stable")[:n_best_size]
-    pair_starts = np.repeat(starts, len(ends))
-    pair_ends = np.tile(ends, len(starts))
-    valid = (np.asarray(allowed_starts, dtype=bool)[pair_starts] & np.asarray(allowed_ends, dtype=bool)[pair_ends]
-             & (pair_starts <= pair_ends) & (pair_ends < pair_starts + max_answer_length))
-    pair_starts, pair_ends = pair_starts[valid], pair_ends[valid]
-    return start_logits[pair_starts] + end_logits[pair_ends], pair_starts, pair_ends
-
-
-@dataclass(frozen=True)
-class WindowAnswer:
-    """What one window's logits say, all that choosing a question's answer needs (BERT's run_squad rule)."""
-
-    null_score: float  # start + end logit at [CLS]: "no answer in this window"
-    score: float | None  # start + end logit of the window's best valid span; None when it has none
-    start_char: int  # that span's characters in the context, [start_char, end_char)
-    end_char: int
-
-
-def window_answer(
-    window: QAWindow, start_logits: np.ndarray, end_logits: np.ndarray, *,
-    max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
-) -> WindowAnswer:
-    """The best span of one window and its null score, from its logits (at least as long as the window; padding
-    beyond it is ignored). Keeping this instead of the logits lets an evaluation hold a few numbers per window."""
-    context = [offset for offset in window.offsets if offset is not None]
-    is_max = window.token_is_max_context[window.context_start : window.context_start + len(context)]
-    return _window_answer(start_logits, end_logits, len(window), window.context_start,
-                          np.asarray(context, dtype=np.int64).reshape(-1, 2), np.asarray(is_max, dtype=bool),
-                          max_answer_length, n_best_size)
-
-
-def _window_answer(start_logits, end_logits, length: int, context_start: int, offsets: np.ndarray,
-                   is_max_context: np.ndarray, max_answer_length: int, n_best_size: int) -> WindowAnswer:
-    """`window_answer` from a window's layout: its length, where its context tokens start, their character
-    offsets (n, 2) and whether the window is each one's maximum context (n,)."""
-    starts = np.asarray(start_logits)[:length]
-    ends = np.asarray(end_logits)[:length]
-    null = float(starts[0] + ends[0])
-    in_context = np.zeros(length, dtype=bool)
-    in_context[context_start : context_start + len(offsets)] = True
-    allowed_starts = np.zeros(length, dtype=bool)
-    allowed_starts[context_start : context_start + len(offsets)] = is_max_context
-    scores, span_starts, span_ends = _span_scores(starts, ends, allowed_starts, in_context, max_answer_length,
-                                                  n_best_size)
-    if not len(scores):
-        return WindowAnswer(null, None, 0, 0)
-    best = int(np.argmax(scores))  # the first of equal scores, as a stable sort puts it
-    return WindowAnswer(null, float(scores[best]), int(offsets[span_starts[best] - context_start, 0]),
-                        int(offsets[span_ends[best] - context_start, 1]))
-
-
-def choose_answers(
-    examples: Sequence[QAExample], window_examples: Sequence[int], answers: Sequence[WindowAnswer], *,
-    allow_no_answer: bool = False, null_score_diff_threshold: float = 0.0,
-) -> dict[str, str]:
-    """{question id: answer text} ("" for no answer) from every window's `WindowAnswer`; `window_examples[i]` is
-    the question of window i. The best span over a question's windows wins (the first on a tie); with
-    `allow_no_answer`, "" wins when the smallest null score beats it by more than the threshold."""
-    by_example: dict[int, list[int]] = {}
-    for window_index, example_index in enumerate(window_examples):
-        by_example.setdefault(int(example_index), []).append(window_index)
-    predictions: dict[str, str] = {}
-    for example_index, example in enumerate(examples):
-        best: WindowAnswer | None = None
-        null_score = None
-        for window_index in by_example.get(example_index, []):
-            answer = answers[window_index]
-            null_score = answer.null_score if null_score is None else min(null_score, answer.null_score)
-            if answer.score is not None and (best is None or answer.score > best.score):
-                best = answer
-        if best is None:
-            predictions[example.id] = ""
-        elif allow_no_answer and null_score is not None and null_score - best.score > null_score_diff_threshold:
-            predictions[example.id] = ""
-        else:
-            predictions[example.id] = example.context[best.start_char : best.end_char]
-    return predictions
-
-
-def postprocess_qa_predictions(
-    examples: Sequence[QAExample], windows: Sequence[QAWindow], start_logits: Sequence[np.ndarray],
-    end_logits: Sequence[np.ndarray], *, allow_no_answer: bool = False, null_score_diff_threshold: float = 0.0,
-    max_answer_length: int = MAX_ANSWER_LENGTH, n_best_size: int = N_BEST_SIZE,
-) -> dict[str, str]:
-    """{question id: answer text} ("" for no answer) from each window's logits (one array per window, at least
-    as long as the window; padding beyond it is ignored)."""
-    if not len(windows) == len(start_logits) == len(end_logits):
-        raise ValueError(f"{len(windows)} windows but {len(start_logits)} start and {len(end_logits)} end logit "
-                         "arrays; give one of each per window")
-    answers = []
-    window_examples = []
-    for window, starts, ends in zip(windows, start_logits, end_logits, strict=True):
-        answers.append(window_answer(window, starts, ends, max_answer_length=max_answer_length,
-                                     n_best_size=n_best_size))
-        window_examples.append(window.example_index)
-    return choose_answers(examples, window_examples, answers, allow_no_answer=allow_no_answer,
-                          null_score_diff_threshold=null_score_diff_threshold)
