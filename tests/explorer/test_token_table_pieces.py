@@ -106,3 +106,16 @@ def test_a_roberta_folder_opens_in_the_window_with_its_own_tokenizer(qtbot, sett
     assert rows[TOKEN_ROW][0] == "<s>" and rows[TOKEN_ROW].count("</s>") == 3
     assert set(rows[SEGMENT_ROW]) == {NO_SEGMENTS}
     assert any(token.startswith("␣") for token in rows[TOKEN_ROW])
+
+
+def test_the_legend_names_each_familys_special_tokens_as_plain_text(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel
+
+    from explorer.inspector._qt.token_table import TokenLegend
+
+    legend = TokenLegend()
+    qtbot.addWidget(legend)
+    labels = {label.text(): label for label in legend.findChildren(QLabel)}
+    assert {"first: [CLS], <s>", "separator: [SEP], </s>", "→ mask token"} <= set(labels)
+    assert labels["first: [CLS], <s>"].textFormat() == Qt.TextFormat.PlainText  # <s> shown, not struck through

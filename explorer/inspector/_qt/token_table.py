@@ -57,10 +57,10 @@ COLOURS = {
 UNKNOWN_TOKENS = frozenset({"[UNK]", "<unk>"})  # WordPiece's and SentencePiece's unknown token
 NO_SEGMENTS = "\u2014"  # "—": the model has no token types, so the segment ids it is given play no part
 HIGHLIGHT = QColor(230, 50, 50)  # the frame around the hovered column; the attention views mark it in red too
-LEGEND = (
-    ("[CLS]", "[CLS]"), ("[SEP]", "[SEP]"), ("[PAD]", "[PAD]"), ("A", "sentence A"), ("B", "sentence B"),
-    ("[UNK]", "[UNK] unknown"), (MaskDecision.MASK, "→ [MASK]"), (MaskDecision.RANDOM, "→ random token"),
-    (MaskDecision.KEEP, "kept as is"),
+LEGEND = (  # named for every family: BERT's [CLS] is RoBERTa's <s>, its [SEP] </s>, its [MASK] <mask>
+    ("[CLS]", "first: [CLS], <s>"), ("[SEP]", "separator: [SEP], </s>"), ("[PAD]", "padding"), ("A", "sentence A"),
+    ("B", "sentence B"), ("[UNK]", "unknown"), (MaskDecision.MASK, "→ mask token"),
+    (MaskDecision.RANDOM, "→ random token"), (MaskDecision.KEEP, "kept as is"),
 )
 
 
@@ -416,6 +416,7 @@ class TokenLegend(QWidget):
         layout.setSpacing(4)
         for key, text in LEGEND:
             swatch = QLabel(text)
+            swatch.setTextFormat(Qt.TextFormat.PlainText)  # "<s>" is RoBERTa's token, not a strike-through tag
             swatch.setStyleSheet(
                 f"background: {COLOURS[key].name()}; color: black; border: 1px solid #999;"
                 " border-radius: 3px; padding: 1px 5px;"
