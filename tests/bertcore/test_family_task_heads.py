@@ -136,6 +136,7 @@ def assert_same(ours, theirs, kind: str, config) -> None:
         torch.testing.assert_close(ours.loss, theirs.loss, **close)
 
 
+@pytest.mark.slow  # 15-21 cases, each building two models (the whole set ~30 s on two busy cores)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_task_head_matches_transformers(family, kind, transformers):
@@ -172,6 +173,7 @@ def test_each_family_has_its_own_sentence_head(family):
     assert not model.has_mlm_head and not model.has_nsp_head and not model.has_pretraining_heads
 
 
+@pytest.mark.slow  # 15-21 cases, each building two models (the whole set ~30 s on two busy cores)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("family", ["roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert"])
 def test_saved_folder_loads_in_transformers_and_back(family, kind, small_vocab_tokenizer, tmp_path, transformers):
@@ -232,6 +234,7 @@ def test_modernbert_config_keeps_its_labels_through_config_json(tmp_path):
         task_model_class(config, EncoderForQuestionAnswering)(config)
 
 
+@pytest.mark.slow  # 15-21 cases, each building two models (the whole set ~30 s on two busy cores)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("family", ["roberta", "distilbert", "electra", "albert", "modernbert-mean"])
 def test_inspection_shows_each_familys_task_output_as_its_forward_computes_it(family, kind, small_vocab_tokenizer):

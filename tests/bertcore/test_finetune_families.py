@@ -18,7 +18,7 @@ from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForPreTraining
 from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
-from bertcore.tasks.demos import demo_task
+from bertcore.tasks.demos.registry import demo_task
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 SEQ_LEN = 32
@@ -88,6 +88,7 @@ def test_fine_tuning_any_family_from_its_folder(family, mood_tokenizer, tmp_path
         torch.testing.assert_close(model(input_ids).logits, theirs(input_ids).logits, rtol=0, atol=1e-4)
 
 
+@pytest.mark.slow  # learns a WordPiece vocabulary from the demo first
 def test_a_family_checkpoint_with_this_task_head_is_trained_further(mood_tokenizer, tmp_path):
     """An ELECTRA already fine-tuned on these labels keeps its head; RoBERTa's usable positions bound seq_len."""
     from bertcore.models.electra import ElectraForSequenceClassification
