@@ -92,17 +92,26 @@ def attribute_progress(model: nn.Module, tokenizer: Any, encoding: Any, target, 
     target = check_target(model, encoding, target)
     device = next(model.parameters()).device
     inputs = model_inputs(encoding, device)
-    with eval_mode(model), torch.enable_grad():
-        if method == "integrated_gradients":
-            pad_id = tokenizer.pad_token_id
-            baseline_ids = [token_id if special else pad_id
-                            for token_id, special in zip(encoding.input_ids, encoding.special_tokens_mask,
-                                                         strict=True)]
-            yield from _integrated_gradients(model, target, inputs, baseline_ids, steps, tolerance)
-        elif method == "grad_attention_rollout":
-            yield Progress(1, 1, _grad_attention_rollout(model, target, inputs))
-        else:
-            yield Progress(1, 1, _gradient(model, target, inputs, method))
+    if method == "integrated_gradients":
+        baseline_ids = [token_id if special else tokenizer.pad_token_id
+                        for token_id, special in zip(encoding.input_ids, encoding.special_tokens_mask, strict=True)]
+        work = _integrated_gradients(model, target, inputs, baseline_ids, steps, tolerance)
+    elif method == "grad_attention_rollout":
+        work = _one(lambda: _grad_attention_rollout(model, target, inputs))
+    else:
+        work = _one(lambda: _gradient(model, target, inputs, method))
+    while True:
+        # Eval mode and gradients only while working: between two records the model and the caller's grad mode
+        # are as they were.
+        with eval_mode(model), torch.enable_grad():
+            record = next(work, None)
+        if record is None:
+            return
+        yield record
+
+
+def _one(compute) -> Iterator[Progress[Attribution]]:
+    yield Progress(1, 1, compute())
 
 
 def embedding_output(model: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,

@@ -161,6 +161,11 @@ def test_progress_can_be_stopped_midway(small_vocab_tokenizer, encoding, monkeyp
     progress = attribute_progress(model, small_vocab_tokenizer, encoding, ("mlm", 2, 4), steps=32)
     first = next(progress)
     assert (first.done, first.total) == (8, 32)
+    assert model.training  # between records: the mode it had
+    with torch.no_grad():
+        second = next(progress)  # the work takes its gradients whatever the caller's grad mode ...
+        assert not torch.is_grad_enabled()  # ... and hands the caller's back
+    assert second.done == 16 and model.training
     progress.close()
     assert model.training  # the mode it had
 
