@@ -132,7 +132,7 @@ class FinetuneConfig:
         files than the demo's."""
         if self.demo is None:
             return self
-        from bertcore.tasks.demos import demo_task
+        from bertcore.tasks.demos.registry import demo_task
 
         demo = demo_task(self.demo)
         wanted = {"task": demo.task, "train": str(demo.train), "eval": str(demo.eval)}

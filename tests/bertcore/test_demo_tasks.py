@@ -8,13 +8,9 @@ import json
 import pytest
 
 from bertcore.files.resources import assets_dir, default_corpus_path, default_vocab_path
-from bertcore.tasks.demos import (
-    build_demo_files,
-    character_names,
-    demo_task,
-    demo_tasks,
-    read_speeches,
-)
+from bertcore.tasks.demos.files import build_demo_files
+from bertcore.tasks.demos.registry import demo_task, demo_tasks
+from bertcore.tasks.demos.rules import character_names, read_speeches
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.qa_files import read_squad
 from bertcore.tasks.sequence_files import read_text_examples

@@ -3,7 +3,7 @@
 import pytest
 
 from bertcore.cli.finetune import build_parser
-from bertcore.tasks.demos import demo_tasks
+from bertcore.tasks.demos.registry import demo_tasks
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import TASK_KINDS
 from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput

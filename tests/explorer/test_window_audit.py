@@ -132,7 +132,7 @@ def test_what_changed_heatmaps_stay_square_and_alike_after_a_resize_whatever_bs_
 # ---- 3. the Fine-tune tab's Task for each demo ---------------------------------------------------------------------
 
 def test_the_task_combo_names_each_demos_own_task(qtbot):
-    from bertcore.tasks.demos import demo_tasks
+    from bertcore.tasks.demos.registry import demo_tasks
     from explorer.finetune._qt.finetune_form import OWN_DATA, FinetuneForm
     from explorer.finetune.finetune_run import TASK_NAMES, FinetuneSettings
 

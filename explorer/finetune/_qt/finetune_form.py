@@ -52,8 +52,8 @@ STEPS, EPOCHS = "steps", "epochs"
 
 
 def shipped_demos() -> dict:
-    """{demo name: its bertcore.tasks.demos.DemoTask}: its task and what its labels are, in one line."""
-    from bertcore.tasks.demos import demo_tasks
+    """{demo name: its bertcore.tasks.demos.registry.DemoTask}: its task and what its labels are, in one line."""
+    from bertcore.tasks.demos.registry import demo_tasks
 
     return {demo.name: demo for demo in demo_tasks()}
 

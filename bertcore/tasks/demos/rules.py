@@ -1,51 +1,23 @@
-"""Demo fine-tuning tasks made from the built-in corpus (Tiny Shakespeare, public domain), offline and small.
-
-    python -m bertcore.tasks.demos            # rewrites assets/tasks/ from assets/corpus/tinyshakespeare.txt
-
-The corpus is a run of speeches, `SPEAKER:` on one line and the speech below it, a blank line between
-speeches. Every label is read off that text by a fixed rule (`HOW` says which, and assets/tasks/README.md,
-written by this module with the counts and baselines, repeats it), so it is exactly right and a model can
-learn it from the words it is given. The files are a pure function of the corpus: a rerun writes the same bytes.
+"""The demo tasks' labels, each read off the corpus by a fixed rule (`HOW` says which), so that it is exactly right
+and a model can learn it from the words it is given: the corpus as speeches (`SPEAKER:` on one line, the speech
+below it, a blank line between speeches), split into train and eval by runs of speeches (`SPLIT`), then each task's
+examples. A pure function of the corpus text and the fixed seeds: a rerun draws the same examples.
 """
 
 from __future__ import annotations
 
 import collections
-import csv
-import io
-import json
 import random
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertcore.data.corpus import split_documents_text, split_sentences
-from bertcore.files.resources import assets_dir, default_corpus_path
-from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
-from bertcore.tasks.metrics import accuracy, entity_scores, macro_f1, squad_metrics, token_classification_metrics
 
 RUN_LENGTH = 100  # speeches per run; every EVAL_EVERY-th run is eval
 EVAL_EVERY = 8
 _END = re.compile(r"(.*?)([.?!])[\"'”’)\]]*")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[^\sA-Za-z]")
-
-
-@dataclass(frozen=True)
-class DemoTask:
-    name: str
-    task: str  # one of bertcore.tasks.kinds.TASK_KINDS
-    train: Path
-    eval: Path
-    description: str
-
-
-_DEMOS = {
-    "mood": (SEQUENCE_TASK, "csv", "question, exclamation or statement? (one sentence, final punctuation removed)"),
-    "next-line": (SEQUENCE_TASK, "tsv", "does sentence B directly follow sentence A in the same speech? (pairs)"),
-    "names": (TOKEN_TASK, "conll", "BIO tags for characters mentioned by name (PER)"),
-    "who-says": (QA_TASK, "json", 'Who says "..."? over a passage of speeches (SQuAD v2.0 format)'),
-}
 
 SPLIT = (f"Eval examples come from other parts of the corpus than training examples: the speeches are cut into "
          f"runs of {RUN_LENGTH} and every {EVAL_EVERY}th run is eval, so no sentence, speech or dialogue is on both "
@@ -80,20 +52,6 @@ HOW = {
 }
 
 
-def demo_tasks(folder: Path | None = None) -> list[DemoTask]:
-    """The shipped demo tasks (assets/tasks/<name>/{train,eval}.<ext>)."""
-    folder = Path(folder) if folder is not None else assets_dir() / "tasks"
-    return [DemoTask(name, task, folder / name / f"train.{ext}", folder / name / f"eval.{ext}", description)
-            for name, (task, ext, description) in _DEMOS.items()]
-
-
-def demo_task(name: str, folder: Path | None = None) -> DemoTask:
-    for demo in demo_tasks(folder):
-        if demo.name == name:
-            return demo
-    raise ValueError(f"there is no demo task {name!r}; the demo tasks are {', '.join(_DEMOS)}")
-
-
 # ---- the corpus as speeches ---------------------------------------------------------------------------------
 
 
@@ -120,7 +78,7 @@ def read_speeches(corpus_path: Path) -> list[Speech]:
     return speeches
 
 
-def _split(speeches: list[Speech]) -> tuple[list[Speech], list[Speech]]:
+def split_sides(speeches: list[Speech]) -> tuple[list[Speech], list[Speech]]:
     return [s for s in speeches if not s.is_eval], [s for s in speeches if s.is_eval]
 
 
@@ -133,7 +91,7 @@ def _words(text: str) -> int:
 MOODS = {"?": "question", "!": "exclamation", ".": "statement"}
 
 
-def _mood_rows(speeches: list[Speech], per_class: int, seed: str, exclude: set[str]) -> list[dict]:
+def mood_rows(speeches: list[Speech], per_class: int, seed: str, exclude: set[str]) -> list[dict]:
     by_mood: dict[str, list[str]] = collections.defaultdict(list)
     seen = set(exclude)
     for speech in speeches:
@@ -159,7 +117,7 @@ def _mood_rows(speeches: list[Speech], per_class: int, seed: str, exclude: set[s
 # ---- next-line ----------------------------------------------------------------------------------------------
 
 
-def _next_line_rows(speeches: list[Speech], count: int, seed: str) -> list[dict]:
+def next_line_rows(speeches: list[Speech], count: int, seed: str) -> list[dict]:
     rng = random.Random(seed)
     pairs = [(s.index, s.sentences[i], s.sentences[i + 1]) for s in speeches for i in range(len(s.sentences) - 1)
              if 3 <= _words(s.sentences[i]) <= 20 and 3 <= _words(s.sentences[i + 1]) <= 20]
@@ -212,7 +170,7 @@ def _tagged(sentence: str, names: set[str]) -> tuple[list[str], list[str]]:
     return words, tags
 
 
-def _names_sentences(speeches: list[Speech], names: set[str], with_names: int, without: int, seed: str):
+def names_sentences(speeches: list[Speech], names: set[str], with_names: int, without: int, seed: str):
     rng = random.Random(seed)
     positive, negative = [], []
     for speech in speeches:
@@ -228,11 +186,6 @@ def _names_sentences(speeches: list[Speech], names: set[str], with_names: int, w
     return chosen
 
 
-def _conll(sentences) -> str:
-    return "".join("".join(f"{w} {t}\n" for w, t in zip(words, tags, strict=True)) + "\n"
-                   for words, tags in sentences)
-
-
 # ---- who-says -----------------------------------------------------------------------------------------------
 
 
@@ -241,7 +194,7 @@ def _quote(sentence: str, max_words: int = 8) -> str:
     return " ".join(words[:max_words]).rstrip(",;:-")
 
 
-def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str) -> dict:
+def who_says_passages(speeches: list[Speech], num_contexts: int, seed: str, prefix: str) -> dict:
     rng = random.Random(seed)
     starts = list(range(0, len(speeches) - 5))
     rng.shuffle(starts)
@@ -292,142 +245,3 @@ def _who_says(speeches: list[Speech], num_contexts: int, seed: str, prefix: str)
         rng.shuffle(qas)
         paragraphs.append({"context": context, "qas": qas})
     return {"version": "v2.0", "data": [{"title": "Tiny Shakespeare", "paragraphs": paragraphs}]}
-
-
-# ---- writing ------------------------------------------------------------------------------------------------
-
-
-def _csv_text(rows: list[dict], columns: list[str], delimiter: str) -> str:
-    buffer = io.StringIO()
-    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # as task_files reads them
-    writer = csv.DictWriter(buffer, fieldnames=columns, delimiter=delimiter, lineterminator="\n", quoting=quoting)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
-def build_demo_files(corpus_path: Path) -> dict[str, str]:
-    """{relative path: file text} of every demo task file and the README, a pure function of the corpus text."""
-    corpus_text = Path(corpus_path).read_text(encoding="utf-8")
-    speeches = read_speeches(corpus_path)
-    train, evaluation = _split(speeches)
-    eval_rows = _mood_rows(evaluation, 100, "mood-eval", set())
-    mood = (_mood_rows(train, 450, "mood-train", {row["text"].lower() for row in eval_rows}), eval_rows)
-    next_line = (_next_line_rows(train, 750, "next-train"), _next_line_rows(evaluation, 150, "next-eval"))
-    names = character_names(speeches, corpus_text)
-    tagged = (_names_sentences(train, names, 450, 200, "names-train"),
-              _names_sentences(evaluation, names, 100, 50, "names-eval"))
-    squad = (_who_says(train, 75, "who-train", "t"), _who_says(evaluation, 20, "who-eval", "e"))
-    files: dict[str, str] = {}
-    for side, number in (("train", 0), ("eval", 1)):
-        files[f"mood/{side}.csv"] = _csv_text(mood[number], ["text", "label"], ",")
-        files[f"next-line/{side}.tsv"] = _csv_text(next_line[number], ["text", "text_b", "label"], "\t")
-        files[f"names/{side}.conll"] = _conll(tagged[number])
-        files[f"who-says/{side}.json"] = json.dumps(squad[number], ensure_ascii=False) + "\n"
-    files["README.md"] = _readme(files, mood, next_line, tagged, squad, len(names))
-    return files
-
-
-# ---- the README: what each task is, its sizes, label balance and baselines ---------------------------------
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def _class_lines(rows_by_side) -> list[str]:
-    train_rows, eval_rows = rows_by_side
-    train_counts = collections.Counter(row["label"] for row in train_rows)
-    eval_counts = collections.Counter(row["label"] for row in eval_rows)
-    labels = sorted(train_counts)
-    majority = max(labels, key=lambda label: (train_counts[label], -labels.index(label)))
-    gold = [row["label"] for row in eval_rows]
-    guess = [majority] * len(gold)
-    balance = ", ".join(f"{label} {train_counts[label]} / {eval_counts[label]}" for label in labels)
-    return [f"- Examples (train / eval): {len(train_rows)} / {len(eval_rows)}; labels: {balance}.",
-            f"- Majority-class baseline (always `{majority}`): accuracy {_percent(accuracy(guess, gold))}, "
-            f"macro F1 {_percent(macro_f1(guess, gold))}."]
-
-
-def _names_lines(tagged, num_names: int) -> list[str]:
-    train, evaluation = tagged
-    lexicon = {w.lower() for words, tags in train for w, t in zip(words, tags, strict=True) if t != "O"}
-    gold = [tags for _, tags in evaluation]
-    lookup = []
-    for words, _ in evaluation:
-        tags = []
-        for i, word in enumerate(words):
-            name = word.lower() in lexicon
-            tags.append(("I-PER" if i and tags[-1] != "O" else "B-PER") if name else "O")
-        lookup.append(tags)
-    all_o_accuracy = token_classification_metrics([["O"] * len(tags) for tags in gold], gold)["accuracy"]
-    sides = []
-    for sentences in tagged:
-        entities = sum(t == "B-PER" for _, tags in sentences for t in tags)
-        words = sum(len(tags) for _, tags in sentences)
-        sides.append(f"{len(sentences)} sentences, {words} words, {entities} names")
-    return [f"- Train: {sides[0]}; eval: {sides[1]}; {num_names} distinct name words in the corpus.",
-            f"- Baselines: all `O` gets entity F1 0 (word accuracy {_percent(all_o_accuracy)}); a "
-            f"dictionary of the words tagged in train (lower-cased, as the model sees them) gets entity F1 "
-            f"{_percent(entity_scores(lookup, gold)['entity_f1'])} on eval."]
-
-
-def _squad_lines(squad) -> list[str]:
-    sides = []
-    for document in squad:
-        paragraphs = document["data"][0]["paragraphs"]
-        questions = [qa for p in paragraphs for qa in p["qas"]]
-        impossible = sum(qa["is_impossible"] for qa in questions)
-        sides.append((paragraphs, questions, impossible))
-    paragraphs, questions, impossible = sides[1]
-    references = {qa["id"]: [a["text"] for a in qa["answers"]] for qa in questions}
-    first_speaker = {qa["id"]: p["context"].split(":", 1)[0] for p in paragraphs for qa in p["qas"]}
-    no_answer = squad_metrics(dict.fromkeys(references, ""), references)
-    first = squad_metrics(first_speaker, references)
-    lengths = [len(p["context"]) for p in paragraphs]
-    return [f"- Train: {len(sides[0][0])} passages, {len(sides[0][1])} questions ({sides[0][2]} unanswerable); "
-            f"eval: {len(paragraphs)} passages, {len(questions)} questions ({impossible} unanswerable); passages "
-            f"of {min(lengths)} to {max(lengths)} characters.",
-            f"- Baselines on eval: always no answer: exact match {_percent(no_answer['exact_match'])}; always the "
-            f"first speaker of the passage: exact match {_percent(first['exact_match'])}, F1 {_percent(first['f1'])}."]
-
-
-def _readme(files, mood, next_line, tagged, squad, num_names: int) -> str:
-    def size(name):
-        return sum(len(text.encode("utf-8")) for path, text in files.items() if path.startswith(name + "/"))
-    sections = {"mood": _class_lines(mood), "next-line": _class_lines(next_line),
-                "names": _names_lines(tagged, num_names), "who-says": _squad_lines(squad)}
-    lines = ["# Demo fine-tuning tasks", "",
-             "Written by `python -m bertcore.tasks.demos` from `assets/corpus/tinyshakespeare.txt` (Tiny Shakespeare, "
-             "public domain); do not edit by hand, rerun it (a test checks that the files are what it writes). "
-             "Every label is read off the corpus text by the fixed rule given below.", "", SPLIT, ""]
-    for demo in demo_tasks(Path(".")):
-        train, evaluation = demo.train.name, demo.eval.name
-        lines += [f"## {demo.name} ({demo.task})", "",
-                  f"`{demo.name}/{train}`, `{demo.name}/{evaluation}` ({size(demo.name) / 1024:.0f} KB). "
-                  + HOW[demo.name], "", *sections[demo.name], ""]
-    return "\n".join(lines)
-
-
-def write_demo_tasks(out_dir: Path | None = None, corpus_path: Path | None = None) -> list[Path]:
-    out_dir = Path(out_dir) if out_dir is not None else assets_dir() / "tasks"
-    files = build_demo_files(corpus_path or default_corpus_path())
-    written = []
-    for relative, text in files.items():
-        path = out_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = Path(argv[0]) if argv else None
-    for path in write_demo_tasks(out_dir):
-        print(f"{path}  {path.stat().st_size / 1024:.1f} KB")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
