@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from bertcore.data.masking import MaskDecision
 from explorer.inspector.task_display import TagCell, percent
 
@@ -79,6 +81,21 @@ class LayerKind:
     text: str  # "global" or "local ±64": in the stepper and the head grid
     description: str  # a sentence for tooltips and the head grid's caption
     colour: str
+
+
+def window_edges(positions, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of a local layer's band in a heatmap whose rows and columns show `positions` (ascending; some
+    may be hidden): per row, the first and one past the last column within ±window, as x, y pairs of segments
+    (a staircase that reads as two diagonal lines at 500 tokens), in the heatmap's one-unit-per-token space."""
+    positions = np.asarray(positions)
+    rows = np.arange(len(positions))
+    first = np.searchsorted(positions, positions - window, side="left")  # (t,)
+    past_last = np.searchsorted(positions, positions + window, side="right")
+    xs, ys = [], []
+    for edge in (first, past_last):
+        xs += [np.repeat(edge, 2), np.stack([edge[:-1], edge[1:]], 1).ravel()]  # down each row, then across
+        ys += [np.stack([rows, rows + 1], 1).ravel(), np.repeat(rows[1:], 2)]
+    return np.concatenate(xs).astype(float), np.concatenate(ys).astype(float)
 
 
 def layer_kinds(inspection) -> list[LayerKind] | None:

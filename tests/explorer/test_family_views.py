@@ -109,8 +109,11 @@ def test_modernbert_layers_are_marked_global_or_local_in_the_stepper_grid_and_ov
     label, kind_label = panel.toolbar.layer_label, panel.head_grid.layer_kind_label
     assert label.text() == "Layer 1 / 4 · global" and kind_label.isVisible()
     assert "Global attention" in kind_label.text() and "the global layers are 1, 4" in kind_label.text()
+    assert panel.window_edges.getData()[0].size == 0  # a global layer has no window to draw
     panel.set_layer(1)
     assert label.text() == "Layer 2 / 4 · local ±4" and "Local attention" in kind_label.text()
+    xs, _ = panel.window_edges.getData()
+    assert xs.size > 0 and xs.max() <= len(inspection.encoding)  # the band's edges over the selected head
     assert "4 positions on each side" in kind_label.text()
     panel.tabs.setCurrentIndex(1)  # all layers: each number carries its kind
     assert [item.textItem.toPlainText() for item in panel.overview.number_items[1:5]] == ["1 G", "2 L", "3 L", "4 G"]
@@ -137,3 +140,15 @@ def test_the_window_cuts_a_robertas_input_to_its_usable_positions(tokenizer):
     config = RobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2,
                            num_attention_heads=3, intermediate_size=40, max_position_embeddings=514)
     assert describe_model(RobertaForMaskedLM(config), "roberta").max_positions == 512  # 514 less pad + 1
+
+
+def test_window_edges_run_along_the_band_even_with_positions_hidden():
+    from explorer.inspector.family_display import window_edges
+
+    xs, ys = window_edges(np.arange(10), 2)
+    rows = len(np.arange(10))
+    first, past_last = xs[:2 * rows:2], xs[4 * rows - 2:6 * rows - 2:2]  # each row's vertical segment
+    assert list(first) == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7] and list(past_last) == [3, 4, 5, 6, 7, 8, 9, 10, 10, 10]
+    assert list(ys[:4]) == [0, 1, 1, 2]
+    hidden = window_edges(np.array([1, 2, 3, 5, 6]), 1)[0]  # [CLS] and one token hidden: columns shift
+    assert list(hidden[:10:2]) == [0, 0, 1, 3, 3]  # position 5 sees 4..6: column 3 (position 4 is not shown)

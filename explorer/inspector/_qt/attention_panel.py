@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
@@ -36,10 +37,11 @@ from explorer.inspector._qt.attention_toolbar import AttentionToolbar
 from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.model_overview import ModelOverview
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
-from explorer.inspector.family_display import layer_kinds
+from explorer.inspector.family_display import layer_kinds, window_edges
 
 RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
 ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
+WINDOW_EDGE_COLOUR = "#ff9a3c"  # the local window's edges: orange, as local layers are named elsewhere
 
 
 class AttentionPanel(AttentionExports, QWidget):
@@ -68,6 +70,11 @@ class AttentionPanel(AttentionExports, QWidget):
         # views
         self.head_grid = named(HeadGrid(), "headGrid", "attention heads of the current layer")
         self.head_detail = named(TokenHeatmap("", "attention"), "headDetail", "selected attention head")
+        # ModernBERT: a local layer's window drawn over the selected head (dashed, empty on global layers)
+        self.window_edges = pg.PlotCurveItem(pen=pg.mkPen(WINDOW_EDGE_COLOUR, width=1, style=Qt.PenStyle.DashLine,
+                                                          cosmetic=True), connect="pairs")
+        self.window_edges.setZValue(5)
+        self.head_detail.plot.addItem(self.window_edges, ignoreBounds=True)
         self.overview = named(ModelOverview(), "modelOverview", "all layers and heads")
         self.rollout_view = named(TokenHeatmap("", "rollout"), "rolloutView", "attention rollout")
         self.rollout_combo = named(QComboBox(), "rolloutLayerCombo", "rollout through")
@@ -339,6 +346,10 @@ class AttentionPanel(AttentionExports, QWidget):
         off = "" if view.heads_on[head] else " (switched off)"
         kind = self._layer_kind()
         self.head_detail.set_title(f"Layer {self.layer + 1}{f' ({kind.text})' if kind else ''} · head {head + 1}{off}")
+        if kind is not None and kind.is_local:
+            self.window_edges.setData(*window_edges(view.positions, self.inspection.sliding_window))
+        else:
+            self.window_edges.setData([], [])
         self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
         self.head_detail.highlight_position(self.highlighted)
 
