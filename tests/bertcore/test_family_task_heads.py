@@ -198,6 +198,16 @@ def test_saved_folder_loads_in_transformers_and_back(family, kind, small_vocab_t
         want = theirs(**their_inputs(theirs, inputs))
         for model in (ours, loaded):
             assert_same(model(**inputs), want, kind, config)
+        # and the other way: what transformers saves (its weights changed) loads here as the same class
+        for parameter in theirs.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+        theirs.save_pretrained(tmp_path / "theirs")
+        want = theirs(**their_inputs(theirs, inputs))
+    small_vocab_tokenizer.save(tmp_path / "theirs")
+    again, _ = load_pretrained(tmp_path / "theirs")
+    assert type(again) is type(ours)
+    with torch.no_grad():
+        assert_same(again(**inputs), want, kind, config)
 
 
 @pytest.mark.parametrize("family", ["roberta", "distilbert", "electra", "albert", "modernbert"])
