@@ -233,7 +233,7 @@ def main() -> int:
                and embeddings.result.projection.sample.num_points == args.points, 120)
     run_event_loop(0.05)
     drawn = time.perf_counter() - started
-    view = embeddings.scatter_plot
+    view = embeddings.projection_pane.scatter_plot
     view_box = view.getPlotItem().vb
     view.viewport().repaint()
     x_range = np.diff(view_box.viewRange()[0])[0]
@@ -248,13 +248,13 @@ def main() -> int:
         return paints
 
     paints = pan_paints()
-    embeddings.scatter.setVisible(False)  # the same pans without the points: axes, labels, the frame
+    embeddings.projection_pane.scatter.setVisible(False)  # the same pans without the points: axes, labels, the frame
     bare = pan_paints()
-    embeddings.scatter.setVisible(True)
+    embeddings.projection_pane.scatter.setVisible(True)
     centre = view_box.mapViewToScene(view_box.viewRect().center())
     began = time.perf_counter()
     for _ in range(100):
-        embeddings.point_at(centre)
+        embeddings.projection_pane.point_at(centre)
     hover_ms = 10 * (time.perf_counter() - began)
     print(f"3. projection of {embeddings.result.projection.sample.num_points:,} points: on screen "
           f"{drawn:.2f} s after the tab opened (hidden states of every layer + PCA); a pan repainted in median "

@@ -337,35 +337,40 @@ def test_embedding_view_shows_the_computed_arrays(qtbot, embedding_view, tiny_mo
     layer = TINY_LAYERS  # after the last layer, the default
     sample = sample_hidden_states(tiny_model, tokenizer, pairs, max_points=300)
     expected = project_hidden_states(sample, layer)
-    shown = view.scatter.getData()
+    shown = view.projection_pane.scatter.getData()
     np.testing.assert_allclose(np.stack(shown, axis=1), expected.points, rtol=1e-5, atol=1e-5)
-    assert len(view.scatter.data) == 300  # one item, one record per point
+    assert len(view.projection_pane.scatter.data) == 300  # one item, one record per point
     with qtbot.waitSignal(view.worker.done, timeout=WAIT_MS):
         view.layer_combo.setCurrentIndex(1)
     np.testing.assert_allclose(view.result.projection.points, project_hidden_states(sample, 1).points,
                                rtol=1e-5, atol=1e-5)
     view.colour_combo.setCurrentIndex(view.colour_combo.findData("kind"))
-    assert set(view.colours) <= {"#7f7f7f", "#1f77b4", "#2ca02c", "#d62728"} and len(set(view.colours)) >= 2
+    colours = set(view.projection_pane.colours)
+    assert colours <= {"#7f7f7f", "#1f77b4", "#2ca02c", "#d62728"} and len(colours) >= 2
     label_item = view.colour_combo.model().item(view.colour_combo.findData("label"))
     assert not label_item.isEnabled()  # corpus text has no task labels
 
 
 def test_hovering_a_point_shows_its_sentence_and_a_click_inspects_it(qtbot, embedding_view):
-    view = embedding_view
-    view.scatter_plot.getPlotItem().vb.autoRange()
+    view, pane = embedding_view, embedding_view.projection_pane
+    pane.scatter_plot.getPlotItem().vb.autoRange()
     qtbot.wait(50)
     index = 5
     point = view.result.projection.points[index]
-    scene = view.scatter_plot.getPlotItem().vb.mapViewToScene(QPointF(float(point[0]), float(point[1])))
-    found = view.point_at(scene)
+    scene = pane.scatter_plot.getPlotItem().vb.mapViewToScene(QPointF(float(point[0]), float(point[1])))
+    found = pane.point_at(scene)
     assert found >= 0 and np.allclose(view.result.projection.points[found], point, atol=1e-3)
-    view._on_scatter_moved(scene)
+    pane._on_scatter_moved(scene)
     sample = view.result.projection.sample
-    assert "«" in view.projection_hover.text() and str(sample.tokens[found]).removeprefix("##") in \
-        view.projection_hover.text()
-    with qtbot.waitSignal(view.inspectPair) as blocker:
-        view.inspect_point(found)
+    assert "«" in pane.projection_hover.text() and str(sample.tokens[found]).removeprefix("##") in \
+        pane.projection_hover.text()
+    with qtbot.waitSignal(view.inspectPair) as blocker:  # the pane's request, passed on by the tab
+        pane.inspect_point(found)
     assert tuple(blocker.args) == view.result.pairs[int(sample.sentence_index[found])]
+    view.colour_combo.setCurrentIndex(view.colour_combo.findData("kind"))  # redrawn: the hover marker is gone
+    assert len(pane.hover_marker.data) == 0
+    pane._on_scatter_moved(scene)  # the same point again is marked again
+    assert len(pane.hover_marker.data) == 1
 
 
 @pytest.mark.slow

@@ -3,10 +3,9 @@
 - Learned positions: the cosine similarity of the first P position embeddings, a P × P image (Devlin et al.
   learn them; a trained BERT shows a bright band around the diagonal).
 - The two segment embeddings compared, in words and numbers.
-- A 2-D PCA of every token's hidden state after the chosen layer, for ~2,000 tokens of corpus sentence pairs:
-  one `ScatterPlotItem` fed with `setData` and per-point brushes, so it pans without stutter; hover names the
-  token and shows its sentence with the token marked; a click sends that pair to the Inspect tab
-  (`WindowTab.inspectPair`). Colour by segment, token kind or task label (when the sample has labels).
+- A 2-D PCA of every token's hidden state after the chosen layer, for ~2,000 tokens of corpus sentence pairs
+  (`explorer.embeddings._qt.projection_pane`); a click on a point sends its pair to the Inspect tab
+  (`WindowTab.inspectPair`).
 - Token neighbours: the k nearest tokens to a token by cosine of the input embeddings.
 
 Everything is computed in one newest-wins worker (`explorer.embeddings.requests.EmbeddingRunner`), only while the tab
@@ -21,7 +20,6 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -39,12 +37,13 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
-from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
+from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers import LatestJobWorker
 from explorer.common.export_data import _replace_atomically
+from explorer.embeddings._qt.projection_pane import ProjectionPane
 from explorer.embeddings.requests import (
     COLOUR_BY,
     DEFAULT_POINTS,
@@ -52,15 +51,8 @@ from explorer.embeddings.requests import (
     EmbeddingResult,
     EmbeddingRunner,
     describe_segments,
-    marked_sentence,
 )
 
-CATEGORY_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                    "#bcbd22", "#17becf")
-KIND_COLOURS = {"special": "#7f7f7f", "word": "#1f77b4", "subword": "#2ca02c", "punctuation": "#d62728"}
-SEGMENT_NAMES = {0: "sentence A", 1: "sentence B"}
-POINT_SIZE = 6
-HOVER_RADIUS_PX = 8
 DEFAULT_POSITIONS = 128
 WORKER_NICENESS = 5
 
@@ -73,8 +65,6 @@ class EmbeddingView(WindowTab):
         self.model = None
         self.tokenizer = None
         self.result: EmbeddingResult | None = None
-        self.colours: list[str] = []  # (N,) the colour of each point, as drawn
-        self.hovered_index = -1
         self._request_id = 0
         self._dirty = True  # the model or a control changed while the tab was hidden
         self.worker = LatestJobWorker(EmbeddingRunner(), name="embeddingThread", torch_threads=1,
@@ -97,13 +87,14 @@ class EmbeddingView(WindowTab):
         self.special_check = named(QCheckBox("[CLS] / [SEP]"), "embeddingSpecialCheck", "include special tokens",
                                     "Include [CLS] and [SEP]: their vectors often stand far from the rest")
         self.special_check.setChecked(True)
+        self.projection_pane = ProjectionPane()
         self.export_button = export_button(self, "embeddingExportButton", [
-            ("Projection as PNG…", "projection.png", lambda path: export_png(self.scatter_plot, path)),
+            ("Projection as PNG…", "projection.png", lambda path: export_png(self.projection_pane.scatter_plot, path)),
             ("Projection as SVG…", "projection.svg",
-             lambda path: export_svg(self.scatter_plot, path, title="bert-explorer projection")),
+             lambda path: export_svg(self.projection_pane.scatter_plot, path, title="bert-explorer projection")),
             ("Position similarity as PNG…", "position-similarity.png",
              lambda path: export_png(self.positions_plot, path)),
-            ("Projection points as CSV…", "projection.csv", self.write_csv),
+            ("Projection points as CSV…", "projection.csv", self.projection_pane.write_csv),
             ("Arrays as NPZ…", "embeddings.npz", self.write_npz)])
         self.status_label = named(QLabel("Open a model to see its embeddings."), "embeddingStatus",
                                    "embeddings status")
@@ -142,22 +133,6 @@ class EmbeddingView(WindowTab):
         self.neighbour_button = named(QPushButton("Nearest"), "neighbourButton", "find nearest tokens")
         self.neighbour_list = named(QListWidget(), "neighbourList", "nearest tokens")
 
-        # projection
-        self.scatter_plot = pg.PlotWidget()
-        self.scatter_plot.setObjectName("projectionPlot")
-        style_canvas(self.scatter_plot)
-        style_plot(self.scatter_plot.getPlotItem(), auto_range_button=True)
-        self.scatter = pg.ScatterPlotItem(size=POINT_SIZE, pen=None, pxMode=True)
-        self.scatter_plot.addItem(self.scatter)
-        self.hover_marker = pg.ScatterPlotItem(size=POINT_SIZE + 8, pen=curve_pen("k", width=2), brush=None)
-        self.hover_marker.setZValue(10)
-        self.scatter_plot.addItem(self.hover_marker, ignoreBounds=True)
-        self.legend_label = named(QLabel(" "), "projectionLegend", "projection legend")
-        self.projection_hover = named(QLabel(" "), "projectionHoverLabel", "point under the mouse")
-        self.projection_hover.setWordWrap(True)
-        self.projection_hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.projection_hover.setMinimumHeight(2 * self.fontMetrics().height() + 6)
-
         # layout
         top = QHBoxLayout()
         for widget in (QLabel("Project"), self.layer_combo, QLabel("colour by"), self.colour_combo, self.points_spin,
@@ -192,15 +167,9 @@ class EmbeddingView(WindowTab):
         left.addWidget(segments_box)
         left.addWidget(neighbours_box)
         left.setSizes([460, 110, 260])
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(self.legend_label)
-        right_layout.addWidget(self.scatter_plot, 1)
-        right_layout.addWidget(self.projection_hover)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
-        self.splitter.addWidget(right)
+        self.splitter.addWidget(self.projection_pane)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 3)
         layout = QVBoxLayout(self)
@@ -216,9 +185,10 @@ class EmbeddingView(WindowTab):
                        self.neighbour_button.clicked, self.neighbour_edit.returnPressed,
                        self.neighbour_count.valueChanged):
             signal.connect(lambda *_: self.request())
-        self.colour_combo.currentIndexChanged.connect(lambda _: self._draw_points(keep_range=True))
-        self.scatter_plot.scene().sigMouseMoved.connect(self._on_scatter_moved)
-        self.scatter_plot.scene().sigMouseClicked.connect(self._on_scatter_clicked)
+        self.colour_combo.currentIndexChanged.connect(
+            lambda _: self.projection_pane.set_colour_by(self.colour_combo.currentData()))
+        self.projection_pane.set_colour_by(self.colour_combo.currentData())
+        self.projection_pane.inspectPair.connect(self.inspectPair)
         self.positions_plot.scene().sigMouseMoved.connect(self._on_positions_moved)
         self.neighbour_list.itemActivated.connect(lambda item: self._look_up(item.data(Qt.ItemDataRole.UserRole)))
 
@@ -279,7 +249,8 @@ class EmbeddingView(WindowTab):
         same_points = previous is not None and previous.projection.sample is result.projection.sample \
             and previous.projection.layer == result.projection.layer
         if not same_points:
-            self._draw_points(keep_range=False)
+            self._offer_labels(result.projection.sample.labels is not None)
+            self.projection_pane.show_projection(result.projection, result.pairs)
         projection = result.projection
         ratio = projection.explained_variance_ratio
         self.status_label.setText(
@@ -327,113 +298,13 @@ class EmbeddingView(WindowTab):
             self.request()
 
     # ---- the projection ----
-    def point_colours(self) -> list[str]:
-        """(N,) the colour of each point under the current "colour by"."""
-        sample = self.result.projection.sample
-        key = self.colour_combo.currentData()
-        if key == "label" and sample.labels is None:
-            key = "segment"
-        if key == "segment":
-            values, palette = sample.segment, {0: CATEGORY_COLOURS[0], 1: CATEGORY_COLOURS[1]}
-        elif key == "kind":
-            values, palette = sample.kind, KIND_COLOURS
-        else:
-            values = sample.labels
-            palette = {label: CATEGORY_COLOURS[i % len(CATEGORY_COLOURS)]
-                       for i, label in enumerate(sorted(set(values.tolist()), key=str))}
-        return [palette.get(value.item() if hasattr(value, "item") else value, "#333333") for value in values]
-
-    def _draw_points(self, keep_range: bool = True) -> None:
-        if self.result is None:
-            return
-        sample = self.result.projection.sample
+    def _offer_labels(self, labelled: bool) -> None:
+        """Offer "colour by task label" only for a sample with labels."""
         label_item = self.colour_combo.model().item(self.colour_combo.findData("label"))
-        label_item.setEnabled(sample.labels is not None)
-        label_item.setToolTip("" if sample.labels is not None else
-                              "The sample is unlabelled corpus text: no task labels to colour by")
-        self.colours = self.point_colours()
-        brushes = {colour: pg.mkBrush(QColor(colour)) for colour in set(self.colours)}  # one brush per colour
-        points = self.result.projection.points
-        self.scatter.setData(pos=points, brush=[brushes[colour] for colour in self.colours], size=POINT_SIZE,
-                             pen=None)
-        self._show_legend()
-        self.hover_marker.setData([], [])
-        if not keep_range:
-            self.scatter_plot.getPlotItem().vb.autoRange(padding=0.04)
-        ratio = self.result.projection.explained_variance_ratio
-        self.scatter_plot.setLabel("bottom", f"PC 1 ({ratio[0]:.0%} of the variance)")  # in style_plot's ink
-        self.scatter_plot.setLabel("left", f"PC 2 ({ratio[1]:.0%})")
-
-    def _show_legend(self) -> None:
-        key = self.colour_combo.currentData()
-        sample = self.result.projection.sample
-        if key == "kind":
-            entries = [(KIND_COLOURS[kind], kind) for kind in KIND_COLOURS if kind in set(sample.kind.tolist())]
-        elif key == "label" and sample.labels is not None:
-            labels = sorted(set(sample.labels.tolist()), key=str)
-            entries = [(CATEGORY_COLOURS[i % len(CATEGORY_COLOURS)], str(label)) for i, label in enumerate(labels)]
-        else:
-            entries = [(CATEGORY_COLOURS[segment], name) for segment, name in SEGMENT_NAMES.items()]
-        self.legend_label.setText("  ".join(f"<span style='color:{colour}; font-size:14pt'>●</span> {name}"
-                                            for colour, name in entries))
-
-    def point_at(self, scene_pos: QPointF) -> int:
-        """Index of the point within HOVER_RADIUS_PX of a scene position (the nearest), else -1."""
-        if self.result is None:
-            return -1
-        view = self.scatter_plot.getPlotItem().vb
-        if not view.sceneBoundingRect().contains(scene_pos):
-            return -1
-        point = view.mapSceneToView(scene_pos)
-        width, height = view.viewPixelSize()  # data units per pixel
-        points = self.result.projection.points
-        distances = ((points[:, 0] - point.x()) / width) ** 2 + ((points[:, 1] - point.y()) / height) ** 2
-        nearest = int(np.argmin(distances))
-        return nearest if distances[nearest] <= HOVER_RADIUS_PX**2 else -1
-
-    def _on_scatter_moved(self, scene_pos: QPointF) -> None:
-        index = self.point_at(scene_pos)
-        if index == self.hovered_index:
-            return
-        self.hovered_index = index
-        if index < 0:
-            self.hover_marker.setData([], [])
-            self.projection_hover.setText(" ")
-            return
-        projection = self.result.projection
-        self.hover_marker.setData(pos=projection.points[index : index + 1])
-        first_line = projection.describe(index).split("\n")[0]
-        self.projection_hover.setText(f"{first_line} — click to inspect\n{marked_sentence(projection.sample, index)}")
-
-    def _on_scatter_clicked(self, event) -> None:
-        if event.button() != Qt.MouseButton.LeftButton:
-            return
-        index = self.point_at(event.scenePos())
-        if index >= 0:
-            self.inspect_point(index)
-
-    def inspect_point(self, index: int) -> None:
-        """Send the pair point `index` came from to the Inspect tab."""
-        sentence = int(self.result.projection.sample.sentence_index[index])
-        text_a, text_b = self.result.pairs[sentence]
-        self.inspectPair.emit(text_a, text_b)
+        label_item.setEnabled(labelled)
+        label_item.setToolTip("" if labelled else "The sample is unlabelled corpus text: no task labels to colour by")
 
     # ---- export ----
-    def write_csv(self, path) -> Path:
-        from explorer.inspector._qt.token_table import write_rows_csv
-
-        if self.result is None:
-            raise ValueError("there is no projection to export yet")
-        projection = self.result.projection
-        sample = projection.sample
-        rows = [["x", "y", "token", "kind", "segment", "position", "sentence", "text"]]
-        for index in range(sample.num_points):
-            sentence = int(sample.sentence_index[index])
-            rows.append([f"{projection.points[index, 0]:.6g}", f"{projection.points[index, 1]:.6g}",
-                         str(sample.tokens[index]), str(sample.kind[index]), "AB"[int(sample.segment[index])],
-                         str(int(sample.position[index])), str(sentence), sample.texts[sentence]])
-        return write_rows_csv(path, rows)
-
     def write_npz(self, path) -> Path:
         if self.result is None:
             raise ValueError("there is nothing to export yet")
