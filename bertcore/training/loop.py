@@ -370,7 +370,7 @@ class TrainingLoop(LoopControls):
         checkpoint = self.last_good_checkpoint
         where = (f"The last checkpoint written while the loss was sane is {checkpoint}; " if checkpoint
                  else "No checkpoint of this run is known to be sane; ")
-        change = learning_rate_advice(self.config.lr, pretraining=isinstance(self.model, BertForPreTraining))
+        change = learning_rate_advice(self.config.lr, pretraining=self.task.pretrains)
         return where + change + (", and resume from it" if checkpoint else ", and start again")
 
     # ---- evaluation ---------------------------------------------------------------------------------------

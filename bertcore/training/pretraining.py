@@ -194,6 +194,7 @@ class PretrainingTask(TrainingTask):
 
     metric_names = ("mlm_accuracy", "nsp_accuracy")
     command = "bert-train"
+    pretrains = True  # whatever the family: the advice after a NaN uses pretraining's learning rates
     objective: Objective  # set by setup: config.objective, or what init_from's folder was trained for
     smaller_model_hint = ", or a smaller --preset"
 

@@ -41,6 +41,7 @@ class TrainingTask(ABC):
     metric_names: tuple[str, ...] = ()  # the task's metrics in its evaluation records (e.g. "accuracy")
     command: str = "the trainer"  # the command line that runs it, for advice in error messages
     smaller_model_hint: str = ""  # appended to the out-of-memory advice
+    pretrains: bool = False  # a pretraining objective: learning-rate advice uses pretraining's usual range
 
     @abstractmethod
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:

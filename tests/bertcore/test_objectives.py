@@ -268,3 +268,14 @@ def test_masked_rows_only_gives_the_models_own_loss(arch):
     rows = MaskedRowsOnly(model)(input_ids, torch.zeros_like(input_ids), attention_mask, labels=labels)
     torch.testing.assert_close(rows.loss, own.loss)
     torch.testing.assert_close(rows.logits, own.logits[labels != -100])
+
+
+def test_a_nan_in_any_objective_gets_pretrainings_learning_rate_advice(ordered_corpus, tmp_path, monkeypatch):
+    from bertcore.errors import NonFiniteLossError
+    from bertcore.training.objectives import MaskedLm
+
+    monkeypatch.setattr(MaskedLm, "loss", lambda self, sums: float("nan"))
+    trainer = Trainer(make_config(ordered_corpus, tmp_path / "run", arch="roberta", steps=2, warmup_steps=0, lr=50.0),
+                      model_config=SIZES)
+    with pytest.raises(NonFiniteLossError, match="for pretraining a small BERT"):
+        list(trainer.steps())
