@@ -270,6 +270,7 @@ def test_masked_rows_only_gives_the_models_own_loss(arch):
     torch.testing.assert_close(rows.logits, own.logits[labels != -100])
 
 
+@pytest.mark.slow
 def test_a_nan_in_any_objective_gets_pretrainings_learning_rate_advice(ordered_corpus, tmp_path, monkeypatch):
     from bertcore.errors import NonFiniteLossError
     from bertcore.training.objectives import MaskedLm
