@@ -24,7 +24,8 @@ from bertcore.training.pretraining import (
     StepStats,
     TrainingError,
 )
-from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer.common._qt.workers.generator import GeneratorWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.inspector.state import LoadedModel, describe_model
 from explorer.runs.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
 from explorer.train._qt.training_panel import TrainingPanel

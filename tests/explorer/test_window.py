@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
 
 from bertcore.data.masking import MaskDecision, mask_like_bert
-from explorer.common._qt.workers import LatestJobWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.inspector._qt.token_table import ROWS, decision_text
 from explorer.inspector.inspection_threads import InspectionThreads, estimated_flops
 from explorer.inspector.state import InspectRequest

@@ -41,7 +41,7 @@ from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common._qt.workers import LatestJobWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.export_data import _replace_atomically
 from explorer.embeddings._qt.projection_pane import ProjectionPane
 from explorer.embeddings.requests import (

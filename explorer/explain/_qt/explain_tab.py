@@ -45,7 +45,7 @@ from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common._qt.workers import GeneratorWorker
+from explorer.common._qt.workers.generator import GeneratorWorker
 from explorer.explain._qt.attribution_view import AttributionColumn, AttributionView
 from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
 from explorer.explain._qt.mixing_view import MixingView
@@ -425,7 +425,7 @@ class ExplainTab(WindowTab):
         self.queue.ended(job)
         if worker is self.worker:
             self.worker = None
-        self._retired.append(worker)  # its thread ends after this signal (rule 6 of workers.py)
+        self._retired.append(worker)  # its thread ends after this signal (rule 6 of explorer.common._qt.workers)
         QTimer.singleShot(0, self._start_next)  # never start new work from a worker's last signals
 
     # ---- exports ----

@@ -25,7 +25,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer.common._qt.workers.generator import GeneratorWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.head_lab._qt.head_marks import HeadMarks
 from explorer.head_lab.analyses import (
     OBJECTIVES,
@@ -267,7 +268,7 @@ class HeadLabController(QObject):
         if worker is not None:
             worker.request_stop()
             self._cancelled = worker
-            self._retired.append(worker)  # kept until its thread has ended (rule 6 of workers.py)
+            self._retired.append(worker)  # kept until its thread has ended (rule 6 of explorer.common._qt.workers)
 
     def _on_corpus_progress(self, worker: GeneratorWorker, progress: CorpusProgress) -> None:
         if worker is not self.corpus_worker or worker.stop_requested:

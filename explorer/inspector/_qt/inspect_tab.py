@@ -38,7 +38,7 @@ import explorer.common._qt.shortcuts as shortcuts
 from bertcore.tasks.kinds import TOKEN_TASK
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
-from explorer.common._qt.workers import LatestJobWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.logit_lens_view import LogitLensView
@@ -58,7 +58,7 @@ CAPTION_STYLE = "color: #0b3d75; background: #e3eefb; border: 1px solid #9dbde6;
 
 
 PREDICTIONS_SHARE = 0.3  # of the width, when the predictions are shown
-INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (see workers.py, rule 5)
+INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (explorer.common._qt.workers, rule 5)
 
 
 @dataclass(frozen=True)

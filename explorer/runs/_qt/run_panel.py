@@ -38,7 +38,7 @@ from PySide6.QtWidgets import QFileDialog, QVBoxLayout, QWidget
 
 from bertcore.files.run_folder import read_run_config
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common._qt.workers import OneShotWorker
+from explorer.common._qt.workers.one_shot import OneShotWorker
 from explorer.runs._qt.checkpoint_picker import CheckpointPicker
 from explorer.runs._qt.form_fields import RunForm, default_runs_dir
 from explorer.runs._qt.loss_plots import LossPlots
@@ -343,7 +343,7 @@ class RunPanel(WindowTab):
         self._run_ended("failed")
 
     def _on_finished(self) -> None:
-        # Only tidy up here: never start new work from a finished slot (workers.py, rule 6).
+        # Only tidy up here: never start new work from a finished slot (explorer.common._qt.workers, rule 6).
         self.plots.flush()
         self.runEnded.emit(self.lifecycle.outcome or "stopped")
 

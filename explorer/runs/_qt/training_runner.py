@@ -12,7 +12,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from explorer.common._qt.workers import GeneratorWorker, LatestJobWorker
+from explorer.common._qt.workers.generator import GeneratorWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.runs.probe_history import ProbePair
 from explorer.runs.snapshot_probe import CheckpointJob, SnapshotProber
 from explorer.runs.training_run import EngineFactory, RunDriver, TrainingSettings

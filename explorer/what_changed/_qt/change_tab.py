@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common._qt.workers import LatestJobWorker
+from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.failure import Failure
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from explorer.what_changed._qt.change_grid import HeadChangeGrid

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from bertcore.models.hub import DEFAULT_ENDPOINT, ResolvedModel, default_cache_dir
 from bertcore.models.hub_download import download_model
 from explorer.common._qt.widget_names import named
-from explorer.common._qt.workers import OneShotWorker
+from explorer.common._qt.workers.one_shot import OneShotWorker
 from explorer.window._qt.model_picker import size_text
 
 PROGRESS_STEPS = 1000  # QProgressBar holds a 32-bit int: show per mille, not bytes (weights pass 2 GB)

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QApplication
 
 import explorer.window.startup as startup
-from explorer.common._qt.workers import OneShotWorker
+from explorer.common._qt.workers.one_shot import OneShotWorker
 
 LAST_CHECKPOINT_KEY = "model/lastCheckpoint"
 

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.models.hub import CachedModel, default_cache_dir, list_cached_models
 from explorer.common._qt.widget_names import named
-from explorer.common._qt.workers import OneShotWorker
+from explorer.common._qt.workers.one_shot import OneShotWorker
 
 COLUMNS = ("Name", "Size on disk", "Parameters", "Layers × heads", "Head", "Last used")
 MODEL_ROLE = Qt.ItemDataRole.UserRole  # the row's CachedModel, on its name cell
