@@ -11,7 +11,7 @@ from bertcore.errors import ExplainError
 from bertcore.explain.attribution import ATTRIBUTION_METHODS, attribute, attribute_progress, gauss_legendre
 from bertcore.models.bert import BertForMaskedLM
 from bertcore.models.task_heads import BertForSequenceClassification
-from tests.bertcore.test_explain_targets import CASES, build, example_target
+from tests.bertcore.test_explain_targets import CASES, FAMILY_TASK_CASES, build, example_target
 from tests.tiny_configs import tiny_bert
 
 
@@ -151,6 +151,17 @@ def test_every_method_on_every_head_kind(name, small_vocab_tokenizer, encoding):
             if method == "integrated_gradients":
                 assert abs(result.delta) <= 1e-3 * max(abs(result.target_value - result.baseline_value), 1e-3)
     assert model.training == was_training  # eval mode for the explanation, then as it was
+
+
+@pytest.mark.parametrize("name", list(FAMILY_TASK_CASES))
+def test_every_familys_task_heads_are_explained(name, small_vocab_tokenizer, encoding):
+    model = build(name, small_vocab_tokenizer.vocab_size)
+    for kind in FAMILY_TASK_CASES[name]:
+        integrated = attribute(model, small_vocab_tokenizer, encoding, example_target(kind), steps=8)
+        assert abs(integrated.delta) <= 1e-3 * max(abs(integrated.target_value - integrated.baseline_value), 1e-3)
+        rollout = attribute(model, small_vocab_tokenizer, encoding, example_target(kind),
+                            method="grad_attention_rollout")
+        assert rollout.scores.shape == (16,) and np.isfinite(rollout.scores).all()
 
 
 def test_progress_can_be_stopped_midway(small_vocab_tokenizer, encoding, monkeypatch):

@@ -2,6 +2,8 @@
 input ids and from the embedding layer's output alike; a target the model or the input cannot answer is refused
 with an ExplainError that names it."""
 
+import importlib
+
 import pytest
 import torch
 
@@ -32,7 +34,7 @@ SIZES = dict(num_hidden_layers=2, num_attention_heads=3, intermediate_size=37)
 
 
 def build(name: str, vocab_size: int):
-    """Each head kind bertcore loads, at tiny distinct sizes, in eval mode."""
+    """Each head kind bertcore loads, at tiny distinct sizes, in eval mode: "<family>-<head>"."""
     torch.manual_seed(0)
     if name == "bert-pretraining":
         model = BertForPreTraining(tiny_bert(vocab_size))
@@ -62,6 +64,13 @@ def build(name: str, vocab_size: int):
     elif name == "albert-mlm":
         model = AlbertForMaskedLM(AlbertConfig(vocab_size=vocab_size, hidden_size=33, embedding_size=15,
                                                max_position_embeddings=40, **SIZES))
+    elif name.split("-")[1] in TASK_CLASSES:
+        # Another family's task head: its encoder's config from that family's masked LM above.
+        family, task = name.split("-")
+        config = build("electra-generator" if family == "electra" else f"{family}-mlm", vocab_size).config
+        suffix, labels = TASK_CLASSES[task]
+        model = getattr(importlib.import_module(f"bertcore.models.{family}"), FAMILY_PREFIXES[family] + suffix)(
+            config.replace(num_labels=labels))
     else:
         model = ModernBertForMaskedLM(ModernBertConfig(vocab_size=vocab_size, hidden_size=30, intermediate_size=37,
                                                        num_hidden_layers=2, num_attention_heads=3,
@@ -86,6 +95,12 @@ CASES = {
     "albert-mlm": ("mlm",),
     "modernbert-mlm": ("mlm",),
 }
+TASK_CLASSES = {"class": ("ForSequenceClassification", 3), "tag": ("ForTokenClassification", 4),
+                "qa": ("ForQuestionAnswering", 2)}
+FAMILY_PREFIXES = {"roberta": "Roberta", "distilbert": "DistilBert", "electra": "Electra", "albert": "Albert",
+                   "modernbert": "ModernBert"}
+FAMILY_TASK_CASES = {f"{family}-{task}": ("start", "end") if task == "qa" else (task,)
+                     for family in FAMILY_PREFIXES for task in TASK_CLASSES}
 
 
 def example_target(kind: str) -> tuple:
@@ -129,14 +144,14 @@ def pair_encoding(small_vocab_tokenizer):
     return small_vocab_tokenizer.encode("the cat sat on a mat", "the dog ran", pad_to=16)  # 14 tokens, 2 pads
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(FAMILY_TASK_CASES))
 def test_each_target_kind_on_each_head_kind_is_the_forward_logit(name, small_vocab_tokenizer, pair_encoding):
     model = build(name, small_vocab_tokenizer.vocab_size)
-    assert available_targets(model) == CASES[name]
+    assert available_targets(model) == (CASES | FAMILY_TASK_CASES)[name]
     inputs = model_inputs(pair_encoding)
     embedding_output = embedding_layer_output(model, inputs)
     with torch.no_grad():
-        for kind in CASES[name]:
+        for kind in (CASES | FAMILY_TASK_CASES)[name]:
             target = check_target(model, pair_encoding, example_target(kind))
             expected = reference_logit(model, target, inputs)
             torch.testing.assert_close(target_logit(model, target, **inputs), expected, rtol=1e-5, atol=1e-5)
