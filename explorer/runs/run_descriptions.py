@@ -67,6 +67,11 @@ def describe_run_config(config: dict) -> str:
     if isinstance(objective, str) and objective != "mlm+nsp":
         family = model.get("model_type") if isinstance(model, dict) else None
         parts.append(f"{objective} on {family}" if isinstance(family, str) else objective)
+    # absent before there were recipes: BERT's token masking of 15 %, said as before by saying nothing
+    masking, probability = training.get("masking", "token"), training.get("mlm_probability", 0.15)
+    if masking != "token" or probability != 0.15:
+        share = f"{probability:.0%}" if isinstance(probability, int | float) else repr(probability)
+        parts.append(f"{masking} masking" + ("" if probability == 0.15 else f" of {share}"))
     parts.append(f"{training.get('steps')} steps of {training.get('batch_size')} × {training.get('seq_len')}")
     parts.append(f"lr {training.get('lr')}")
     if config.get("device"):

@@ -162,6 +162,22 @@ def test_a_checkpoint_of_a_run_that_records_no_recipe_is_masked_as_bert_masks(tm
     assert ProbeMasking.of_checkpoint(tmp_path / "checkpoints" / "step-000003") == ProbeMasking()
 
 
+def test_a_watched_runs_description_names_a_masking_other_than_berts():
+    from explorer.runs.run_descriptions import describe_run_config
+
+    training = {"preset": "tiny", "steps": 400, "batch_size": 16, "seq_len": 64, "lr": 0.002}
+    described = {(masking, probability): describe_run_config(
+        {"training": {**training, "masking": masking, "mlm_probability": probability}})
+        for masking, probability in (("token", 0.15), ("whole-word", 0.15), ("span", 0.3), ("token", 0.3))}
+    assert described == {("token", 0.15): "tiny preset, 400 steps of 16 × 64, lr 0.002",
+                         ("whole-word", 0.15): "tiny preset, whole-word masking, 400 steps of 16 × 64, lr 0.002",
+                         ("span", 0.3): "tiny preset, span masking of 30%, 400 steps of 16 × 64, lr 0.002",
+                         ("token", 0.3): "tiny preset, token masking of 30%, 400 steps of 16 × 64, lr 0.002"}
+    assert describe_run_config({"training": training}) == "tiny preset, 400 steps of 16 × 64, lr 0.002"  # before
+    damaged = describe_run_config({"training": {**training, "mlm_probability": "lots"}})
+    assert "token masking of 'lots'" in damaged  # a hand-edited file is shown, not a crash
+
+
 def test_resuming_keeps_the_runs_masking(tmp_path):
     write_run_config(tmp_path, masking="whole-word", mlm_probability=0.25, steps=40, batch_size=4, seq_len=32)
     settings = settings_for_resume(tmp_path)
