@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bertcore.data.masking_recipes import MASKING_RECIPES, check_recipe  # noqa: F401 (re-exported)
+from bertcore.data.masking_recipes import check_recipe
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE, WORDPIECE_CONTINUATION
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
