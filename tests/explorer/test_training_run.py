@@ -178,6 +178,20 @@ def test_a_watched_runs_description_names_a_masking_other_than_berts():
     assert "token masking of 'lots'" in damaged  # a hand-edited file is shown, not a crash
 
 
+def test_the_engine_trains_and_probes_with_the_forms_masking(tmp_path, monkeypatch):
+    from explorer.runs.training_run import make_engine_run
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the prepared corpus goes there
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"the king speaks to lord number {i}. the queen answers him at length."
+                                   for i in range(400)), encoding="utf-8")
+    settings = TrainingSettings(corpus=str(corpus), steps=2, batch_size=2, seq_len=32, masking="span",
+                                mlm_probability=0.3, out_dir=str(tmp_path / "run"))
+    run = make_engine_run(settings, None)
+    assert (run.loop.config.masking, run.loop.config.mlm_probability) == ("span", 0.3)
+    assert run.probe_masking == ProbeMasking("span", 0.3)
+
+
 def test_resuming_keeps_the_runs_masking(tmp_path):
     write_run_config(tmp_path, masking="whole-word", mlm_probability=0.25, steps=40, batch_size=4, seq_len=32)
     settings = settings_for_resume(tmp_path)
