@@ -19,7 +19,7 @@ import csv
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -353,11 +353,16 @@ class TokenTable(QTableView):
         padding = 14
         header = self.horizontalHeader()
         tokens = shown_tokens(encoding)
-        for column in range(len(encoding)):
-            texts = [tokens[column], str(encoding.input_ids[column]), decision_text(masking, column)]
-            width = max(bold_metrics.horizontalAdvance(texts[0]),
-                        *(metrics.horizontalAdvance(text) for text in texts[1:]))
-            header.resizeSection(column, max(width + padding, 28))
+        # Each resized section would start the view's column-resize timer, which repaints every cell once more
+        # after the paint of the new cells (a second full paint per key press): resize quietly, lay out once.
+        with QSignalBlocker(header):
+            for column in range(len(encoding)):
+                texts = [tokens[column], str(encoding.input_ids[column]), decision_text(masking, column)]
+                width = max(bold_metrics.horizontalAdvance(texts[0]),
+                            *(metrics.horizontalAdvance(text) for text in texts[1:]))
+                header.resizeSection(column, max(width + padding, 28))
+        self.updateGeometries()
+        self.viewport().update()
         if not self._height_fitted:  # the header's height is known once it has sections
             self._fit_height()
             self._height_fitted = True
