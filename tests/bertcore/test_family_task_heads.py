@@ -265,3 +265,23 @@ def test_inspection_shows_each_familys_task_output_as_its_forward_computes_it(fa
         torch.testing.assert_close(torch.from_numpy(task.end_logits), output.end_logits[0], **close)
     else:
         torch.testing.assert_close(torch.as_tensor(task.logits), output.logits[0], **close)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "kind"), [("roberta", "sequence"), ("distilbert", "qa"), ("electra", "token"),
+                                              ("albert", "sequence"), ("modernbert", "token")])
+def test_gradients_match_transformers(family, kind, transformers):
+    """What fine-tuning steps on: every parameter's gradient of the task loss, as transformers computes it. Padding
+    carries no tag (-100), as the fine-tuning data gives it: a loss on a ModernBERT padding position whose whole
+    window is padding sends gradient back through the masked scores here and not in transformers."""
+    ours, reference = twin_models(transformers, family, kind)
+    inputs, generator = padded_pairs(ours.config)
+    labelled = {**inputs, **targets(kind, generator, ours.config.num_labels)}
+    if kind == "token":
+        labelled["labels"] = labelled["labels"].masked_fill(inputs["attention_mask"] == 0, -100)
+    ours(**labelled).loss.backward()
+    reference(**their_inputs(reference, labelled)).loss.backward()
+    theirs = dict(reference.named_parameters())
+    for name, parameter in ours.named_parameters():
+        if parameter.grad is not None:
+            torch.testing.assert_close(parameter.grad, theirs[name].grad, rtol=1e-4, atol=1e-5, msg=name)
