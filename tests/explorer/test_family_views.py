@@ -65,9 +65,14 @@ def test_electras_replaced_row_lights_up_the_tokens_the_masking_replaced(qtbot, 
         window.inspect_pair(LONG_TEXT)
     encoding = tab.state.encoding
     seed = next(seed for seed in range(200) if unseen_random_tokens(mask_like_bert(encoding, tokenizer, seed)))
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS) as shown:
-        tab.mask_like_bert(seed)
-    inspection = shown.args[0]
+    tab.mask_like_bert(seed)
+
+    def masked_input_shown() -> bool:  # an inspection of the text before masking may still arrive first
+        shown = tab.state.inspection
+        return shown is not None and shown.masking is not None and shown.masking.seed == seed
+
+    qtbot.waitUntil(masked_input_shown, timeout=WAIT_MS)
+    inspection = tab.state.inspection
     table = tab.token_table.table_model
     row = table.rows.index(REPLACED_ROW_NAME)
     texts = [table.cell_text(row, column) for column in range(len(encoding))]
