@@ -175,6 +175,7 @@ def _tail_view(model: nn.Module, start: int) -> nn.Module:
     name = base_model_name(model)
     base = detached(getattr(model, name))
     view._modules[name] = base
+    base._modules["embeddings"] = _SkippedEmbeddings(base.embeddings)
     tail = encoder_layers(model)[start:]
     if hasattr(base, "layers"):  # ModernBERT
         base._modules["layers"] = nn.ModuleList(tail)
@@ -192,6 +193,18 @@ def _tail_view(model: nn.Module, start: int) -> nn.Module:
         base._modules["encoder"] = encoder
         base._modules.pop("embeddings_project", None)  # ELECTRA: the stream is already projected
     return view
+
+
+class _SkippedEmbeddings(nn.Module):
+    """Where a tail view's embedding layer was: computes nothing, since target_logit's inputs_embeds replaces its
+    output. It keeps the word embeddings' weight in sight, whose dtype the encoders read."""
+
+    def __init__(self, embeddings: nn.Module):
+        super().__init__()
+        self.word_embeddings = getattr(embeddings, "word_embeddings", None) or embeddings.tok_embeddings
+
+    def forward(self, *args, **kwargs) -> None:
+        return None
 
 
 def _read_position(target: Target) -> int:
