@@ -102,7 +102,6 @@ def by_hand(model, target, clean, corrupted, over: str) -> np.ndarray:
     return np.array(result)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "modernbert", "roberta", "distilbert", "electra", "albert"])
 @pytest.mark.parametrize("over", ["residual", "heads"])
 def test_equals_patches_made_by_hand_on_the_whole_model(family, over):
