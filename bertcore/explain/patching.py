@@ -11,7 +11,7 @@ happen: a patch can overshoot or push the other way).
 - over="residual": one (layer, position) of the residual stream, the output of layer l (1..L, every layer's
   output, the embeddings not included) at position t. scores (L, T).
 - over="heads": one (layer, head): that head's output at every position, the slice of the context that enters
-  the output projection (before W_O), as in Wang et al. 2022 / Meng et al. 2022's per-head patching. scores (L, H).
+  the output projection (before W_O), as head-level patching does (e.g. Wang et al. 2022, IOI). scores (L, H).
 
 Batched: all patches of one layer run as one batch (split only where a batch would exceed a memory budget), and
 a patch at layer l runs only the layers from l (or l + 1) on, from the corrupted run's cached residual stream:
