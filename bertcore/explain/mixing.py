@@ -40,6 +40,7 @@ the layer weights; nothing is sampled, and the model's mode is left as it was.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -193,8 +194,11 @@ def _forward(model: nn.Module, encoding: Encoding, device: torch.device, blocks:
     values: list[torch.Tensor] = []
     columns = {id(block.value): block.value_columns for block in blocks}  # ALBERT: one module, several layers
 
+    thread = threading.get_ident()
+
     def keep(module, args, output):
-        values.append(output.reshape(-1, output.size(-1))[:, columns[id(module)]])
+        if threading.get_ident() == thread:  # another thread may run the same model meanwhile (the app's tabs)
+            values.append(output.reshape(-1, output.size(-1))[:, columns[id(module)]])
         return None
 
     handles = [module.register_forward_hook(keep) for module in {id(b.value): b.value for b in blocks}.values()]

@@ -25,6 +25,7 @@ patched logits are still there.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -154,12 +155,22 @@ def _run_tail(model: nn.Module, start: int, target: Target, stream: torch.Tensor
     try:
         for module, kind, hook in hooks:
             register = module.register_forward_hook if kind == "forward" else module.register_forward_pre_hook
-            handles.append(register(hook))
+            handles.append(register(this_thread_only(hook)))
         return target_logit(view, target, inputs_embeds=stream,
                             **{name: tensor.expand(batch_size, -1) for name, tensor in inputs.items()})
     finally:
         for handle in handles:
             handle.remove()
+
+
+def this_thread_only(hook: Callable) -> Callable:
+    """The hook, acting only on forward passes of the thread that made it: the layers are the model's own, and the
+    app may inspect the same model in another thread meanwhile (as targets' embedding override does)."""
+    thread = threading.get_ident()
+
+    def guarded(*args):
+        return hook(*args) if threading.get_ident() == thread else None
+    return guarded
 
 
 def _tail_view(model: nn.Module, start: int) -> nn.Module:
@@ -271,7 +282,7 @@ def _clean_contexts(model, layers, target, inputs) -> list[torch.Tensor]:
     try:
         for projection in projections.values():
             handles.append(projection.register_forward_pre_hook(
-                lambda module, args: contexts.append(args[0].clone()) and None))
+                this_thread_only(lambda module, args: contexts.append(args[0].clone()) and None)))
         target_logit(model, target, **inputs)
     finally:
         for handle in handles:

@@ -220,3 +220,30 @@ def test_the_model_is_left_as_it_was():
         model.eval()
         hidden = model.albert(torch.tensor([encoding.input_ids]), output_hidden_states=True).hidden_states
     assert len(hidden) == len(encoder_layers(model)) + 1
+
+
+def test_patching_hooks_leave_other_threads_forward_passes_alone():
+    import threading
+
+    from bertcore.explain.patching import this_thread_only
+
+    model = tiny_model("bert")
+    layer = encoder_layers(model)[0]
+    inputs = model_inputs(encoding_of(CLEAN_IDS))
+
+    def run():
+        with torch.no_grad():
+            return model.bert(**inputs).last_hidden_state
+
+    plain = run()
+    handle = layer.register_forward_hook(this_thread_only(lambda module, args, output: (output[0] * 0, output[1])))
+    try:
+        elsewhere = []
+        worker = threading.Thread(target=lambda: elsewhere.append(run()))
+        worker.start()
+        worker.join()
+        here = run()
+    finally:
+        handle.remove()
+    torch.testing.assert_close(elsewhere[0], plain)  # another thread's pass is untouched
+    assert not torch.allclose(here, plain)  # while this thread's is patched
