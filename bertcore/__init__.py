@@ -87,6 +87,9 @@ _EXPORTS = {
     # what changed between two checkpoints (e.g. before and after fine-tuning), head by head
     "attention_change": "bertcore.analysis.attention_change",
     "attribute": "bertcore.explain.attribution",
+    "context_mixing": "bertcore.explain.mixing",
+    "activation_patching": "bertcore.explain.patching",
+    "faithfulness": "bertcore.explain.faithfulness",
     # every BERT a user has: the families the loader reads (bertcore.models.families) and their classes
     "BertForMaskedLM": "bertcore.models.bert",
     "RobertaConfig": "bertcore.models.roberta",
