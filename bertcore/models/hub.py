@@ -7,11 +7,28 @@ bertcore.models.hub_download).
         print(cached.repo_id, cached.describe())
     hub_download.download_model("prajjwal1/bert-tiny", progress=print, cancel=lambda: False)
 
-The cache is the one `huggingface_hub` and `transformers` share: models--{org}--{name}/refs/main holds the commit
-hash of snapshots/<hash>/, whose files are links into blobs/. Looking up and listing never touch the network and
-do not import huggingface_hub (which is slow to import, and torch is never imported here): the cache folder is
-found from the environment at call time (HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), so a
-setting changed after start-up, or by a test, counts.
+The cache is the one `huggingface_hub` and `transformers` share: models--{org}--{name}/refs/<branch or tag> holds
+the commit hash of snapshots/<hash>/, whose files are links into blobs/. A repo id and revision are resolved to
+their snapshot by huggingface_hub itself (`snapshot_download(local_files_only=True)`: refs, tags, refs/pr/N, full
+commit hashes, and a snapshot its cached file listing shows incomplete), imported only when a repo id is resolved:
+in a fresh interpreter, importing this module and resolving one repo id takes ~200 ms (34 ms when we read refs
+ourselves), once per process and before a model load that takes seconds; later look-ups take 0.2 ms.
+What stays our own, measured on 50 BERT-base-sized repos (benchmarks/hub_cache_listing.py, 2 shared cores, load
+~1.2-2): huggingface_hub 2.4's functions cost 90-200 ms to import (its top-level import is lazy; the first
+`from huggingface_hub import snapshot_download` is ~175 ms), against 40-50 ms for this module, so
+- the listing is ours: `scan_cache_dir` takes 15 ms on the 50 repos against 21 ms for our whole listing with
+  config.json and safetensors headers read (57 ms in a fresh interpreter, import included, against 107 ms for
+  importing and calling scan_cache_dir alone), gives nothing we need that a stat does not, and opens every refs
+  file with a blocking open(), so a FIFO left in refs/ would hang the window's model list;
+- every file we parse (refs, config.json, safetensors headers) is read by `_open_without_touching`, which refuses
+  a FIFO or device instead of waiting on it; before huggingface_hub reads the repo's refs and cached file
+  listings (trees/), they are checked to be files (stat only);
+- the cache folder is read from the environment at call time (HF_HUB_CACHE, else $HF_HOME/hub, else
+  $XDG_CACHE_HOME/huggingface/hub, as huggingface_hub.constants computes it): huggingface_hub computes its
+  constants once, when first imported, so a setting changed later (by the user, or per test) would not count;
+- two look-ups huggingface_hub does not make offline: a short commit hash (a unique prefix of a snapshot's name)
+  and "main" for a repo downloaded by commit hash only (no refs/main: its newest snapshot).
+Nothing here touches the network or imports torch.
 
 Every failure a user can meet is a CheckpointError (bertcore.errors) saying what to do.
 """
@@ -52,6 +69,7 @@ DOWNLOAD_HINT = "Model ▸ Download from the Hub…, or `hf download {repo_id}` 
 _REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?",
                       re.ASCII)
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+_SHORT_COMMIT = re.compile(r"[0-9a-f]{7,39}")  # as `git log --oneline` prints one, or longer
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _REF_LIMIT = 4096  # refs/<name> holds one commit hash; more is not a ref huggingface_hub wrote
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
@@ -130,7 +148,8 @@ def repo_folder(repo_id: str, cache_dir: str | Path | None = None) -> Path:
 def resolve_model(path_or_repo_id: str | Path, *, cache_dir: str | Path | None = None,
                   revision: str = "main") -> ResolvedModel:
     """The folder to load for what the user typed: an existing folder wins; else a repo id is looked up in the
-    local cache only (refs/<revision> → snapshots/<hash>). Never reaches the network."""
+    local cache only: `revision` is a branch, a tag, refs/pr/N or a commit hash (full, or a unique prefix of at
+    least 7 characters), resolved to snapshots/<hash> by huggingface_hub. Never reaches the network."""
     text = str(path_or_repo_id)
     path = Path(text).expanduser()
     if path.is_dir():
@@ -145,10 +164,7 @@ def resolve_model(path_or_repo_id: str | Path, *, cache_dir: str | Path | None =
     if not storage.is_dir():
         raise CheckpointError(f"{text} is not in the Hugging Face cache ({storage.parent}) and there is no folder "
                               f"of that name; download it with {DOWNLOAD_HINT.format(repo_id=text)}")
-    snapshot = _snapshot_for(storage, revision)
-    if snapshot is None:
-        raise CheckpointError(f"{text} is in the Hugging Face cache ({storage}) but has no usable snapshot for "
-                              f"'{revision}'; download it again with {DOWNLOAD_HINT.format(repo_id=text)}")
+    snapshot = _cached_snapshot(text, storage, revision)
     missing = [name for name in (CONFIG_FILE,) if not (snapshot / name).is_file()]
     if _weights_file(snapshot) is None:
         missing.append(f"weights ({SAFETENSORS_FILE} or {PYTORCH_FILE})")
@@ -163,9 +179,8 @@ def _resolve_folder(folder: Path, revision: str) -> ResolvedModel:
     # A folder picked in a file dialog may be the cache's repo folder (models--org--name) rather than a snapshot.
     repo_id = _repo_id_of_storage(folder.name)
     if repo_id is not None and (folder / "snapshots").is_dir() and not (folder / CONFIG_FILE).exists():
-        snapshot = _snapshot_for(folder, revision)
-        if snapshot is not None:
-            return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=snapshot.name, display_name=repo_id)
+        snapshot = _cached_snapshot(repo_id, folder, revision)
+        return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=snapshot.name, display_name=repo_id)
     for candidate in dict.fromkeys((folder.absolute(), folder.resolve())):
         parts = candidate.parts
         if len(parts) >= 3 and parts[-2] == "snapshots":
@@ -182,6 +197,56 @@ def _repo_id_of_storage(name: str) -> str | None:
     return repo_id if looks_like_repo_id(repo_id) else None
 
 
+def _cached_snapshot(repo_id: str, storage: Path, revision: str) -> Path:
+    """The snapshot folder `revision` (a branch, a tag, refs/pr/N, or a commit hash, full or a unique prefix)
+    names in the repo cached at `storage`, as huggingface_hub resolves it offline; CheckpointError otherwise."""
+    download = DOWNLOAD_HINT.format(repo_id=repo_id)
+    ref = storage / "refs" / revision
+    if os.path.lexists(ref):
+        try:  # huggingface_hub reads the ref with a blocking open(): a FIFO there would hang it
+            check_regular_file(ref, label=f"{repo_id}'s ref '{revision}'")
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{error}; download {repo_id} again with {download}") from None
+    elif _SHORT_COMMIT.fullmatch(revision):
+        snapshots = _entries(storage / "snapshots", folders_only=True)
+        matches = [entry.name for entry in snapshots if entry.name.startswith(revision)]
+        if len(matches) > 1:
+            raise CheckpointError(f"the commit '{revision}' of {repo_id} is ambiguous in the Hugging Face cache: "
+                                  f"it starts {', '.join(sorted(matches))}; give more of its hash")
+        if matches:
+            revision = matches[0]
+    for listing in _entries(storage / "trees", folders_only=False):
+        if not listing.is_file():  # huggingface_hub reads trees/<commit>.json with a blocking open() too
+            raise CheckpointError(f"{listing.path} in the Hugging Face cache is not a file; remove it, or download "
+                                  f"{repo_id} again with {download}")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
+
+    try:
+        # Only config.json is asked for: a snapshot fetched with `hf download --include …` lacks files its cached
+        # listing names (README, other weight formats), and is complete for us when it has config and weights.
+        return Path(snapshot_download(repo_id, revision=revision, cache_dir=storage.parent, local_files_only=True,
+                                      allow_patterns=[CONFIG_FILE]))
+    except IncompleteSnapshotError:
+        raise CheckpointError(f"{repo_id} is in the Hugging Face cache ({storage}) but its snapshot for "
+                              f"'{revision}' lacks the {CONFIG_FILE} the Hub listed for it: only part was downloaded; "
+                              f"download it again with {download}") from None
+    except LocalEntryNotFoundError:
+        # A repo downloaded by commit hash alone has no refs/main; "main" then means its newest snapshot
+        snapshot = _snapshot_for(storage, revision) if revision == "main" else None
+        if snapshot is None:
+            raise CheckpointError(f"{repo_id} is in the Hugging Face cache ({storage}) but has no usable snapshot "
+                                  f"for '{revision}'; download it again with {download}") from None
+        return snapshot
+
+
+def _entries(folder: Path, *, folders_only: bool) -> list[os.DirEntry]:
+    try:
+        return [entry for entry in os.scandir(folder) if entry.is_dir() or not folders_only]
+    except OSError:
+        return []
+
+
 def _snapshot_for(storage: Path, revision: str) -> Path | None:
     """The snapshot a revision names (a ref's commit hash, or a commit hash itself); for "main" without its ref
     (a repo downloaded by commit hash), the most recently written snapshot."""
@@ -192,10 +257,7 @@ def _snapshot_for(storage: Path, revision: str) -> Path | None:
         return snapshot if snapshot.is_dir() else None
     if revision != "main":
         return None  # another branch or tag that was never downloaded: not whatever happens to be newest
-    try:
-        candidates = [entry for entry in os.scandir(snapshots) if entry.is_dir()]
-    except OSError:
-        return None
+    candidates = _entries(storage / "snapshots", folders_only=True)
     if not candidates:
         return None
     return Path(max(candidates, key=lambda entry: entry.stat().st_mtime).path)

@@ -121,6 +121,108 @@ def test_a_missing_path_that_is_no_repo_id_is_an_error_naming_the_path(path: str
     assert str(Path(path)) in str(caught.value)
 
 
+# --- revisions, as huggingface_hub resolves them from the cache -----------------------------------------------
+
+COMMIT_C = "c0ffee" + "0" * 34
+COMMIT_C_TWIN = "c0ffee0" + "1" * 33  # shares C's first 7 characters: "c0ffee0" alone names neither
+
+
+def _weights(tag: bytes) -> dict[str, bytes]:
+    return {"config.json": hub_config(), "model.safetensors": tag}
+
+
+def test_a_tag_a_branch_a_pull_request_and_commits_full_or_short_name_their_own_snapshots(hub_env: Path):
+    tagged = cache_repo(hub_env, "org/tiny", _weights(b"v1"), commit=COMMIT_A, ref="v1.0")
+    main = cache_repo(hub_env, "org/tiny", _weights(b"main"), commit=COMMIT_B)
+    pull = cache_repo(hub_env, "org/tiny", _weights(b"pr"), commit=COMMIT_C, ref=None)
+    refs = hub_env / "models--org--tiny" / "refs"
+    (refs / "refs" / "pr").mkdir(parents=True)
+    (refs / "refs" / "pr" / "1").write_text(COMMIT_C)  # where huggingface_hub keeps revision="refs/pr/1"
+
+    assert resolve_model("org/tiny").folder == main
+    assert resolve_model("org/tiny", revision="v1.0") == ResolvedModel(
+        folder=tagged, repo_id="org/tiny", revision=COMMIT_A, display_name="org/tiny")
+    assert resolve_model("org/tiny", revision="refs/pr/1").folder == pull
+    assert resolve_model("org/tiny", revision=COMMIT_C).folder == pull
+    assert resolve_model("org/tiny", revision=COMMIT_C[:7]).folder == pull
+    assert resolve_model("org/tiny", revision="bbbbbbbbbbbb").folder == main
+    with pytest.raises(CheckpointError, match="no usable snapshot for 'refs/pr/2'"):
+        resolve_model("org/tiny", revision="refs/pr/2")
+
+
+def test_a_short_commit_two_snapshots_start_with_is_an_error_naming_both(hub_env: Path):
+    cache_repo(hub_env, "org/tiny", _weights(b"c"), commit=COMMIT_C)
+    cache_repo(hub_env, "org/tiny", _weights(b"twin"), commit=COMMIT_C_TWIN, ref=None)
+    with pytest.raises(CheckpointError, match="'c0ffee0' of org/tiny is ambiguous") as caught:
+        resolve_model("org/tiny", revision="c0ffee0")
+    assert COMMIT_C in str(caught.value) and COMMIT_C_TWIN in str(caught.value)
+    assert resolve_model("org/tiny", revision="c0ffee01").folder.name == COMMIT_C_TWIN
+
+
+def test_a_partial_download_is_resolved_when_it_has_what_the_loader_needs(hub_env: Path):
+    """`hf download org/tiny --include …` leaves huggingface_hub's listing of every file in the repo (trees/): a
+    snapshot without the README is still the model; one without config.json is named as partly downloaded."""
+    tree_cache = pytest.importorskip("huggingface_hub._tree_cache")
+    listed = {name: tree_cache.TreeCacheEntry(size=1, blob_id="0" * 40)
+              for name in ("config.json", "model.safetensors", "README.md", "pytorch_model.bin")}
+    snapshot = cache_repo(hub_env, "org/tiny", _weights(b"w"), commit=COMMIT_A)
+    tree_cache.write_tree_cache(str(hub_env / "models--org--tiny"), COMMIT_A, listed)
+    assert resolve_model("org/tiny").folder == snapshot
+
+    cache_repo(hub_env, "org/no-config", {"model.safetensors": b"w"}, commit=COMMIT_B)
+    tree_cache.write_tree_cache(str(hub_env / "models--org--no-config"), COMMIT_B, listed)
+    with pytest.raises(CheckpointError, match=r"org/no-config is in the Hugging Face cache .* lacks the config.json "
+                                              r"the Hub listed for it: only part was downloaded; download it again"):
+        resolve_model("org/no-config")
+
+
+@pytest.mark.parametrize("where", ["refs/main", "trees/" + COMMIT_A + ".json"])
+def test_a_fifo_in_the_cache_is_refused_not_waited_on(hub_env: Path, where: str):
+    """huggingface_hub opens refs and its cached listings with a blocking open(): a FIFO would hang the window."""
+    import threading
+
+    cache_repo(hub_env, "org/tiny", _weights(b"w"), commit=COMMIT_A, ref=None)
+    fifo = hub_env / "models--org--tiny" / where
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def resolve() -> None:
+        try:
+            resolve_model("org/tiny")
+        except BaseException as error:  # handed to the test's thread to assert on
+            outcome.append(error)
+
+    worker = threading.Thread(target=resolve, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    if worker.is_alive():
+        with open(fifo, "wb"):  # lets the blocked reader go before the test fails
+            pass
+        pytest.fail(f"resolving org/tiny waited on the FIFO at {where}")
+    [error] = outcome
+    assert isinstance(error, CheckpointError) and "not a file" in str(error) and str(fifo.name) in str(error)
+
+
+@pytest.mark.parametrize("environment", [
+    {"HF_HUB_CACHE": "{tmp}/explicit"},
+    {"HF_HOME": "{tmp}/home"},
+    {"XDG_CACHE_HOME": "{tmp}/xdg"},
+    {"HF_HOME": "{tmp}/home", "HF_HUB_CACHE": "{tmp}/wins"},
+    {"HUGGINGFACE_HUB_CACHE": "{tmp}/legacy"},
+])
+def test_the_cache_folder_is_the_one_huggingface_hub_computes(environment: dict, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    """huggingface_hub computes its cache folder once, at import; ours is read at each call and must agree."""
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    code = "from huggingface_hub import constants; print(constants.HF_HUB_CACHE)"
+    theirs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert default_cache_dir() == Path(theirs)
+
+
 def test_repo_ids_are_told_from_paths():
     assert all(map(looks_like_repo_id, ["bert-base-uncased", "google-bert/bert-base-uncased", "a.b/c_d-1"]))
     assert not any(map(looks_like_repo_id, ["/abs", "./rel", "a/b/c", "-x", "x.", "a--b", "a..b", "", "a/"]))
