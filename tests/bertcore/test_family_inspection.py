@@ -71,12 +71,8 @@ def tokenizer() -> BertTokenizer:
     return word_tokenizer()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow  # a tiny discriminator trains for 40 steps: under a second idle, seconds on a busy machine

@@ -19,13 +19,8 @@ from bertcore.training.pretraining import Trainer
 from tests.bertcore.test_data import synthetic_corpus_text
 from tests.bertcore.test_trainer import TINY_MODEL, make_config, write_vocabulary
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

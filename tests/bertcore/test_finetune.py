@@ -35,12 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 COMMON = ["--num-threads", "1", "--no-progress", "--length-buckets", "1"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -52,12 +52,8 @@ def mood_tokenizer() -> BertTokenizer:
     return BertTokenizer.train(texts, vocab_size=600, min_frequency=2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow

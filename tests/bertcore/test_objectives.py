@@ -24,12 +24,8 @@ SIZES = preset("tiny", hidden_size=64, num_hidden_layers=2, num_attention_heads=
                max_position_embeddings=64)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

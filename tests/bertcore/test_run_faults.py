@@ -47,12 +47,8 @@ TORCH_DISK_FULL = RuntimeError("[enforce fail at inline_container.cc:603] . Pyto
 SAFETENSORS_DISK_FULL = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

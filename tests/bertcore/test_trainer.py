@@ -45,13 +45,8 @@ TINY_MODEL = preset("tiny", hidden_size=24, num_hidden_layers=2, num_attention_h
                     max_position_embeddings=40)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models are overhead-bound; one thread is faster and does not fight other processes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny models are overhead-bound: one thread is faster and does not fight other processes.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def write_vocabulary(folder: Path) -> None:
