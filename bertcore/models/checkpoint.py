@@ -48,6 +48,7 @@ from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FIL
 from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError, base_model_name, family_for
+from bertcore.models.hub import looks_like_repo_id, resolve_model
 from bertcore.models.task_heads import model_class_for
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
@@ -136,12 +137,15 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, Tokenizer]:
     """The model (in eval mode, of the class config.json's `architectures` names) and tokenizer of a standard
-    BERT folder.
+    BERT folder, or of "org/name" in the local Hugging Face cache when no folder has that name (no network:
+    bertcore.models.hub.resolve_model, whose CheckpointError says how to download a repo that is not cached).
 
     A checkpoint without MLM/NSP heads loads as a BertForPreTraining with `model.has_pretraining_heads = False`:
     its heads are freshly initialised and their outputs are not to be shown as predictions. Every way the folder
     can be wrong is a CheckpointError naming the file, field or tensor (see `read_checkpoint`).
     """
+    if isinstance(path, str) and looks_like_repo_id(path) and not Path(path).expanduser().exists():
+        path = resolve_model(path).folder
     contents = read_checkpoint(path)
     model = _model_with_weights(contents.model_class, contents.config, contents.state_dict)
     if _heads_may_be_absent(model):

@@ -223,6 +223,26 @@ def test_the_cache_folder_is_the_one_huggingface_hub_computes(environment: dict,
     assert default_cache_dir() == Path(theirs)
 
 
+def test_load_pretrained_opens_a_cached_repo_by_its_id(hub_env: Path, tmp_path: Path, small_vocab_tokenizer):
+    import torch
+
+    import bertcore
+    from tests.tiny_configs import two_layer_bert
+
+    torch.manual_seed(0)
+    model = bertcore.BertForMaskedLM(two_layer_bert(small_vocab_tokenizer.vocab_size)).eval()
+    saved = bertcore.save_pretrained(model, small_vocab_tokenizer, tmp_path / "saved")
+    cache_repo(hub_env, "org/tiny-mlm", {path.name: path.read_bytes() for path in saved.iterdir() if path.is_file()},
+               commit=COMMIT_B)
+
+    loaded, tokenizer = bertcore.load_pretrained("org/tiny-mlm")
+
+    ids = torch.tensor(tokenizer.encode_ids(["the cat sat"]))
+    assert torch.equal(loaded(ids).logits, model(ids).logits)
+    with pytest.raises(CheckpointError, match="org/absent is not in the Hugging Face cache"):
+        bertcore.load_pretrained("org/absent")
+
+
 def test_repo_ids_are_told_from_paths():
     assert all(map(looks_like_repo_id, ["bert-base-uncased", "google-bert/bert-base-uncased", "a.b/c_d-1"]))
     assert not any(map(looks_like_repo_id, ["/abs", "./rel", "a/b/c", "-x", "x.", "a--b", "a..b", "", "a/"]))
