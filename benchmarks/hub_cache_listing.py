@@ -4,8 +4,10 @@ Builds the cache in a temporary folder: per repo a config.json, a model.safetens
 (199 tensors, 110M parameters; the data is a sparse hole of the real size, so nothing but the header is on disk),
 a 30522-line vocab.txt and a tokenizer_config.json, as blobs with snapshot links and refs/main. Times the first
 listing in a fresh interpreter (import of bertcore.models.hub included) and the median of repeated listings in this one
-(the files' metadata then in the OS cache, as for a window that lists again), and prints the load average: a
-loaded machine stretches every figure.
+(the files' metadata then in the OS cache, as for a window that lists again); then, in fresh interpreters, one repo
+id resolved (huggingface_hub's snapshot_download imported on first use) and huggingface_hub's scan_cache_dir alone,
+the figures behind what bertcore.models.hub leaves to huggingface_hub. Prints the load average: a loaded machine
+stretches every figure.
 
     .venv/bin/python benchmarks/hub_cache_listing.py [--repos 50] [--repeats 7]
 
@@ -104,6 +106,11 @@ def main() -> None:
              "from bertcore.models.hub import list_cached_models; models = list_cached_models(sys.argv[2]); "
              "print(time.perf_counter() - start, len(models))", str(ROOT), str(cache)],
             capture_output=True, text=True, check=True).stdout.split()
+        # For the reasons in bertcore.models.hub's docstring: one repo id resolved (huggingface_hub imported on
+        # first use), and huggingface_hub's own scan of the cache, each in a fresh interpreter, import included
+        resolve_first = _fresh_seconds("from bertcore.models.hub import resolve_model; "
+                                       "resolve_model('org/bert-7', cache_dir=sys.argv[2])", cache)
+        scan_first = _fresh_seconds("from huggingface_hub import scan_cache_dir; scan_cache_dir(sys.argv[2])", cache)
         times = []
         for _ in range(arguments.repeats):
             start = time.perf_counter()
@@ -114,7 +121,17 @@ def main() -> None:
     print(f"  first listing in a fresh interpreter, import included: {float(first[0]) * 1000:.0f} ms")
     print(f"  listing again, median of {arguments.repeats}: {statistics.median(times) * 1000:.0f} ms "
           f"(min {min(times) * 1000:.0f} ms)")
+    print(f"  resolving one repo id in a fresh interpreter, import included: {resolve_first * 1000:.0f} ms")
+    print(f"  huggingface_hub's scan_cache_dir alone in a fresh interpreter, import included: "
+          f"{scan_first * 1000:.0f} ms")
     print(f"  load average: {Path('/proc/loadavg').read_text().strip()}")
+
+
+def _fresh_seconds(statement: str, cache: Path) -> float:
+    code = (f"import sys, time; start = time.perf_counter(); sys.path.insert(0, sys.argv[1]); {statement}; "
+            "print(time.perf_counter() - start)")
+    return float(subprocess.run([sys.executable, "-c", code, str(ROOT), str(cache)], capture_output=True, text=True,
+                                check=True).stdout)
 
 
 if __name__ == "__main__":
