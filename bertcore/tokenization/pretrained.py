@@ -14,8 +14,8 @@ post-processor adds the special tokens, as transformers applies it.
 
 What a folder may hold, in the order looked for: tokenizer.json (any model: BPE, Unigram, WordLevel; a WordPiece
 one is read by BertTokenizer), else vocab.json + merges.txt (byte-level BPE laid out as RoBERTa). A folder with
-only a SentencePiece model (spiece.model, sentencepiece.bpe.model) is a TokenizerError saying how to add a
-tokenizer.json: reading the protobuf needs the `sentencepiece` package, which bertcore does not depend on.
+only a SentencePiece model (spiece.model, sentencepiece.bpe.model) is read by bertcore.tokenization.
+sentencepiece_model, without the `sentencepiece` package, as ALBERT's or XLM-RoBERTa's tokenizer.
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ from bertcore.files.reading import (
     read_bytes,
 )
 from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+from bertcore.tokenization.sentencepiece_model import (
+    XLM_R_SPECIALS,
+    family_of,
+    parse_model_proto,
+    tokenizer_from_sentencepiece,
+)
 from bertcore.tokenization.wordpiece import (
     ENCODE_CHUNK_SIZE,
     BertTokenizer,
@@ -125,11 +131,7 @@ class PretrainedTokenizer:
             return cls._from_vocab_and_merges(folder)
         kept = [name for name in SENTENCEPIECE_FILES if present(folder / name)]
         if kept:
-            raise TokenizerError(
-                f"{folder} has its tokenizer only as a SentencePiece model ({kept[0]}), which bertcore cannot read "
-                f"without the `sentencepiece` package; add a {TOKENIZER_JSON_FILE} beside it: with transformers and "
-                "sentencepiece installed, `AutoTokenizer.from_pretrained(folder).save_pretrained(folder)` writes one "
-                "(or download the model again: the Hub's copy of most models has it)")
+            return cls._from_sentencepiece(folder, kept[0])
         raise TokenizerError(f"{folder} has no tokenizer: {VOCAB_FILE} does not exist (WordPiece), nor a "
                              f"{TOKENIZER_JSON_FILE}, nor {VOCAB_JSON_FILE} + {MERGES_FILE} (byte-level BPE); copy the "
                              "tokenizer files that came with the model into the folder")
@@ -186,6 +188,28 @@ class PretrainedTokenizer:
             (specials["cls"] or "<s>", vocab.get(specials["cls"], 0)), trim_offsets, add_prefix_space)
         files[VOCAB_JSON_FILE], files[MERGES_FILE] = vocab_data, merges_data
         return cls(tokenizer, specials, source=f"{vocab_path} + {MERGES_FILE}", files=files, vocab_file=vocab_path)
+
+    @classmethod
+    def _from_sentencepiece(cls, folder: Path, name: str) -> PretrainedTokenizer:
+        """ALBERT's / XLM-RoBERTa's SentencePiece model as transformers builds its tokenizer from the folder (the
+        family from tokenizer_config.json's tokenizer_class, else config.json's model_type); `save` adds a
+        tokenizer.json beside the model file."""
+        files, config, special_map = _read_configs(folder)
+        path = folder / name
+        data = _read(path, TOKENIZER_JSON_LIMIT, "a SentencePiece model")
+        model = parse_model_proto(data, path)
+        model_config = _json_object(_read_optional(folder / "config.json", TOKENIZER_CONFIG_LIMIT),
+                                    folder / "config.json")
+        family = family_of(config, model_config)
+        known = {piece.piece for piece in model.pieces} | set(XLM_R_SPECIALS if family == "xlm-roberta" else ())
+        known |= {"<mask>"} if family == "xlm-roberta" else set()
+        specials = {role: _role_token(role, config, special_map, {}, known) for role in ROLES}
+        tokenizer = tokenizer_from_sentencepiece(model, family, config, specials)
+        for token in _added_tokens(config):
+            if tokenizer.token_to_id(token.content) is None:
+                tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
+        files[name] = data
+        return cls(tokenizer, specials, source=str(path), files=files, vocab_file=path)
 
     def save(self, folder: str | Path) -> Path:
         """Write the tokenizer files it was read from (byte for byte, so transformers reads them as before), or a
