@@ -67,3 +67,31 @@ def tiny_checkpoint(tmp_path_factory, tokenizer):
     folder = tmp_path_factory.mktemp("checkpoint") / "tiny-bert"
     save_pretrained(make_tiny_model(tokenizer, seed=1), tokenizer, folder)
     return folder
+
+
+WINDOW_WAIT_MS = 10_000
+
+
+def open_window(qtbot, settings, size: tuple[int, int] = (1300, 850)):
+    """A shown MainWindow with no model yet, at a size where every panel has room, closed with the test."""
+    from explorer.window._qt.main_window import MainWindow
+
+    window = MainWindow(settings, throttle_ms=30)
+    qtbot.addWidget(window)
+    window.resize(*size)
+    window.show()
+    return window
+
+
+def show_model(qtbot, window, model, tokenizer, name: str = "tiny test (untrained)") -> None:
+    """Hand the window a model and wait until its first inspection is drawn."""
+    with qtbot.waitSignal(window.inspectionShown, timeout=WINDOW_WAIT_MS):
+        window.set_model(model, tokenizer, name)
+
+
+@pytest.fixture
+def window(qtbot, settings, tiny_model, tokenizer):
+    """The shown window with the tiny model inspected; a module that needs more overrides it and asks for this one."""
+    window = open_window(qtbot, settings)
+    show_model(qtbot, window, tiny_model, tokenizer)
+    return window

@@ -217,15 +217,11 @@ def test_an_unusable_corrupted_input_is_said_and_patching_stays_off(qtbot, tab, 
 def test_a_click_on_a_guess_in_the_inspect_tab_explains_it_in_the_explain_tab(qtbot, monkeypatch, settings,
                                                                                  tiny_model, tokenizer):
     import explorer.explain._qt.explain_tab as explain_tab
-    from explorer.window._qt.main_window import MainWindow
+    from tests.explorer.conftest import open_window, show_model
 
     monkeypatch.setattr(explain_tab, "job_steps", lambda job: slow_steps(job, steps=2, pause=0.0))
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    window = open_window(qtbot, settings)
+    show_model(qtbot, window, tiny_model, tokenizer)
     state = window.inspect_tab.state
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.inspect_pair("the cat sat on the mat", "")

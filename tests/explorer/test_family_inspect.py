@@ -18,7 +18,7 @@ from explorer.head_lab.analyses import InputJob, analyse_input, recommend_object
 from explorer.head_lab.corpus_run import CorpusSettings, corpus_run
 from explorer.inspector.state import describe_model
 from explorer.window._qt.main_window import MainWindow
-from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
+from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, open_window
 from tests.tiny_configs import explorer_bert
 
 SENTENCE_A, SENTENCE_B = "the king is dead long live the king", "his son shall wear the crown"
@@ -63,11 +63,7 @@ def test_head_lab_ranks_a_masked_lms_heads_by_its_mlm_loss(name, tokenizer):
 
 @pytest.fixture
 def window(qtbot, settings) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    return window
+    return open_window(qtbot, settings)
 
 
 @pytest.mark.parametrize("name", MASKED_LMS)

@@ -17,6 +17,7 @@ from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.family_display import REPLACED_ROW_NAME, layer_kinds
 from explorer.window._qt.main_window import MainWindow
 from tests.bertcore.test_family_inspection import SEEN, UNSEEN, trained_discriminator, word_tokenizer
+from tests.explorer.conftest import open_window
 
 WAIT_MS = 30_000  # a shared two-core machine under load inspects slowly
 LONG_TEXT = " ".join(SEEN * 3)
@@ -24,11 +25,7 @@ LONG_TEXT = " ".join(SEEN * 3)
 
 @pytest.fixture
 def window(qtbot, settings) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    return window
+    return open_window(qtbot, settings)
 
 
 def test_albert_shows_sentence_order_where_bert_shows_nsp(qtbot, window, tokenizer):

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from PySide6.QtWidgets import QLabel, QSpinBox
 
-from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
 WAIT_MS = 10_000
-
-
-@pytest.fixture
-def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
-    return window
 
 
 def masked_snapshot(tokenizer):

@@ -71,13 +71,8 @@ def test_whole_words_stay_whole_in_the_panel(state):
 
 
 @pytest.fixture
-def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+def window(qtbot, window) -> MainWindow:
+    """The conftest's window with the sentence pair typed in and inspected."""
     form = window.inspect_tab.input_form
     form.sentence_a_edit.setText(SENTENCE_A)
     form.sentence_b_edit.setText(SENTENCE_B)

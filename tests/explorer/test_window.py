@@ -24,17 +24,6 @@ SENTENCE_B = "his son shall wear the crown"
 WAIT_MS = 10_000
 
 
-@pytest.fixture
-def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1300, 850)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
-    return window
-
-
 def find(window, cls, name):
     widget = window.findChild(cls, name)
     assert widget is not None, f"no {cls.__name__} named {name!r}"

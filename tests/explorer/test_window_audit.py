@@ -14,7 +14,7 @@ from bertcore.data.masking import mask_like_bert
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from explorer.common import model_names
 from explorer.window._qt.main_window import MainWindow
-from tests.explorer.conftest import make_tiny_model
+from tests.explorer.conftest import make_tiny_model, open_window, show_model
 
 WAIT_MS = 20_000
 SQUARE_SLACK_PX = 3  # the plot's view is square to within rounding
@@ -22,12 +22,8 @@ SQUARE_SLACK_PX = 3  # the plot's view is square to within rounding
 
 @pytest.fixture
 def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.resize(1500, 900)
-    window.show()
-    with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
-        window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
+    window = open_window(qtbot, settings, size=(1500, 900))
+    show_model(qtbot, window, tiny_model, tokenizer)
     return window
 
 
