@@ -2,7 +2,7 @@
 family in bertcore.models.families (BERT, RoBERTa/XLM-RoBERTa, DistilBERT, ELECTRA, ALBERT, ModernBERT).
 The tokenizer is read as the folder has it (bertcore.tokenization.pretrained.tokenizer_from_folder): WordPiece
 from vocab.txt (or a WordPiece tokenizer.json), any other tokenizer.json (byte-level BPE, Unigram/SentencePiece),
-or vocab.json + merges.txt; a folder with only a SentencePiece model file is a CheckpointError saying what to add.
+vocab.json + merges.txt, or only a SentencePiece model file (spiece.model, sentencepiece.bpe.model).
 
 Reads what HuggingFace `transformers` writes (with or without the `bert.` prefix, safetensors or a
 `pytorch_model.bin` read with `weights_only=True`, old TF-style `gamma`/`beta` LayerNorm names, a

@@ -332,10 +332,11 @@ def _describe_repo(storage: Path) -> CachedModel | None:
 
 def _has_readable_tokenizer(snapshot: Path) -> bool:
     """Whether the snapshot has a tokenizer bertcore reads (bertcore.tokenization.pretrained): a vocab.txt, a
-    tokenizer.json (WordPiece, BPE, Unigram), or vocab.json + merges.txt; a SentencePiece model file alone is not.
+    tokenizer.json (WordPiece, BPE, Unigram), vocab.json + merges.txt, or a SentencePiece model file.
     Names only: nothing is parsed (a damaged file is named when the model is opened)."""
     return (snapshot / VOCAB_FILE).exists() or (snapshot / TOKENIZER_JSON_FILE).exists() or (
-        (snapshot / "vocab.json").exists() and (snapshot / "merges.txt").exists())
+        (snapshot / "vocab.json").exists() and (snapshot / "merges.txt").exists()) or any(
+        (snapshot / name).exists() for name in ("spiece.model", "sentencepiece.bpe.model"))
 
 
 def _snapshot_usage(snapshot: Path) -> tuple[int, float]:

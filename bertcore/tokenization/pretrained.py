@@ -31,6 +31,7 @@ from tokenizers.models import BPE
 from bertcore.errors import TokenizerError
 from bertcore.files.atomic import write_bytes_atomic
 from bertcore.files.reading import (
+    CONFIG_JSON_LIMIT,
     TOKENIZER_CONFIG_LIMIT,
     TOKENIZER_JSON_LIMIT,
     VOCAB_LIMIT,
@@ -38,10 +39,10 @@ from bertcore.files.reading import (
     present,
     read_bytes,
 )
-from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+from bertcore.files.run_folder import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.tokenization.sentencepiece_model import (
-    XLM_R_SPECIALS,
     family_of,
+    family_vocabulary,
     parse_model_proto,
     tokenizer_from_sentencepiece,
 )
@@ -198,11 +199,9 @@ class PretrainedTokenizer:
         path = folder / name
         data = _read(path, TOKENIZER_JSON_LIMIT, "a SentencePiece model")
         model = parse_model_proto(data, path)
-        model_config = _json_object(_read_optional(folder / "config.json", TOKENIZER_CONFIG_LIMIT),
-                                    folder / "config.json")
+        model_config = _json_object(_read_optional(folder / CONFIG_FILE, CONFIG_JSON_LIMIT), folder / CONFIG_FILE)
         family = family_of(config, model_config)
-        known = {piece.piece for piece in model.pieces} | set(XLM_R_SPECIALS if family == "xlm-roberta" else ())
-        known |= {"<mask>"} if family == "xlm-roberta" else set()
+        known = {token for token, _ in family_vocabulary(model, family)[0]}
         specials = {role: _role_token(role, config, special_map, {}, known) for role in ROLES}
         tokenizer = tokenizer_from_sentencepiece(model, family, config, specials)
         for token in _added_tokens(config):

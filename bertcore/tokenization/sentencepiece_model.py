@@ -208,7 +208,7 @@ def family_of(config: dict, model_config: dict) -> str:
     return "sentencepiece"
 
 
-def _vocabulary(model: SentencePieceModel, family: str) -> tuple[list[tuple[str, float]], int]:
+def family_vocabulary(model: SentencePieceModel, family: str) -> tuple[list[tuple[str, float]], int]:
     """(piece, score) by id, and the unknown piece's id, in the family's numbering."""
     if family == "xlm-roberta":
         # fairseq numbered <s> <pad> </s> <unk> first and kept the SentencePiece pieces from the fourth on (its
@@ -236,7 +236,7 @@ def tokenizer_from_sentencepiece(model: SentencePieceModel, family: str, config:
     do_lower_case, keep_accents, add_prefix_space), `specials` the role → token map (cls, sep, pad, mask, unk)."""
     if family not in FAMILIES:
         raise ValueError(f"family is {family!r}; expected one of {', '.join(FAMILIES)}")
-    vocab, unk_id = _vocabulary(model, family)
+    vocab, unk_id = family_vocabulary(model, family)
     if model.model_type == BPE_MODEL:
         tokenizer = Tokenizer(BPE(vocab={token: index for index, (token, _) in enumerate(vocab)},
                                   merges=_bpe_merges(vocab, model), unk_token=vocab[unk_id][0], fuse_unk=True,

@@ -540,8 +540,8 @@ def test_a_repo_without_pytorch_weights_is_refused_before_downloading(serve):
 
 
 def test_a_repo_is_loadable_now_only_with_a_tokenizer_the_loader_reads(hub_env: Path):
-    """WordPiece, byte-level BPE (tokenizer.json or vocab.json + merges.txt) and Unigram are read; a SentencePiece
-    model file alone, or no tokenizer at all, is listed but not loadable."""
+    """WordPiece, byte-level BPE (tokenizer.json or vocab.json + merges.txt), Unigram and a SentencePiece model file
+    alone are read; a repo with no tokenizer at all is listed but not loadable."""
     weights = safetensors_bytes(TINY_SHAPES)
     wordpiece_json = json.dumps({"model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}}).encode()
     bpe_json = json.dumps({"model": {"type": "BPE", "vocab": {"<pad>": 0}, "merges": []}}).encode()
@@ -562,4 +562,4 @@ def test_a_repo_is_loadable_now_only_with_a_tokenizer_the_loader_reads(hub_env: 
     loadable = {model.repo_id: model.supported_now for model in list_cached_models()}
 
     assert loadable == {"org/vocab-txt": True, "org/wordpiece-json": True, "org/roberta-bpe": True,
-                        "org/roberta-files": True, "org/albert-spiece": False, "org/no-tokenizer": False}
+                        "org/roberta-files": True, "org/albert-spiece": True, "org/no-tokenizer": False}

@@ -252,3 +252,7 @@ def test_a_model_folder_with_only_a_sentencepiece_model_loads(name, folders, ref
                                    token_type_ids=torch.tensor([encoding.segment_ids])).logits
         got = model(torch.tensor([encoding.input_ids]), token_type_ids=torch.tensor([encoding.segment_ids])).logits
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    saved = tmp_path / f"{name}-saved"
+    bertcore.save_pretrained(model, tokenizer, saved)
+    assert transformers.AutoTokenizer.from_pretrained(saved)(*PAIRS[1])["input_ids"] == encoding.input_ids
+    assert bertcore.load_pretrained(saved)[1].encode(*PAIRS[1]).input_ids == encoding.input_ids
