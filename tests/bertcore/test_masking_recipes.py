@@ -503,8 +503,8 @@ def test_bert_train_takes_masking_and_mlm_probability(capsys):
 def test_a_run_resumes_on_the_same_masks(tmp_path, recipe, objective):
     """Stopped at step 3 and resumed, a whole-word or span run continues exactly as one that never stopped."""
     from bertcore.models.config import preset
-    from bertcore.training.pretraining import Trainer
     from bertcore.training.pretraining_config import TrainingConfig
+    from tests.bertcore.resume_check import assert_resumes_exactly
 
     corpus_file = tmp_path / "corpus.txt"
     corpus_file.write_text(default_corpus_path().read_text(encoding="utf-8")[:40_000], encoding="utf-8")
@@ -514,21 +514,6 @@ def test_a_run_resumes_on_the_same_masks(tmp_path, recipe, objective):
                             vocab=str(default_vocab_path()), steps=6, batch_size=4, seq_len=32, lr=5e-3,
                             warmup_steps=2, eval_every=3, eval_batches=1, checkpoint_every=0, heldout_fraction=0.1,
                             seed=5, masking=recipe, objective=objective)
-    straight = [stats.to_dict() for stats in Trainer(config, model_config=sizes).steps()]
-    interrupted = config.replace(out_dir=str(tmp_path / "interrupted"))
-    first = Trainer(interrupted, model_config=sizes)
-    before = []
-    for stats in first.steps():
-        before.append(stats.to_dict())
-        if stats.step == 3:
-            first.request_stop()
-    after = [stats.to_dict() for stats in Trainer(interrupted, resume=True).steps()]
-    timing = {"tokens_per_second", "elapsed_seconds", "kind"}
-
-    def numbers(records):
-        return [value for record in records for key, value in sorted(record.items()) if key not in timing]
-
-    assert [record["step"] for record in before + after] == list(range(1, 7))
-    assert numbers(before + after) == pytest.approx(numbers(straight), rel=1e-5)
-    recorded = json.loads((tmp_path / "interrupted" / "run_config.json").read_text(encoding="utf-8"))
+    interrupted = assert_resumes_exactly(config, sizes, stop_after=3)
+    recorded = json.loads((interrupted / "run_config.json").read_text(encoding="utf-8"))
     assert json.dumps(recorded).count(f'"masking": "{recipe}"') == 1  # the run folder says how it was masked

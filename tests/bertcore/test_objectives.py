@@ -17,6 +17,7 @@ from bertcore.models.config import preset
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.objectives import GENERATOR_FOLDER, ElectraPretraining, generator_config
 from bertcore.training.pretraining import Trainer, TrainingConfig
+from tests.bertcore.resume_check import assert_resumes_exactly
 from tests.bertcore.test_data import WORDS
 
 # Distinct small sizes; the ELECTRA generator is a quarter as wide (16 of 64, 1 head of 4).
@@ -166,24 +167,7 @@ def test_each_objective_learns_on_a_small_corpus(ordered_corpus, tmp_path, objec
 @pytest.mark.parametrize("objective", ["mlm", "mlm+sop", "rtd"])
 def test_each_objective_resumes_exactly(ordered_corpus, tmp_path, objective):
     config = make_config(ordered_corpus, tmp_path / "straight", objective=objective, steps=6, eval_every=3)
-    straight = [stats.to_dict() for stats in Trainer(config, model_config=SIZES).steps()]
-
-    interrupted = config.replace(out_dir=str(tmp_path / "interrupted"))
-    first = Trainer(interrupted, model_config=SIZES)
-    before = []
-    for stats in first.steps():
-        before.append(stats.to_dict())
-        if stats.step == 3:
-            first.request_stop()
-    after = [stats.to_dict() for stats in Trainer(interrupted, resume=True).steps()]
-    timing = {"tokens_per_second", "elapsed_seconds"}
-
-    def numbers(records):
-        return [value for record in records for key, value in sorted(record.items())
-                if key not in timing and key != "kind"]
-
-    assert [r["step"] for r in before + after] == list(range(1, 7))
-    assert numbers(before + after) == pytest.approx(numbers(straight), rel=1e-5)
+    assert_resumes_exactly(config, SIZES, stop_after=3)
 
 
 # ---- saved folders in transformers --------------------------------------------------------------------------------
