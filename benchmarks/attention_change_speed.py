@@ -26,18 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def text_of_length(tokenizer, tokens: int) -> str:
-    """A corpus-like text that encodes to exactly `tokens` positions with [CLS] and [SEP]."""
-    words = ("the quick brown fox jumps over the lazy dog while a bank by the river keeps the money of people "
-             "who walk along the water in the evening and talk about the weather and the king").split()
-    text, index = "", 0
-    while len(tokenizer.encode(text or "a", max_length=4096).tokens) < tokens:
-        text = f"{text} {words[index % len(words)]}".strip()
-        index += 1
-    while len(tokenizer.encode(text, max_length=4096).tokens) > tokens:
-        text = text.rsplit(" ", 1)[0]
-    return text
+from benchmarks._common import text_of_length
 
 
 def median_seconds(function, repeats: int) -> float:

