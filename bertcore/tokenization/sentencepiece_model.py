@@ -20,8 +20,10 @@ each gets "▁" in front, as the Metaspace pre-tokenizer puts it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import BPE, Unigram
@@ -35,8 +37,7 @@ FAMILIES = ("albert", "xlm-roberta", "sentencepiece")
 XLM_R_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's first four ids, which XLM-R's vocabulary keeps
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):  # a tuple, not a dataclass: XLM-R has 250,000 of them
     piece: str
     score: float
     type: int = NORMAL
@@ -85,32 +86,35 @@ def _int32(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
+def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """A message's (field number, wire type, value) in file order: varints as ints, 32/64-bit fields and
     length-delimited ones as their bytes."""
-    fields = []
     position = 0
-    while position < len(data):
-        key, position = _varint(data, position)
+    size = len(data)
+    while position < size:
+        key = data[position]
+        if key < 0x80:  # every key SentencePiece writes for pieces: one byte
+            position += 1
+        else:
+            key, position = _varint(data, position)
         number, wire_type = key >> 3, key & 7
         if number == 0:
             raise _WireError(f"field number 0 at byte {position}")
         if wire_type == 0:
             value, position = _varint(data, position)
         elif wire_type in (1, 5):
-            size = 8 if wire_type == 1 else 4
-            if position + size > len(data):
+            width = 8 if wire_type == 1 else 4
+            if position + width > size:
                 raise _WireError(f"field {number} runs past the end of its message (byte {position})")
-            value, position = data[position:position + size], position + size
+            value, position = data[position:position + width], position + width
         elif wire_type == 2:
-            size, position = _varint(data, position)
-            if position + size > len(data):
-                raise _WireError(f"field {number} says it holds {size} bytes, more than are left (byte {position})")
-            value, position = data[position:position + size], position + size
+            length, position = _varint(data, position)
+            if position + length > size:
+                raise _WireError(f"field {number} says it holds {length} bytes, more than are left (byte {position})")
+            value, position = data[position:position + length], position + length
         else:  # 3/4 are the deprecated groups, 6/7 do not exist; SentencePiece writes none of them
             raise _WireError(f"field {number} has wire type {wire_type}, which a SentencePiece model never uses")
-        fields.append((number, wire_type, value))
-    return fields
+        yield number, wire_type, value
 
 
 def _text(value: int | bytes, what: str) -> str:
@@ -128,7 +132,27 @@ def _number(value: int | bytes, what: str) -> int:
     return value
 
 
+_FLOAT = struct.Struct("<f")
+
+
 def _piece(data: bytes, index: int) -> Piece:
+    # SentencePiece writes each piece as text (field 1), score (field 2) and a type (field 3) only where it is not
+    # NORMAL, each key one byte: read that layout directly (XLM-R's 250,000 pieces in ~0.3 s, not ~0.9 s), anything
+    # else field by field
+    size = len(data)
+    if size >= 7 and data[0] == 0x0A and data[1] < 0x80:
+        end = 2 + data[1]
+        if end + 5 <= size and data[end] == 0x15:
+            try:
+                text = data[2:end].decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None:
+                score = _FLOAT.unpack_from(data, end + 1)[0]
+                if end + 5 == size:
+                    return Piece(text, score)
+                if end + 7 == size and data[end + 5] == 0x18 and data[end + 6] < 0x80:
+                    return Piece(text, score, data[end + 6])
     text, score, kind = None, 0.0, NORMAL
     for number, _, value in _fields(data):
         if number == 1:
@@ -136,7 +160,7 @@ def _piece(data: bytes, index: int) -> Piece:
         elif number == 2:
             if not isinstance(value, bytes) or len(value) != 4:
                 raise _WireError(f"the score of piece {index} is not a 32-bit float")
-            score = struct.unpack("<f", value)[0]
+            score = _FLOAT.unpack(value)[0]
         elif number == 3:
             kind = _number(value, f"the type of piece {index}")
     if text is None:

@@ -7,6 +7,7 @@ folders written as transformers writes each family's, then left with the model f
 import io
 import json
 import shutil
+import struct
 
 import pytest
 
@@ -36,10 +37,11 @@ def corpus_lines() -> list[str]:
                                                                                             for a in pair]
 
 
-def train_sentencepiece(sentencepiece, **settings) -> bytes:
+def train_sentencepiece(sentencepiece, vocab_size=300, **settings) -> bytes:
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(corpus_lines()), model_writer=model,
-                                             vocab_size=300, character_coverage=0.98, minloglevel=2, **settings)
+                                             vocab_size=vocab_size, character_coverage=0.98, minloglevel=2,
+                                             **settings)
     return model.getvalue()
 
 
@@ -191,6 +193,53 @@ def test_a_bpe_model_without_family_encodes_as_sentencepiece(folders, models, se
         assert [token for token in encoding.tokens[1:-1] if token != "<unk>"] == [
             piece for piece, piece_id in zip(processor.encode(text, out_type=str), processor.encode(text), strict=True)
             if piece_id != processor.unk_id()], text
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = b""
+    while value >= 0x80:
+        out += bytes([value & 0x7F | 0x80])
+        value >>= 7
+    return out + bytes([value])
+
+
+def _field(number: int, value: int | bytes | float) -> bytes:
+    if isinstance(value, float):
+        return _varint(number << 3 | 5) + struct.pack("<f", value)
+    if isinstance(value, bytes):
+        return _varint(number << 3 | 2) + _varint(len(value)) + value
+    return _varint(number << 3) + _varint(value)
+
+
+def test_fields_in_any_order_negative_ids_and_unknown_fields_are_read():
+    """What SentencePiece never writes but protobuf allows: fields out of order, fields we skip, a two-byte key,
+    a negative int32 as ten bytes."""
+    pieces = [_field(3, UNKNOWN) + _field(2, 0.0) + _field(1, b"<unk>"),
+              _field(2, -1.5) + _field(1, "▁ü".encode()) + _field(99, b"skipped")]
+    trainer = _field(43, -1) + _field(40, 0) + _field(3, 1) + _field(35, 1)
+    normalizer = _field(4, 0) + _field(1, b"identity")
+    data = b"".join(_field(1, piece) for piece in pieces) + _field(2, trainer) + _field(3, normalizer)
+    model = parse_model_proto(data, "hand-made")
+    assert [tuple(piece) for piece in model.pieces] == [("<unk>", 0.0, UNKNOWN), ("▁ü", -1.5, 1)]
+    assert (model.pad_id, model.unk_id, model.byte_fallback) == (-1, 0, True)
+    assert (model.normalizer_name, model.remove_extra_whitespaces, model.add_dummy_prefix) == ("identity", False, True)
+    with pytest.raises(TokenizerError, match=r"hand-made is not a SentencePiece model \(its unknown piece's id 5"):
+        parse_model_proto(data + _field(2, _field(40, 5)), "hand-made")
+
+
+def test_byte_fallback_spells_unknown_characters_as_sentencepiece_does(models, sentencepiece, tmp_path):
+    data = train_sentencepiece(sentencepiece, 400, model_type="unigram", byte_fallback=True, unk_id=0, bos_id=-1,
+                               eos_id=-1, pad_id=1, pad_piece="[PAD]", control_symbols=["[CLS]", "[SEP]", "[MASK]"])
+    (tmp_path / "spiece.model").write_bytes(data)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=data)
+    ours = tokenizer_from_folder(tmp_path)
+    for text in (text for text in TEXTS if "[MASK]" not in text):
+        encoding = ours.encode(text)
+        assert encoding.input_ids[1:-1] == processor.encode(text), text
+        assert encoding.tokens[1:-1] == processor.encode(text, out_type=str), text
+    assert "<0xF0>" in ours.encode("😀").tokens
+    assert ours.decode(ours.encode("a 😀 b").input_ids) == processor.decode(processor.encode("a 😀 b"))
 
 
 def test_the_family_comes_from_the_tokenizer_class_else_the_model_type():
