@@ -276,6 +276,8 @@ def test_a_model_folder_with_only_a_sentencepiece_model_loads(name, folders, ref
     import torch
 
     import bertcore
+    from bertcore.analysis.inspection import inspect
+    from bertcore.data.masking import mask_exactly
 
     folder = tmp_path / name
     shutil.copytree(folders[name], folder)
@@ -301,6 +303,15 @@ def test_a_model_folder_with_only_a_sentencepiece_model_loads(name, folders, ref
                                    token_type_ids=torch.tensor([encoding.segment_ids])).logits
         got = model(torch.tensor([encoding.input_ids]), token_type_ids=torch.tensor([encoding.segment_ids])).logits
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # what the Inspect tab asks of the folder: a masked position predicted by the model's own MLM head
+    masking = mask_exactly(encoding, tokenizer, [2])
+    assert masking.masked_tokens[2] == reference.mask_token
+    inspection = inspect(model, tokenizer, *PAIRS[1], masking=masking, top_k=3)
+    assert inspection.attentions.shape[-1] == len(encoding.input_ids)
+    with torch.no_grad():
+        masked_logits = reference_model(torch.tensor([masking.masked_ids]),
+                                        token_type_ids=torch.tensor([encoding.segment_ids])).logits[0]
+    assert inspection.predictions[0].top_ids[0] == int(masked_logits[2].argmax())
     saved = tmp_path / f"{name}-saved"
     bertcore.save_pretrained(model, tokenizer, saved)
     assert transformers.AutoTokenizer.from_pretrained(saved)(*PAIRS[1])["input_ids"] == encoding.input_ids
