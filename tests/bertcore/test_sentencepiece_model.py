@@ -242,6 +242,19 @@ def test_byte_fallback_spells_unknown_characters_as_sentencepiece_does(models, s
     assert ours.decode(ours.encode("a 😀 b").input_ids) == processor.decode(processor.encode("a 😀 b"))
 
 
+@pytest.mark.slow  # the folders are written by transformers, whose import takes seconds
+@pytest.mark.parametrize("name", ["albert", "xlm-roberta"])
+def test_a_folder_without_tokenizer_config_takes_the_family_from_config_json(name, folders, tmp_path):
+    """As xlm-roberta-base and albert-base-v2 were first uploaded: the model file and config.json only."""
+    model_name = "spiece.model" if name == "albert" else "sentencepiece.bpe.model"
+    shutil.copy(folders[name] / model_name, tmp_path / model_name)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": name}), encoding="utf-8")
+    bare, full = tokenizer_from_folder(tmp_path), tokenizer_from_folder(folders[name])
+    for text_a, text_b in PAIRS:
+        assert bare.encode(text_a, text_b).input_ids == full.encode(text_a, text_b).input_ids
+    assert bare.layouts == full.layouts
+
+
 def test_the_family_comes_from_the_tokenizer_class_else_the_model_type():
     assert family_of({"tokenizer_class": "AlbertTokenizerFast"}, {"model_type": "xlm-roberta"}) == "albert"
     assert family_of({}, {"model_type": "xlm-roberta"}) == "xlm-roberta"
