@@ -2,7 +2,8 @@
 `sentencepiece` package, and the `tokenizers.Tokenizer` that encodes as transformers does from the same folder.
 
     model = parse_model_proto(data, path)            # pieces, trainer settings, normalizer settings
-    tokenizer, specials = tokenizer_from_sentencepiece(model, family="albert", config=tokenizer_config)
+    tokenizer = tokenizer_from_sentencepiece(model, family_of(tokenizer_config, config_json), tokenizer_config,
+                                             {"cls": "[CLS]", "sep": "[SEP]", ...})
 
 The file is a protobuf `ModelProto`; only the fields needed here are read, with a reader of the protobuf wire
 format of our own (varints and length-delimited fields), so the `protobuf` and `sentencepiece` packages are not
@@ -14,7 +15,9 @@ the model's precompiled normalisation table, and what each family adds around it
   higher, then <mask>); `<s> A </s></s> B </s>`, one token type.
 - any other: the model's own ids, BERT's layout with the folder's cls and sep tokens.
 Words are split on whitespace (runs of spaces count once, as SentencePiece's remove_extra_whitespaces does) and
-each gets "▁" in front, as the Metaspace pre-tokenizer puts it.
+each gets "▁" in front, as the Metaspace pre-tokenizer puts it; a model trained with remove_extra_whitespaces off
+is read the same way, as transformers reads it. Folders are opened by bertcore.tokenization.pretrained
+(tokenizer_from_folder), which reads the files and their configs; this module sees only their contents.
 """
 
 from __future__ import annotations
