@@ -19,7 +19,7 @@ from bertcore.tasks.metrics import (
 )
 from bertcore.tasks.task_data import FinetuningData, SequenceFeature, TaskEvaluation, unknown_label_error
 from bertcore.tasks.task_files import TextExample
-from bertcore.tokenization.wordpiece import longest_first
+from bertcore.tokenization.encoding import longest_first
 
 PROBLEM_TYPES = ("single_label_classification", "regression")
 

@@ -40,20 +40,14 @@ from bertcore.files.reading import (
     read_bytes,
 )
 from bertcore.files.run_folder import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+from bertcore.tokenization.encoding import Encoding, TokenizerBase
 from bertcore.tokenization.sentencepiece_model import (
     family_of,
     family_vocabulary,
     parse_model_proto,
     tokenizer_from_sentencepiece,
 )
-from bertcore.tokenization.wordpiece import (
-    ENCODE_CHUNK_SIZE,
-    BertTokenizer,
-    Encoding,
-    Truncation,
-    _check_text,
-    longest_first,
-)
+from bertcore.tokenization.wordpiece import BertTokenizer
 
 VOCAB_JSON_FILE = "vocab.json"  # byte-level BPE's token → id map (RoBERTa, GPT-2)
 MERGES_FILE = "merges.txt"  # its merge rules, one "left right" pair a line, in order of priority
@@ -69,7 +63,7 @@ ROLE_DEFAULTS = {"cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PA
 PIECE_STYLES = ("wordpiece", "byte_level", "sentencepiece", "plain")  # how a piece marks where words begin
 
 
-class PretrainedTokenizer:
+class PretrainedTokenizer(TokenizerBase):
     """A `tokenizers.Tokenizer` (from a folder: `from_folder`) with BERT's encoding interface; the layout of a pair
     is whatever the tokenizer's post-processor adds, the token types included."""
 
@@ -252,9 +246,6 @@ class PretrainedTokenizer:
             raise TokenizerError(f"token id {token_id} is outside the vocabulary (0..{self._vocab_size - 1})")
         return token
 
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.id_to_token(int(i)) for i in ids]
-
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         """Token ids back to text, through the folder's decoder (byte-level bytes and ▁ become text and spaces)."""
         return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
@@ -270,52 +261,11 @@ class PretrainedTokenizer:
         return [self.unk_token if token_id == self.unk_token_id else token
                 for token, token_id in zip(pieces.tokens, pieces.ids, strict=True)]
 
-    def encode_ids(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of many texts at once, no specials, in chunks (one Rust call holds the GIL throughout)."""
-        encode_batch = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        texts = list(texts)
-        ids: list[list[int]] = []
-        for start in range(0, len(texts), ENCODE_CHUNK_SIZE):
-            batch = texts[start : start + ENCODE_CHUNK_SIZE]
-            try:
-                chunk = encode_batch(batch, add_special_tokens=False)
-            except TypeError:
-                for index, text in enumerate(batch, start):
-                    _check_text(text, f"text {index}")
-                raise
-            ids.extend(encoding.ids for encoding in chunk)
-        return ids
-
     def encode(self, text_a: str, text_b: str | None = None, max_length: int = 512,
                pad_to: int | None = None) -> Encoding:
         """The model's layout of A (and B), longest-first truncation to max_length, padding to pad_to."""
-        if not isinstance(text_a, str) or not text_a.strip():
-            raise TokenizerError("sentence A is empty — type a sentence to encode")
-        if text_b is not None and not isinstance(text_b, str):
-            raise TokenizerError(f"sentence B must be text or None, not {type(text_b).__name__}")
-        if text_b is not None and not text_b.strip():
-            text_b = None
-        is_pair = text_b is not None
-        num_specials = self._num_specials[is_pair]
-        min_length = num_specials + (2 if is_pair else 1)
-        if max_length < min_length:
-            raise TokenizerError(
-                f"max_length={max_length} cannot hold {self.layouts[is_pair]}: it needs at least {min_length} "
-                f"positions ({num_specials} special tokens and one token per sentence)")
-        piece_a = self._encode_piece(text_a, "sentence A")
-        if not piece_a.ids:
-            raise TokenizerError(_no_tokens_message("A", text_a))
-        piece_b = None
-        if is_pair:
-            piece_b = self._encode_piece(text_b, "sentence B")
-            if not piece_b.ids:
-                raise TokenizerError(_no_tokens_message("B", text_b))
-        len_a, len_b = len(piece_a.ids), len(piece_b.ids) if piece_b is not None else 0
-        keep_a, keep_b = longest_first(len_a, len_b, max_length - num_specials, is_pair)
-        truncation = None
-        if keep_a < len_a or keep_b < len_b:
-            truncation = Truncation(tokens_removed_a=len_a - keep_a, tokens_removed_b=len_b - keep_b,
-                                    message=self._truncation_message(len_a, len_b, keep_a, keep_b, max_length))
+        text_b, piece_a, piece_b, keep_a, keep_b, truncation = self._cut_pieces(text_a, text_b, max_length)
+        if truncation is not None:
             piece_a.truncate(keep_a)
             if piece_b is not None:
                 piece_b.truncate(keep_b)
@@ -325,15 +275,7 @@ class PretrainedTokenizer:
         tokens = [self.unk_token if token_id == self.unk_token_id else token
                   for token, token_id in zip(laid_out.tokens, input_ids, strict=True)]
         num_real = len(input_ids)
-        num_pad = 0
-        if pad_to is not None:
-            if pad_to < num_real:
-                raise TokenizerError(f"pad_to={pad_to} is shorter than the {num_real} positions of this encoding; "
-                                     f"use pad_to >= {num_real} or leave it None")
-            if pad_to > max_length:
-                raise TokenizerError(f"pad_to={pad_to} is longer than max_length={max_length}; the model accepts "
-                                     f"{max_length} positions, so pad to at most that")
-            num_pad = pad_to - num_real
+        num_pad = self._padding(num_real, pad_to, max_length)
         sequence_ids = list(laid_out.sequence_ids)
         offsets = [offset if sequence is not None else (0, 0)
                    for offset, sequence in zip(laid_out.offsets, sequence_ids, strict=True)]
@@ -356,13 +298,6 @@ class PretrainedTokenizer:
             unknown_words=unknown_words,
             piece_style=self.piece_style,
         )
-
-    def _encode_piece(self, text: str, name: str):
-        try:
-            return self._tokenizer.encode(text, add_special_tokens=False)
-        except TypeError:
-            _check_text(text, name)
-            raise
 
     def _template(self, is_pair: bool) -> list[tuple[int | None, str, int, int]]:
         """The post-processor's layout as (sentence or None for a special, token, id, token type) slots, read off
@@ -394,6 +329,11 @@ class PretrainedTokenizer:
             segment_ids += [type_id] * len(ids)
             special += [int(sequence is None)] * len(ids)
         return input_ids, segment_ids, special
+
+    @staticmethod
+    def _no_tokens_message(name: str, text: str) -> str:
+        return (f"sentence {name} ({text[:40]!r}) has no tokens after the tokenizer's normalisation — it holds only "
+                "control, zero-width or other ignored characters; type some words")
 
     def _truncation_message(self, len_a: int, len_b: int, keep_a: int, keep_b: int, max_length: int) -> str:
         is_pair = len_b > 0
@@ -579,8 +519,3 @@ def _piece_style(values: dict) -> str:
     if (isinstance(model, dict) and model.get("type") == "WordPiece") or "WordPiece" in kinds:
         return "wordpiece"
     return "plain"
-
-
-def _no_tokens_message(name: str, text: str) -> str:
-    return (f"sentence {name} ({text[:40]!r}) has no tokens after the tokenizer's normalisation — it holds only "
-            "control, zero-width or other ignored characters; type some words")

@@ -16,7 +16,6 @@ T.train(c().read_text(encoding='utf-8').splitlines(), vocab_size=8000, lowercase
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
@@ -34,48 +33,18 @@ from bertcore.files.reading import (
     read_json,
 )
 from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+from bertcore.tokenization.encoding import Encoding, TokenizerBase
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 100  # longer words become a single [UNK], as in Google's BERT
-ENCODE_CHUNK_SIZE = 1000  # texts per encode_batch call; small enough that other threads get the GIL often
 BYTE_ORDER_MARK = "\ufeff"  # kept as part of a vocab.txt's first token, as transformers and `tokenizers` keep it
 
 
-@dataclass(frozen=True)
-class Truncation:
-    tokens_removed_a: int
-    tokens_removed_b: int
-    message: str  # plain words with the numbers, for the UI
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """One example laid out for BERT; every list has one entry per position (length T)."""
-
-    tokens: list[str]
-    input_ids: list[int]
-    segment_ids: list[int]  # token_type_ids: 0 for [CLS] A [SEP], 1 for B [SEP], 0 on padding
-    position_ids: list[int]  # 0..T-1
-    attention_mask: list[int]  # 1 = real token, 0 = [PAD]
-    special_tokens_mask: list[int]  # 1 for the [CLS]/[SEP] the layout added and for [PAD]
-    sequence_ids: list[int | None]  # 0 = sentence A, 1 = sentence B, None = added special or padding
-    offsets: list[tuple[int, int]]  # character span in its own sentence's text; (0, 0) for specials/padding
-    truncation: Truncation | None
-    unknown_words: list[str]  # the source text behind every [UNK]
-    # how the tokens mark words (bertcore.tokenization.pieces): "wordpiece" (##), "byte_level" (Ġ), "sentencepiece"
-    piece_style: str = "wordpiece"
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-    @property
-    def num_tokens(self) -> int:
-        """Real positions, padding excluded."""
-        return sum(self.attention_mask)
-
-
-class BertTokenizer:
+class BertTokenizer(TokenizerBase):
     """WordPiece over a fixed vocabulary; build with `from_vocab_file` or `train`."""
+
+    layouts = ("[CLS] A [SEP]", "[CLS] A [SEP] B [SEP]")
+    _num_specials = (2, 3)
 
     def __init__(self, vocab: list[str], lowercase: bool = True, source: str = "the vocabulary"):
         token_ids: dict[str, int] = {}
@@ -274,9 +243,6 @@ class BertTokenizer:
             raise TokenizerError(f"token id {token_id} is outside the vocabulary (0..{len(self.vocab) - 1})")
         return self.vocab[token_id]
 
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.id_to_token(int(i)) for i in ids]
-
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         """Token ids back to text, '##' pieces joined to their word."""
         return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
@@ -290,63 +256,11 @@ class BertTokenizer:
         """WordPiece tokens of one text, no [CLS]/[SEP]."""
         return self._encode_piece(text, "the text").tokens
 
-    def encode_ids(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of many texts at once, no specials: the fast path for the data pipeline."""
-        # encode_batch_fast (tokenizers >= 0.21) skips the offsets the pipeline does not need
-        encode_batch = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        texts = list(texts)
-        ids: list[list[int]] = []
-        # Chunks, because one call holds the GIL throughout: a whole corpus at once froze the GUI thread
-        # for up to half a second when a run started from the app.
-        for start in range(0, len(texts), ENCODE_CHUNK_SIZE):
-            batch = texts[start : start + ENCODE_CHUNK_SIZE]
-            try:
-                chunk = encode_batch(batch, add_special_tokens=False)
-            except TypeError:
-                for index, text in enumerate(batch, start):
-                    _check_text(text, f"text {index}")
-                raise
-            ids.extend(encoding.ids for encoding in chunk)
-        return ids
-
     def encode(
         self, text_a: str, text_b: str | None = None, max_length: int = 512, pad_to: int | None = None
     ) -> Encoding:
         """[CLS] A [SEP] (B [SEP]) [PAD]...; longest-first truncation to max_length, padding to pad_to."""
-        if not isinstance(text_a, str) or not text_a.strip():
-            raise TokenizerError("sentence A is empty — type a sentence to encode")
-        if text_b is not None and not isinstance(text_b, str):
-            raise TokenizerError(f"sentence B must be text or None, not {type(text_b).__name__}")
-        if text_b is not None and not text_b.strip():
-            text_b = None  # an empty second box means a single sentence
-        is_pair = text_b is not None
-        num_specials = 3 if is_pair else 2
-        min_length = num_specials + (2 if is_pair else 1)
-        if max_length < min_length:
-            layout = "[CLS] A [SEP] B [SEP]" if is_pair else "[CLS] A [SEP]"
-            raise TokenizerError(
-                f"max_length={max_length} cannot hold {layout}: it needs at least {min_length} positions "
-                f"({num_specials} special tokens and one token per sentence)"
-            )
-
-        piece_a = self._encode_piece(text_a, "sentence A")
-        if not piece_a.ids:
-            raise TokenizerError(_no_tokens_message("A", text_a))
-        piece_b = None
-        if is_pair:
-            piece_b = self._encode_piece(text_b, "sentence B")
-            if not piece_b.ids:
-                raise TokenizerError(_no_tokens_message("B", text_b))
-
-        len_a, len_b = len(piece_a.ids), len(piece_b.ids) if piece_b is not None else 0
-        keep_a, keep_b = longest_first(len_a, len_b, max_length - num_specials, is_pair)
-        truncation = None
-        if keep_a < len_a or keep_b < len_b:
-            truncation = Truncation(
-                tokens_removed_a=len_a - keep_a,
-                tokens_removed_b=len_b - keep_b,
-                message=_truncation_message(len_a, len_b, keep_a, keep_b, max_length, is_pair),
-            )
+        text_b, piece_a, piece_b, keep_a, keep_b, truncation = self._cut_pieces(text_a, text_b, max_length)
 
         cls_id, sep_id = self.cls_token_id, self.sep_token_id
         tokens = ["[CLS]", *piece_a.tokens[:keep_a], "[SEP]"]
@@ -364,19 +278,7 @@ class BertTokenizer:
         if piece_b is not None:
             special_tokens_mask += [*([0] * keep_b), 1]
 
-        num_pad = 0
-        if pad_to is not None:
-            if pad_to < num_real:
-                raise TokenizerError(
-                    f"pad_to={pad_to} is shorter than the {num_real} positions of this encoding; "
-                    f"use pad_to >= {num_real} or leave it None"
-                )
-            if pad_to > max_length:
-                raise TokenizerError(
-                    f"pad_to={pad_to} is longer than max_length={max_length}; the model accepts "
-                    f"{max_length} positions, so pad to at most that"
-                )
-            num_pad = pad_to - num_real
+        num_pad = self._padding(num_real, pad_to, max_length)
         tokens += ["[PAD]"] * num_pad
         input_ids += [self.pad_token_id] * num_pad
         segment_ids += [0] * num_pad
@@ -416,27 +318,12 @@ class BertTokenizer:
             special += [*([0] * len(ids_b)), 1]
         return input_ids, segment_ids, special
 
-    def _encode_piece(self, text: str, name: str):
-        """The Rust encoding of one text without specials; a TokenizerError for text that is not valid Unicode."""
-        try:
-            return self._tokenizer.encode(text, add_special_tokens=False)
-        except TypeError:
-            _check_text(text, name)
-            raise
+    def _truncation_message(self, len_a: int, len_b: int, keep_a: int, keep_b: int, max_length: int) -> str:
+        return _truncation_message(len_a, len_b, keep_a, keep_b, max_length, is_pair=len_b > 0)
 
-
-def _check_text(text: object, name: str) -> None:
-    """TokenizerError for text the Rust tokenizer cannot take (it raises a bare TypeError): a non-string, or a
-    string with a lone surrogate (half of a UTF-16 pair, e.g. from bytes decoded with errors='surrogateescape')."""
-    if not isinstance(text, str):
-        raise TokenizerError(f"{name} must be text (str), not {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise TokenizerError(
-            f"{name} holds a lone surrogate, U+{ord(text[error.start]):04X} at character {error.start}, which is "
-            "not a character and cannot be tokenized; remove it (decode the source with errors='replace')"
-        ) from None
+    @staticmethod
+    def _no_tokens_message(name: str, text: str) -> str:
+        return _no_tokens_message(name, text)
 
 
 def _build_rust_tokenizer(token_ids: dict[str, int], lowercase: bool) -> Tokenizer:
@@ -560,24 +447,6 @@ def _tokenizer_json_size(values: object) -> int | None:
     if isinstance(added, list):
         ids += [token["id"] for token in added if isinstance(token, dict) and isinstance(token.get("id"), int)]
     return max(ids) + 1 if ids else None
-
-
-def longest_first(len_a: int, len_b: int, budget: int, is_pair: bool) -> tuple[int, int]:
-    """Tokens kept of A and B when budget positions remain after the specials (HF 'longest_first').
-
-    Tokens come off the end of whichever sentence is longer; when both must be cut they share the budget
-    evenly, the odd position going to the longer one (to B on a tie).
-    """
-    if not is_pair:
-        return min(len_a, budget), 0
-    if len_a + len_b <= budget:
-        return len_a, len_b
-    short = min(len_a, len_b)
-    keep_long = max(short, budget - short) if short <= budget else short
-    keep_short = short
-    if keep_short + keep_long > budget:
-        keep_short, keep_long = budget // 2, budget // 2 + budget % 2
-    return (keep_long, keep_short) if len_a > len_b else (keep_short, keep_long)
 
 
 def _truncation_message(len_a: int, len_b: int, keep_a: int, keep_b: int, max_length: int, is_pair: bool) -> str:
