@@ -1,5 +1,6 @@
-"""Sequence (and pair) classification and regression data: `[CLS] A [SEP] (B [SEP])` truncated longest-first, a
-class id per example or a float score; the label vocabulary and the problem type read off the training file."""
+"""Sequence (and pair) classification and regression data: the model's pair template (BERT's `[CLS] A [SEP] (B [SEP])`,
+RoBERTa's `<s> A </s></s> B </s>`) truncated longest-first, a class id per example or a float score; the label
+vocabulary and the problem type read off the training file."""
 
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ class SequenceClassificationData(FinetuningData):
         return label2id[key]
 
     def _encode(self, examples: Sequence[TextExample], targets: Sequence[int | float]) -> list[SequenceFeature]:
-        """`[CLS] A [SEP] (B [SEP])`: one batched tokenizer call, then the tokenizer's longest-first cut."""
+        """The model's pair template (`[CLS] A [SEP] (B [SEP])` for BERT): one batched tokenizer call, then the
+        tokenizer's longest-first cut."""
         tokenizer = self.tokenizer
         ids_a = tokenizer.encode_ids([e.text for e in examples])
         pairs = [e.text_b is not None for e in examples]
@@ -158,12 +160,11 @@ class SequenceClassificationData(FinetuningData):
             if empty:
                 raise TaskDataError(f"{example.where}: {empty!r} has no tokens after BERT normalisation (only "
                                     "control or zero-width characters); write some words or delete the row")
-            num_specials = 3 if is_pair else 2
+            # the model's own template (RoBERTa: <s> A </s></s> B </s>, one segment); its special count sets the room
+            num_specials = len(tokenizer.layout_ids([], [] if is_pair else None)[0])
             keep_a, keep_b = longest_first(len(tokens_a), len(tokens_b), self.seq_len - num_specials, is_pair)
-            input_ids = [tokenizer.cls_token_id, *tokens_a[:keep_a], tokenizer.sep_token_id]
-            if is_pair:
-                input_ids += [*tokens_b[:keep_b], tokenizer.sep_token_id]
-            token_type_ids = [0] * (keep_a + 2) + [1] * (len(input_ids) - keep_a - 2)
+            kept_b = tokens_b[:keep_b] if is_pair else None
+            input_ids, token_type_ids, _ = tokenizer.layout_ids(tokens_a[:keep_a], kept_b)
             truncated = keep_a < len(tokens_a) or keep_b < len(tokens_b)
             features.append(SequenceFeature(input_ids, token_type_ids, targets[index], index, truncated))
         return features

@@ -45,29 +45,32 @@ class TokenClassificationData(FinetuningData):
     def _word_pieces(self, examples: Sequence[TaggedExample]) -> dict[str, list[int]]:
         """Token ids of every distinct word, tokenized on its own (one batched call)."""
         words = list(dict.fromkeys(w for e in examples for w in e.words))
-        ids = self.tokenizer.encode_ids(words)
+        # byte-level BPE marks a word start by its space: each word gets one, as transformers' add_prefix_space
+        prefix = " " if getattr(self.tokenizer, "piece_style", "wordpiece") == "byte_level" else ""
+        ids = self.tokenizer.encode_ids([prefix + word for word in words])
         return {word: pieces or [self.tokenizer.unk_token_id] for word, pieces in zip(words, ids, strict=True)}
 
     def _encode(self, example: TaggedExample, index: int, word_ids: dict[str, list[int]], source: str
                 ) -> TokenFeature:
         label2id = self.label2id
         tokenizer = self.tokenizer
-        budget = self.seq_len - 2
-        input_ids = [tokenizer.cls_token_id]
-        labels = [IGNORE_INDEX]
+        budget = self.seq_len - len(tokenizer.layout_ids([])[0])
+        input_ids = []
+        labels = []
         word_starts = []
         for word, tag in zip(example.words, example.tags, strict=True):
             if tag not in label2id:
                 raise unknown_label_error(example.where, tag, list(self.id2label.values()), source)
-            if len(input_ids) - 1 >= budget:
+            if len(input_ids) >= budget:
                 continue  # cut: checked for unknown tags all the same
-            pieces = word_ids[word][: budget - (len(input_ids) - 1)]
+            pieces = word_ids[word][: budget - len(input_ids)]
             word_starts.append(len(input_ids))
             input_ids.extend(pieces)
             labels.extend([label2id[tag]] + [IGNORE_INDEX] * (len(pieces) - 1))
-        input_ids.append(tokenizer.sep_token_id)
-        labels.append(IGNORE_INDEX)
-        return TokenFeature(input_ids, [0] * len(input_ids), labels, word_starts,
+        laid_out, segment_ids, special = tokenizer.layout_ids(input_ids)
+        lead = special.index(0) if 0 in special else special.count(1)  # specials before the words ([CLS], <s>)
+        labels = [IGNORE_INDEX] * lead + labels + [IGNORE_INDEX] * (len(laid_out) - lead - len(labels))
+        return TokenFeature(laid_out, segment_ids, labels, [lead + start for start in word_starts],
                             len(example.words) - len(word_starts), index)
 
     def _targets(self, features: Sequence[TokenFeature], width: int):

@@ -1,0 +1,66 @@
+"""Fine-tuning batches lay pairs out as the model's own tokenizer does: RoBERTa's `<s> A </s></s> B </s>` with one
+segment, not BERT's `[CLS] A [SEP] B [SEP]` (BERT's own layout is checked in test_finetune_data.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bertcore.tasks.sequence_data import SequenceClassificationData
+from bertcore.tasks.task_files import TaggedExample, TextExample
+from bertcore.tasks.token_data import TokenClassificationData
+from bertcore.tokenization.pretrained import tokenizer_from_folder
+from tests.bertcore.test_tokenizer_families import save_roberta
+
+WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()
+
+
+@pytest.fixture(scope="module")
+def roberta_folder(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path_factory.mktemp("roberta")
+    save_roberta(folder, transformers)
+    return folder
+
+
+def sentence(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+
+def test_sequence_batches_equal_transformers_roberta_tokenizer(roberta_folder):
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoTokenizer.from_pretrained(str(roberta_folder))
+    tokenizer = tokenizer_from_folder(roberta_folder)
+    rng = random.Random(5)
+    examples = [TextExample(sentence(rng, 1, 20), sentence(rng, 1, 20) if i % 2 else None, "x", f"f line {i}")
+                for i in range(24)]
+    data = SequenceClassificationData(examples, examples, tokenizer, seq_len=20, labels=["x", "y"])
+    rows = {index: row for batch in data.eval_batches(5)
+            for index, *row in zip(batch.feature_index.tolist(), batch.input_ids.tolist(),
+                                   batch.attention_mask.tolist(), batch.token_type_ids.tolist(), strict=True)}
+    assert sorted(rows) == list(range(len(examples)))
+    for index, example in enumerate(examples):
+        input_ids, attention_mask, token_type_ids = rows[index]
+        expected = reference(example.text, example.text_b, truncation="longest_first", max_length=20,
+                             padding="max_length")
+        width = len(input_ids)
+        assert input_ids == expected["input_ids"][:width]
+        assert attention_mask == expected["attention_mask"][:width]
+        assert set(token_type_ids) == {0}  # RoBERTa has one segment
+    assert any(f.truncated for f in data.train_features)
+    assert any(example.text_b for example in examples)
+
+
+def test_token_batches_equal_transformers_roberta_tokenizer_on_words(roberta_folder):
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoTokenizer.from_pretrained(str(roberta_folder), add_prefix_space=True)
+    tokenizer = tokenizer_from_folder(roberta_folder)
+    example = TaggedExample("romeo and juliet speak in verona".split(), "B-PER O B-PER O O B-LOC".split(), "f line 1")
+    data = TokenClassificationData([example], [example], tokenizer, seq_len=64)
+    feature = data.train_features[0]
+    expected = reference(example.words, is_split_into_words=True)
+    assert feature.input_ids == expected["input_ids"]  # each word with its leading space, as add_prefix_space does
+    word_ids = expected.word_ids()
+    assert feature.word_starts == [i for i, w in enumerate(word_ids) if w is not None and word_ids[i - 1] != w]
+    assert len(feature.input_ids) == len(feature.token_type_ids) and set(feature.token_type_ids) == {0}
