@@ -34,6 +34,7 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import ElectraEmbeddings, MaskedLMOutput, fields_of_family, prepare_encoder_inputs
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
@@ -242,8 +243,10 @@ class AlbertForPreTrainingOutput:
 
 
 
-class AlbertForPreTraining(BertPreTrainedModel):
+class AlbertForPreTraining(PretrainingHeads, BertPreTrainedModel):
     """ALBERT with its two pretraining heads: masked-LM and sentence-order prediction."""
+
+    PRETRAINING_HEADS = frozenset({"mlm", "sop"})
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config)
@@ -252,28 +255,6 @@ class AlbertForPreTraining(BertPreTrainedModel):
         self.sop_classifier = AlbertSOPHead(self.config)
         self.apply(self._init_weights)
         self.predictions.decoder.weight = self.albert.embeddings.word_embeddings.weight  # tied
-        self._has_pretraining_heads = True  # False when loaded from a checkpoint without the MLM and SOP heads
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return self._has_pretraining_heads
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False  # sentence order, not next sentence: sop_classifier, read with sop_logits
-
-    @property
-    def has_sop_head(self) -> bool:
-        """Whether a trained sentence-order head is there (`sentence_order_logits` on the pooled [CLS] vector)."""
-        return self._has_pretraining_heads
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

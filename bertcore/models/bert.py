@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.config import BertConfig
+from bertcore.models.heads import PretrainingHeads
 
 IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
 
@@ -407,8 +408,10 @@ class BertPreTrainedModel(nn.Module):
         return self.has_pretraining_heads
 
 
-class BertForPreTraining(BertPreTrainedModel):
+class BertForPreTraining(PretrainingHeads, BertPreTrainedModel):
     """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
+
+    PRETRAINING_HEADS = frozenset({"mlm", "nsp"})
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -416,16 +419,6 @@ class BertForPreTraining(BertPreTrainedModel):
         self.cls = BertPreTrainingHeads(self.config)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
-        # False when loaded from a checkpoint that had no MLM/NSP heads: their outputs mean nothing.
-        self._has_pretraining_heads = True
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

@@ -31,6 +31,7 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
@@ -225,9 +226,11 @@ class DistilBertPreTrainedModel(BertPreTrainedModel):
             positions.requires_grad_(False)  # fixed, as transformers keeps them
 
 
-class DistilBertForMaskedLM(DistilBertPreTrainedModel):
+class DistilBertForMaskedLM(PretrainingHeads, DistilBertPreTrainedModel):
     """DistilBERT with its masked-LM head: vocab_transform -> activation -> vocab_layer_norm -> vocab_projector
     (tied to the word embeddings, with its own bias)."""
+
+    PRETRAINING_HEADS = frozenset({"mlm"})
 
     def __init__(self, config: DistilBertConfig):
         super().__init__(config)
@@ -238,24 +241,6 @@ class DistilBertForMaskedLM(DistilBertPreTrainedModel):
         self.vocab_projector = nn.Linear(self.config.hidden_size, self.config.vocab_size)
         self.apply(self._init_weights)
         self.vocab_projector.weight = self.distilbert.embeddings.word_embeddings.weight  # tied
-        # False when loaded from a checkpoint without the MLM head (a bare DistilBertModel): its logits mean nothing.
-        self._has_pretraining_heads = True
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return self._has_pretraining_heads
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

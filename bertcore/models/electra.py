@@ -33,6 +33,7 @@ from bertcore.models.bert import (
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForTokenClassification,
@@ -176,36 +177,16 @@ class ElectraDiscriminatorPredictions(nn.Module):
         return self.dense_prediction(self.activation(self.dense(hidden_states))).squeeze(-1)  # (B, T)
 
 
-class ElectraForPreTraining(BertPreTrainedModel):
+class ElectraForPreTraining(PretrainingHeads, BertPreTrainedModel):
     """The discriminator: ELECTRA with its replaced-token-detection head."""
+
+    PRETRAINING_HEADS = frozenset({"rtd"})
 
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
         self.electra = ElectraModel(self.config)
         self.discriminator_predictions = ElectraDiscriminatorPredictions(self.config)
         self.apply(self._init_weights)
-        self._has_pretraining_heads = True  # False when loaded from a checkpoint without the discriminator head
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return False  # the discriminator scores tokens as replaced or not; it predicts no vocabulary
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
-
-    @property
-    def has_replaced_token_head(self) -> bool:
-        """Whether the trained discriminator head is there (`replaced_token_logits`)."""
-        return self._has_pretraining_heads
 
     def replaced_token_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """One logit per position (B, T) of final hidden states (B, T, D): > 0 says "replaced"."""

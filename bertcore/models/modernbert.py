@@ -33,6 +33,7 @@ from bertcore.checks import check_int, check_number
 from bertcore.files.atomic import write_json_atomic
 from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, TokenRows, check_inputs
 from bertcore.models.config import BertConfig
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
@@ -507,8 +508,10 @@ class ModernBertPredictionHead(nn.Module):
         return self.norm(self.act(self.dense(hidden_states)))
 
 
-class ModernBertForMaskedLM(ModernBertPreTrainedModel):
+class ModernBertForMaskedLM(PretrainingHeads, ModernBertPreTrainedModel):
     """ModernBERT with its masked-LM head: `head`, then `decoder` tied to tok_embeddings, with its own bias."""
+
+    PRETRAINING_HEADS = frozenset({"mlm"})
 
     def __init__(self, config: ModernBertConfig):
         super().__init__(config)
@@ -524,24 +527,6 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
             std = self.config.initializer_range / math.sqrt(2.0 * self.config.num_hidden_layers)
             cutoff = self.config.initializer_cutoff_factor * std
             nn.init.trunc_normal_(self.decoder.weight, std=std, a=-cutoff, b=cutoff)
-        # False when loaded from a checkpoint without the MLM head (a bare ModernBertModel): its logits mean nothing.
-        self._has_pretraining_heads = True
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return self._has_pretraining_heads
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False  # ModernBERT was pretrained on MLM alone
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

@@ -31,6 +31,7 @@ from bertcore.models.bert import (
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import prepare_encoder_inputs
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForTokenClassification,
@@ -160,8 +161,10 @@ class RobertaLMHead(nn.Module):
         return self.decoder(self.layer_norm(F.gelu(self.dense(features))))  # (..., V)
 
 
-class RobertaForMaskedLM(BertPreTrainedModel):
+class RobertaForMaskedLM(PretrainingHeads, BertPreTrainedModel):
     """RoBERTa with its masked-LM head (no pooler): what roberta-base and xlm-roberta-base are published as."""
+
+    PRETRAINING_HEADS = frozenset({"mlm"})
 
     def __init__(self, config: RobertaConfig):
         super().__init__(config)
@@ -170,24 +173,6 @@ class RobertaForMaskedLM(BertPreTrainedModel):
         self.lm_head = RobertaLMHead(self.config)
         self.apply(self._init_weights)
         self.lm_head.decoder.weight = self.roberta.embeddings.word_embeddings.weight  # tied
-        # False when loaded from a checkpoint without the MLM head (a bare RobertaModel): its logits mean nothing.
-        self._has_pretraining_heads = True
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return self._has_pretraining_heads
-
-    @has_pretraining_heads.setter
-    def has_pretraining_heads(self, value: bool) -> None:
-        self._has_pretraining_heads = bool(value)
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return self._has_pretraining_heads
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
