@@ -233,7 +233,10 @@ def _refined_integrated_gradients(path, change, ends, steps, tolerance, result):
     """Panels halved where the most of f(x) − f(x') is missed, until |delta| ≤ tolerance × |change|.
 
     First one panel, [0, 1], with three Gauss–Legendre nodes: a smooth path (random weights) is within 1 % there
-    (BERT-base at 128 tokens: 0.15 %, where two nodes miss 2.4 %). Then the panels missing the most are halved,
+    (BERT-base at 128 tokens: 0.15 %, where two nodes miss 2.4 %). Rules that would save the two forward passes
+    for f(x) and f(x') by putting a node at an end miss more for the same passes (same case: Gauss–Radau with 3
+    nodes 1.3–1.4 %) or cost as much (Gauss–Lobatto with 4: 4 passes); a pass is 88 % matrix products (profiled,
+    one thread), so the count of passes is the cost. Then the panels missing the most are halved,
     the halves taking one node, their midpoint.
     Measured on MiniLM (benchmarks/ig_speed.py), the path's slope is flat for long stretches and changes sharply in
     a few places; a panel's own error is known exactly (f at its ends is known), so halving only the panels that
