@@ -1,10 +1,12 @@
 """Extractive QA's inputs: SQuAD questions cut into model windows. Reading the model's logits back to answer text
 is `bertcore.tasks.qa_answers`.
 
-BERT's run_squad and HF's run_qa: each input is `[CLS] question [SEP] context-window [SEP]`; the question
+BERT's run_squad and HF's run_qa: each input is the model's pair template over the question and a context window
+(`[CLS] question [SEP] context-window [SEP]` for BERT, `<s> question </s></s> context-window </s>` for RoBERTa,
+`PairTemplate`); the question
 keeps at most `max_query_length` tokens; a context too long for one input is cut into windows that overlap by
 `doc_stride` tokens (HF's meaning of stride: 128 of overlap at seq_len 384). A window's target is the token
-span of the (first) gold answer when the whole answer lies inside it, else start = end = 0, the [CLS] position,
+span of the (first) gold answer when the whole answer lies inside it, else start = end = 0, the [CLS] (<s>) position,
 which is also the target of an unanswerable (v2.0) question. `make_qa_windows` keeps all the windows in flat int32
 arrays (`QAWindows`): each context's and question's tokens once, five integers per window; `windows[i]` builds
 a `QAWindow`, and a batch is padded straight from the arrays. A window's `WindowLayout` (its length, where its
@@ -35,6 +37,37 @@ def default_qa_lengths(seq_len: int) -> tuple[int, int]:
     return min(MAX_QUERY_LENGTH, (seq_len - 3) // 2), seq_len // 3
 
 
+@dataclass(frozen=True)
+class PairTemplate:
+    """The special tokens a tokenizer's pair layout puts around the question (A) and the context (B), and the
+    segment id of each part, read off its `layout_ids`: every window is lead + question + middle + context + tail."""
+
+    lead: tuple[int, ...]  # before the question: [CLS] / <s>
+    middle: tuple[int, ...]  # between question and context: [SEP] / </s></s>
+    tail: tuple[int, ...]  # after the context: [SEP] / </s>
+    lead_types: tuple[int, ...]
+    question_type: int
+    middle_types: tuple[int, ...]
+    context_type: int
+    tail_types: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tokenizer) -> PairTemplate:
+        # -1 and -2 are no token's id: they mark where the question's and the context's tokens go
+        ids, types, _ = tokenizer.layout_ids([-1], [-2])
+        question, context = ids.index(-1), ids.index(-2)
+        return cls(tuple(ids[:question]), tuple(ids[question + 1 : context]), tuple(ids[context + 1 :]),
+                   tuple(types[:question]), types[question], tuple(types[question + 1 : context]), types[context],
+                   tuple(types[context + 1 :]))
+
+    @property
+    def num_specials(self) -> int:
+        return len(self.lead) + len(self.middle) + len(self.tail)
+
+    def context_start(self, query_length: int) -> int:
+        return len(self.lead) + query_length + len(self.middle)
+
+
 @dataclass(frozen=True, eq=False)
 class WindowLayout:
     """Where a window's context lies: all that reading its start/end logits back to text needs."""
@@ -47,7 +80,8 @@ class WindowLayout:
 
 @dataclass(frozen=True)
 class QAWindow:
-    """One model input for one question: `[CLS] question [SEP] context[a:b] [SEP]`, with what decoding needs."""
+    """One model input for one question: `[CLS] question [SEP] context[a:b] [SEP]` (the model's template), with
+    what decoding needs."""
 
     example_index: int  # into the list of QAExamples the windows were made from
     input_ids: list[int]
@@ -78,20 +112,21 @@ class QAWindows(Sequence[QAWindow]):
     arrays `example_index`, `start_positions`, `end_positions` and `lengths` (tokens of each window) answer
     questions about all windows without building them."""
 
-    def __init__(self, *, seq_len: int, doc_stride: int, cls_token_id: int, sep_token_id: int,
+    def __init__(self, *, seq_len: int, doc_stride: int, template: PairTemplate,
                  context_ids: np.ndarray, context_offsets: np.ndarray, context_bounds: np.ndarray,
                  query_ids: np.ndarray, query_bounds: np.ndarray, example_context: np.ndarray,
                  example_index: np.ndarray, first: np.ndarray, last: np.ndarray, start_positions: np.ndarray,
                  end_positions: np.ndarray):
         self.seq_len, self.doc_stride = seq_len, doc_stride
-        self._cls, self._sep = cls_token_id, sep_token_id
+        self.template = template
         self._context_ids, self._context_offsets, self._context_bounds = context_ids, context_offsets, context_bounds
         self._query_ids, self._query_bounds, self._example_context = query_ids, query_bounds, example_context
         self.example_index = example_index  # (W,) the question (index into the examples) of each window
         self._first, self._last = first, last  # (W,) the window's context tokens, [first, last)
         self.start_positions = start_positions  # (W,) QAWindow.start_position of each window
         self.end_positions = end_positions
-        self.lengths = np.diff(query_bounds)[example_index] + 3 + (last - first)  # (W,) tokens of each window
+        # (W,) tokens of each window
+        self.lengths = np.diff(query_bounds)[example_index] + template.num_specials + (last - first)
 
     def __len__(self) -> int:
         return len(self.example_index)
@@ -104,14 +139,18 @@ class QAWindows(Sequence[QAWindow]):
             raise IndexError(f"window {index} is out of range: there are {len(self)} windows")
         index %= len(self)
         query, context = self._query(index), self._context(index)
-        context_start = len(query) + 2
-        input_ids = [self._cls, *query.tolist(), self._sep, *self._context_ids[context].tolist(), self._sep]
+        template = self.template
+        context_start = template.context_start(len(query))
+        context_ids = self._context_ids[context].tolist()
+        input_ids = [*template.lead, *query.tolist(), *template.middle, *context_ids, *template.tail]
+        token_type_ids = [*template.lead_types, *[template.question_type] * len(query), *template.middle_types,
+                          *[template.context_type] * len(context_ids), *template.tail_types]
         offsets = [tuple(pair) for pair in self._context_offsets[context].tolist()]
+        after = [None] * len(template.tail)
         return QAWindow(
-            int(self.example_index[index]), input_ids,
-            [0] * context_start + [1] * (len(input_ids) - context_start), context_start,
-            [None] * context_start + offsets + [None],
-            [False] * context_start + self._is_max_context(index, len(query)).tolist() + [False],
+            int(self.example_index[index]), input_ids, token_type_ids, context_start,
+            [None] * context_start + offsets + after,
+            [False] * context_start + self._is_max_context(index, len(query)).tolist() + [False] * len(after),
             int(self.start_positions[index]), int(self.end_positions[index]),
         )
 
@@ -133,7 +172,7 @@ class QAWindows(Sequence[QAWindow]):
         """Per context token of window `index`: is this window the token's maximum context (bool array)."""
         context = self._example_context[self.example_index[index]]
         num_tokens = int(self._context_bounds[context + 1] - self._context_bounds[context])
-        room = self.seq_len - query_length - 3
+        room = self.seq_len - query_length - self.template.num_specials
         first, last = int(self._first[index]), int(self._last[index])
         return _max_context_owners(num_tokens, room, self.doc_stride)[first:last] == first // (room - self.doc_stride)
 
@@ -144,22 +183,31 @@ class QAWindows(Sequence[QAWindow]):
         width = int(lengths.max()) if len(lengths) else 0
         input_ids = np.full((len(indices), width), pad_token_id, dtype=np.int64)
         token_type_ids = np.zeros((len(indices), width), dtype=np.int64)
+        template = self.template
+        lead, middle = len(template.lead), len(template.middle)
         for row, index in enumerate(indices):
             query, context = self._query(index), self._context(index)
-            context_start = len(query) + 2
+            query_end = lead + len(query)
+            context_start = query_end + middle
             context_end = context_start + context.stop - context.start
-            input_ids[row, 0] = self._cls
-            input_ids[row, 1 : context_start - 1] = query
-            input_ids[row, context_start - 1] = self._sep
+            tail_end = context_end + len(template.tail)
+            input_ids[row, :lead] = template.lead
+            input_ids[row, lead:query_end] = query
+            input_ids[row, query_end:context_start] = template.middle
             input_ids[row, context_start:context_end] = self._context_ids[context]
-            input_ids[row, context_end] = self._sep
-            token_type_ids[row, context_start : context_end + 1] = 1
+            input_ids[row, context_end:tail_end] = template.tail
+            token_type_ids[row, :lead] = template.lead_types
+            token_type_ids[row, lead:query_end] = template.question_type
+            token_type_ids[row, query_end:context_start] = template.middle_types
+            token_type_ids[row, context_start:context_end] = template.context_type
+            token_type_ids[row, context_end:tail_end] = template.tail_types
         return input_ids, token_type_ids
 
     def layout(self, index: int) -> WindowLayout:
         """`self[index].layout`, without building the QAWindow."""
         query_length = len(self._query(index))
-        return WindowLayout(int(self.lengths[index]), query_length + 2, self._context_offsets[self._context(index)],
+        return WindowLayout(int(self.lengths[index]), self.template.context_start(query_length),
+                            self._context_offsets[self._context(index)],
                             self._is_max_context(index, query_length))
 
     def __repr__(self) -> str:
@@ -171,15 +219,17 @@ class QAWindows(Sequence[QAWindow]):
         return sum(value.nbytes for value in vars(self).values() if isinstance(value, np.ndarray))
 
 
-def check_qa_lengths(seq_len: int, max_query_length: int, doc_stride: int) -> None:
-    """ValueError naming the fix when the lengths leave no room for windows that move forward."""
+def check_qa_lengths(seq_len: int, max_query_length: int, doc_stride: int, num_specials: int = 3) -> None:
+    """ValueError naming the fix when the lengths leave no room for windows that move forward (`num_specials`:
+    the special tokens of the model's pair template, 3 for BERT's [CLS]/[SEP]/[SEP], 4 for RoBERTa's)."""
     if max_query_length < 1:
         raise ValueError(f"max_query_length is {max_query_length}; it must be at least 1 token")
-    room = seq_len - max_query_length - 3
+    room = seq_len - max_query_length - num_specials
     if room < 1:
         raise ValueError(
             f"seq_len={seq_len} leaves no room for the context after a question of up to {max_query_length} "
-            f"tokens and [CLS]/[SEP]/[SEP]; use a longer seq_len or a smaller max_query_length"
+            f"tokens and the template's {num_specials} special tokens; use a longer seq_len or a smaller "
+            "max_query_length"
         )
     if not 0 <= doc_stride < room:
         raise ValueError(
@@ -196,7 +246,8 @@ def make_qa_windows(
     examples: Sequence[QAExample], tokenizer, *, seq_len: int, max_query_length: int, doc_stride: int,
 ) -> QAWindows:
     """Every window of every question, in question order (a compact `QAWindows`; see there)."""
-    check_qa_lengths(seq_len, max_query_length, doc_stride)
+    template = PairTemplate.of(tokenizer)
+    check_qa_lengths(seq_len, max_query_length, doc_stride, template.num_specials)
     contexts: dict[str, int] = {}  # context text -> its index; questions over one context share its tokens
     # grown a question at a time as C int arrays: no Python object per token, question or window is kept
     context_ids = array.array("i")
@@ -232,8 +283,9 @@ def make_qa_windows(
             example_context.append(context)
             offsets_of_context = last_context[1]
             answer_span = _answer_token_span(example, offsets_of_context)
-            context_start = len(query) + 2
-            for first, last in _window_spans(len(offsets_of_context), seq_len - len(query) - 3, doc_stride):
+            context_start = template.context_start(len(query))
+            room = seq_len - len(query) - template.num_specials
+            for first, last in _window_spans(len(offsets_of_context), room, doc_stride):
                 start_position = end_position = 0
                 if answer_span is not None and first <= answer_span[0] and answer_span[1] < last:
                     start_position = context_start + answer_span[0] - first
@@ -242,8 +294,7 @@ def make_qa_windows(
     windows = _int_array(table).reshape(-1, 5)
     position_type = np.int16 if seq_len <= np.iinfo(np.int16).max else np.int32
     return QAWindows(
-        seq_len=seq_len, doc_stride=doc_stride, cls_token_id=tokenizer.cls_token_id,
-        sep_token_id=tokenizer.sep_token_id, context_ids=_int_array(context_ids),
+        seq_len=seq_len, doc_stride=doc_stride, template=template, context_ids=_int_array(context_ids),
         context_offsets=_int_array(context_offsets).reshape(-1, 2), context_bounds=_int_array(context_bounds),
         query_ids=_int_array(query_ids), query_bounds=_bounds(_int_array(query_lengths)),
         example_context=_int_array(example_context),
@@ -272,8 +323,9 @@ def _context_tokens(example: QAExample, tokenizer) -> tuple[np.ndarray, np.ndarr
         encoding = tokenizer.encode(example.context, max_length=2 * len(example.context) + 8)
     except TokenizerError as error:
         raise TaskDataError(f"{example.where}: the context cannot be tokenized ({error})") from None
-    return (np.asarray(encoding.input_ids[1:-1], dtype=np.int32),
-            np.asarray(encoding.offsets[1:-1], dtype=np.int32).reshape(-1, 2))
+    text = [i for i, sequence in enumerate(encoding.sequence_ids) if sequence == 0]  # the template's specials aside
+    return (np.asarray([encoding.input_ids[i] for i in text], dtype=np.int32),
+            np.asarray([encoding.offsets[i] for i in text], dtype=np.int32).reshape(-1, 2))
 
 
 def _answer_token_span(example: QAExample, offsets: np.ndarray) -> tuple[int, int] | None:

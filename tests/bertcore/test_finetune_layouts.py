@@ -7,8 +7,9 @@ import random
 
 import pytest
 
+from bertcore.tasks.qa_data import QuestionAnsweringData
 from bertcore.tasks.sequence_data import SequenceClassificationData
-from bertcore.tasks.task_files import TaggedExample, TextExample
+from bertcore.tasks.task_files import Answer, QAExample, TaggedExample, TextExample
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.pretrained import tokenizer_from_folder
 from tests.bertcore.test_tokenizer_families import save_roberta
@@ -64,3 +65,41 @@ def test_token_batches_equal_transformers_roberta_tokenizer_on_words(roberta_fol
     word_ids = expected.word_ids()
     assert feature.word_starts == [i for i, w in enumerate(word_ids) if w is not None and word_ids[i - 1] != w]
     assert len(feature.input_ids) == len(feature.token_type_ids) and set(feature.token_type_ids) == {0}
+
+
+def qa_example(index: int, rng: random.Random, length: int) -> QAExample:
+    context = sentence(rng, length, length) + " Caius Marcius " + sentence(rng, 3, 8)
+    answer = Answer("Caius Marcius", context.index("Caius Marcius"))
+    return QAExample(f"q{index}", "who is here?", context, [answer], False, f"f line {index}")
+
+
+def test_qa_windows_and_batches_equal_transformers_roberta_tokenizer(roberta_folder):
+    """Each window is what run_qa's tokenizer call gives (question, context, only_second, stride), the answer
+    target lands on the answer's tokens, and a batch row is the window padded."""
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoTokenizer.from_pretrained(str(roberta_folder))
+    tokenizer = tokenizer_from_folder(roberta_folder)
+    rng = random.Random(2)
+    examples = [qa_example(i, rng, length) for i, length in enumerate([3, 8, 40, 70])]
+    data = QuestionAnsweringData(examples, examples, tokenizer, seq_len=32, max_query_length=8, doc_stride=6)
+    expected_windows = []
+    for example in examples:
+        encoded = reference(example.question, example.context, truncation="only_second", max_length=32, stride=6,
+                            return_overflowing_tokens=True, return_offsets_mapping=True)
+        expected_windows += list(zip(encoded["input_ids"], encoded["attention_mask"], strict=True))
+    windows = list(data.eval_features)
+    assert len(windows) == len(expected_windows) > len(examples)
+    for window, (input_ids, _) in zip(windows, expected_windows, strict=True):
+        assert window.input_ids == input_ids
+        assert set(window.token_type_ids) == {0}
+        example = examples[window.example_index]
+        if window.start_position:
+            covered = window.offsets[window.start_position][0], window.offsets[window.end_position][1]
+            assert example.context[covered[0]:covered[1]].strip() == "Caius Marcius"
+    for batch in data.eval_batches(3):
+        for index, row, mask, types in zip(batch.feature_index.tolist(), batch.input_ids.tolist(),
+                                           batch.attention_mask.tolist(), batch.token_type_ids.tolist(), strict=True):
+            input_ids, attention_mask = expected_windows[index]
+            assert row[: len(input_ids)] == input_ids and mask[: len(input_ids)] == attention_mask
+            assert set(types) == {0}
+    assert sum(bool(w.start_position) for w in windows) >= len(examples)
