@@ -36,7 +36,6 @@ from explorer.inspector.state import LoadedModel, describe_model
 from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 
-window = test_window.window  # the fixture: the main window on a tiny untrained model, its first inspection shown
 find = test_window.find
 
 SENTENCE_A = "the king is dead long live the king"
