@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "$XDG_CACHE_HOME/bert-explorer/corpora)")
     data.add_argument("--vocab-sample", type=int, help="characters of the corpus, drawn evenly from all of it, "
                                                        "that a vocabulary is trained on (default 32000000)")
-    data.add_argument("--vocab", help="reuse this vocab.txt instead of training a vocabulary on the corpus")
+    data.add_argument("--vocab", help="reuse this tokenizer instead of training a WordPiece vocabulary on the "
+                      "corpus: a vocab.txt, a tokenizer.json, or a model folder's tokenizer (RoBERTa's byte-level BPE, "
+                      "ALBERT's SentencePiece, ...)")
     data.add_argument("--vocab-size", type=int, help="size of the WordPiece vocabulary trained when no --vocab "
                                                      "(default 8000)")
     data.add_argument("--seq-len", type=int, help="longest sequence in tokens, [CLS]/[SEP] included (default 128)")
@@ -128,9 +130,9 @@ def make_model_config(args: argparse.Namespace, config):
         raise ValueError(f"{', '.join(o for o, f in MODEL_OPTIONS.items() if f in overrides)} cannot change the "
                          "size of a model that is resumed or trained further (--resume / --init-from)")
     from bertcore.models.config import preset
-    from bertcore.tokenization.wordpiece import BertTokenizer
+    from bertcore.tokenization.pretrained import tokenizer_from_path
 
-    vocab_size = BertTokenizer.from_vocab_file(config.vocab).vocab_size if config.vocab else config.vocab_size
+    vocab_size = tokenizer_from_path(config.vocab).vocab_size if config.vocab else config.vocab_size
     return preset(config.preset, vocab_size=vocab_size, **overrides)
 
 

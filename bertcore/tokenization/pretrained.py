@@ -361,6 +361,17 @@ def tokenizer_from_folder(folder: str | Path) -> BertTokenizer | PretrainedToken
     return PretrainedTokenizer.from_folder(folder)
 
 
+def tokenizer_from_path(path: str | Path) -> BertTokenizer | PretrainedTokenizer:
+    """A tokenizer named as a user names it: a folder (as `tokenizer_from_folder`), its tokenizer.json, vocab.json
+    or merges.txt (the folder's tokenizer), or a vocab.txt."""
+    path = Path(path)
+    if path.is_dir():
+        return tokenizer_from_folder(path)
+    if path.name in (TOKENIZER_JSON_FILE, VOCAB_JSON_FILE, MERGES_FILE):
+        return tokenizer_from_folder(path.parent)
+    return BertTokenizer.from_vocab_file(path)
+
+
 def _read_tokenizer_json(path: Path) -> tuple[bytes, Tokenizer]:
     data = _read(path, TOKENIZER_JSON_LIMIT, "a tokenizer.json")
     try:

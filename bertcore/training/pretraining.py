@@ -213,7 +213,7 @@ class PretrainingTask(TrainingTask):
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:
         from bertcore.models.checkpoint import load_pretrained
         from bertcore.models.config import preset
-        from bertcore.tokenization.wordpiece import BertTokenizer
+        from bertcore.tokenization.pretrained import tokenizer_from_path
 
         config = self.config
         source = resume_from or config.init_from
@@ -222,7 +222,7 @@ class PretrainingTask(TrainingTask):
             self.objective = objective_for(self._objective_of(loaded), config)
             model = self.objective.adopt(loaded, Path(source), config)
         else:
-            tokenizer = BertTokenizer.from_vocab_file(config.vocab) if config.vocab else self._train_vocabulary(loop)
+            tokenizer = tokenizer_from_path(config.vocab) if config.vocab else self._train_vocabulary(loop)
             self.objective = objective_for(config.resolved_objective, config)
             model_config = family_config(
                 config.resolved_arch, self.model_config or preset(config.preset), vocab_size=tokenizer.vocab_size,

@@ -23,7 +23,7 @@ class TrainingConfig:
     corpus: str = ""  # a .txt, .txt.gz, .jsonl(.gz), .parquet or .arrow file or a folder of them; "" = Tiny Shakespeare
     out_dir: str = "runs/bert"  # run folder: run_config.json, metrics.jsonl, checkpoints/, final/
     preset: str = "mini"  # model size (bertcore.models.config.PRESETS); ignored when init_from is set
-    vocab: str | None = None  # reuse this vocab.txt; None = train a WordPiece vocabulary on the corpus
+    vocab: str | None = None  # reuse this vocab.txt, tokenizer.json or tokenizer folder; None = train WordPiece
     vocab_size: int = 8000  # size of the vocabulary trained when vocab is None
     init_from: str | None = None  # a checkpoint folder to train further (its weights, config and vocabulary)
     steps: int = 1000  # optimisation steps in total
