@@ -174,10 +174,10 @@ def _family_heads(model, outputs) -> dict:
     """What the other families' own pretraining heads say of this input: ALBERT's sentence order (read for a
     pair; the views say so), ELECTRA's replaced-or-original per token."""
     heads = {}
-    if getattr(model, "has_sop_head", False):
+    if model.has_sop_head:
         sop_logits = model.sentence_order_logits(outputs.pooler_output)  # (1, 2)
         heads["in_order_probability"] = float(sop_logits.float().softmax(dim=-1)[0, 0])
-    if getattr(model, "has_replaced_token_head", False):
+    if model.has_replaced_token_head:
         logits = model.replaced_token_logits(outputs.last_hidden_state)[0]  # (T,)
         heads["replaced_probabilities"] = logits.float().sigmoid().cpu().numpy()
     return heads

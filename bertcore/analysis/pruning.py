@@ -184,7 +184,7 @@ def pretraining_metric(
     gradients; the model's mode is restored after each call. A model without an NSP head (`has_nsp_head` False:
     BertForMaskedLM, DistilBERT…) is measured on its MLM alone: {"mlm_accuracy", "loss"}, NSP labels unread.
     """
-    has_nsp_head = getattr(model, "has_nsp_head", True)
+    has_nsp_head = model.has_nsp_head
     batches = [dict(batch.model_inputs() if hasattr(batch, "model_inputs") else batch) for batch in batches]
     if not batches:
         raise ValueError("pretraining_metric needs at least one labelled batch to evaluate on")

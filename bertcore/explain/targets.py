@@ -9,9 +9,9 @@
     ("start", position)           extractive QA: the answer-start score of a position
     ("end", position)             extractive QA: the answer-end score of a position
 
-Which kinds a model has is read from what it carries, not from a list of classes: an MLM head (`has_mlm_head`
-and `mlm_logits`), BERT's `cls.seq_relationship`, ALBERT's `sop_classifier`, ELECTRA's
-`discriminator_predictions`, and a task head by transformers' class-name suffix (`...ForSequenceClassification`,
+Which kinds a model has is read from what its class says it carries (bertcore.models.heads: `has_mlm_head`,
+`has_nsp_head`, `has_sop_head`, `has_replaced_token_head`), not from a list of classes, and a task head by
+transformers' class-name suffix (`...ForSequenceClassification`,
 `...ForTokenClassification`, `...ForQuestionAnswering`) read through its forward's `logits` / `start_logits` /
 `end_logits`, so every family's task classes work as they arrive.
 
@@ -35,6 +35,7 @@ from torch import nn
 
 from bertcore.errors import ExplainError
 from bertcore.models.families import base_model_name
+from bertcore.models.heads import ModelHeads
 
 Target = tuple  # ("mlm", position, token_id), ("nsp", label), ...: see the module docstring
 
@@ -60,13 +61,15 @@ def available_targets(model: nn.Module) -> tuple[str, ...]:
     """The target kinds this model's heads can be asked for, in TARGET_KINDS order; () for a bare encoder."""
     name = type(model).__name__
     kinds = []
-    if _has_mlm(model):
+    # a module built elsewhere (a test's toy classifier) carries none of the pretraining heads bertcore knows
+    heads = model if isinstance(model, ModelHeads) else ModelHeads()
+    if heads.has_mlm_head:
         kinds.append("mlm")
-    if getattr(model, "has_nsp_head", False) and hasattr(model, "cls") and hasattr(model.cls, "seq_relationship"):
+    if heads.has_nsp_head:
         kinds.append("nsp")
-    if hasattr(model, "sop_classifier") and getattr(model, "has_pretraining_heads", False):
+    if heads.has_sop_head:
         kinds.append("sop")
-    if hasattr(model, "discriminator_predictions") and getattr(model, "has_pretraining_heads", False):
+    if heads.has_replaced_token_head:
         kinds.append("rtd")
     if name.endswith("ForSequenceClassification"):
         kinds.append("class")
@@ -306,14 +309,6 @@ def _mlm_logit(model: nn.Module, hidden: torch.Tensor, token_id: int) -> torch.T
 
 def _takes_query_positions(base: nn.Module) -> bool:
     return "query_positions" in inspect.signature(base.forward).parameters
-
-
-def _has_mlm(model: nn.Module) -> bool:
-    if hasattr(model, "mlm_logits"):
-        return bool(getattr(model, "has_mlm_head", getattr(model, "has_pretraining_heads", False)))
-    # ModernBERT's masked LM: `head` then `decoder`, no mlm_logits of its own
-    return (hasattr(model, "head") and isinstance(getattr(model, "decoder", None), nn.Linear)
-            and bool(getattr(model, "has_pretraining_heads", False)))
 
 
 def _mlm_logits(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:

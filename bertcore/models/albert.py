@@ -295,6 +295,8 @@ class AlbertForPreTraining(PretrainingHeads, BertPreTrainedModel):
 class AlbertForMaskedLM(BertPreTrainedModel):
     """ALBERT with the masked-LM head alone (no pooler, no SOP head)."""
 
+    PRETRAINING_HEADS = frozenset({"mlm"})
+
     def __init__(self, config: AlbertConfig):
         super().__init__(config)
         self.albert = AlbertModel(self.config, add_pooling_layer=False)
@@ -304,15 +306,7 @@ class AlbertForMaskedLM(BertPreTrainedModel):
 
     @property
     def has_pretraining_heads(self) -> bool:
-        return True
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return True
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
+        return True  # its head is always built and saved with it
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.config import BertConfig
-from bertcore.models.heads import PretrainingHeads
+from bertcore.models.heads import ModelHeads, PretrainingHeads
 
 IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
 
@@ -360,7 +360,7 @@ class BertModel(nn.Module):
         return BertModelOutput(last_hidden_state, pooler_output, hidden_states, attentions)
 
 
-class BertPreTrainedModel(nn.Module):
+class BertPreTrainedModel(ModelHeads, nn.Module):
     """What every model around a `bert` encoder shares: a config that names its class, weight init, size."""
 
     def __init__(self, config: BertConfig):
@@ -383,30 +383,6 @@ class BertPreTrainedModel(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(parameter.numel() for parameter in self.parameters())  # tied tensors count once
-
-    @property
-    def has_pretraining_heads(self) -> bool:
-        """Whether this class's own pretraining head(s) came trained with its weights: the flag the loader sets
-        (False for a bare encoder loaded into a class that can lack its heads; then they are not saved) and the
-        pretraining Trainer sets back to True. A task model carries its own head instead, so it answers False.
-
-        It is not the question "what can this model predict?", whose answer differs by class: analyses and
-        views ask `has_mlm_head` (masked-token predictions, importance, the logit lens) and `has_nsp_head` (the
-        is-next probability and the NSP loss term). ALBERT's sentence-order head is not an NSP head: its
-        has_nsp_head is False."""
-        return False
-
-    @property
-    def has_mlm_head(self) -> bool:
-        """Whether a trained masked-LM head is there (`mlm_logits` gives its scores); BertForMaskedLM has one
-        without an NSP head."""
-        return self.has_pretraining_heads
-
-    @property
-    def has_nsp_head(self) -> bool:
-        """Whether a trained next-sentence head is there (`cls.seq_relationship` on the pooled [CLS] vector)."""
-        return self.has_pretraining_heads
-
 
 class BertForPreTraining(PretrainingHeads, BertPreTrainedModel):
     """BERT with its two pretraining heads: masked-LM and next-sentence prediction."""
@@ -489,20 +465,14 @@ class BertOnlyMLMHead(nn.Module):
 class BertForMaskedLM(BertPreTrainedModel):
     """BERT with the masked-LM head alone (no pooler, no NSP head): what most fill-mask checkpoints are."""
 
+    PRETRAINING_HEADS = frozenset({"mlm"})
+
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.bert = BertModel(self.config, add_pooling_layer=False)
         self.cls = BertOnlyMLMHead(self.config)
         self.apply(self._init_weights)
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return True
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

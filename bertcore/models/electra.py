@@ -230,6 +230,8 @@ class ElectraGeneratorPredictions(nn.Module):
 class ElectraForMaskedLM(BertPreTrainedModel):
     """The generator: ELECTRA with a masked-LM head whose decoder is the word-embedding matrix."""
 
+    PRETRAINING_HEADS = frozenset({"mlm"})
+
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
         self.electra = ElectraModel(self.config)
@@ -240,15 +242,7 @@ class ElectraForMaskedLM(BertPreTrainedModel):
 
     @property
     def has_pretraining_heads(self) -> bool:
-        return True
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return True
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
+        return True  # its head is always built and saved with it
 
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""

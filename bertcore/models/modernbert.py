@@ -33,7 +33,7 @@ from bertcore.checks import check_int, check_number
 from bertcore.files.atomic import write_json_atomic
 from bertcore.models.bert import ACTIVATION_FUNCTIONS, IGNORE_INDEX, TokenRows, check_inputs
 from bertcore.models.config import BertConfig
-from bertcore.models.heads import PretrainingHeads
+from bertcore.models.heads import ModelHeads, PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
@@ -383,7 +383,7 @@ def attention_biases(
     return {GLOBAL_ATTENTION: bias(allowed), LOCAL_ATTENTION: bias(local_allowed)}
 
 
-class ModernBertPreTrainedModel(nn.Module):
+class ModernBertPreTrainedModel(ModelHeads, nn.Module):
     """What every model around a ModernBERT encoder shares: a config that names its class, weight init, size."""
 
     def __init__(self, config: ModernBertConfig):

@@ -130,19 +130,6 @@ class TaskModel(nn.Module):
         return encoder(input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask, head_mask=head_mask,
                        output_attentions=output_attentions, output_hidden_states=output_hidden_states)
 
-    # A task model's head is its own: it has no MLM or next-sentence head for the views to show.
-    @property
-    def has_pretraining_heads(self) -> bool:
-        return False
-
-    @property
-    def has_mlm_head(self) -> bool:
-        return False
-
-    @property
-    def has_nsp_head(self) -> bool:
-        return False
-
 
 def _takes_pooling_flag(encoder_class: type) -> bool:
     return "add_pooling_layer" in inspect.signature(encoder_class.__init__).parameters
