@@ -47,9 +47,10 @@ _PADDING = -1  # category of a padding key: no category, no share
 
 
 def is_punctuation(token: str) -> bool:
-    """A WordPiece token made only of punctuation, by BERT's definition (every non-alphanumeric ASCII
-    character, e.g. '$' and '`', plus Unicode category P*); '##' continuation marks are ignored."""
-    text = token.removeprefix("##")
+    """A token made only of punctuation, by BERT's definition (every non-alphanumeric ASCII character, e.g. '$'
+    and '`', plus Unicode category P*); the families' word marks (WordPiece's '##', byte-level BPE's 'Ġ',
+    SentencePiece's '▁') are ignored."""
+    text = token.removeprefix("##").removeprefix("\u0120").removeprefix("\u2581")
     return bool(text) and all(_is_punctuation_char(char) for char in text)
 
 
@@ -93,10 +94,15 @@ def head_roles(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     broad_entropy: float = DEFAULT_BROAD_ENTROPY,
+    special_tokens_mask: Sequence[int] | None = None,
 ) -> HeadRoles:
     """Roles of every head on one input (Clark et al. 2019): attentions (L, H, T, T) with rows = queries,
     tokens (T,) the input's own tokens (the original ones where a masking replaced some: the category is about
-    what stands at a position), attention_mask (T,) 1 = real, 0 = padding (default: all real)."""
+    what stands at a position), attention_mask (T,) 1 = real, 0 = padding (default: all real).
+
+    special_tokens_mask (T,) 1 where the tokenizer's layout added a token: the opening one takes the [CLS] role
+    and the others the [SEP] role, whatever the family calls them (RoBERTa's <s> and </s>); without it the
+    tokens named [CLS] and [SEP] do."""
     attentions = np.asarray(attentions)
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
         raise ValueError(f"attentions must be (layers, heads, tokens, tokens), got shape {attentions.shape}")
@@ -109,9 +115,18 @@ def head_roles(
     if not real.any():
         raise ValueError("the attention_mask marks no position as real; there is no query row to average")
     thresholds = _checked_thresholds(threshold, broad_entropy)
+    if special_tokens_mask is None:
+        is_cls = np.array([token == "[CLS]" for token in tokens])
+        is_sep = np.array([token == "[SEP]" for token in tokens])
+    else:
+        added = (np.asarray(special_tokens_mask) == 1) & real
+        if added.shape != (seq_len,):
+            raise ValueError(f"special_tokens_mask has {added.size} entries for {seq_len} positions; one per position")
+        opening = np.array([token == tokens[0] for token in tokens]) if added[0] else np.zeros(seq_len, bool)
+        is_cls, is_sep = added & opening, added & ~opening
     kinds = _KeyKinds(
-        is_cls=np.array([token == "[CLS]" for token in tokens])[None],
-        is_sep=np.array([token == "[SEP]" for token in tokens])[None],
+        is_cls=is_cls[None],
+        is_sep=is_sep[None],
         is_punctuation=np.array([is_punctuation(token) for token in tokens])[None],
         is_real=real[None],
     )
@@ -126,7 +141,7 @@ def inspection_head_roles(
     """`head_roles` of the input in an `Inspection` (its attentions, under its head mask; the encoding's tokens)."""
     encoding = inspection.encoding
     return head_roles(inspection.attentions, encoding.tokens, encoding.attention_mask, threshold=threshold,
-                      broad_entropy=broad_entropy)
+                      broad_entropy=broad_entropy, special_tokens_mask=encoding.special_tokens_mask)
 
 
 def corpus_head_roles(
