@@ -48,6 +48,7 @@ from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FIL
 from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError, base_model_name, family_for
+from bertcore.models.heads import PretrainingHeads
 from bertcore.models.hub import looks_like_repo_id, resolve_model
 from bertcore.models.task_heads import model_class_for
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
@@ -375,8 +376,7 @@ def _tied_names(model: torch.nn.Module) -> dict[str, str]:
 def _heads_may_be_absent(model: torch.nn.Module) -> bool:
     """A class that says whether its checkpoint had its heads (a settable has_pretraining_heads): it loads a bare
     encoder, whose heads are then marked absent. Every other class requires its head."""
-    prop = getattr(type(model), "has_pretraining_heads", None)
-    return isinstance(prop, property) and prop.fset is not None
+    return isinstance(model, PretrainingHeads)
 
 
 def _standard_names(state_dict: dict[str, torch.Tensor], skeleton: torch.nn.Module) -> dict[str, torch.Tensor]:
