@@ -118,6 +118,13 @@ class TokenizerBase:
                                     message=self._truncation_message(len_a, len_b, keep_a, keep_b, max_length))
         return text_b, piece_a, piece_b, keep_a, keep_b, truncation
 
+    def _unknown_words(self, text_a: str, text_b: str | None, input_ids: list[int],
+                       sequence_ids: list[int | None], offsets: list[tuple[int, int]]) -> list[str]:
+        """The source text behind every unknown token of a sentence (specials and padding are no one's words)."""
+        return [(text_a if sequence == 0 else text_b)[start:end]
+                for token_id, sequence, (start, end) in zip(input_ids, sequence_ids, offsets, strict=True)
+                if token_id == self.unk_token_id and sequence is not None]
+
     @staticmethod
     def _padding(num_real: int, pad_to: int | None, max_length: int) -> int:
         """[PAD] positions to add after num_real real ones so that the encoding is pad_to long (0 for None)."""

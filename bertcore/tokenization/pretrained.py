@@ -279,12 +279,7 @@ class PretrainedTokenizer(TokenizerBase):
         sequence_ids = list(laid_out.sequence_ids)
         offsets = [offset if sequence is not None else (0, 0)
                    for offset, sequence in zip(laid_out.offsets, sequence_ids, strict=True)]
-        unk_id = self.unk_token_id
-        unknown_words = [
-            (text_a if sequence == 0 else text_b)[start:end]
-            for token_id, sequence, (start, end) in zip(input_ids, sequence_ids, offsets, strict=True)
-            if token_id == unk_id and sequence is not None
-        ]
+        unknown_words = self._unknown_words(text_a, text_b, input_ids, sequence_ids, offsets)
         return Encoding(
             tokens=tokens + [self.pad_token] * num_pad,
             input_ids=input_ids + [self.pad_token_id] * num_pad,

@@ -286,12 +286,7 @@ class BertTokenizer(TokenizerBase):
         offsets += [(0, 0)] * num_pad
         special_tokens_mask += [1] * num_pad
 
-        unk_id = self.unk_token_id
-        unknown_words = [
-            (text_a if sequence_id == 0 else text_b)[start:end]
-            for token_id, sequence_id, (start, end) in zip(input_ids, sequence_ids, offsets, strict=True)
-            if token_id == unk_id and sequence_id is not None
-        ]
+        unknown_words = self._unknown_words(text_a, text_b, input_ids, sequence_ids, offsets)
         return Encoding(
             tokens=tokens,
             input_ids=input_ids,
