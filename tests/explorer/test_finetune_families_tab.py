@@ -8,22 +8,13 @@ from bertcore.models.albert import AlbertConfig, AlbertForPreTraining, AlbertFor
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.electra import ElectraConfig, ElectraForPreTraining, ElectraForSequenceClassification
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
-from explorer.finetune._qt.finetune_panel import FinetunePanel
 from explorer.finetune.finetune_run import LOADED_START
 from explorer.window.startup import load_checkpoint
 from tests.bertcore.test_finetune import WORDS
-from tests.explorer.test_finetune_panel import keyword_task, run_to_end, tiny  # noqa: F401 (keyword_task: fixture)
+from tests.explorer.test_finetune_panel import keyword_task, panel, run_to_end, tiny  # noqa: F401 (two fixtures)
 
 SIZES = dict(hidden_size=24, embedding_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=40,
              max_position_embeddings=32)
-
-
-@pytest.fixture
-def panel(qtbot):
-    panel = FinetunePanel(torch_threads=1)
-    qtbot.addWidget(panel)
-    yield panel
-    panel.shutdown()
 
 
 def family_folder(tmp_path, model_class, config_class):
