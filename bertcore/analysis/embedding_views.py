@@ -29,6 +29,7 @@ from torch import nn
 from bertcore.analysis._shared import eval_mode, is_int_at_least
 from bertcore.analysis.roles import is_punctuation
 from bertcore.data.corpus import Corpus
+from bertcore.tokenization.pieces import continues_word
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 TOKEN_KINDS = ("special", "word", "subword", "punctuation")
@@ -164,6 +165,7 @@ class HiddenStateSample:
     kind: np.ndarray  # (N,) str, one of TOKEN_KINDS
     labels: np.ndarray | None  # (N,) the task label of each point's sentence, when labels were given
     texts: list[str]  # (S,) each input as text ("A [SEP] B" for a pair), for hover
+    piece_style: str = "wordpiece"  # the tokenizer's word marks (bertcore.tokenization.pieces), to join pieces
 
     @property
     def num_points(self) -> int:
@@ -254,6 +256,7 @@ def sample_hidden_states(
         kind=np.asarray(kinds, dtype=str),
         labels=None if labels is None else np.asarray(list(labels)[: len(encodings)])[sentence_index],
         texts=texts,
+        piece_style=encodings[0].piece_style,
     )
 
 
@@ -307,7 +310,8 @@ def _token_kind(encoding: Encoding, position: int) -> str:
         return "special"
     if is_punctuation(token):
         return "punctuation"
-    return "subword" if token.startswith("##") else "word"
+    after_text = position > 0 and not encoding.special_tokens_mask[position - 1]  # a text's first piece is a word
+    return "subword" if after_text and continues_word(token, encoding.piece_style) else "word"
 
 
 def _batched_hidden_states(

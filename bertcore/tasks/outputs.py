@@ -23,6 +23,7 @@ from bertcore.models.task_heads import (
 )
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.qa_answers import MAX_ANSWER_LENGTH, best_spans
+from bertcore.tokenization.pieces import continues_word
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class TokenTaskOutput:
     predicted_ids: np.ndarray  # (T,) int64, argmax at each position
     predicted_labels: list[str]  # (T,) the predicted tag; "" where not scored
     scored: np.ndarray  # (T,) bool: False at [CLS], [SEP] and [PAD]
-    word_starts: np.ndarray  # (T,) bool: scored and not a '##' piece: where a word's tag is read (as in training)
+    word_starts: np.ndarray  # (T,) bool: scored and a word's first piece: where a word's tag is read (as in training)
+    piece_style: str = "wordpiece"  # the tokenizer's word marks (bertcore.tokenization.pieces), to join pieces
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,14 @@ def _token_output(config, encoding, logits: torch.Tensor) -> TokenTaskOutput:
     labels = tuple(config.id2label.values())
     predicted_ids = logits.argmax(-1).cpu().numpy()
     scored = np.array([not special for special in encoding.special_tokens_mask], dtype=bool)
-    word_starts = scored & np.array([not token.startswith("##") for token in encoding.tokens], dtype=bool)
+    glued = np.array([continues_word(token, encoding.piece_style) for token in encoding.tokens], dtype=bool)
+    after_text = np.concatenate([[False], scored[:-1]])  # a text's first piece has no space mark, yet starts a word
+    word_starts = scored & ~(glued & after_text)
     return TokenTaskOutput(
         labels=labels, logits=logits.cpu().numpy(), probabilities=logits.softmax(-1).cpu().numpy(),
         predicted_ids=predicted_ids.astype(np.int64),
         predicted_labels=[labels[i] if on else "" for i, on in zip(predicted_ids, scored, strict=True)],
-        scored=scored, word_starts=word_starts)
+        scored=scored, word_starts=word_starts, piece_style=encoding.piece_style)
 
 
 def _qa_output(tokenizer, encoding, start_logits: torch.Tensor, end_logits: torch.Tensor,

@@ -55,6 +55,30 @@ def readable_piece(token: str, piece_style: str) -> str:
     return token
 
 
+def continues_word(token: str, piece_style: str) -> bool:
+    """The piece is glued to the one before it: WordPiece's "##…", a byte-level or SentencePiece piece without its
+    space mark. The first piece of a text has no mark either: a caller knows where the text starts."""
+    if piece_style == "wordpiece":
+        return token.startswith(WORDPIECE_CONTINUATION) and len(token) > len(WORDPIECE_CONTINUATION)
+    if piece_style == "byte_level":
+        return not token.startswith(BYTE_LEVEL_SPACE)
+    if piece_style == "sentencepiece":
+        return not token.startswith(SENTENCEPIECE_SPACE)
+    return False
+
+
+def piece_text(token: str, piece_style: str) -> str:
+    """The piece's own text without its word mark, to join pieces back into words ("##ing" -> "ing",
+    "Ġcat" -> "cat", "Ã©" -> "é")."""
+    if piece_style == "wordpiece":
+        return token[len(WORDPIECE_CONTINUATION):] if continues_word(token, piece_style) else token
+    if piece_style == "byte_level":
+        return readable_piece(token, piece_style).removeprefix(WORD_START)
+    if piece_style == "sentencepiece":
+        return token.removeprefix(SENTENCEPIECE_SPACE)
+    return token
+
+
 def describe_piece(token: str, piece_style: str) -> str:
     """The raw piece and what its mark means, in words: "'Ġcat': follows a space (a new word)"."""
     if piece_style == "wordpiece" and token.startswith(WORDPIECE_CONTINUATION) and len(token) > 2:

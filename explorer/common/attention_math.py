@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SPECIAL_TOKENS_TO_HIDE = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+# without an encoding's own mask: BERT's names and RoBERTa's (<s> opens, </s> closes, <pad>)
+SPECIAL_TOKENS_TO_HIDE = frozenset({"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>"})
 
 # How values become colours, for everything shown together (a layer's heads, the overview, the rollout):
 #   "p99"   0 … the 99th percentile of those values, linear; higher values saturate. The default: at 512

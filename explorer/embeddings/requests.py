@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from bertcore.tokenization.pieces import piece_text
+
 COLOUR_BY = {"segment": "segment (A / B)", "kind": "token kind", "label": "task label"}
 DEFAULT_POINTS = 2000
 
@@ -56,15 +58,15 @@ def sample_pairs(corpus: Any, num_pairs: int, seed: int = 0) -> list[tuple[str, 
 
 
 def marked_sentence(sample: Any, index: int) -> str:
-    """The input point `index` came from, as WordPieces joined back into words, with its token in «»."""
+    """The input point `index` came from, as its pieces joined back into words, with its token in «»."""
     sentence = sample.sentence_index[index]
+    piece_style = sample.piece_style
     words: list[str] = []
     for point in np.flatnonzero(sample.sentence_index == sentence):
-        token = str(sample.tokens[point])
-        piece = token[2:] if token.startswith("##") else token
+        piece = piece_text(str(sample.tokens[point]), piece_style)
         if point == index:
             piece = f"«{piece}»"
-        if token.startswith("##") and words:
+        if sample.kind[point] == "subword" and words:
             words[-1] += piece
         else:
             words.append(piece)

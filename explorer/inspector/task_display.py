@@ -15,6 +15,7 @@ import colorsys
 from dataclasses import dataclass
 
 from bertcore.tasks.metrics import get_entities, is_entity_tagging
+from bertcore.tokenization.pieces import piece_text
 
 OUTSIDE_COLOUR = "#f2f2f2"  # "O": no entity, nearly the table's own background
 OUTSIDE_BAR_COLOUR = "#c4c4c4"  # an "O" word's bar: visible on the bar's light track
@@ -120,10 +121,10 @@ def tagged_words(output, tokens) -> list[tuple[str, int]]:
     words: list[tuple[str, int]] = []
     for position, token in enumerate(tokens):
         if output.word_starts[position]:
-            words.append((token, position))
+            words.append((piece_text(token, output.piece_style), position))
         elif output.scored[position] and words:
             word, first = words[-1]
-            words[-1] = (word + (token[2:] if token.startswith("##") else token), first)
+            words[-1] = (word + piece_text(token, output.piece_style), first)
     return words
 
 
