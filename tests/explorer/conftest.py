@@ -95,3 +95,13 @@ def window(qtbot, settings, tiny_model, tokenizer):
     window = open_window(qtbot, settings)
     show_model(qtbot, window, tiny_model, tokenizer)
     return window
+
+
+def paired_state(model, tokenizer, sentence_a: str, sentence_b: str):
+    """An ExplorerState holding the untrained tiny model and a sentence pair, with its first inspection."""
+    from explorer.inspector.state import ExplorerState, describe_model
+
+    state = ExplorerState()
+    state.set_model(model, tokenizer, describe_model(model, "tiny", untrained=True))
+    state.set_pair(sentence_a, sentence_b)
+    return state

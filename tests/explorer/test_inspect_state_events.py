@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.inspector.state import Change, ExplorerState, MaskingMode, describe_model, run_inspection
-from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
+from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model, paired_state
 
 SENTENCE_A, SENTENCE_B = "the king is dead", "long live the king"
 
@@ -29,10 +29,7 @@ class Heard:
 
 @pytest.fixture
 def state(tiny_model, tokenizer) -> ExplorerState:
-    state = ExplorerState()
-    state.set_model(tiny_model, tokenizer, describe_model(tiny_model, "tiny", untrained=True))
-    state.set_pair(SENTENCE_A, SENTENCE_B)
-    return state
+    return paired_state(tiny_model, tokenizer, SENTENCE_A, SENTENCE_B)
 
 
 @pytest.fixture

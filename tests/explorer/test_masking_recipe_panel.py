@@ -7,8 +7,9 @@ import pytest
 from PySide6.QtWidgets import QComboBox, QLabel
 
 from bertcore.data.masking import MaskDecision, mask_like_bert
-from explorer.inspector.state import Change, ExplorerState, describe_model
+from explorer.inspector.state import Change, ExplorerState
 from explorer.window._qt.main_window import MainWindow
+from tests.explorer.conftest import paired_state
 
 WAIT_MS = 10_000
 SENTENCE_A = "the unbelievably enormous kingdom of denmark perished, long live the king"
@@ -17,10 +18,7 @@ SENTENCE_B = "his son shall take the crown tomorrow"
 
 @pytest.fixture
 def state(tiny_model, tokenizer) -> ExplorerState:
-    state = ExplorerState()
-    state.set_model(tiny_model, tokenizer, describe_model(tiny_model, "tiny", untrained=True))
-    state.set_pair(SENTENCE_A, SENTENCE_B)
-    return state
+    return paired_state(tiny_model, tokenizer, SENTENCE_A, SENTENCE_B)
 
 
 def test_the_recipe_is_drawn_with_the_seed(state, tokenizer):
