@@ -41,6 +41,7 @@ class LogitLens:
     top_probabilities: np.ndarray  # (L + 1, P, k) float32
     original_probability: np.ndarray  # (L + 1, P) float32 probability of the original token
     original_rank: np.ndarray  # (L + 1, P) int64, 1 = the original token is the top prediction
+    piece_style: str = "wordpiece"  # the tokenizer's word marks, for readable pieces (bertcore.tokenization.pieces)
 
     @property
     def num_rows(self) -> int:
@@ -149,4 +150,5 @@ def _read_layers(
         top_probabilities=top_probabilities,
         original_probability=original_probability,
         original_rank=original_rank,
+        piece_style=tokenizer.piece_style,
     )

@@ -55,6 +55,7 @@ class LayerView:
     levels: tuple[float, float]  # colour levels shared by the layer's heads
     head_mask: np.ndarray  # (L, H) float32, 1 = head on, 0 = switched off
     options: ViewOptions
+    piece_style: str = "wordpiece"  # the tokenizer's word marks, for readable labels (bertcore.tokenization.pieces)
 
     @property
     def heads_on(self) -> np.ndarray:
@@ -89,7 +90,7 @@ def layer_view(inspection, layer: int, options: ViewOptions | None = None,
     return LayerView(
         layer=layer, num_layers=num_layers, num_heads=num_heads, tokens=tokens, special_mask=special,
         positions=positions, matrices=matrices, levels=colour_levels(matrices, options.colour_scale),
-        head_mask=mask, options=options,
+        head_mask=mask, options=options, piece_style=inspection.encoding.piece_style,
     )
 
 

@@ -350,7 +350,8 @@ class AttentionPanel(AttentionExports, QWidget):
             self.window_edges.setData(*window_edges(view.positions, self.inspection.sliding_window))
         else:
             self.window_edges.setData([], [])
-        self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
+        self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
+                                      piece_style=view.piece_style)
         self.head_detail.highlight_position(self.highlighted)
 
     def _refresh_overview(self) -> None:
@@ -381,7 +382,8 @@ class AttentionPanel(AttentionExports, QWidget):
         self.rollout_view.set_title(
             f"Rollout through layer {layer + 1} / {self.num_layers} "
             f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
-        self.rollout_view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale)
+        self.rollout_view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
+                                       piece_style=view.piece_style)
         self.rollout_view.highlight_position(self.highlighted)
         self._stale.discard("rollout")
 

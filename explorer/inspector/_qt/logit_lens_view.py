@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bertcore.tokenization.pieces import readable_piece
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.exporting import export_button, export_png
 from explorer.common._qt.heatmap_style import color_map
@@ -242,7 +243,8 @@ class LogitLensView(QWidget):
         self.color_bar.setLevels((0.0, shown * levels[1]))
         self.color_bar.setVisible(self.value_kind() == "probability")
         self.left_axis.set_labels(list(lens.layer_names))
-        self.bottom_axis.set_labels([f"{token}" for token in lens.original_tokens], lens.positions)
+        self.bottom_axis.set_labels([readable_piece(token, lens.piece_style) for token in lens.original_tokens],
+                                    lens.positions)
         self._fit_rows(num_rows)
         self.plot.vb.setRange(xRange=(0, num_columns), yRange=(0, num_rows), padding=0)
         self._write_cell_texts(levels)
@@ -303,8 +305,9 @@ class LogitLensView(QWidget):
         for row in range(lens.num_rows):
             for rank in range(top_k):
                 token = str(lens.top_tokens[row, column, rank])
-                item = QTableWidgetItem(f"{token} {percent(float(lens.top_probabilities[row, column, rank]))}")
-                item.setToolTip(f"{lens.layer_names[row]}, #{rank + 1}: {item.text()}")
+                probability = percent(float(lens.top_probabilities[row, column, rank]))
+                item = QTableWidgetItem(f"{readable_piece(token, lens.piece_style)} {probability}")
+                item.setToolTip(f"{lens.layer_names[row]}, #{rank + 1}: {token!r} {probability}")
                 if token == original:
                     item.setBackground(QBrush(CORRECT_COLOUR))
                 table.setItem(row, rank, item)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking import MaskDecision
+from bertcore.tokenization.pieces import readable_piece
 from explorer.inspector.family_display import SOP_MEANING, SOP_TITLE, sentence_order_text
 
 PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
@@ -55,13 +56,14 @@ def percent(probability: float) -> str:
     return f"{value:.3f}%" if value >= 0.001 else "<0.001%"
 
 
-def _decision_word(prediction) -> str:
+def _decision_word(prediction, piece_style: str) -> str:
     decision = MaskDecision(prediction.decision)
+    shown = readable_piece(prediction.input_token, piece_style)
     if decision is MaskDecision.RANDOM:
-        return f"{prediction.input_token} (random)"
+        return f"{shown} (random)"
     if decision is MaskDecision.KEEP:
-        return f"{prediction.input_token} (kept)"
-    return prediction.input_token
+        return f"{shown} (kept)"
+    return shown
 
 
 class PredictionsModel(QAbstractTableModel):
@@ -69,10 +71,12 @@ class PredictionsModel(QAbstractTableModel):
         super().__init__(parent)
         self.predictions: list = []
         self.top_k = 0
+        self.piece_style = "wordpiece"  # the tokenizer's word marks: cells show readable pieces, tooltips raw ones
 
-    def set_predictions(self, predictions: list) -> None:
+    def set_predictions(self, predictions: list, piece_style: str = "wordpiece") -> None:
         self.beginResetModel()
         self.predictions = list(predictions)
+        self.piece_style = piece_style
         self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
         self.endResetModel()
 
@@ -99,10 +103,11 @@ class PredictionsModel(QAbstractTableModel):
             if column == 0:
                 return str(prediction.position)
             if column == 1:
-                return _decision_word(prediction)
+                return _decision_word(prediction, self.piece_style)
             if column == 2:
-                return prediction.original_token
-            return f"{prediction.top_tokens[rank]}  {percent(float(prediction.top_probabilities[rank]))}"
+                return readable_piece(prediction.original_token, self.piece_style)
+            return (f"{readable_piece(prediction.top_tokens[rank], self.piece_style)}  "
+                    f"{percent(float(prediction.top_probabilities[rank]))}")
         if rank >= 0 and role == PROBABILITY_ROLE:
             return float(prediction.top_probabilities[rank])
         if rank >= 0 and role == CORRECT_ROLE:
@@ -126,7 +131,8 @@ class BarDelegate(QStyledItemDelegate):
             return
         prediction = index.model().predictions[index.row()]
         rank = index.column() - len(FIXED_COLUMNS)
-        token, value = prediction.top_tokens[rank], percent(probability)
+        token = readable_piece(prediction.top_tokens[rank], index.model().piece_style)
+        value = percent(probability)
         painter.save()
         rect = QRectF(option.rect).adjusted(2, 3, -2, -3)
         colour = CORRECT_COLOUR if index.data(CORRECT_ROLE) else BAR_COLOUR
@@ -324,7 +330,7 @@ class PredictionsPanel(QWidget):
         else:
             self.nsp_label.setText(f"B follows A: {100 * probability:.1f}%")
             self.nsp_bar.setValue(round(1000 * probability))
-        self.model.set_predictions(inspection.predictions)
+        self.model.set_predictions(inspection.predictions, inspection.encoding.piece_style)
         if inspection.predictions:
             header = self.view.horizontalHeader()
             for column in range(self.model.columnCount()):

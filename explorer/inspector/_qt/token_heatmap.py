@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from bertcore.tokenization.pieces import readable_piece
 from explorer.common._qt.heatmap_style import (
     colour_lookup,
     diverging_lookup,
@@ -122,13 +123,15 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.plot.vb.view_all()
 
     def set_matrix(self, matrix: np.ndarray, tokens, positions: np.ndarray, levels: tuple[float, float],
-                   scale: str = DEFAULT_COLOUR_SCALE) -> None:
-        """matrix (t, t): row i / column j are the tokens at original positions[i] / positions[j]; drawn here."""
+                   scale: str = DEFAULT_COLOUR_SCALE, *, piece_style: str = "wordpiece") -> None:
+        """matrix (t, t): row i / column j are the tokens at original positions[i] / positions[j]; drawn here.
+        piece_style: the tokenizer's word marks, for readable axis labels (the hover names the raw piece)."""
         lookup, gamma = (diverging_lookup(), 1.0) if self.difference else (colour_lookup(), colour_gamma(scale))
         image = to_rgba(fit(matrix, self.image_pixels()), levels, lookup, gamma)
-        self.show_picture(MatrixPicture((), matrix, image, levels), tokens, positions, scale)
+        self.show_picture(MatrixPicture((), matrix, image, levels), tokens, positions, scale, piece_style=piece_style)
 
-    def show_picture(self, picture: MatrixPicture, tokens, positions: np.ndarray, scale: str) -> None:
+    def show_picture(self, picture: MatrixPicture, tokens, positions: np.ndarray, scale: str, *,
+                     piece_style: str = "wordpiece") -> None:
         """A picture drawn elsewhere (`attention_images`), its values, their tokens and positions."""
         self.matrix, self.levels, self.scale = picture.matrix, picture.levels, scale
         self.tokens = list(tokens)
@@ -143,10 +146,10 @@ class TokenHeatmap(HoverReadout, QWidget):
             show_difference_scale(self.color_bar, picture.levels, f"{self.value_name}, ±{picture.levels[1]:.3g}")
         else:
             show_scale(self.color_bar, scale, picture.levels)
-        labels_key = (tuple(self.tokens), tuple(self.positions.tolist()))
+        labels_key = (tuple(self.tokens), tuple(self.positions.tolist()), piece_style)
         if labels_key != self._labels_key:
             self._labels_key = labels_key
-            labels = [self.tokens[position] for position in self.positions]
+            labels = [readable_piece(self.tokens[position], piece_style) for position in self.positions]
             self.left_axis.set_labels(labels, self.positions)
             self.bottom_axis.set_labels(labels, self.positions)
             if self.plot.vb.content.width() != length:  # the same tokens in another head keep the zoom
