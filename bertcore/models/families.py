@@ -10,7 +10,7 @@ never imports torch. Adding a family is adding one entry; the loader (bertcore.m
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -230,6 +230,20 @@ def uses_segments(model: Any) -> bool:
     embeddings = getattr(getattr(model, base_model_name(model)), "embeddings", None)
     table = getattr(embeddings, "token_type_embeddings", None)
     return table is not None and table.num_embeddings > 1
+
+
+def model_position_ids(model: Any, input_ids: Sequence[int]) -> list[int]:
+    """The position ids the model itself gives one input: 0…T−1, or, for RoBERTa's embeddings (XLM-R's too, which
+    keep a `padding_idx`), padding_idx + 1, + 2, … over the tokens that are not padding and padding_idx at padding."""
+    embeddings = getattr(getattr(model, base_model_name(model)), "embeddings", None)
+    padding_idx = getattr(embeddings, "padding_idx", None)
+    if padding_idx is None:
+        return list(range(len(input_ids)))
+    positions, count = [], padding_idx
+    for token_id in input_ids:
+        count += token_id != padding_idx
+        positions.append(count if token_id != padding_idx else padding_idx)
+    return positions
 
 
 def _first_architecture(values: Mapping[str, Any]) -> str | None:

@@ -53,3 +53,22 @@ def test_the_logit_lens_labels_its_columns_and_top_tokens_readably(qtbot):
     assert view.bottom_axis.labels == ["\u2423cat"]
     assert view.top_table.item(0, 0).text().startswith("\u2423dog")
     assert "Ġdog" in view.top_table.item(0, 0).toolTip()
+
+
+def test_the_position_row_shows_the_models_own_positions(qtbot):
+    from bertcore.models.families import model_position_ids
+    from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
+    from bertcore.tokenization.encoding import Encoding
+    from explorer.inspector._qt.token_table import ROWS, TokenTable
+
+    roberta = RobertaForMaskedLM(RobertaConfig(vocab_size=40, hidden_size=24, num_hidden_layers=1,
+                                               num_attention_heads=3, intermediate_size=40, pad_token_id=1))
+    assert model_position_ids(roberta, [0, 7, 8, 2, 1]) == [2, 3, 4, 5, 1]  # pad_token_id + 1 on; padding at 1
+    encoding = Encoding(TOKENS, [0, 7, 8, 9, 2], [0] * 5, list(range(5)), [1] * 5, [1, 0, 0, 0, 1],
+                        [None, 0, 0, 0, None], [(0, 0)] * 5, None, [], piece_style="byte_level")
+    table = TokenTable()
+    qtbot.addWidget(table)
+    table.set_input(encoding, None, has_segments=False, position_ids=model_position_ids(roberta, encoding.input_ids))
+    row = ROWS.index("position id")
+    model = table.table_model
+    assert [model.item(row, column).text() for column in range(5)] == ["2", "3", "4", "5", "6"]

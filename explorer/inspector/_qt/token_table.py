@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking import MaskDecision, Masking
-from bertcore.models.families import uses_segments
+from bertcore.models.families import model_position_ids, uses_segments
 from bertcore.tokenization.pieces import describe_piece, readable_piece
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.inspector.state import Change, ExplorerState
@@ -90,6 +90,7 @@ class TokenTableModel(QStandardItemModel):
         self.masking: Masking | None = None
         self.highlighted = -1
         self.has_segments = True  # False: the segment row shows "—" (a model without token types)
+        self.position_ids: list[int] | None = None  # the model's own positions; None: the encoding's 0…T−1
         self.rows: tuple[str, ...] = ROWS  # ROWS, and "tag" while a token-classification model is shown
         self._tags: list | None = None  # TagCells of the encoding shown; None: not (yet) known
         self._texts: list[list[str]] = [[] for _ in ROWS]  # [row][column]
@@ -101,8 +102,10 @@ class TokenTableModel(QStandardItemModel):
         self._tooltips: list[str] = []  # [column], for every row but the tag row
         self._reset_cells()  # the row labels, before any input
 
-    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True) -> None:
+    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True,
+                  position_ids: list[int] | None = None) -> None:
         self.encoding, self.masking, self.has_segments = encoding, masking, has_segments
+        self.position_ids = position_ids  # the model's own (RoBERTa counts from pad + 1); None: the encoding's
         if encoding is None or self.highlighted >= len(encoding):
             self.highlighted = -1
         self._tags = None  # the tags come with the inspection of this input
@@ -171,7 +174,7 @@ class TokenTableModel(QStandardItemModel):
             shown_tokens(encoding),
             [str(i) for i in encoding.input_ids],
             [str(i) for i in encoding.segment_ids] if self.has_segments else [NO_SEGMENTS] * len(encoding),
-            [str(i) for i in encoding.position_ids],
+            [str(i) for i in (encoding.position_ids if self.position_ids is None else self.position_ids)],
             [str(i) for i in encoding.attention_mask],
             [decision_text(masking, column) for column in columns],
         ]
@@ -346,11 +349,16 @@ class TokenTable(QTableView):
             self._show_state(state)
 
     def _show_state(self, state: ExplorerState) -> None:
-        self.set_input(*state.shown_input(), has_segments=state.model is None or uses_segments(state.model))
+        encoding, masking = state.shown_input()
+        model = state.model
+        positions = None if model is None or encoding is None else model_position_ids(model, encoding.input_ids)
+        self.set_input(encoding, masking, has_segments=model is None or uses_segments(model), position_ids=positions)
 
-    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True) -> None:
-        """Show an input; has_segments=False writes "—" in the segment row (a model without token types)."""
-        self.table_model.set_input(encoding, masking, has_segments)
+    def set_input(self, encoding: Encoding | None, masking: Masking | None, has_segments: bool = True,
+                  position_ids: list[int] | None = None) -> None:
+        """Show an input; has_segments=False writes "—" in the segment row (a model without token types);
+        position_ids: the model's own positions where they are not the encoding's 0…T−1 (RoBERTa's)."""
+        self.table_model.set_input(encoding, masking, has_segments, position_ids)
         if encoding is None:
             return
         # Widths from the text itself: ResizeToContents would measure every cell again on each layout.
