@@ -359,7 +359,8 @@ class ExplorerState:
         if self.masking is None:
             return "No masking: click a token to mask it, or press “Mask like BERT”."
         how = f"{_recipe_name(self.masking)}, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
-        return _masking_line(how, self.encoding, self.masking)
+        mask_token = None if self.tokenizer is None else self.tokenizer.mask_token
+        return _masking_line(how, self.encoding, self.masking, mask_token)
 
     def _remask(self) -> Masking | None:
         self.masking = self._masking_for(self.encoding) if self.encoding is not None else None
@@ -484,8 +485,12 @@ def _recipe_name(masking: Masking) -> str:
     return RECIPE_NAMES.get(masking.recipe or "token", RECIPE_NAMES["token"])[0]
 
 
-def _masking_line(how: str, encoding: Encoding, masking: Masking) -> str:
+def _masking_line(how: str, encoding: Encoding, masking: Masking, mask_token: str | None = None) -> str:
+    """`mask_token`: the model's own (RoBERTa's <mask>); else read where the masking put one, else [MASK]."""
     decisions = [MaskDecision(decision) for decision in masking.decisions]
+    if mask_token is None:
+        mask_token = next((masking.masked_tokens[position] for position, decision in enumerate(decisions)
+                           if decision is MaskDecision.MASK), "[MASK]")
     counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
     candidates = sum(1 for special in encoding.special_tokens_mask if not special)
     picked = f"{sum(counts.values())} of {candidates} tokens"
@@ -494,7 +499,7 @@ def _masking_line(how: str, encoding: Encoding, masking: Masking) -> str:
         # a word or span is decided as a whole, so its counts below come in whole units
         picked += f" in {masking.num_units} {unit}{'s' if masking.num_units != 1 else ''}"
     return (f"Masking ({how}): {picked} — {counts[MaskDecision.MASK]} → "
-            f"[MASK], {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
+            f"{mask_token}, {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
 
 
 def run_inspection(request: InspectRequest) -> Any:

@@ -26,3 +26,16 @@ def test_tagged_words_and_marked_sentences_join_byte_level_pieces():
     sample = SimpleNamespace(sentence_index=np.zeros(5, np.int64), tokens=np.array(tokens[1:6]),
                              kind=np.array(["word", "subword", "word", "word", "subword"]), piece_style="byte_level")
     assert marked_sentence(sample, 3) == "Romeo and «jul»iet"
+
+
+def test_the_masking_summary_names_the_models_own_mask_token():
+    from types import SimpleNamespace
+
+    from bertcore.data.masking import MaskDecision
+    from explorer.inspector.state import _masking_line
+
+    encoding = SimpleNamespace(special_tokens_mask=[1, 0, 0, 0, 1])
+    masking = SimpleNamespace(decisions=[0, MaskDecision.MASK, MaskDecision.RANDOM, 0, 0], recipe="token",
+                              masked_tokens=["<s>", "<mask>", "Ġdog", "Ġsat", "</s>"], units=None, num_units=0)
+    assert _masking_line("by hand", encoding, masking) == (
+        "Masking (by hand): 2 of 3 tokens — 1 → <mask>, 1 → random, 0 kept")
