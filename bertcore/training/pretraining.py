@@ -187,6 +187,26 @@ def objective_stats_from_record(record: Mapping[str, Any]) -> ObjectiveStepStats
     return None
 
 
+PAIR_OBJECTIVES = ("mlm+nsp", "mlm+sop")  # their examples are sentence pairs, laid out [CLS] A [SEP] B [SEP]
+
+
+def _check_pair_layout(tokenizer, objective: str) -> None:
+    """A pair objective's batches are laid out as BERT and ALBERT read pairs; a tokenizer whose own pair template
+    differs (RoBERTa's <s> A </s></s> B </s>, one segment) would train the model on a layout it never sees again."""
+    if objective not in PAIR_OBJECTIVES:
+        return
+    word = next(i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_token_ids)  # A's and B's one word
+    ids, segments, _ = tokenizer.layout_ids([word], [word])
+    expected = [tokenizer.cls_token_id, word, tokenizer.sep_token_id, word, tokenizer.sep_token_id]
+    if ids != expected or segments != [0, 0, 0, 1, 1]:
+        shown = " ".join("A" if i == 1 else "B" if i == len(ids) - 2 and ids[i] == word else token
+                         for i, token in enumerate(tokenizer.convert_ids_to_tokens(ids)))
+        raise ValueError(
+            f"objective {objective} trains on sentence pairs laid out [CLS] A [SEP] B [SEP] with two segments, but "
+            f"this tokenizer lays a pair out as {shown} (segments {segments}); its family pretrains on single "
+            "segments: use --objective mlm (or rtd), or a WordPiece/SentencePiece vocabulary for mlm+nsp / mlm+sop")
+
+
 class PretrainingTask(TrainingTask):
     """Pretraining on a corpus with an objective (bertcore.training.objectives; BERT's MLM + NSP by default): a model
     of the objective's class built from a preset (or `model_config`) in the family `config.resolved_arch`, continued
@@ -229,6 +249,7 @@ class PretrainingTask(TrainingTask):
                 pad_token_id=tokenizer.pad_token_id, cls_token_id=tokenizer.cls_token_id,
                 sep_token_id=tokenizer.sep_token_id, seq_len=config.seq_len)
             model = self.objective.build(config.resolved_arch, model_config, config)
+        _check_pair_layout(tokenizer, self.objective.name)
         positions = getattr(model.config, "max_length", model.config.max_position_embeddings)  # RoBERTa: less pad
         if config.seq_len > positions:
             raise ValueError(f"seq_len is {config.seq_len} but the model has only {positions} positions; use "

@@ -66,3 +66,14 @@ def test_a_roberta_run_trains_saves_and_resumes_with_its_tokenizer_json(roberta_
         assert isinstance(resumed.task.tokenizer, PretrainedTokenizer)
         list(resumed.steps())
     assert isinstance(load_pretrained(run / "final")[1], PretrainedTokenizer)
+
+
+@pytest.mark.parametrize(("objective", "arch"), [("mlm+nsp", "bert"), ("mlm+sop", "albert")])
+def test_a_pair_objective_refuses_a_tokenizer_with_another_pair_layout(roberta_folder, ordered_corpus, tmp_path,
+                                                                       objective, arch):
+    # RoBERTa lays a pair out as <s> A </s></s> B </s> in one segment: NSP / SOP batches in BERT's layout would
+    # teach the model a layout its tokenizer never produces.
+    config = make_config(ordered_corpus, tmp_path / "run", arch=arch, objective=objective,
+                         vocab=str(roberta_folder), steps=1, warmup_steps=0)
+    with pytest.raises(ValueError, match="lays a pair out as <s> A </s> </s> B </s>"):
+        list(Trainer(config, model_config=SIZES).steps())
