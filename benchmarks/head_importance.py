@@ -29,7 +29,8 @@ from bertcore.analysis.embedding_views import project_hidden_states, sample_hidd
 from bertcore.analysis.importance import input_head_importance, iter_head_importance, pretraining_sample
 from bertcore.analysis.inspection import inspect_encoding
 from bertcore.analysis.roles import corpus_head_roles, role_sample
-from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus
 from bertcore.data.masking import mask_like_bert
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path, default_vocab_path
 from bertcore.models.bert import BertForPreTraining

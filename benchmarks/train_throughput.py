@@ -12,7 +12,7 @@ real (non-pad) tokens per second, and the ratio.
     .venv/bin/python benchmarks/train_throughput.py --preset base --device cuda --dtype bf16   # + MFU
 
 --batches full:   identical random full-length batches (no padding), 15% of positions labelled.
---batches corpus: batches from the real pipeline (bertcore.data.corpus, with the trainer's default length bucketing) on
+--batches corpus: batches from the real pipeline (bertcore.data.batches, with the trainer's default length bucketing) on
                   the default corpus, padded to their longest sequence and given to both models; transformers
                   is also timed on the same batches padded to --seq-len, the usual fixed-length input of a
                   transformers pipeline.
@@ -56,7 +56,8 @@ def full_length_batches(vocab_size: int, batch_size: int, seq_len: int, count: i
 
 
 def corpus_batches(batch_size: int, seq_len: int, count: int, length_buckets: int):
-    from bertcore.data.corpus import PretrainingData, read_corpus
+    from bertcore.data.batches import PretrainingData
+    from bertcore.data.corpus import read_corpus
     from bertcore.files.resources import default_corpus_path, default_vocab_path
     from bertcore.tokenization.wordpiece import BertTokenizer
 

@@ -28,7 +28,7 @@ from torch import nn
 
 from bertcore.analysis._shared import eval_mode, is_int_at_least
 from bertcore.analysis.progress import Progress, run_to_end
-from bertcore.data.corpus import PretrainingData
+from bertcore.data.batches import PretrainingData
 from bertcore.data.masking import Masking
 from bertcore.tokenization.wordpiece import Encoding
 
@@ -47,7 +47,7 @@ def head_importance(
     """Σ over batches of |∂ loss / ∂ head gate|: (layers, heads) float64, not normalised (Michel et al. 2019).
 
     batches: each a dict of the model's forward keyword arguments with labels (tensors of shape (B, T) and
-    (B,)), or a `bertcore.data.corpus.Batch`. head_mask (layers, heads): where the gradient is taken; the paper takes
+    (B,)), or a `bertcore.data.batches.Batch`. head_mask (layers, heads): where the gradient is taken; the paper takes
     it at all ones (the default), a partly pruned mask gives the importance of the remaining (and, for
     gates at 0, of the switched-off) heads. To follow progress or cancel, iterate `iter_head_importance`.
     """
@@ -232,10 +232,10 @@ def _gate_values(head_mask: np.ndarray | None, shape: tuple[int, int]) -> np.nda
 
 def _forward_arguments(batch: Any, index: int) -> dict[str, Any]:
     if hasattr(batch, "model_inputs"):
-        batch = batch.model_inputs()  # a bertcore.data.corpus.Batch
+        batch = batch.model_inputs()  # a bertcore.data.batches.Batch
     if not isinstance(batch, Mapping):
         raise ValueError(f"batch {index} is a {type(batch).__name__}; each batch must be a dict of the model's "
-                         "forward keyword arguments (input_ids, ..., labels) or a bertcore.data.corpus.Batch")
+                         "forward keyword arguments (input_ids, ..., labels) or a bertcore.data.batches.Batch")
     if "head_mask" in batch:
         raise ValueError(f"batch {index} carries its own head_mask; importance sets the head gates itself — "
                          "pass the point to evaluate at as head_mask= instead")

@@ -34,7 +34,7 @@ from torch import nn
 from bertcore.analysis._shared import eval_mode, is_int_at_least
 from bertcore.analysis.inspection import Inspection
 from bertcore.analysis.progress import Progress, run_to_end
-from bertcore.data.corpus import PretrainingData, collate_pairs, step_rng
+from bertcore.data.batches import PretrainingData, collate_pairs, step_rng
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 CATEGORIES = ("cls", "sep", "self", "previous", "next", "punctuation", "other")  # in priority order

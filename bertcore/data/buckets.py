@@ -3,7 +3,7 @@
 Steps come in groups of k (`length_buckets`): one pool of examples is drawn per group, sorted by length (stably:
 ties keep the pool's order) and cut into batches that are dealt out in a seeded random order. Every batch is a pure
 function of the group's seed, so a run resumed mid-group gets the very batches it would have had. Pretraining
-(bertcore.data.corpus) and fine-tuning (bertcore.tasks.finetune_data) both batch this way.
+(bertcore.data.batches) and fine-tuning (bertcore.tasks.finetune_data) both batch this way.
 """
 
 from __future__ import annotations

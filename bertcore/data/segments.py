@@ -1,4 +1,4 @@
-"""Training examples of the family's other pretraining recipes, beside BERT's next-sentence pairs (corpus.py).
+"""Training examples of the family's other pretraining recipes, beside BERT's next-sentence pairs (pairs.py).
 
 - Sentence-order pairs (ALBERT, Lan et al. 2020): segment A and segment B are two runs of consecutive sentences of
   one document, B right after A; half of the time they are swapped, and the model says which (label 0 = in order,
@@ -10,13 +10,13 @@
 Each recipe is an `ExampleRecipe`: a sampler over tokenized documents (anything where `documents[d][i]` is sentence
 i's token ids and `len(documents[d])` its number of sentences), the length a batch is bucketed by, and the collate
 that masks a list of examples into a `SegmentBatch`. Sampling is with replacement and stateless, as for the pairs:
-the examples of a step are a pure function of the step's random source (`bertcore.data.corpus.step_rng`).
+the examples of a step are a pure function of the step's random source (`bertcore.data.batches.step_rng`).
 
     sampler = FULL_SENTENCES.sampler(train_documents, 128, short_seq_prob=0.1, source="the corpus",
                                      tokenizer=tokenizer)
     batch = FULL_SENTENCES.collate(sampler.sample_batch(step_rng(0, 0, 1), 32), tokenizer, generator, 0.15)
 
-`bertcore.data.corpus.PretrainingData(..., examples=FULL_SENTENCES)` draws its train and held-out batches so.
+`bertcore.data.batches.PretrainingData(..., examples=FULL_SENTENCES)` draws its train and held-out batches so.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _run(document, start: int, budget: int, step: int) -> tuple[list[int], int]:
 
 def truncate_pair(tokens_a: list[int], tokens_b: list[int], target: int) -> tuple[list[int], list[int]]:
     """Longest-first truncation to `target` tokens in all: A loses its start and B its end, so the text where A
-    meets B stays contiguous (as corpus.PairSampler truncates)."""
+    meets B stays contiguous (as pairs.PairSampler truncates)."""
     excess = len(tokens_a) + len(tokens_b) - target
     if excess <= 0:
         return tokens_a, tokens_b

@@ -28,7 +28,7 @@ integer labels in numeric order; labels that are numbers with a fraction (0.5, "
 unless `problem_type` says otherwise; the eval file must use only the training file's labels. Regression scores
 must be finite and within ±MAX_REGRESSION_SCORE (1e15): the squared error of a larger one overflows float32.
 
-Batches follow bertcore.data.corpus's habits: padded to the batch's longest sequence, and a pure function of
+Batches follow bertcore.data.batches's habits: padded to the batch's longest sequence, and a pure function of
 (seed, step, rank, world size) so a resumed run sees exactly the batches an uninterrupted one would. Training
 goes through the examples in epochs (each epoch a seeded permutation, one continuous stream across epoch
 ends), so every example is seen once per epoch; `length_buckets = k > 1` sorts each group of k steps' examples

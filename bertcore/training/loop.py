@@ -71,7 +71,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from bertcore.data.corpus import step_rng
+from bertcore.data.batches import step_rng
 from bertcore.errors import (
     DivergenceError,
     NonFiniteLossError,

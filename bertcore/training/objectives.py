@@ -1,7 +1,7 @@
 """The family's pretraining objectives, one class each: what a model learns from, its loss, and its metrics.
 
 - `MaskedLmNextSentence` ("mlm+nsp", BERT, Devlin et al. 2019): masked LM + next-sentence prediction on
-  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.corpus).
+  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.pairs).
 - `MaskedLm` ("mlm", RoBERTa, Liu et al. 2019): masked LM alone on full sentences packed across documents
   (bertcore.data.segments.FULL_SENTENCES); any family's masked-LM class.
 - `MaskedLmSentenceOrder` ("mlm+sop", ALBERT, Lan et al. 2020): masked LM + sentence-order prediction on two
@@ -79,7 +79,7 @@ def family_config(arch: str, sizes, *, vocab_size: int, pad_token_id: int, cls_t
         return AlbertConfig(**shape, max_position_embeddings=positions, embedding_size=min(128, sizes.hidden_size),
                             hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if arch == "modernbert":
-        from bertcore.models.modernbert import ModernBertConfig
+        from bertcore.models.modernbert_config import ModernBertConfig
 
         # GeGLU halves 1.5 × hidden wide (ModernBERT-base: 1152 of 768); the MLM head on labelled rows only.
         return ModernBertConfig(**{**shape, "intermediate_size": sizes.hidden_size * 3 // 2},

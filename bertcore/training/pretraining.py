@@ -35,7 +35,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from bertcore.data.corpus import Batch, CorpusError, PretrainingData, step_rng
+from bertcore.data.batches import Batch, PretrainingData, step_rng
+from bertcore.data.corpus import CorpusError
 from bertcore.data.prepare import ProgressCallback, corpus_change_note, prepare_corpus, vocabulary_sample
 from bertcore.data.prepared import PreparedCorpus
 from bertcore.data.sources import CorpusSource
@@ -210,7 +211,7 @@ def _check_pair_layout(tokenizer, objective: str) -> None:
 class PretrainingTask(TrainingTask):
     """Pretraining on a corpus with an objective (bertcore.training.objectives; BERT's MLM + NSP by default): a model
     of the objective's class built from a preset (or `model_config`) in the family `config.resolved_arch`, continued
-    from `config.init_from`, or resumed; batches and held-out batches from `bertcore.data.corpus.PretrainingData`."""
+    from `config.init_from`, or resumed; batches and held-out batches from `bertcore.data.batches.PretrainingData`."""
 
     metric_names = ("mlm_accuracy", "nsp_accuracy")
     command = "bert-train"

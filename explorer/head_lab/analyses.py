@@ -60,7 +60,8 @@ class HeldOutData:
         self._data = None
 
     def get(self, tokenizer: Any, corpus_path: str | None, seq_len: int, seed: int) -> Any:
-        from bertcore.data.corpus import PretrainingData, read_corpus
+        from bertcore.data.batches import PretrainingData
+        from bertcore.data.corpus import read_corpus
         from bertcore.files.resources import default_corpus_path
 
         key = (tokenizer, corpus_path, seq_len, seed)

@@ -8,18 +8,9 @@ import random
 import pytest
 import torch
 
-from bertcore.data.corpus import (
-    CorpusError,
-    PairExample,
-    PairSampler,
-    PretrainingData,
-    collate_pairs,
-    make_batch,
-    read_corpus,
-    split_documents,
-    split_sentences,
-    step_rng,
-)
+from bertcore.data.batches import PretrainingData, collate_pairs, make_batch, step_rng
+from bertcore.data.corpus import CorpusError, read_corpus, split_documents, split_sentences
+from bertcore.data.pairs import PairExample, PairSampler
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",

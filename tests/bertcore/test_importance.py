@@ -16,7 +16,8 @@ from bertcore.analysis.importance import (
     normalize_importance,
     pretraining_sample,
 )
-from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus
 from bertcore.data.masking import mask_exactly
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import IGNORE_INDEX, BertForPreTraining, BertModel

@@ -17,7 +17,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus
 from bertcore.data.masking import (
     MaskDecision,
     continuation_mask,

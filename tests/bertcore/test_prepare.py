@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from bertcore.data import sources
-from bertcore.data.corpus import PairSampler, PretrainingData, read_corpus, split_sentences, tokenize_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus, split_sentences, tokenize_corpus
+from bertcore.data.pairs import PairSampler
 from bertcore.data.prepare import (
     PreparationCancelled,
     cache_folder,

@@ -18,7 +18,8 @@ from bertcore.analysis.roles import (
     iter_corpus_head_roles,
     role_sample,
 )
-from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus
 from bertcore.files.resources import default_checkpoint_dir, default_corpus_path
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained

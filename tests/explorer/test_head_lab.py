@@ -25,7 +25,8 @@ from bertcore.analysis.importance import (
 from bertcore.analysis.lens import logit_lens
 from bertcore.analysis.pruning import pretraining_metric, pruning_curve
 from bertcore.analysis.roles import corpus_head_roles, role_sample
-from bertcore.data.corpus import PretrainingData, read_corpus
+from bertcore.data.batches import PretrainingData
+from bertcore.data.corpus import read_corpus
 from bertcore.files.resources import default_corpus_path
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.embeddings.requests import sample_pairs
