@@ -7,14 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QProgressBar
 
 from bertcore.analysis.inspection import inspect
 from bertcore.data.masking import MaskDecision, mask_like_bert
 from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
-from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from bertcore.models.modernbert import ModernBertForMaskedLM
+from bertcore.models.modernbert_config import ModernBertConfig
 from explorer.inspector._qt.attention_panel import AttentionPanel
+from explorer.inspector._qt.token_table import TOKEN_ROW, TokenTable
 from explorer.inspector.family_display import REPLACED_ROW_NAME, layer_kinds
+from explorer.inspector.task_display import TagCell
 from explorer.window._qt.main_window import MainWindow
 from tests.bertcore.test_family_inspection import SEEN, UNSEEN, trained_discriminator, word_tokenizer
 from tests.explorer.conftest import open_window
@@ -51,7 +55,7 @@ def test_albert_shows_sentence_order_where_bert_shows_nsp(qtbot, window, tokeniz
 
 
 @pytest.mark.slow  # trains a tiny discriminator first
-def test_electras_replaced_row_lights_up_the_tokens_the_masking_replaced(qtbot, window):
+def test_electras_replaced_row_lights_up_the_tokens_the_masking_replaced(qtbot, window, monkeypatch):
     tokenizer = word_tokenizer()
     discriminator = trained_discriminator(tokenizer, max_position_embeddings=128)
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
@@ -82,6 +86,45 @@ def test_electras_replaced_row_lights_up_the_tokens_the_masking_replaced(qtbot, 
     brush = table.data(table.index(row, found[0]), role=8)  # BackgroundRole: a strong colour where it is found
     assert brush.color().green() < 150
     assert "random token" in table.data(table.index(row, found[0]), role=3)  # ToolTipRole: what the masking did
+    asked = []
+    monkeypatch.setattr(window.explain_tab, "explain", lambda request: asked.append(request) or True)
+    view = tab.token_table
+    view.scrollTo(table.index(row, found[0]))
+    cell = view.visualRect(table.index(row, found[0])).center()
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=cell)
+    assert [request.target for request in asked] == [("rtd", found[0])]  # the Explain tab, on the masked input
+    assert asked[0].masking.seed == seed and window.tabs.currentWidget() is window.explain_tab
+
+
+def test_a_click_on_a_replaced_cell_asks_why_where_a_click_on_a_token_masks_it(qtbot, tokenizer):
+    table = TokenTable()
+    qtbot.addWidget(table)
+    table.resize(600, 300)
+    table.show()
+    encoding = tokenizer.encode("the cat sat")
+    table.set_input(encoding, None)
+    table.show_tag_row(True, REPLACED_ROW_NAME)
+    model = table.table_model
+    row = model.rows.index(REPLACED_ROW_NAME)
+    asked, clicked = [], []
+    table.explainRequested.connect(asked.append)
+    table.positionClicked.connect(clicked.append)
+
+    def click(row: int, column: int) -> None:
+        qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton,
+                         pos=table.visualRect(model.index(row, column)).center())
+
+    click(row, 2)  # no probabilities yet: nothing to explain, and the cell is not a token to mask either
+    assert asked == [] and clicked == [2]
+    table.set_tags([TagCell(text=f"{10 * column}%", colour=None, tooltip="P(replaced)")
+                    for column in range(len(encoding))])
+    assert "Explain tab" in model.data(model.index(row, 2), Qt.ItemDataRole.ToolTipRole)
+    click(row, 2)
+    click(TOKEN_ROW, 1)
+    assert asked == [("rtd", 2)] and clicked == [2, 1]
+    table.setCurrentIndex(model.index(row, 3))
+    qtbot.keyClick(table, Qt.Key.Key_Space)
+    assert asked == [("rtd", 2), ("rtd", 3)]
 
 
 def unseen_random_tokens(masking) -> list[int]:

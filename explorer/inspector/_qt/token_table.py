@@ -2,7 +2,8 @@
 
 Rows: the token, its id, the segment id, the position id, the attention mask and the masking decision, and
 for a token-classification model a "tag" row: the predicted tag of each word, coloured by tag
-(`show_tag_row`, `set_tags`; `explorer.inspector.task_display.tag_cells` decides the cells).
+(`show_tag_row`, `set_tags`; `explorer.inspector.task_display.tag_cells` decides the cells), or ELECTRA's
+"replaced?" row, whose cells a click asks to explain (`explainRequested(("rtd", position))`, the Explain tab).
 Tokens are shown as readable pieces whatever the family (bertcore.tokenization.pieces: "␣" where a space comes
 before a piece, "·" where a WordPiece continues a word, byte-level BPE's bytes as text), the raw piece on hover;
 the segment row says "—" for a model without token types (RoBERTa, DistilBERT, ModernBERT: `uses_segments`).
@@ -36,11 +37,13 @@ from bertcore.data.masking import MaskDecision, Masking
 from bertcore.models.families import model_position_ids, uses_segments
 from bertcore.tokenization.pieces import describe_piece, readable_piece
 from bertcore.tokenization.wordpiece import Encoding
+from explorer.inspector.family_display import REPLACED_ROW_NAME
 from explorer.inspector.state import Change, ExplorerState
 
 ROWS = ("token", "token id", "segment id", "position id", "attention mask", "masking")
 TOKEN_ROW, ID_ROW, SEGMENT_ROW, POSITION_ROW, ATTENTION_ROW, MASKING_ROW = range(len(ROWS))
 TAG_ROW_NAME = "tag"
+EXPLAINED_ROWS = {REPLACED_ROW_NAME: "rtd"}  # a row of per-position outputs -> the explain target kind of its cells
 
 # Light fills that keep black text readable; the same colours appear in the legend.
 COLOURS = {
@@ -158,7 +161,10 @@ class TokenTableModel(QStandardItemModel):
             if row == TOKEN_ROW and column in self._masked:
                 item.setFont(self._bold)
             if tag_row:
-                item.setToolTip(self._tags[column].tooltip if self._tags else "the tag comes with the inspection")
+                tooltip = self._tags[column].tooltip if self._tags else "the tag comes with the inspection"
+                if self._tags and self.rows[row] in EXPLAINED_ROWS:
+                    tooltip += "\nclick: why? (the Explain tab)"
+                item.setToolTip(tooltip)
             else:
                 item.setToolTip(self._tooltips[column])
             self.setItem(row, column, item)
@@ -199,6 +205,13 @@ class TokenTableModel(QStandardItemModel):
 
     def cell_text(self, row: int, column: int) -> str:
         return self._texts[row][column]
+
+    def explain_target(self, row: int, column: int) -> tuple | None:
+        """The output a cell shows, as an explain target (ELECTRA's "replaced?" cell: ("rtd", position)); None for
+        the input's own rows, and for a row whose cells have not come yet."""
+        if row < len(ROWS) or row >= len(self.rows) or not self._tags or self.rows[row] not in EXPLAINED_ROWS:
+            return None
+        return (EXPLAINED_ROWS[self.rows[row]], column)
 
     def kind(self, column: int) -> str:
         """The colour key of a position: "[PAD]" for padding, "[CLS]" for the layout's first token and "[SEP]" for
@@ -288,8 +301,9 @@ class HighlightDelegate(QStyledItemDelegate):
 
 
 class TokenTable(QTableView):
-    positionClicked = Signal(int)
+    positionClicked = Signal(int)  # a click on the input's rows: mask / unmask the token there
     positionHovered = Signal(int)  # -1 when the mouse leaves the table
+    explainRequested = Signal(object)  # a click on an output's cell: its bertcore.explain target, ("rtd", position)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -308,7 +322,7 @@ class TokenTable(QTableView):
         self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.horizontalHeader().setMinimumSectionSize(28)
-        self.clicked.connect(lambda index: self.positionClicked.emit(index.column()))
+        self.clicked.connect(self._activate)
         self.entered.connect(lambda index: self._hover(index.column()))
         self.viewport().installEventFilter(self)
         self._hovered = -1
@@ -406,15 +420,23 @@ class TokenTable(QTableView):
         if position >= 0 and position < self.table_model.columnCount():
             self.scrollTo(self.table_model.index(0, position), QAbstractItemView.ScrollHint.EnsureVisible)
 
+    def _activate(self, index: QModelIndex) -> None:
+        """A click (or Space/Enter) on a cell: explain the output it shows, or else mask / unmask its token."""
+        target = self.table_model.explain_target(index.row(), index.column())
+        if target is not None:
+            self.explainRequested.emit(target)
+        else:
+            self.positionClicked.emit(index.column())
+
     def _hover(self, position: int) -> None:
         if position != self._hovered:
             self._hovered = position
             self.positionHovered.emit(position)
 
     def keyPressEvent(self, event) -> None:
-        # Space or Enter masks / unmasks the token in the current column, as a click does.
+        # Space or Enter does what a click on the current cell does.
         if event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.currentIndex().isValid():
-            self.positionClicked.emit(self.currentIndex().column())
+            self._activate(self.currentIndex())
             event.accept()
             return
         super().keyPressEvent(event)

@@ -101,6 +101,7 @@ class MainWindow(QMainWindow):
         self.explain_tab = self.add_tab(ExplainTab(), "Explain")
         self.inspect_tab.predictions.explainRequested.connect(self.explain_output)
         self.inspect_tab.task_output.explainRequested.connect(self.explain_output)
+        self.inspect_tab.token_table.explainRequested.connect(self.explain_output)  # ELECTRA's "replaced?" cells
         self.inspectionShown.connect(self.explain_tab.on_inspection_shown)
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
