@@ -87,7 +87,8 @@ def make_batch(
 ) -> Batch:
     """Collate and mask (fresh masks from `generator`, with the `masking` recipe of bertcore.data.masking) a list
     of examples into a `Batch`."""
-    from bertcore.data.masking import continues_word, mask_tokens
+    from bertcore.data.masking import mask_tokens
+    from bertcore.data.word_boundaries import continues_word
 
     columns = collate_pairs(examples, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                             pad_token_id=tokenizer.pad_token_id)

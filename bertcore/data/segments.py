@@ -254,7 +254,8 @@ class ExampleRecipe:
     def collate(self, examples: Sequence[SegmentExample], tokenizer, generator: torch.Generator | None,
                 mlm_probability: float, masking: str = "token") -> SegmentBatch:
         """Collate and mask (fresh masks from `generator`, with the `masking` recipe) a list of examples."""
-        from bertcore.data.masking import continues_word, mask_tokens
+        from bertcore.data.masking import mask_tokens
+        from bertcore.data.word_boundaries import continues_word
 
         columns = collate_segments(examples, cls_token_id=tokenizer.cls_token_id,
                                    sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)

@@ -21,15 +21,13 @@ from bertcore.data.batches import PretrainingData
 from bertcore.data.corpus import read_corpus
 from bertcore.data.masking import (
     MaskDecision,
-    continuation_mask,
-    continues_word,
-    infer_piece_style,
     mask_like_bert,
     mask_tokens,
     span_length_distribution,
     span_lengths_from_uniform,
 )
 from bertcore.data.masking_recipes import check_recipe
+from bertcore.data.word_boundaries import continuation_mask, continues_word, infer_piece_style
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE
