@@ -24,7 +24,7 @@ from bertcore.models.config import PRESETS, preset
 from explorer.common.model_names import MINILM_NAME, display_name, minilm_path
 
 if TYPE_CHECKING:
-    from explorer.inspector.state import LoadedModel
+    from explorer.inspector.model_info import LoadedModel
 
 FALLBACK_PRESET = "mini"
 FIRST_RUN_NOTE = "no checkpoint was opened before"  # a fact, not a failure: the window does not show it
@@ -45,7 +45,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded."""
     from bertcore.models.checkpoint import load_pretrained
     from bertcore.models.hub import resolve_model
-    from explorer.inspector.state import LoadedModel, describe_model
+    from explorer.inspector.model_info import LoadedModel, describe_model
 
     resolved = resolve_model(path)
     folder = resolved.folder
@@ -61,7 +61,7 @@ def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str |
 
     from bertcore.models.bert import BertForPreTraining
     from bertcore.tokenization.wordpiece import BertTokenizer
-    from explorer.inspector.state import LoadedModel, describe_model
+    from explorer.inspector.model_info import LoadedModel, describe_model
 
     if preset_name not in PRESETS:
         raise ValueError(f"unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
@@ -75,7 +75,7 @@ def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str |
 
 
 def load_minilm(device: str = "cpu") -> LoadedModel:
-    from explorer.inspector.state import LoadedModel, describe_model
+    from explorer.inspector.model_info import LoadedModel, describe_model
 
     path = minilm_path()
     if path is None:

@@ -99,7 +99,8 @@ def window(qtbot, settings, tiny_model, tokenizer):
 
 def paired_state(model, tokenizer, sentence_a: str, sentence_b: str):
     """An ExplorerState holding the untrained tiny model and a sentence pair, with its first inspection."""
-    from explorer.inspector.state import ExplorerState, describe_model
+    from explorer.inspector.model_info import describe_model
+    from explorer.inspector.state import ExplorerState
 
     state = ExplorerState()
     state.set_model(model, tokenizer, describe_model(model, "tiny", untrained=True))

@@ -16,7 +16,7 @@ from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM
 from explorer.head_lab.analyses import InputJob, analyse_input, recommend_objective
 from explorer.head_lab.corpus_run import CorpusSettings, corpus_run
-from explorer.inspector.state import describe_model
+from explorer.inspector.model_info import describe_model
 from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, open_window
 from tests.tiny_configs import explorer_bert

@@ -180,7 +180,7 @@ def test_a_bert_shows_no_layer_kinds(qtbot, tokenizer, tiny_model):
 
 def test_the_window_cuts_a_robertas_input_to_its_usable_positions(tokenizer):
     from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
-    from explorer.inspector.state import describe_model
+    from explorer.inspector.model_info import describe_model
 
     config = RobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2,
                            num_attention_heads=3, intermediate_size=40, max_position_embeddings=514)

@@ -33,7 +33,7 @@ from explorer.embeddings.requests import sample_pairs
 from explorer.head_lab._qt.head_marks import score_colour
 from explorer.head_lab.analyses import ROLE_BADGES
 from explorer.head_lab.corpus_run import CorpusSettings
-from explorer.inspector.state import LoadedModel, describe_model
+from explorer.inspector.model_info import LoadedModel, describe_model
 from tests.explorer import test_window
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 

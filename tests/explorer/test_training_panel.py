@@ -26,7 +26,7 @@ from bertcore.training.pretraining import (
 )
 from explorer.common._qt.workers.generator import GeneratorWorker
 from explorer.common._qt.workers.latest_job import LatestJobWorker
-from explorer.inspector.state import LoadedModel, describe_model
+from explorer.inspector.model_info import LoadedModel, describe_model
 from explorer.runs.training_run import CONTINUE_LOADED, EngineRun, TrainingSettings
 from explorer.train._qt.training_panel import TrainingPanel
 

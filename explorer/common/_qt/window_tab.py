@@ -24,7 +24,8 @@ class WindowTab(QWidget):
         """The Inspect tab's sentence pair (B empty or None for none), once it encodes; told on `add_tab` too."""
 
     def on_model_changed(self, loaded: Any) -> None:
-        """The Inspect tab's model (`explorer.inspector.state.LoadedModel`) whenever it changes; told on add_tab too."""
+        """The Inspect tab's model (`explorer.inspector.model_info.LoadedModel`) whenever it changes; told on add_tab
+        too."""
 
     def on_model_load_failed(self, message: str) -> None:
         """The window could not open a model (its message names it and says why); the Inspect tab keeps its own."""

@@ -48,7 +48,8 @@ from explorer.inspector._qt.token_table import TAG_ROW_NAME, TokenLegend, TokenT
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
 from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.inspection_threads import InspectionThreads
-from explorer.inspector.state import Change, ExplorerState, InspectRequest, LoadedModel, ModelInfo, run_inspection
+from explorer.inspector.model_info import LoadedModel, ModelInfo
+from explorer.inspector.state import Change, ExplorerState, InspectRequest, run_inspection
 from explorer.inspector.task_display import tag_cells
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"

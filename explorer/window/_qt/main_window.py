@@ -43,7 +43,7 @@ from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.head_lab_tab import HeadLabTab
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer.inspector._qt.inspect_tab import InspectTab
-from explorer.inspector.state import LoadedModel, describe_model
+from explorer.inspector.model_info import LoadedModel, describe_model
 from explorer.what_changed._qt.change_tab import ChangeTab
 from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
