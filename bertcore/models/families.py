@@ -88,7 +88,7 @@ FAMILIES: dict[str, Family] = {
         objectives={"mlm+nsp": f"{_BERT}:BertForPreTraining", "mlm": f"{_BERT}:BertForMaskedLM"},
     ),
     "modernbert": Family(
-        config="bertcore.models.modernbert:ModernBertConfig",
+        config="bertcore.models.modernbert_config:ModernBertConfig",
         architectures={
             "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
             "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",

@@ -14,7 +14,7 @@ from bertcore.models.albert import AlbertConfig
 from bertcore.models.checkpoint import BUFFER_SUFFIXES, load_pretrained, read_checkpoint, save_pretrained
 from bertcore.models.distilbert import DistilBertConfig
 from bertcore.models.electra import ElectraConfig
-from bertcore.models.modernbert import ModernBertConfig
+from bertcore.models.modernbert_config import ModernBertConfig
 from bertcore.models.roberta import RobertaConfig
 from bertcore.models.task_heads import (
     TASK_HEAD_KINDS,
