@@ -1,4 +1,4 @@
-"""Qt-free export of attention data: NPZ arrays and CSV matrices with token labels."""
+"""Qt-free export of attention data (NPZ arrays and CSV matrices with token labels) and of any table as CSV rows."""
 
 from __future__ import annotations
 
@@ -87,3 +87,14 @@ def read_matrix_csv(path) -> tuple[np.ndarray, list[str], list[str]]:
 def labelled_tokens(tokens: list[str], positions) -> list[str]:
     """'3:dog' labels, so repeated tokens stay distinguishable in a CSV header."""
     return [f"{int(position)}:{tokens[int(position)]}" for position in positions]
+
+
+def write_rows_csv(path: str | Path, rows: list[list[str]]) -> Path:
+    """Rows of cells as a CSV, written next to the target and moved into place, so a failed write leaves no half
+    file."""
+
+    def write(target: Path) -> None:
+        with open(target, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows(rows)
+
+    return _replace_atomically(Path(path), write)

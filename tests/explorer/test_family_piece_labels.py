@@ -59,7 +59,8 @@ def test_the_position_row_shows_the_models_own_positions(qtbot):
     from bertcore.models.families import model_position_ids
     from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
     from bertcore.tokenization.encoding import Encoding
-    from explorer.inspector._qt.token_table import ROWS, TokenTable
+    from explorer.inspector._qt.token_table import TokenTable
+    from explorer.inspector._qt.token_table_model import ROWS
 
     roberta = RobertaForMaskedLM(RobertaConfig(vocab_size=40, hidden_size=24, num_hidden_layers=1,
                                                num_attention_heads=3, intermediate_size=40, pad_token_id=1))

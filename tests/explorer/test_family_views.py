@@ -16,7 +16,8 @@ from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
 from bertcore.models.modernbert import ModernBertForMaskedLM
 from bertcore.models.modernbert_config import ModernBertConfig
 from explorer.inspector._qt.attention_panel import AttentionPanel
-from explorer.inspector._qt.token_table import TOKEN_ROW, TokenTable
+from explorer.inspector._qt.token_table import TokenTable
+from explorer.inspector._qt.token_table_model import TOKEN_ROW
 from explorer.inspector.family_display import REPLACED_ROW_NAME, layer_kinds
 from explorer.inspector.task_display import TagCell
 from explorer.window._qt.main_window import MainWindow

@@ -8,7 +8,8 @@ import pytest
 
 from bertcore.data.masking import mask_exactly
 from bertcore.tokenization.pretrained import tokenizer_from_folder
-from explorer.inspector._qt.token_table import NO_SEGMENTS, TOKEN_ROW, TokenTable
+from explorer.inspector._qt.token_table import TokenTable
+from explorer.inspector._qt.token_table_model import NO_SEGMENTS, TOKEN_ROW
 from tests.bertcore.test_tokenizer_families import save_albert, save_roberta
 
 SEGMENT_ROW, MASKING_ROW = 2, 5

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlid
 
 from bertcore.data.masking import MaskDecision, mask_like_bert
 from explorer.common._qt.workers.latest_job import LatestJobWorker
-from explorer.inspector._qt.token_table import ROWS, decision_text
+from explorer.inspector._qt.token_table_model import ROWS, decision_text
 from explorer.inspector.inspection_threads import InspectionThreads, estimated_flops
 from explorer.inspector.state import InspectRequest
 from explorer.window._qt.main_window import MainWindow

@@ -160,7 +160,7 @@ class ProjectionPane(QWidget):
 
     def write_csv(self, path) -> Path:
         """The points as CSV: coordinates, token, kind, segment, position and the sentence pair's text."""
-        from explorer.inspector._qt.token_table import write_rows_csv
+        from explorer.common.export_data import write_rows_csv
 
         if self.projection is None:
             raise ValueError("there is no projection to export yet")

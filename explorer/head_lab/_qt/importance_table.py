@@ -140,7 +140,7 @@ class ImportanceTable(QTableView):
 
     def write_csv(self, path) -> Path:
         """Every head, layer-major, every column (numbers unrounded)."""
-        from explorer.inspector._qt.token_table import write_rows_csv
+        from explorer.common.export_data import write_rows_csv
 
         if self.scores is None:
             raise ValueError("there are no head scores to export yet")

@@ -44,7 +44,8 @@ from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.logit_lens_view import LogitLensView
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
-from explorer.inspector._qt.token_table import TAG_ROW_NAME, TokenLegend, TokenTable
+from explorer.inspector._qt.token_table import TokenLegend, TokenTable
+from explorer.inspector._qt.token_table_model import TAG_ROW_NAME
 from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
 from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.inspection_threads import InspectionThreads

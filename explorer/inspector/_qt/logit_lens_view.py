@@ -200,7 +200,7 @@ class LogitLensView(QWidget):
 
     def write_csv(self, path) -> Path:
         """One row per (layer, masked position): P(original), its rank, and the top-k with probabilities."""
-        from explorer.inspector._qt.token_table import write_rows_csv
+        from explorer.common.export_data import write_rows_csv
 
         lens = self.lens
         if lens is None:

@@ -222,7 +222,7 @@ class PredictionsPanel(QWidget):
 
     def write_csv(self, path) -> Path:
         """One row per (masked position, rank): position, what the model saw, the answer, token, probability."""
-        from explorer.inspector._qt.token_table import write_rows_csv
+        from explorer.common.export_data import write_rows_csv
 
         if not self.model.predictions:
             raise ValueError("there are no predictions to export; mask a token first")
