@@ -12,7 +12,8 @@ registry (bertcore.models.families; `bertcore.models.task_heads.model_class_for`
 a bare BertModel, with or without its pooler), BertForMaskedLM, BertForSequenceClassification,
 BertForTokenClassification or BertForQuestionAnswering, whose head (and, for sequence classification, pooler)
 must be in the file; a model_type or architecture of no supported family is refused by name. Weights may be one
-file or shards listed by `model.safetensors.index.json` / `pytorch_model.bin.index.json`.
+file or shards listed by `model.safetensors.index.json` / `pytorch_model.bin.index.json`
+(read by bertcore.models.weight_files).
 `read_checkpoint` gives the checked tensors without building a model (to start a task
 model from them, bertcore.models.task_heads.start_from_pretrained).
 
@@ -32,18 +33,11 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from bertcore.errors import CheckpointError
 from bertcore.files.atomic import staged_folder
-from bertcore.files.reading import (
-    CONFIG_JSON_LIMIT,
-    check_regular_file,
-    file_kind,
-    open_regular_file,
-    present,
-    read_json,
-)
+from bertcore.files.reading import CONFIG_JSON_LIMIT, file_kind, read_json
 from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
@@ -51,13 +45,12 @@ from bertcore.models.families import UnsupportedModelError, base_model_name, fam
 from bertcore.models.heads import PretrainingHeads
 from bertcore.models.hub import looks_like_repo_id, resolve_model
 from bertcore.models.task_heads import model_class_for
+from bertcore.models.weight_files import read_weights, some_names
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
 
 Tokenizer = BertTokenizer | PretrainedTokenizer  # one interface: encode, ids of the specials, vocab_size, save
 
-SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"  # transformers' names for the map of a sharded save
-PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"
 SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.files.run_folder named every file
 PYTORCH_NAME = PYTORCH_FILE
 HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
@@ -127,7 +120,7 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
         model_class = model_class_for(config)
     except UnsupportedModelError as error:
         raise CheckpointError(f"{folder / CONFIG_FILE}: {error}") from None
-    weights = _read_weights(folder)
+    weights = read_weights(folder)
     _check_sizes(config, weights, folder)  # before anything is allocated
     with torch.device("meta"):  # names and shapes only: no memory, no random init
         skeleton = model_class(config)
@@ -269,91 +262,6 @@ def _check_vocabulary(folder: Path, tokenizer: Tokenizer, vocab_size: int) -> No
             "with the weights")
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """The tensors of the first weights file present: model.safetensors, its shards (model.safetensors.index.json),
-    pytorch_model.bin, its shards (pytorch_model.bin.index.json). Anything by one of those names (a folder, a FIFO)
-    counts as present and is named, never passed over for the next."""
-    for name, index_name, read in ((SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, _read_safetensors),
-                                   (PYTORCH_FILE, PYTORCH_INDEX_FILE, _read_pytorch)):
-        if present(folder / name):
-            return read(folder / name)
-        if present(folder / index_name):
-            return _read_shards(folder / index_name, read)
-    raise CheckpointError(f"{folder} has no weights: expected {SAFETENSORS_FILE} or {PYTORCH_FILE} (or the "
-                          f"{SAFETENSORS_INDEX_FILE} / {PYTORCH_INDEX_FILE} of a sharded save)")
-
-
-def _read_shards(index_path: Path, read) -> dict[str, torch.Tensor]:
-    """The tensors of every shard that a transformers index file (`{"weight_map": {tensor: shard file}}`) lists.
-    Shards must be plain file names in the same folder (never a path leading elsewhere), and each must hold the
-    tensors the index assigns to it."""
-    index = read_json(index_path, limit=CONFIG_JSON_LIMIT, error=CheckpointError, what="a weights index")
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise CheckpointError(f"{index_path} has no \"weight_map\" of tensor names to shard files; it is not the "
-                              "index of a sharded save (re-save the model, or remove the file)")
-    shards: dict[str, list[str]] = {}
-    for tensor_name, shard in weight_map.items():
-        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
-            raise CheckpointError(f"{index_path} places {tensor_name!r} in {shard!r}, which is not a file name in "
-                                  "the same folder; shards of a save sit beside their index")
-        shards.setdefault(shard, []).append(tensor_name)
-    state_dict: dict[str, torch.Tensor] = {}
-    for shard, names in shards.items():
-        if not present(index_path.parent / shard):
-            raise CheckpointError(f"{index_path} lists the shard {shard}, which is not in the folder; the download "
-                                  "or copy is incomplete: fetch every file of the model again")
-        tensors = read(index_path.parent / shard)
-        if absent := sorted(set(names) - tensors.keys()):
-            raise CheckpointError(f"{index_path.parent / shard} lacks {len(absent)} tensor(s) that {index_path.name} "
-                                  f"places there: {_some(absent)}; the shard is of another save")
-        state_dict.update(tensors)
-    return state_dict
-
-
-def _read_safetensors(safetensors_path: Path) -> dict[str, torch.Tensor]:
-    try:
-        check_regular_file(safetensors_path, error=CheckpointError)  # (safetensors reads it by its path)
-    except FileNotFoundError:
-        raise CheckpointError(f"{safetensors_path} disappeared while it was being read; is another program "
-                              "changing the folder?") from None
-    try:
-        return load_file(safetensors_path)
-    except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
-        raise CheckpointError(f"{safetensors_path} cannot be read ({error.strerror or error})") from None
-    except (SafetensorError, ValueError) as error:
-        raise CheckpointError(f"{safetensors_path} is corrupt or truncated ({error})") from None
-
-
-def _read_pytorch(pytorch_path: Path) -> dict[str, torch.Tensor]:
-    try:
-        with open_regular_file(pytorch_path, error=CheckpointError) as file:
-            state_dict = torch.load(file, map_location="cpu", weights_only=True)
-    except CheckpointError:
-        raise
-    except FileNotFoundError:
-        raise CheckpointError(f"{pytorch_path} disappeared while it was being read; is another program "
-                              "changing the folder?") from None
-    except OSError as error:  # the file system's answer (permissions, I/O), not the file's content
-        raise CheckpointError(f"{pytorch_path} cannot be read ({error.strerror or error})") from None
-    except Exception as error:  # an unpickling error carries many types; all mean the same here
-        raise CheckpointError(
-            f"{pytorch_path} cannot be read as plain tensors ({type(error).__name__}: {error}); it is "
-            "corrupt or holds code, which is never unpickled"
-        ) from None
-    if not isinstance(state_dict, dict):
-        raise CheckpointError(f"{pytorch_path} holds a {type(state_dict).__name__}, not a state dict")
-    for name, value in state_dict.items():
-        if not isinstance(name, str):
-            raise CheckpointError(f"{pytorch_path} holds the key {name!r} ({type(name).__name__}); a state dict "
-                                  "maps parameter names (str) to tensors")
-        if not isinstance(value, torch.Tensor):
-            hint = "; is it a training checkpoint? Save its model's state_dict()" if isinstance(value, dict) else ""
-            raise CheckpointError(f"{pytorch_path} holds {name!r} = a {type(value).__name__}, not a tensor: a "
-                                  f"state dict maps parameter names to tensors{hint}")
-    return state_dict
-
-
 def _encoder_prefix(model: torch.nn.Module) -> str:
     """"bert.", "roberta.", "distilbert.", "model."…: the name of the encoder every class of a family shares, with
     its dot (bertcore.models.families.base_model_name)."""
@@ -456,26 +364,26 @@ def _check_weights(skeleton: BertPreTrainedModel, state_dict: dict[str, torch.Te
     architecture = type(skeleton).__name__
     if missing and set(missing) <= head_names:
         raise CheckpointError(
-            f"{folder} lacks the {architecture} head that config.json's architectures names ({_some(missing)}); "
+            f"{folder} lacks the {architecture} head that config.json's architectures names ({some_names(missing)}); "
             "the weights are of another class: correct architectures in config.json, or load a checkpoint that "
             "has this head")
     if missing:
         raise CheckpointError(
             f"{folder} lacks {len(missing)} tensor(s) that its config.json implies ({architecture}): "
-            f"{_some(missing)}; the weights and the config do not match"
+            f"{some_names(missing)}; the weights and the config do not match"
         )
     unexpected = sorted(state_dict.keys() - expected.keys())
     in_encoder = [name for name in unexpected if name.startswith(prefix) and not name.startswith(prefix + "pooler.")]
     if in_encoder:
         raise CheckpointError(
-            f"{folder} has tensor(s) its config.json does not account for: {_some(in_encoder)}; "
+            f"{folder} has tensor(s) its config.json does not account for: {some_names(in_encoder)}; "
             "check num_hidden_layers and the other sizes in config.json"
         )
     known = (*FAMILY_HEAD_PREFIXES.get(prefix, ()), prefix + "pooler.")
     unknown = [name for name in unexpected if not name.startswith(known)]
     if unknown:
         raise CheckpointError(
-            f"{folder} has tensor(s) that belong to no BERT architecture: {_some(unknown)}; is it a BERT "
+            f"{folder} has tensor(s) that belong to no BERT architecture: {some_names(unknown)}; is it a BERT "
             "checkpoint (model_type 'bert', parameters named as transformers names them)?"
         )
     for name in sorted(expected.keys() & state_dict.keys()):  # a stable order: the first bad one is named
@@ -533,7 +441,3 @@ def _copy_weights(model: BertPreTrainedModel, state_dict: dict[str, torch.Tensor
         for name, parameter in model.state_dict().items():
             if name in state_dict:  # tied copies are not in it: they follow the tensor they share
                 parameter.copy_(state_dict[name].to(torch.float32))
-
-
-def _some(names: list[str], shown: int = 5) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
