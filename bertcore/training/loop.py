@@ -8,8 +8,9 @@ built in.
 
 The loop owns the machinery: the run folder (layout in bertcore.files.run_folder) and its lock, AdamW with decay groups
 and the linear warm-up/decay schedule, dropout re-seeded per step, bf16 autocast on CUDA, DistributedDataParallel,
-gradient clipping, the stop/pause/checkpoint controls, atomic checkpoints with trainer_state.pt, exact resume,
-the NaN/OOM/divergence errors, metrics.jsonl, final/ and summary.json.
+gradient clipping, the stop/pause/checkpoint controls, atomic checkpoints with trainer_state.pt
+(bertcore.training.loop_checkpoints), exact resume, the NaN/OOM/divergence errors, metrics.jsonl, final/ and
+summary.json.
 
 A task owns what the numbers mean (see `TrainingTask`): it builds or loads the model and its data, gives the
 batch of a step, turns one forward pass into numbers that add up over batches and processes (`batch_sums`),
@@ -85,10 +86,10 @@ from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import TRAINER_STATE_FILE, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
-from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice
+from bertcore.training.divergence import DivergenceMonitor
+from bertcore.training.loop_checkpoints import LoopCheckpoints
 from bertcore.training.loop_settings import linear_schedule
 from bertcore.training.setup import (
-    TRAINER_STATE_VERSION,
     autocast_dtype,
     distributed,
     is_out_of_memory,
@@ -100,7 +101,7 @@ from bertcore.training.setup import (
 from bertcore.training.task import TrainingTask
 
 
-class TrainingLoop(LoopControls):
+class TrainingLoop(LoopCheckpoints, LoopControls):
     """One run of `task` with the settings of `config` (a TrainingConfig or a FinetuneConfig: out_dir, seed,
     device, num_threads, batch_size, seq_len, lr, weight_decay, adam_betas, adam_eps, max_grad_norm, precision,
     compile, eval_every, checkpoint_every, keep_checkpoints, divergence_factor, divergence_patience).
@@ -267,111 +268,6 @@ class TrainingLoop(LoopControls):
         if isinstance(copy, BertForPreTraining):  # a fresh one says it has heads; the trained one may not
             copy.has_pretraining_heads = published.has_pretraining_heads
         return copy.eval()
-
-    # ---- checkpoints --------------------------------------------------------------------------------------
-
-    def save_checkpoint(self) -> Path | None:
-        """Write `checkpoints/step-NNNNNN/` atomically and point `latest` at it; returns the folder
-        (None on ranks other than 0, which write nothing). Thread-safe. CheckpointWriteError when the disk is
-        full (or any write fails): nothing half-written stays and the previous checkpoint is still the latest."""
-        if not self.is_main:
-            return None
-        with self._lock:
-            if not self._parameters_finite():
-                raise NonFiniteLossError(
-                    f"the weights hold NaN/inf at step {self.step}; no checkpoint was written. "
-                    + self._restart_advice(), self.step, self.last_good_checkpoint)
-            sane = not self._divergence.rising
-            took = self._claim.take()
-            self.writing = "the checkpoint"
-            try:
-                # The newest sane checkpoint is never pruned: after a divergence it is the one to go back to.
-                folder = self.run_folder.write_checkpoint(
-                    self.step, self._write_checkpoint_files, keep=self.config.keep_checkpoints,
-                    protect=[self.last_good_checkpoint], sane=sane, smoothed_loss=self._divergence.smoothed)
-                if self._metrics is not None:
-                    self._metrics.write({"kind": "checkpoint", "step": self.step, "path": str(folder),
-                                         "smoothed_loss": self._divergence.smoothed, "sane": sane})
-            finally:
-                self.writing = None
-                if took:
-                    self._claim.give_back()
-            self.last_checkpoint = folder
-            self._unconfirmed_checkpoint = folder if sane else None
-        return folder
-
-    def _confirm_checkpoint(self) -> None:
-        """The unconfirmed checkpoint proved sane: it is the last good one now, and the one before may go."""
-        with self._lock:
-            folder, self._unconfirmed_checkpoint = self._unconfirmed_checkpoint, None
-            if folder is not None and folder.is_dir():
-                self.last_good_checkpoint = folder
-                self.run_folder.prune_checkpoints(self.config.keep_checkpoints, protect=[folder])
-
-    def _discredit_unconfirmed(self, reason: str) -> None:
-        """The unconfirmed checkpoint's weights gave a NaN or exploding loss (`reason` says which, at which
-        step): its sanity.json says so from now on (a resume passes over it), and if it was the last good one,
-        the newest sane one before it takes its place."""
-        with self._lock:
-            folder, self._unconfirmed_checkpoint = self._unconfirmed_checkpoint, None
-            if folder is None or not self.is_main or not folder.is_dir():
-                return
-            with contextlib.suppress(RunFolderError):  # best effort: a full disk may refuse even this
-                self.run_folder.mark_unsound(folder, reason)
-            if self.last_good_checkpoint == folder:
-                self.last_good_checkpoint = self.run_folder.newest_sane_checkpoint(before=folder)
-
-    def _write_checkpoint_files(self, folder: Path) -> None:
-        from bertcore.files.atomic import library_write
-
-        self.task.write_model_files(folder)
-        state = self._trainer_state()
-        # torch.save reports a failed write (a full disk) as a RuntimeError: an OSError like any other write's.
-        with library_write(folder / TRAINER_STATE_FILE, "torch.save", RuntimeError):
-            torch.save(state, folder / TRAINER_STATE_FILE)
-
-    def _trainer_state(self) -> dict[str, Any]:
-        return {
-            "version": TRAINER_STATE_VERSION,
-            "step": self.step,
-            "optimizer": self.optimizer.state_dict(),
-            "elapsed_seconds": self._elapsed(),
-            "training_config": self.config.to_dict(),
-            "world_size": self.world_size,
-            "divergence": self._divergence.state_dict(),  # the smoothed loss at this checkpoint, and its best
-            "sane": not self._divergence.rising,
-        }
-
-    def _parameters_finite(self) -> bool:
-        norms = torch._foreach_norm([p.detach() for p in self.model.parameters()])
-        return bool(torch.isfinite(torch.stack(norms)).all())
-
-    def save_final(self) -> Path | None:
-        """Write `<out>/final/`: the weights and vocabulary in the standard layout, and the task's final files."""
-        if not self.is_main:
-            return None
-
-        def write_files(folder: Path) -> None:
-            self.task.write_model_files(folder)
-            self.task.write_final_files(folder)
-
-        with self._lock:
-            took = self._claim.take()
-            self.writing = "the final weights"
-            try:
-                return self.run_folder.write_final(write_files)
-            finally:
-                self.writing = None
-                if took:
-                    self._claim.give_back()
-
-    def _restart_advice(self) -> str:
-        """Where to go back to after a NaN or a divergence, and what to change."""
-        checkpoint = self.last_good_checkpoint
-        where = (f"The last checkpoint written while the loss was sane is {checkpoint}; " if checkpoint
-                 else "No checkpoint of this run is known to be sane; ")
-        change = learning_rate_advice(self.config.lr, pretraining=self.task.pretrains)
-        return where + change + (", and resume from it" if checkpoint else ", and start again")
 
     # ---- evaluation ---------------------------------------------------------------------------------------
 
