@@ -25,19 +25,17 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
+from tokenizers import Tokenizer, decoders, pre_tokenizers, processors
 from tokenizers.models import BPE
 
 from bertcore.errors import TokenizerError
 from bertcore.files.atomic import write_bytes_atomic
 from bertcore.files.reading import (
     CONFIG_JSON_LIMIT,
-    TOKENIZER_CONFIG_LIMIT,
     TOKENIZER_JSON_LIMIT,
     VOCAB_LIMIT,
     parse_json,
     present,
-    read_bytes,
 )
 from bertcore.files.run_folder import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.tokenization.encoding import Encoding, TokenizerBase
@@ -47,20 +45,26 @@ from bertcore.tokenization.sentencepiece_model import (
     parse_model_proto,
     tokenizer_from_sentencepiece,
 )
+from bertcore.tokenization.tokenizer_files import (
+    MERGES_FILE,
+    ROLE_DEFAULTS,
+    ROLES,
+    SENTENCEPIECE_FILES,
+    VOCAB_JSON_FILE,
+    added_token,
+    added_tokens,
+    id_span,
+    json_object,
+    piece_style_of,
+    pipeline_json,
+    read_configs,
+    read_file,
+    read_optional,
+    read_tokenizer_json,
+    role_token,
+    special_tokens_of,
+)
 from bertcore.tokenization.wordpiece import BertTokenizer
-
-VOCAB_JSON_FILE = "vocab.json"  # byte-level BPE's token → id map (RoBERTa, GPT-2)
-MERGES_FILE = "merges.txt"  # its merge rules, one "left right" pair a line, in order of priority
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model")  # ALBERT's / XLM-RoBERTa's protobuf models
-# The files a folder's tokenizer may have been read from; `save` writes back those it read.
-TOKENIZER_FILES = (TOKENIZER_JSON_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, VOCAB_JSON_FILE,
-                   MERGES_FILE)
-ROLES = ("cls", "sep", "pad", "mask", "unk")
-# Where tokenizer_config.json names no token for a role: the names the families use, BERT's first.
-ROLE_DEFAULTS = {"cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"),
-                 "mask": ("[MASK]", "<mask>"), "unk": ("[UNK]", "<unk>")}
-PIECE_STYLES = ("wordpiece", "byte_level", "sentencepiece", "plain")  # how a piece marks where words begin
 
 
 class PretrainedTokenizer(TokenizerBase):
@@ -75,7 +79,7 @@ class PretrainedTokenizer(TokenizerBase):
         self.source = source
         self.vocab_file = vocab_file  # the tokenizer.json or vocab.json it was read from; None when built
         self._files = dict(files or {})  # name → bytes of the files read, written back by `save`
-        self._vocab_size = _id_span(tokenizer)
+        self._vocab_size = id_span(tokenizer)
         ids: dict[str, int | None] = {}
         for role in ROLES:
             token = special_tokens.get(role)
@@ -98,7 +102,7 @@ class PretrainedTokenizer(TokenizerBase):
             special_tokens.get(role) for role in ROLES)
         added_special = {token_id for token_id, added in tokenizer.get_added_tokens_decoder().items() if added.special}
         self.special_token_ids = frozenset(added_special | {i for i in ids.values() if i is not None})
-        self.piece_style = _piece_style(_pipeline_json(tokenizer))
+        self.piece_style = piece_style_of(pipeline_json(tokenizer))
         self._layout = tokenizer.post_processor
         if self._layout is None:  # a bare tokenizer.json: BERT's layout with the folder's tokens
             self._layout = processors.TemplateProcessing(
@@ -121,7 +125,7 @@ class PretrainedTokenizer(TokenizerBase):
         byte-level BPE). TokenizerError naming the folder and what to add when it has neither."""
         folder = Path(folder)
         if present(folder / TOKENIZER_JSON_FILE):
-            return cls._from_tokenizer_json(folder, *_read_tokenizer_json(folder / TOKENIZER_JSON_FILE))
+            return cls._from_tokenizer_json(folder, *read_tokenizer_json(folder / TOKENIZER_JSON_FILE))
         if present(folder / VOCAB_JSON_FILE) and present(folder / MERGES_FILE):
             return cls._from_vocab_and_merges(folder)
         kept = [name for name in SENTENCEPIECE_FILES if present(folder / name)]
@@ -133,19 +137,19 @@ class PretrainedTokenizer(TokenizerBase):
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, data: bytes, tokenizer: Tokenizer) -> PretrainedTokenizer:
-        files, config, special_map = _read_configs(folder)
+        files, config, special_map = read_configs(folder)
         files[TOKENIZER_JSON_FILE] = data
-        specials = _special_tokens(config, special_map, tokenizer)
+        specials = special_tokens_of(config, special_map, tokenizer)
         path = folder / TOKENIZER_JSON_FILE
         return cls(tokenizer, specials, source=str(path), files=files, vocab_file=path)
 
     @classmethod
     def _from_vocab_and_merges(cls, folder: Path) -> PretrainedTokenizer:
         """RoBERTa's byte-level BPE as transformers builds it from vocab.json + merges.txt."""
-        files, config, special_map = _read_configs(folder)
+        files, config, special_map = read_configs(folder)
         vocab_path, merges_path = folder / VOCAB_JSON_FILE, folder / MERGES_FILE
-        vocab_data = _read(vocab_path, VOCAB_LIMIT, "a vocab.json")
-        merges_data = _read(merges_path, VOCAB_LIMIT, "a merges.txt")
+        vocab_data = read_file(vocab_path, VOCAB_LIMIT, "a vocab.json")
+        merges_data = read_file(merges_path, VOCAB_LIMIT, "a merges.txt")
         vocab = parse_json(vocab_data, vocab_path, error=TokenizerError)
         if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool)
                                                   for i in vocab.values()):
@@ -171,12 +175,12 @@ class PretrainedTokenizer(TokenizerBase):
                                   fuse_unk=False))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
         tokenizer.decoder = decoders.ByteLevel()
-        specials = {role: _role_token(role, config, special_map, {}, vocab) for role in ROLES}
+        specials = {role: role_token(role, config, special_map, {}, vocab) for role in ROLES}
         # as transformers adds them: each with the flags tokenizer_config.json gives it (roberta-base's <mask> takes
         # the space before it: lstrip), plain otherwise, then added_tokens_decoder's, whose flags win
-        tokenizer.add_special_tokens([_added_token(config.get(f"{role}_token"), token)
+        tokenizer.add_special_tokens([added_token(config.get(f"{role}_token"), token)
                                       for role, token in specials.items() if token is not None])
-        for token in _added_tokens(config):
+        for token in added_tokens(config):
             tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
         tokenizer.post_processor = processors.RobertaProcessing(
             (specials["sep"] or "</s>", vocab.get(specials["sep"], 2)),
@@ -189,16 +193,16 @@ class PretrainedTokenizer(TokenizerBase):
         """ALBERT's / XLM-RoBERTa's SentencePiece model as transformers builds its tokenizer from the folder (the
         family from tokenizer_config.json's tokenizer_class, else config.json's model_type); `save` adds a
         tokenizer.json beside the model file."""
-        files, config, special_map = _read_configs(folder)
+        files, config, special_map = read_configs(folder)
         path = folder / name
-        data = _read(path, TOKENIZER_JSON_LIMIT, "a SentencePiece model")
+        data = read_file(path, TOKENIZER_JSON_LIMIT, "a SentencePiece model")
         model = parse_model_proto(data, path)
-        model_config = _json_object(_read_optional(folder / CONFIG_FILE, CONFIG_JSON_LIMIT), folder / CONFIG_FILE)
+        model_config = json_object(read_optional(folder / CONFIG_FILE, CONFIG_JSON_LIMIT), folder / CONFIG_FILE)
         family = family_of(config, model_config)
         known = {token for token, _ in family_vocabulary(model, family)[0]}
-        specials = {role: _role_token(role, config, special_map, {}, known) for role in ROLES}
+        specials = {role: role_token(role, config, special_map, {}, known) for role in ROLES}
         tokenizer = tokenizer_from_sentencepiece(model, family, config, specials)
-        for token in _added_tokens(config):
+        for token in added_tokens(config):
             if tokenizer.token_to_id(token.content) is None:
                 tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
         files[name] = data
@@ -349,7 +353,7 @@ def tokenizer_from_folder(folder: str | Path) -> BertTokenizer | PretrainedToken
     if present(folder / VOCAB_FILE):
         return BertTokenizer.from_vocab_file(folder)
     if present(folder / TOKENIZER_JSON_FILE):
-        data, tokenizer = _read_tokenizer_json(folder / TOKENIZER_JSON_FILE)
+        data, tokenizer = read_tokenizer_json(folder / TOKENIZER_JSON_FILE)
         if type(tokenizer.model).__name__ == "WordPiece":
             return BertTokenizer.from_vocab_file(folder)
         return PretrainedTokenizer._from_tokenizer_json(folder, data, tokenizer)
@@ -365,163 +369,3 @@ def tokenizer_from_path(path: str | Path) -> BertTokenizer | PretrainedTokenizer
     if path.name in (TOKENIZER_JSON_FILE, VOCAB_JSON_FILE, MERGES_FILE):
         return tokenizer_from_folder(path.parent)
     return BertTokenizer.from_vocab_file(path)
-
-
-def _read_tokenizer_json(path: Path) -> tuple[bytes, Tokenizer]:
-    data = _read(path, TOKENIZER_JSON_LIMIT, "a tokenizer.json")
-    try:
-        return data, Tokenizer.from_str(data.decode("utf-8"))
-    except Exception as error:  # the Rust parser raises plain Exceptions; not UTF-8 is a UnicodeDecodeError
-        parse_json(data, path, error=TokenizerError)  # names what is wrong with the JSON itself, where it is
-        raise TokenizerError(f"{path} is not a tokenizer the `tokenizers` library reads ({error}); the file is "
-                             "damaged or of a newer format: save it again with transformers") from None
-
-
-def _read_configs(folder: Path) -> tuple[dict[str, bytes], dict, dict]:
-    """The bytes of tokenizer_config.json and special_tokens_map.json where present, and their JSON objects."""
-    files = {name: data for name in (TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
-             if (data := _read_optional(folder / name, TOKENIZER_CONFIG_LIMIT)) is not None}
-    return (files, _json_object(files.get(TOKENIZER_CONFIG_FILE), folder / TOKENIZER_CONFIG_FILE),
-            _json_object(files.get(SPECIAL_TOKENS_MAP_FILE), folder / SPECIAL_TOKENS_MAP_FILE))
-
-
-def _read(path: Path, limit: int, what: str) -> bytes:
-    try:
-        return read_bytes(path, limit=limit, error=TokenizerError, what=what)
-    except FileNotFoundError:
-        raise TokenizerError(f"{path} disappeared while it was being read; is another program changing the "
-                             "folder?") from None
-
-
-def _read_optional(path: Path, limit: int) -> bytes | None:
-    if not present(path):
-        return None
-    try:
-        return read_bytes(path, limit=limit, error=TokenizerError)
-    except FileNotFoundError:
-        return None
-
-
-def _json_object(data: bytes | None, path: Path) -> dict:
-    if data is None:
-        return {}
-    values = parse_json(data, path, error=TokenizerError)
-    if not isinstance(values, dict):
-        raise TokenizerError(f"{path} holds a {type(values).__name__}, not a JSON object; fix or delete it")
-    return values
-
-
-def _token_name(value: object) -> str | None:
-    """A special token as tokenizer_config.json spells it: "<s>", or {"content": "<s>", ...} (older saves)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
-
-
-def _role_token(role: str, config: dict, special_map: dict, processor_tokens: dict, vocab) -> str | None:
-    for source in (config, special_map):
-        if (name := _token_name(source.get(f"{role}_token"))) is not None:
-            return name
-    if role in processor_tokens:
-        return processor_tokens[role]
-    return next((name for name in ROLE_DEFAULTS[role] if name in vocab), None)
-
-
-def _special_tokens(config: dict, special_map: dict, tokenizer: Tokenizer) -> dict[str, str | None]:
-    """The token of each role: tokenizer_config.json, else special_tokens_map.json, else what the post-processor
-    puts first and last (cls, sep), else the families' usual names where the vocabulary has them."""
-    processor = _component_json(tokenizer.post_processor)
-    processor_tokens = {}
-    if isinstance(processor, dict):
-        for role in ("cls", "sep"):
-            pair = processor.get(role)
-            if isinstance(pair, list) and pair and isinstance(pair[0], str):
-                processor_tokens[role] = pair[0]  # BertProcessing / RobertaProcessing: [token, id]
-        single = processor.get("single")
-        if isinstance(single, list):
-            named = [item["SpecialToken"].get("id") for item in single
-                     if isinstance(item, dict) and isinstance(item.get("SpecialToken"), dict)]
-            if named:
-                processor_tokens.setdefault("cls", named[0])
-                processor_tokens.setdefault("sep", named[-1])
-    vocab = _Lookup(tokenizer)
-    return {role: _role_token(role, config, special_map, processor_tokens, vocab) for role in ROLES}
-
-
-class _Lookup:
-    """`token in vocab` through the tokenizer, without copying its 50k-entry map into a dict."""
-
-    def __init__(self, tokenizer: Tokenizer):
-        self._tokenizer = tokenizer
-
-    def __contains__(self, token: object) -> bool:
-        return isinstance(token, str) and self._tokenizer.token_to_id(token) is not None
-
-
-def _id_span(tokenizer: Tokenizer) -> int:
-    """One past the largest id. Gaps come from added tokens placed beyond the model's ids (their few ids are
-    known), so the count of tokens, or one past the largest added id, is it when that id has a token and the next
-    has none; otherwise the whole map is read."""
-    added = tokenizer.get_added_tokens_decoder()
-    span = max(tokenizer.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
-    if span and tokenizer.id_to_token(span - 1) is not None and tokenizer.id_to_token(span) is None:
-        return span
-    return max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-
-
-def _added_token(entry: object, content: str, special: bool = True) -> AddedToken:
-    """An AddedToken with the flags of a tokenizer_config.json entry ({"content", "lstrip", ...}), else plain."""
-    flags = entry if isinstance(entry, dict) else {}
-    return AddedToken(content, single_word=bool(flags.get("single_word", False)),
-                      lstrip=bool(flags.get("lstrip", False)), rstrip=bool(flags.get("rstrip", False)),
-                      normalized=bool(flags.get("normalized", False)), special=bool(flags.get("special", special)))
-
-
-def _added_tokens(config: dict) -> list[AddedToken]:
-    """tokenizer_config.json's added_tokens_decoder, as AddedTokens (a vocab.json + merges.txt folder's extras)."""
-    entries = config.get("added_tokens_decoder")
-    if not isinstance(entries, dict):
-        return []
-    return [_added_token(entry, entry["content"])
-            for _, entry in sorted(entries.items(), key=lambda item: int(item[0]) if str(item[0]).isdigit() else 0)
-            if isinstance(entry, dict) and isinstance(entry.get("content"), str)]
-
-
-def _component_json(component: object) -> object:
-    """A pipeline component (pre-tokenizer, post-processor...) as its JSON, without serialising the vocabulary."""
-    return json.loads(component.__getstate__()) if component is not None else None
-
-
-def _pipeline_json(tokenizer: Tokenizer) -> dict:
-    """The parts of the tokenizer that say how pieces mark words."""
-    return {"pre_tokenizer": _component_json(tokenizer.pre_tokenizer), "decoder": _component_json(tokenizer.decoder),
-            "model": {"type": type(tokenizer.model).__name__}}
-
-
-def _piece_style(values: dict) -> str:
-    """"byte_level" (Ġ before a word), "sentencepiece" (▁), "wordpiece" (## on continuations) or "plain"."""
-    kinds: set[str] = set()
-
-    def collect(node: object) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("type"), str):
-                kinds.add(node["type"])
-            for value in node.values():
-                if isinstance(value, (dict, list)):
-                    collect(value)
-        elif isinstance(node, list):
-            for value in node:
-                collect(value)
-
-    for name in ("pre_tokenizer", "decoder"):
-        collect(values.get(name))
-    if "ByteLevel" in kinds:
-        return "byte_level"
-    if "Metaspace" in kinds:
-        return "sentencepiece"
-    model = values.get("model")
-    if (isinstance(model, dict) and model.get("type") == "WordPiece") or "WordPiece" in kinds:
-        return "wordpiece"
-    return "plain"
