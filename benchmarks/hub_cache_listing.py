@@ -1,4 +1,4 @@
-"""How long listing a Hugging Face cache of N BERT-base-sized models takes (bertcore.models.hub.list_cached_models).
+"""How long listing a Hugging Face cache of N BERT-base-sized models takes (hub_listing.list_cached_models).
 
 Builds the cache in a temporary folder: per repo a config.json, a model.safetensors with BERT-base's real header
 (199 tensors, 110M parameters; the data is a sparse hole of the real size, so nothing but the header is on disk),
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bertcore.models.hub import list_cached_models  # noqa: E402 - after the path that makes the checkout importable
+from bertcore.models.hub_listing import list_cached_models  # noqa: E402 - after the path that makes the checkout importable
 
 
 def bert_base_header() -> tuple[bytes, int]:
@@ -103,7 +103,7 @@ def main() -> None:
         build_cache(cache, arguments.repos)
         first = subprocess.run(
             [sys.executable, "-c", "import sys, time; start = time.perf_counter(); sys.path.insert(0, sys.argv[1]); "
-             "from bertcore.models.hub import list_cached_models; models = list_cached_models(sys.argv[2]); "
+             "from bertcore.models.hub_listing import list_cached_models; models = list_cached_models(sys.argv[2]); "
              "print(time.perf_counter() - start, len(models))", str(ROOT), str(cache)],
             capture_output=True, text=True, check=True).stdout.split()
         # For the reasons in bertcore.models.hub's docstring: one repo id resolved (huggingface_hub imported on

@@ -1,9 +1,9 @@
-"""The models a user already has: Hugging Face cache look-ups and a listing of cached encoders (downloads:
-bertcore.models.hub_download).
+"""The models a user already has: Hugging Face cache look-ups (the listing of cached encoders:
+bertcore.models.hub_listing; downloads: bertcore.models.hub_download).
 
     resolved = resolve_model("google-bert/bert-base-uncased")   # a folder, or a repo id found in the local cache
     model, tokenizer = bertcore.load_pretrained(resolved.folder)
-    for cached in list_cached_models():                          # what the cache holds, read from file headers
+    for cached in hub_listing.list_cached_models():              # what the cache holds, read from file headers
         print(cached.repo_id, cached.describe())
     hub_download.download_model("prajjwal1/bert-tiny", progress=print, cancel=lambda: False)
 
@@ -16,11 +16,11 @@ ourselves), once per process and before a model load that takes seconds; later l
 What stays our own, measured on 50 BERT-base-sized repos (benchmarks/hub_cache_listing.py, 2 shared cores, load
 ~1.2-2): huggingface_hub 2.4's functions cost 90-200 ms to import (its top-level import is lazy; the first
 `from huggingface_hub import snapshot_download` is ~175 ms), against 40-50 ms for this module, so
-- the listing is ours: `scan_cache_dir` takes 15 ms on the 50 repos against 21 ms for our whole listing with
-  config.json and safetensors headers read (57 ms in a fresh interpreter, import included, against 107 ms for
-  importing and calling scan_cache_dir alone), gives nothing we need that a stat does not, and opens every refs
-  file with a blocking open(), so a FIFO left in refs/ would hang the window's model list;
-- every file we parse (refs, config.json, safetensors headers) is read by `_open_without_touching`, which refuses
+- the listing (hub_listing) is ours: `scan_cache_dir` takes 15 ms on the 50 repos against 21 ms for our whole
+  listing with config.json and safetensors headers read (57 ms in a fresh interpreter, import included, against
+  107 ms for importing and calling scan_cache_dir alone), gives nothing we need that a stat does not, and opens
+  every refs file with a blocking open(), so a FIFO left in refs/ would hang the window's model list;
+- every file we parse (refs, config.json, safetensors headers) is read by `open_without_touching`, which refuses
   a FIFO or device instead of waiting on it; before huggingface_hub reads the repo's refs and cached file
   listings (trees/), they are checked to be files (stat only);
 - the cache folder is read from the environment at call time (HF_HUB_CACHE, else $HF_HOME/hub, else
@@ -38,8 +38,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,11 +49,8 @@ from bertcore.files.reading import (
     file_kind,
     parse_json,
 )
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
+from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
 
-# The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
-# narrower: see loader_supports.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert")
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"
 # Whichever of these a repo has are downloaded with it: WordPiece (vocab.txt), BPE (vocab.json + merges.txt),
@@ -70,10 +66,7 @@ _REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-
                       re.ASCII)
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 _SHORT_COMMIT = re.compile(r"[0-9a-f]{7,39}")  # as `git log --oneline` prints one, or longer
-_SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _REF_LIMIT = 4096  # refs/<name> holds one commit hash; more is not a ref huggingface_hub wrote
-_FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
-_LABELS_SHOWN = 6
 
 
 def loader_supports(config: Mapping) -> bool:
@@ -92,37 +85,6 @@ class ResolvedModel:
     repo_id: str | None  # "org/name" when the folder is (or is inside) a Hugging Face cache snapshot
     revision: str | None  # the snapshot's commit hash, for a cached folder
     display_name: str  # what a title bar shows: the repo id, else the folder's name (never a commit hash)
-
-
-@dataclass(frozen=True)
-class CachedModel:
-    """One cached model repo, described from its config.json and the headers of its weights (nothing loaded)."""
-
-    repo_id: str
-    folder: Path  # the snapshot refs/main points to (else the newest snapshot)
-    revision: str  # its commit hash
-    model_type: str
-    supported_now: bool  # whether bertcore.load_pretrained opens it today: its family and its tokenizer
-    size_bytes: int  # the blobs this snapshot links to, each counted once
-    parameters: int | None  # None when the weights' headers could not be read
-    parameters_estimated: bool  # True for pytorch_model.bin: file size / 4, as if every tensor were float32
-    num_layers: int | None
-    num_heads: int | None
-    head: str  # "MLM", "pretraining (MLM + NSP)", "sequence classification: 3 labels (neg, neu, pos)", …
-    last_used: float  # seconds since the epoch: the newest access time of the snapshot's files, or refs' mtime
-
-    def describe(self) -> str:
-        """One line for a list: '110.1M parameters · 12 layers × 12 heads · MLM · 420 MB'."""
-        parts = []
-        if self.parameters is not None:
-            parts.append(f"{'~' if self.parameters_estimated else ''}{_count(self.parameters)} parameters")
-        if self.num_layers is not None and self.num_heads is not None:
-            parts.append(f"{self.num_layers} layers × {self.num_heads} heads")
-        parts.append(self.head)
-        parts.append(_megabytes(self.size_bytes))
-        if not self.supported_now:
-            parts.append(f"{self.model_type}: not loadable yet")
-        return " · ".join(parts)
 
 
 def default_cache_dir() -> Path:
@@ -166,7 +128,7 @@ def resolve_model(path_or_repo_id: str | Path, *, cache_dir: str | Path | None =
                               f"of that name; download it with {DOWNLOAD_HINT.format(repo_id=text)}")
     snapshot = _cached_snapshot(text, storage, revision)
     missing = [name for name in (CONFIG_FILE,) if not (snapshot / name).is_file()]
-    if _weights_file(snapshot) is None:
+    if weights_file(snapshot) is None:
         missing.append(f"weights ({SAFETENSORS_FILE} or {PYTORCH_FILE})")
     if missing:
         raise CheckpointError(
@@ -177,20 +139,20 @@ def resolve_model(path_or_repo_id: str | Path, *, cache_dir: str | Path | None =
 
 def _resolve_folder(folder: Path, revision: str) -> ResolvedModel:
     # A folder picked in a file dialog may be the cache's repo folder (models--org--name) rather than a snapshot.
-    repo_id = _repo_id_of_storage(folder.name)
+    repo_id = repo_id_of_storage(folder.name)
     if repo_id is not None and (folder / "snapshots").is_dir() and not (folder / CONFIG_FILE).exists():
         snapshot = _cached_snapshot(repo_id, folder, revision)
         return ResolvedModel(folder=snapshot, repo_id=repo_id, revision=snapshot.name, display_name=repo_id)
     for candidate in dict.fromkeys((folder.absolute(), folder.resolve())):
         parts = candidate.parts
         if len(parts) >= 3 and parts[-2] == "snapshots":
-            repo_id = _repo_id_of_storage(parts[-3])
+            repo_id = repo_id_of_storage(parts[-3])
             if repo_id is not None:
                 return ResolvedModel(folder=folder, repo_id=repo_id, revision=parts[-1], display_name=repo_id)
     return ResolvedModel(folder=folder, repo_id=None, revision=None, display_name=folder.absolute().name)
 
 
-def _repo_id_of_storage(name: str) -> str | None:
+def repo_id_of_storage(name: str) -> str | None:
     if not name.startswith("models--"):
         return None
     repo_id = name[len("models--"):].replace("--", "/")
@@ -233,7 +195,7 @@ def _cached_snapshot(repo_id: str, storage: Path, revision: str) -> Path:
                               f"download it again with {download}") from None
     except LocalEntryNotFoundError:
         # A repo downloaded by commit hash alone has no refs/main; "main" then means its newest snapshot
-        snapshot = _snapshot_for(storage, revision) if revision == "main" else None
+        snapshot = snapshot_for(storage, revision) if revision == "main" else None
         if snapshot is None:
             raise CheckpointError(f"{repo_id} is in the Hugging Face cache ({storage}) but has no usable snapshot "
                                   f"for '{revision}'; download it again with {download}") from None
@@ -247,7 +209,7 @@ def _entries(folder: Path, *, folders_only: bool) -> list[os.DirEntry]:
         return []
 
 
-def _snapshot_for(storage: Path, revision: str) -> Path | None:
+def snapshot_for(storage: Path, revision: str) -> Path | None:
     """The snapshot a revision names (a ref's commit hash, or a commit hash itself); for "main" without its ref
     (a repo downloaded by commit hash), the most recently written snapshot."""
     snapshots = storage / "snapshots"
@@ -265,207 +227,36 @@ def _snapshot_for(storage: Path, revision: str) -> Path | None:
 
 def _read_ref(path: Path) -> str | None:
     try:
-        commit = _read_bytes(path, limit=_REF_LIMIT).decode("ascii").strip()
+        commit = read_bytes(path, limit=_REF_LIMIT).decode("ascii").strip()
     except (OSError, ValueError):  # a FIFO or device in its place is refused, not waited on; UnicodeDecodeError
         return None
     return commit if COMMIT_HASH.fullmatch(commit) else None
 
 
-def _weights_file(snapshot: Path) -> Path | None:
+def weights_file(snapshot: Path) -> Path | None:
     for name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE, PYTORCH_INDEX_FILE):
         if (snapshot / name).is_file():
             return snapshot / name
     return None
 
 
-# --- listing -------------------------------------------------------------------------------------------------
-
-
-def list_cached_models(cache_dir: str | Path | None = None) -> list[CachedModel]:
-    """Every cached model repo whose config.json names a family in SUPPORTED_MODEL_TYPES and which has weights,
-    newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises for
-    a broken repo: one without config.json or weights, with bad JSON, or whose links dangle is left out."""
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    try:
-        entries = [entry for entry in os.scandir(cache) if entry.name.startswith("models--")]
-    except OSError:
-        return []
-    models = []
-    for entry in entries:
-        try:
-            model = _describe_repo(Path(entry.path))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, struct.error, RecursionError):
-            model = None  # a repo another program is writing, or one damaged by hand: not openable
-        if model is not None:
-            models.append(model)
-    models.sort(key=lambda model: (-model.last_used, model.repo_id))
-    return models
-
-
-def _describe_repo(storage: Path) -> CachedModel | None:
-    repo_id = _repo_id_of_storage(storage.name)
-    if repo_id is None or not storage.is_dir():
-        return None
-    snapshot = _snapshot_for(storage, "main")
-    if snapshot is None:
-        return None
-    config_path = snapshot / CONFIG_FILE
-    config = parse_json(_read_bytes(config_path, limit=1024 * 1024), config_path)
-    if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_MODEL_TYPES:
-        return None
-    weights = _weights_file(snapshot)
-    if weights is None:
-        return None
-    parameters, estimated = _count_parameters(weights)
-    size_bytes, last_used = _snapshot_usage(snapshot)
-    for ref in (storage / "refs").glob("*"):
-        last_used = max(last_used, ref.stat().st_mtime)
-    return CachedModel(
-        repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=config["model_type"],
-        supported_now=loader_supports(config) and _has_readable_tokenizer(snapshot),
-        size_bytes=size_bytes, parameters=parameters,
-        parameters_estimated=estimated, num_layers=_int_field(config, "num_hidden_layers", "n_layers"),
-        num_heads=_int_field(config, "num_attention_heads", "n_heads"), head=describe_head(config),
-        last_used=last_used)
-
-
-
-def _has_readable_tokenizer(snapshot: Path) -> bool:
-    """Whether the snapshot has a tokenizer bertcore reads (bertcore.tokenization.pretrained): a vocab.txt, a
-    tokenizer.json (WordPiece, BPE, Unigram), vocab.json + merges.txt, or a SentencePiece model file.
-    Names only: nothing is parsed (a damaged file is named when the model is opened)."""
-    return (snapshot / VOCAB_FILE).exists() or (snapshot / TOKENIZER_JSON_FILE).exists() or (
-        (snapshot / "vocab.json").exists() and (snapshot / "merges.txt").exists()) or any(
-        (snapshot / name).exists() for name in ("spiece.model", "sentencepiece.bpe.model"))
-
-
-def _snapshot_usage(snapshot: Path) -> tuple[int, float]:
-    """Bytes of the distinct blobs the snapshot links to, and their newest access time. A dangling link to a
-    file the loader does not need (e.g. an ONNX export) is ignored; one to config.json or weights was caught
-    earlier by reading them."""
-    seen: set[tuple[int, int]] = set()
-    size_bytes = 0
-    last_used = 0.0
-    for path in _files_under(snapshot):
-        try:
-            status = os.stat(path)
-        except OSError:
-            continue
-        last_used = max(last_used, status.st_atime, status.st_mtime)
-        if (status.st_dev, status.st_ino) not in seen:
-            seen.add((status.st_dev, status.st_ino))
-            size_bytes += status.st_size
-    return size_bytes, last_used
-
-
-def _files_under(folder: Path) -> Iterator[str]:
-    for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
-            yield from _files_under(Path(entry.path))
-        else:
-            yield entry.path
-
-
-def _int_field(config: Mapping, *names: str) -> int | None:
-    for name in names:
-        value = config.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
-def describe_head(config: Mapping) -> str:
-    """What sits on the encoder, from config.json's `architectures` (and id2label for a classifier)."""
-    architectures = config.get("architectures") or []
-    name = architectures[0] if isinstance(architectures, list) and architectures else None
-    if not isinstance(name, str):
-        return "encoder (config.json names no architecture)"
-    if name.endswith("ForPreTraining"):
-        return {"AlbertForPreTraining": "pretraining (MLM + SOP)",
-                "ElectraForPreTraining": "replaced-token detection (ELECTRA discriminator)"}.get(
-                    name, "pretraining (MLM + NSP)")
-    if name.endswith("ForMaskedLM"):
-        return "MLM"
-    if name.endswith("ForSequenceClassification"):
-        return f"sequence classification: {_labels(config)}"
-    if name.endswith("ForTokenClassification"):
-        return f"token classification: {_labels(config)}"
-    if name.endswith("ForQuestionAnswering"):
-        return "extractive question answering (span start/end)"
-    if name.endswith("ForNextSentencePrediction"):
-        return "next-sentence prediction"
-    if name.endswith("ForMultipleChoice"):
-        return "multiple choice"
-    if name.endswith(("ForCausalLM", "LMHeadModel")):
-        return "causal LM"
-    if name.endswith("Model"):
-        return "encoder only"
-    return name
-
-
-def _labels(config: Mapping) -> str:
-    id2label = config.get("id2label")
-    names: list[str] = []
-    if isinstance(id2label, dict):
-        def position(key: object) -> tuple[int, str]:
-            text = str(key)
-            return (int(text), text) if text.lstrip("-").isdigit() else (1 << 30, text)
-        names = [str(id2label[key]) for key in sorted(id2label, key=position)]
-    count = len(names) or _int_field(config, "num_labels") or 2  # transformers' default num_labels is 2
-    label_word = "label" if count == 1 else "labels"
-    # transformers fills id2label with LABEL_0, LABEL_1, … when a checkpoint names none: nothing to show
-    if not names or all(re.fullmatch(r"LABEL_\d+", name) for name in names):
-        return f"{count} {label_word}"
-    shown = ", ".join(names[:_LABELS_SHOWN])
-    more = f", … {len(names) - _LABELS_SHOWN} more" if len(names) > _LABELS_SHOWN else ""
-    return f"{count} {label_word} ({shown}{more})"
-
-
-def _count_parameters(weights: Path) -> tuple[int | None, bool]:
-    """(parameters, estimated) from the weights' headers: exact for safetensors (shapes of floating-point
-    tensors), file size / 4 for pytorch_model.bin, which cannot be read without unpickling it."""
-    folder = weights.parent
-    if weights.name in (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE):
-        shards = [weights] if weights.name == SAFETENSORS_FILE else shard_files(weights)
-        return sum(_safetensors_parameters(shard) for shard in shards), False
-    shards = [weights] if weights.name == PYTORCH_FILE else shard_files(weights)
-    return sum(os.stat(folder / shard.name).st_size for shard in shards) // 4, True
-
-
 def shard_files(index_file: Path) -> list[Path]:
-    index = parse_json(_read_bytes(index_file, limit=64 * 1024 * 1024), index_file)
+    index = parse_json(read_bytes(index_file, limit=64 * 1024 * 1024), index_file)
     names = sorted(set(index["weight_map"].values()))
     if not names or any("/" in name or "\\" in name or name in ("", ".", "..") for name in names):
         raise ValueError(f"{index_file} names no usable shard files")
     return [index_file.parent / name for name in names]
 
 
-def _safetensors_parameters(path: Path) -> int:
-    with _open_without_touching(path) as handle:
-        (header_length,) = struct.unpack("<Q", handle.read(8))
-        if header_length > _SAFETENSORS_HEADER_LIMIT:
-            raise ValueError(f"{path}: header length {header_length} is not a safetensors header")
-        header = parse_json(handle.read(header_length), path)
-    total = 0
-    for name, tensor in header.items():
-        if name == "__metadata__" or tensor["dtype"] not in _FLOAT_DTYPES:
-            continue
-        count = 1
-        for dimension in tensor["shape"]:
-            count *= int(dimension)
-        total += count
-    return total
-
-
-def _read_bytes(path: Path, limit: int) -> bytes:
-    with _open_without_touching(path) as handle:
+def read_bytes(path: Path, limit: int) -> bytes:
+    with open_without_touching(path) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"{path} is larger than {limit} bytes")
     return data
 
 
-def _open_without_touching(path: Path):
+def open_without_touching(path: Path):
     """Open a regular file for reading without updating its access time where the OS allows it (Linux, own
     files): "last used" is read from access times, and listing the cache must not make every model look just
     used. ValueError for a FIFO, device or folder in its place: it is never waited on (opening a FIFO blocks
@@ -485,16 +276,3 @@ def _open_without_touching(path: Path):
     except BaseException:
         os.close(descriptor)
         raise
-
-
-def _count(parameters: int) -> str:
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if parameters >= scale:
-            return f"{parameters / scale:.1f}{suffix}"
-    return str(parameters)
-
-
-def _megabytes(size_bytes: int) -> str:
-    if size_bytes >= 1e9:
-        return f"{size_bytes / 1e9:.2f} GB"
-    return f"{size_bytes / 1e6:.1f} MB"

@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 
 from bertcore.errors import CheckpointError, DownloadCancelled
-from bertcore.models.hub import (
-    CachedModel,
-    ResolvedModel,
-    default_cache_dir,
-    describe_head,
-    list_cached_models,
-    looks_like_repo_id,
-    resolve_model,
-)
+from bertcore.models.hub import ResolvedModel, default_cache_dir, looks_like_repo_id, resolve_model
 from bertcore.models.hub_download import download_model
+from bertcore.models.hub_listing import CachedModel, describe_head, list_cached_models
 from tests.hub_fixtures import (
     COMMIT_A,
     COMMIT_B,
@@ -339,7 +332,8 @@ def test_the_head_is_described_from_architectures_and_labels(config: dict, head:
 
 
 def test_importing_hub_imports_neither_torch_nor_huggingface_hub():
-    code = "import sys, bertcore.models.hub; print(sorted({'torch', 'huggingface_hub'} & set(sys.modules)))"
+    code = ("import sys, bertcore.models.hub, bertcore.models.hub_listing; "
+            "print(sorted({'torch', 'huggingface_hub'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 CHILD = CHILD_PREAMBLE + r"""
 from bertcore.models.config import BertConfig
-from bertcore.models.hub import list_cached_models
+from bertcore.models.hub_listing import list_cached_models
 from bertcore.files.metrics_log import MetricsTail
 from bertcore.files.run_folder import RunFolder, read_run_config
 from bertcore.training.setup import read_trainer_state

@@ -125,7 +125,7 @@ def test_the_picker_lists_the_cache_off_the_gui_thread(qtbot, picker_cache):
 
     def listing():
         threads.append(threading.current_thread())
-        from bertcore.models.hub import list_cached_models
+        from bertcore.models.hub_listing import list_cached_models
 
         return list_cached_models()
 

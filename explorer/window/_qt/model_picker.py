@@ -1,6 +1,6 @@
 """Model ▸ Open from Hugging Face cache…: every encoder the local cache holds, in a table to filter and open.
 
-The listing (bertcore.models.hub.list_cached_models) reads config.json and the weights' headers of every cached
+The listing (bertcore.models.hub_listing.list_cached_models) reads config.json and the weights' headers of every cached
 repo, which takes a moment on a large cache or a network home folder, so it runs in a `OneShotWorker`. Nothing here
 reaches the network: the row opened is a snapshot folder, which the window loads like any checkpoint folder.
 Families bertcore cannot open yet are listed greyed, with a tooltip saying so, and cannot be opened.
@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bertcore.models.hub import CachedModel, default_cache_dir, list_cached_models
+from bertcore.models.hub import default_cache_dir
+from bertcore.models.hub_listing import CachedModel, list_cached_models
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.one_shot import OneShotWorker
 
