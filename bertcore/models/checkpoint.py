@@ -15,7 +15,7 @@ must be in the file; a model_type or architecture of no supported family is refu
 file or shards listed by `model.safetensors.index.json` / `pytorch_model.bin.index.json`
 (read by bertcore.models.weight_files).
 `read_checkpoint` gives the checked tensors without building a model (to start a task
-model from them, bertcore.models.task_heads.start_from_pretrained).
+model from them, bertcore.models.weight_transfer.start_from_pretrained).
 
 A folder that cannot be used is a CheckpointError naming the file, field or tensor: a config with a wrong type
 or sizes its weights do not have (checked before anything is allocated), a vocabulary that is not UTF-8 or
@@ -47,7 +47,8 @@ from bertcore.models.hub import looks_like_repo_id, resolve_model
 from bertcore.models.task_heads import model_class_for
 from bertcore.models.weight_files import read_weights, some_names
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
-from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError, recorded_vocab_sizes
+from bertcore.tokenization.vocab_files import recorded_vocab_sizes
+from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError
 
 Tokenizer = BertTokenizer | PretrainedTokenizer  # one interface: encode, ids of the specials, vocab_size, save
 
