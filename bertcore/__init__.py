@@ -41,7 +41,7 @@ _EXPORTS = {
     "BertForSequenceClassification": "bertcore.models.task_heads",
     "BertForTokenClassification": "bertcore.models.task_heads",
     "BertForQuestionAnswering": "bertcore.models.task_heads",
-    "start_from_pretrained": "bertcore.models.task_heads",
+    "start_from_pretrained": "bertcore.models.weight_transfer",
     "BertTokenizer": "bertcore.tokenization.wordpiece",
     "PretrainedTokenizer": "bertcore.tokenization.pretrained",
     "tokenizer_from_folder": "bertcore.tokenization.pretrained",

@@ -55,10 +55,9 @@ from bertcore.models.task_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     TaskModel,
-    WeightTransfer,
-    start_from_pretrained,
     task_model_class,
 )
+from bertcore.models.weight_transfer import WeightTransfer, start_from_pretrained
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation

@@ -22,9 +22,9 @@ from bertcore.models.task_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     model_class_for,
-    start_from_pretrained,
     task_model_class,
 )
+from bertcore.models.weight_transfer import start_from_pretrained
 
 BATCH, SEQ = 3, 7
 MODERNBERT_IDS = dict(pad_token_id=0, bos_token_id=1, cls_token_id=1, eos_token_id=2, sep_token_id=2)
