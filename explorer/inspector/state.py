@@ -379,13 +379,3 @@ def _masking_line(how: str, encoding: Encoding, masking: Masking, mask_token: st
         picked += f" in {masking.num_units} {unit}{'s' if masking.num_units != 1 else ''}"
     return (f"Masking ({how}): {picked} — {counts[MaskDecision.MASK]} → "
             f"{mask_token}, {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")
-
-
-def run_inspection(request: InspectRequest) -> Any:
-    """The work the inspection worker does for one request (plain call; no Qt)."""
-    from bertcore.analysis.inspection import inspect_encoding
-
-    return inspect_encoding(
-        request.model, request.tokenizer, request.encoding,
-        masking=request.masking, top_k=request.top_k, head_mask=request.head_mask,
-    )

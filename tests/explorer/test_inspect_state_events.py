@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from explorer.inspector.inspect_job import run_inspection
 from explorer.inspector.model_info import describe_model
-from explorer.inspector.state import Change, ExplorerState, MaskingMode, run_inspection
+from explorer.inspector.state import Change, ExplorerState, MaskingMode
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model, paired_state
 
 SENTENCE_A, SENTENCE_B = "the king is dead", "long live the king"

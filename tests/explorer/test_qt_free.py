@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from bertcore.data.masking import MaskDecision
+from explorer.inspector.inspect_job import run_inspection
 from explorer.inspector.model_info import describe_model
-from explorer.inspector.state import ExplorerState, MaskingMode, run_inspection
+from explorer.inspector.state import ExplorerState, MaskingMode
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

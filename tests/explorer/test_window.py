@@ -472,15 +472,15 @@ def test_external_inspection_is_shown_with_its_caption(qtbot, window, tokenizer)
 @pytest.mark.slow
 def test_an_inspection_that_fails_says_why_and_the_last_one_stays(qtbot, settings, tiny_model, tokenizer,
                                                                    monkeypatch):
-    import explorer.inspector._qt.inspect_tab as inspect_tab
-    from explorer.inspector.state import run_inspection
+    import explorer.inspector.inspect_job as inspect_job
+    from explorer.inspector.inspect_job import run_inspection
 
     def inspect_unless_queen(request):
         if "queen" in request.encoding.tokens:
             raise ValueError("this model cannot read 'queen'")
         return run_inspection(request)
 
-    monkeypatch.setattr(inspect_tab, "run_inspection", inspect_unless_queen)
+    monkeypatch.setattr(inspect_job, "run_inspection", inspect_unless_queen)
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):

@@ -4,9 +4,9 @@ A thin view over `ExplorerState`: the tab writes what the user does into the sta
 state announces (`ExplorerState.changed`, one `Change` at a time, in `_on_state_changed`), never because a
 sibling called it. Each settled edit (`InputForm`: a throttle, so a fast typist sees the views follow)
 re-encodes on the GUI thread (a few milliseconds); every change of the input, its masking or the head mask
-submits an inspection to a `LatestJobWorker`, which computes the newest request submitted, and the token table
-and the notes are redrawn while the worker computes on the other core. The worker also draws the attention
-panel's pictures for what it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI
+submits an inspection (`inspect_job`) to a `LatestJobWorker`, which computes the newest request submitted, and
+the token table and the notes are redrawn while the worker computes on the other core. The worker also draws the
+attention panel's pictures for what it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI
 thread only the hand-over.
 
 Every result newer than the one on screen is shown, even when the user has typed on meanwhile: while keys
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,11 +45,12 @@ from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
 from explorer.inspector._qt.token_table_model import TAG_ROW_NAME
-from explorer.inspector.attention_images import PanelPictures, PictureSpec, draw_panel
+from explorer.inspector.attention_images import PanelPictures
 from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
+from explorer.inspector.inspect_job import InspectJob, InspectResult, inspect_and_draw
 from explorer.inspector.inspection_threads import InspectionThreads
 from explorer.inspector.model_info import LoadedModel, ModelInfo
-from explorer.inspector.state import Change, ExplorerState, InspectRequest, run_inspection
+from explorer.inspector.state import Change, ExplorerState
 from explorer.inspector.task_display import tag_cells
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
@@ -61,32 +61,6 @@ CAPTION_STYLE = "color: #0b3d75; background: #e3eefb; border: 1px solid #9dbde6;
 
 PREDICTIONS_SHARE = 0.3  # of the width, when the predictions are shown
 INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (explorer.common._qt.workers, rule 5)
-
-
-@dataclass(frozen=True)
-class InspectJob:
-    """An inspection request and the pictures to draw with its result (captured in the GUI thread)."""
-
-    request: InspectRequest
-    pictures: PictureSpec
-
-
-@dataclass(frozen=True, eq=False)
-class InspectResult:
-    inspection: Any
-    pictures: PanelPictures | None  # None when drawing them failed: the panel draws them itself
-    pictures_ms: float
-
-
-def inspect_and_draw(job: InspectJob) -> InspectResult:
-    """The inspection worker's job: the forward pass, then the attention panel's pictures."""
-    inspection = run_inspection(job.request)
-    started = time.perf_counter()
-    try:
-        pictures = draw_panel(inspection, job.pictures)
-    except Exception:  # e.g. a spec from a model swapped meanwhile: the panel draws on the GUI thread instead
-        pictures = None
-    return InspectResult(inspection, pictures, (time.perf_counter() - started) * 1e3)
 
 
 class InspectTab(QWidget):
