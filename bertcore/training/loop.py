@@ -66,7 +66,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -77,13 +76,12 @@ from bertcore.errors import (
     DivergenceError,
     NonFiniteLossError,
     OutOfMemoryTrainingError,
-    RunFolderError,
     RunFolderWriteError,
     TrainingError,
 )
 from bertcore.files.metrics_log import MetricsLog
 from bertcore.files.run_claim import RunClaim
-from bertcore.files.run_folder import TRAINER_STATE_FILE, RunFolder
+from bertcore.files.run_folder import RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.controls import LoopControls
 from bertcore.training.divergence import DivergenceMonitor
@@ -94,7 +92,6 @@ from bertcore.training.setup import (
     distributed,
     is_out_of_memory,
     make_optimizer,
-    read_trainer_state,
     resolve_device,
     weight_decay_groups,
 )
@@ -145,23 +142,7 @@ class TrainingLoop(LoopCheckpoints, LoopControls):
         if not resume and self.run_folder.checkpoint_folders():
             raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
                              "choose another output folder (--out)")
-        self.resumed_from: Path | None = None
-        self.resume_note: str | None = None  # which checkpoints a resume passed over (after a NaN or divergence)
-        state: dict[str, Any] | None = None
-        resumed_sane = False
-        if resume:
-            judged: dict[Path, dict[str, Any]] = {}
-
-            def sane_by_state(folder: Path) -> bool:
-                # A checkpoint without sanity.json (written before there was one): its trainer state says.
-                judged.clear()
-                judged[folder] = read_trainer_state(folder / TRAINER_STATE_FILE)
-                return bool(judged[folder].get("sane", True))
-
-            choice = self.run_folder.resume_choice(None if resume is True else resume, judge=sane_by_state)
-            self.resumed_from, self.resume_note = choice.folder, choice.note()
-            resumed_sane = choice.sane is not False
-            state = judged.get(choice.folder) or read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
+        state, resumed_sane = self._choose_resume(resume)
         task.setup(self, self.resumed_from)
         self.config = config = task.config  # as the task resolved it (e.g. fine-tuning's steps from epochs)
         self.tokenizer = task.tokenizer
@@ -203,18 +184,6 @@ class TrainingLoop(LoopCheckpoints, LoopControls):
             self._prepare_run_folder(command)
         if self.world_size > 1:
             dist.barrier()
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        path = self.resumed_from / TRAINER_STATE_FILE
-        try:
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as error:
-            raise RunFolderError(f"{path}: its optimizer state does not fit this model ({error}); the checkpoint "
-                                 "is damaged. Resume from an earlier checkpoint, or start a new run") from None
-        self.step = int(state["step"])
-        self._elapsed_before = float(state["elapsed_seconds"])
-        if "divergence" in state:  # absent in checkpoints written before the divergence check
-            self._divergence.load_state_dict(state["divergence"])
 
     def _prepare_run_folder(self, command: list[str] | None) -> None:
         folder = self.run_folder

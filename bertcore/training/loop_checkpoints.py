@@ -1,5 +1,6 @@
-"""The training loop's checkpoints (a base class of bertcore.training.loop.TrainingLoop): writing one atomically,
-which one is known to be sane after a NaN or a divergence, pruning the rest, and final/.
+"""The training loop's checkpoints (a base class of bertcore.training.loop.TrainingLoop): which one a resume starts
+from and restoring it, writing one atomically, which one is known to be sane after a NaN or a divergence, pruning
+the rest, and final/.
 """
 
 from __future__ import annotations
@@ -13,13 +14,45 @@ import torch
 from bertcore.errors import NonFiniteLossError, RunFolderError
 from bertcore.files.run_folder import TRAINER_STATE_FILE
 from bertcore.training.divergence import learning_rate_advice
-from bertcore.training.setup import TRAINER_STATE_VERSION
+from bertcore.training.setup import TRAINER_STATE_VERSION, read_trainer_state
 
 
 class LoopCheckpoints:
-    """Checkpoint writing for `TrainingLoop`, which sets what these read: is_main, step, config, task, model,
-    optimizer, run_folder, _lock, _claim, _metrics, _divergence, writing, last_checkpoint, last_good_checkpoint,
-    _unconfirmed_checkpoint, world_size and `_elapsed()`."""
+    """Checkpoints for `TrainingLoop` (resume from, restore, write, prune), which sets what these read: is_main,
+    step, config, task, model, optimizer, run_folder, _lock, _claim, _metrics, _divergence, writing,
+    last_checkpoint, last_good_checkpoint, _unconfirmed_checkpoint, world_size, _elapsed_before and `_elapsed()`."""
+
+    def _choose_resume(self, resume: bool | str | Path) -> tuple[dict[str, Any] | None, bool]:
+        """Set resumed_from and resume_note from `resume` (False, True: the newest sane checkpoint, or a named
+        one); returns its trainer state (None for a new run) and whether it was written while the loss was sane."""
+        self.resumed_from: Path | None = None
+        self.resume_note: str | None = None  # which checkpoints a resume passed over (after a NaN or divergence)
+        if not resume:
+            return None, False
+        judged: dict[Path, dict[str, Any]] = {}
+
+        def sane_by_state(folder: Path) -> bool:
+            # A checkpoint without sanity.json (written before there was one): its trainer state says.
+            judged.clear()
+            judged[folder] = read_trainer_state(folder / TRAINER_STATE_FILE)
+            return bool(judged[folder].get("sane", True))
+
+        choice = self.run_folder.resume_choice(None if resume is True else resume, judge=sane_by_state)
+        self.resumed_from, self.resume_note = choice.folder, choice.note()
+        state = judged.get(choice.folder) or read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
+        return state, choice.sane is not False
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        path = self.resumed_from / TRAINER_STATE_FILE
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as error:
+            raise RunFolderError(f"{path}: its optimizer state does not fit this model ({error}); the checkpoint "
+                                 "is damaged. Resume from an earlier checkpoint, or start a new run") from None
+        self.step = int(state["step"])
+        self._elapsed_before = float(state["elapsed_seconds"])
+        if "divergence" in state:  # absent in checkpoints written before the divergence check
+            self._divergence.load_state_dict(state["divergence"])
 
     def save_checkpoint(self) -> Path | None:
         """Write `checkpoints/step-NNNNNN/` atomically and point `latest` at it; returns the folder
