@@ -80,11 +80,11 @@ def main() -> int:
                         help="sys.setswitchinterval in ms: how long a thread holding the GIL keeps it from another")
     args = parser.parse_args()
 
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
     from bertcore.explain.targets import available_targets
 
     if args.niceness is not None:
-        explain_tab.EXPLAIN_NICENESS = args.niceness
+        job_runner.EXPLAIN_NICENESS = args.niceness
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval / 1000)
     from explorer.window._qt.main_window import MainWindow

@@ -142,9 +142,9 @@ def slow_steps(job, *, steps=400, pause=0.005):
 
 @pytest.fixture
 def tab(qtbot, monkeypatch, tiny_model, tokenizer):
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
 
-    monkeypatch.setattr(explain_tab, "job_steps", slow_steps)
+    monkeypatch.setattr(job_runner, "job_steps", slow_steps)
     tab = ExplainTab(torch_threads=1)
     qtbot.addWidget(tab)
     tab.on_model_changed(SimpleNamespace(model=tiny_model, tokenizer=tokenizer))
@@ -162,7 +162,7 @@ def test_cancel_stops_the_work_and_keeps_the_tab_usable(qtbot, tab, tokenizer):
     assert tab.explain(request(tokenizer))
     qtbot.waitUntil(lambda: tab.progress.isVisibleTo(tab), timeout=WAIT_MS)  # drawn at most every 150 ms
     assert tab.cancel_button.isEnabled() and tab.status_label.text().startswith("attribution")
-    worker = tab.worker
+    worker = tab.jobs.worker
     with qtbot.waitSignal(worker.stopped, timeout=WAIT_MS):
         qtbot.mouseClick(tab.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not tab.busy, timeout=WAIT_MS)
@@ -172,12 +172,12 @@ def test_cancel_stops_the_work_and_keeps_the_tab_usable(qtbot, tab, tokenizer):
 
 
 def test_a_newer_request_stops_the_running_one_and_only_its_results_show(qtbot, monkeypatch, tab, tokenizer):
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
 
-    monkeypatch.setattr(explain_tab, "job_steps", lambda job: slow_steps(job, pause=0.002))
+    monkeypatch.setattr(job_runner, "job_steps", lambda job: slow_steps(job, pause=0.002))
     assert tab.explain(request(tokenizer, position=2))
     qtbot.waitUntil(lambda: tab.state.progress() is not None, timeout=WAIT_MS)
-    first = tab.worker
+    first = tab.jobs.worker
     with qtbot.waitSignal(first.stopped, timeout=WAIT_MS):
         assert tab.explain(request(tokenizer, position=3))
     newest = tab.state._latest["attribution"]
@@ -189,13 +189,13 @@ def test_a_newer_request_stops_the_running_one_and_only_its_results_show(qtbot, 
 
 
 def test_a_failure_is_a_sentence_in_the_tab(qtbot, monkeypatch, tab, tokenizer):
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
 
     def failing(job):
         yield JobRecord(job.kind, job.request_id, 0.0, "starting")
         raise ValueError("the input is too long for this test")
 
-    monkeypatch.setattr(explain_tab, "job_steps", failing)
+    monkeypatch.setattr(job_runner, "job_steps", failing)
     assert tab.explain(request(tokenizer))
     qtbot.waitUntil(lambda: "too long" in tab.message_label.text(), timeout=WAIT_MS)
     assert "could not be computed: the input is too long for this test" in tab.message_label.text()
@@ -216,10 +216,10 @@ def test_an_unusable_corrupted_input_is_said_and_patching_stays_off(qtbot, tab, 
 @pytest.mark.slow
 def test_a_click_on_a_guess_in_the_inspect_tab_explains_it_in_the_explain_tab(qtbot, monkeypatch, settings,
                                                                                  tiny_model, tokenizer):
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
     from tests.explorer.conftest import open_window, show_model
 
-    monkeypatch.setattr(explain_tab, "job_steps", lambda job: slow_steps(job, steps=2, pause=0.0))
+    monkeypatch.setattr(job_runner, "job_steps", lambda job: slow_steps(job, steps=2, pause=0.0))
     window = open_window(qtbot, settings)
     show_model(qtbot, window, tiny_model, tokenizer)
     state = window.inspect_tab.state
@@ -297,8 +297,9 @@ def test_what_the_work_sends_is_drawn_at_most_once_per_interval(qtbot, monkeypat
     """Twenty layers of patching arriving at once make one redraw, not twenty: each redraw costs the GUI thread the
     GIL while the worker runs."""
     import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
 
-    monkeypatch.setattr(explain_tab, "job_steps", lambda job: iter(()))
+    monkeypatch.setattr(job_runner, "job_steps", lambda job: iter(()))
     assert tab.explain(request(tokenizer))
     drawn = []
     monkeypatch.setattr(tab, "_show_patching", lambda: drawn.append(time.perf_counter()))
@@ -348,11 +349,11 @@ def test_a_click_on_a_words_bar_asks_for_its_tag_at_its_first_piece(qtbot, token
 def test_albert_sentence_order_why_is_explained_as_sop(qtbot, monkeypatch, settings, tokenizer):
     import torch
 
-    import explorer.explain._qt.explain_tab as explain_tab
+    import explorer.explain._qt.job_runner as job_runner
     from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
     from explorer.window._qt.main_window import MainWindow
 
-    monkeypatch.setattr(explain_tab, "job_steps", lambda job: iter(()))
+    monkeypatch.setattr(job_runner, "job_steps", lambda job: iter(()))
     window = MainWindow(settings, throttle_ms=30)
     qtbot.addWidget(window)
     window.show()

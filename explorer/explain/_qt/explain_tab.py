@@ -8,19 +8,19 @@ Left: the tokens coloured by attribution, one column per chosen method (`attribu
 and insertion curves (`faithfulnessPlot`). Right, one page each: context mixing beside raw attention
 (`mixingView`), and activation patching from the clean input into an edited copy (`patchingView`).
 
-The work runs off the GUI thread in `GeneratorWorker`s, one job at a time (an attribution's gradients and the
-patching's hooks must not share the model between two threads), as the state's `JobQueue` orders them: a newer
-job of the running kind stops it (newest wins), Cancel stops everything. The threads leave a core to the GUI and
-are niced, as the training thread is, so the window keeps answering while base-sized patching runs. What the work
-sends while it runs (progress, a layer of patching, one method's scores) is drawn at most every REDRAW_INTERVAL_MS:
-with the worker holding the GIL between its torch calls, every millisecond the GUI thread spends drawing costs it
-a switch interval more, and drawing every record doubled the lag measured (benchmarks/gui_lag_explain.py).
+The work runs off the GUI thread in `GeneratorWorker`s (`job_runner.ExplainJobs`), one job at a time (an
+attribution's gradients and the patching's hooks must not share the model between two threads), as the state's
+`JobQueue` orders them: a newer job of the running kind stops it (newest wins), Cancel stops everything. The
+threads leave a core to the GUI and are niced, as the training thread is, so the window keeps answering while
+base-sized patching runs. What the work sends while it runs (progress, a layer of patching, one method's scores) is
+drawn at most every REDRAW_INTERVAL_MS: with the worker holding the GIL between its torch calls, every millisecond
+the GUI thread spends drawing costs it a switch interval more, and drawing every record doubled the lag measured
+(benchmarks/gui_lag_explain.py).
 A failure is a sentence in the tab (`explainMessage`), never a traceback.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +45,14 @@ from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
-from explorer.common._qt.workers.generator import GeneratorWorker
 from explorer.explain._qt.attribution_view import AttributionColumn, AttributionView
 from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
+from explorer.explain._qt.job_runner import ExplainJobs
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
 from explorer.explain.exports import save_explanation_npz, write_attributions_csv
-from explorer.explain.jobs import JobQueue, job_steps
 from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
 
-EXPLAIN_NICENESS = 5  # as the training thread: the GUI thread wins the CPU
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
 MESSAGE_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 POSITIONED = ("mlm", "tag", "start", "end", "rtd")  # target kinds whose second field is a position
@@ -71,11 +69,7 @@ class ExplainTab(WindowTab):
         super().__init__(parent)
         self.setObjectName("explainTab")
         self.state = ExplainState()
-        self.queue = JobQueue()
-        self.torch_threads = torch_threads or max(1, (os.cpu_count() or 1) - 1)
-        self.worker: GeneratorWorker | None = None
-        self._running_job: Any = None
-        self._retired: list[GeneratorWorker] = []  # stopped or ended workers whose threads may still be ending
+        self.jobs = ExplainJobs(self.state, torch_threads, parent=self)
         self._inspection: Any = None  # the Inspect tab's last live inspection (`on_inspection_shown`)
         self._pair: tuple[str, str | None] = ("", None)
         self._stale: set[str] = set()  # views to redraw at the next tick of `_redraw_timer`
@@ -226,28 +220,20 @@ class ExplainTab(WindowTab):
         return taken
 
     def run_patching(self) -> None:
-        self._submit(self.state.patching_job())
+        self.jobs.submit(self.state.patching_job())
 
     def cancel(self, quietly: bool = False) -> None:
         """Stop every job in progress and drop the waiting ones; what arrived stays."""
-        if quietly:
-            self.queue.cancel()
-        else:
+        if not quietly:
             self.state.cancel_all()
-            self.queue.cancel()
-        if self.worker is not None:
-            self.worker.request_stop()
+        self.jobs.cancel()
 
     def shutdown(self, timeout_ms: int = 120_000) -> bool:
-        self.cancel(quietly=True)
-        joined = True
-        for worker in self._retired + ([self.worker] if self.worker is not None else []):
-            joined = worker.shutdown(timeout_ms) and joined
-        return joined
+        return self.jobs.shutdown(timeout_ms)
 
     @property
     def busy(self) -> bool:
-        return self.queue.running is not None or bool(self.queue.pending)
+        return self.jobs.busy
 
     # ---- the state's announcements ----
     def _on_state_changed(self, state: ExplainState, what: ExplainChange) -> None:
@@ -262,21 +248,21 @@ class ExplainTab(WindowTab):
             self.target_label.setText(f"<b>{what_text}</b> — {state.model.__class__.__name__}, "
                                       f"{len(state.encoding)} tokens")
             self._show_attributions()
-            self._submit(state.attribution_job())
+            self.jobs.submit(state.attribution_job())
             if state.mixing is None:
                 self._show_mixing()
-                self._submit(state.mixing_job())
+                self.jobs.submit(state.mixing_job())
         elif what is ExplainChange.METHODS:
             with blocked(*self.method_boxes.values()):
                 for method, box in self.method_boxes.items():
                     box.setChecked(method in state.methods)
             self._show_attributions()
-            self._submit(state.attribution_job())
+            self.jobs.submit(state.attribution_job())
         elif what is ExplainChange.ATTRIBUTIONS:
             self._redraw_soon("attributions")
         elif what is ExplainChange.MIXING_METHOD:
             self._show_mixing()
-            self._submit(state.mixing_job())
+            self.jobs.submit(state.mixing_job())
         elif what is ExplainChange.MIXING:
             self._redraw_soon("mixing")
         elif what is ExplainChange.LAYER:
@@ -397,36 +383,6 @@ class ExplainTab(WindowTab):
 
     def _on_corrupted_edited(self, _text: str) -> None:
         self.state.set_corrupted(self.corrupted_a.text(), self.corrupted_b.text())
-
-    # ---- the jobs ----
-    def _submit(self, job: Any) -> None:
-        if job is None:
-            return
-        if self.queue.submit(job) and self.worker is not None:
-            self.worker.request_stop()  # newest wins: the running job of this kind is stale
-        QTimer.singleShot(0, self._start_next)
-
-    def _start_next(self) -> None:
-        job = self.queue.start_next()
-        if job is None:
-            return
-        worker = GeneratorWorker(lambda: job_steps(job), torch_threads=self.torch_threads,
-                                 niceness=EXPLAIN_NICENESS, name="explainThread")
-        self.worker, self._running_job = worker, job
-        worker.yielded.connect(self.state.arrived)
-        worker.returned.connect(lambda _: self._on_ended(worker, job, "finished", ""))
-        worker.stopped.connect(lambda _: self._on_ended(worker, job, "stopped", ""))
-        worker.errored.connect(lambda failure, _: self._on_ended(worker, job, "failed", failure.text))
-        self._retired = [old for old in self._retired if not old.wait(0)]
-        worker.start()
-
-    def _on_ended(self, worker: GeneratorWorker, job: Any, outcome: str, message: str) -> None:
-        self.state.job_ended(job.kind, job.request_id, outcome, message)
-        self.queue.ended(job)
-        if worker is self.worker:
-            self.worker = None
-        self._retired.append(worker)  # its thread ends after this signal (rule 6 of explorer.common._qt.workers)
-        QTimer.singleShot(0, self._start_next)  # never start new work from a worker's last signals
 
     # ---- exports ----
     def write_csv(self, path) -> Path:
