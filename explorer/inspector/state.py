@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from bertcore.analysis.inspection import max_input_length
-from bertcore.data.masking import MaskDecision, Masking, mask_exactly, mask_like_bert
+from bertcore.data.masking import Masking, mask_exactly, mask_like_bert
 from bertcore.data.masking_recipes import check_recipe
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 from explorer.common.events import Event
+from explorer.inspector.masking_summary import masking_line, recipe_name
 from explorer.inspector.model_info import ModelInfo
 
 DEFAULT_TOP_K = 5
@@ -233,13 +234,13 @@ class ExplorerState:
             if shown.masking is None:
                 return "No masking in the snapshot's input."
             seed = shown.masking.seed
-            how = "snapshot, by hand" if seed is None else f"snapshot, {_recipe_name(shown.masking)}, seed {seed}"
-            return _masking_line(how, shown.encoding, shown.masking)
+            how = "snapshot, by hand" if seed is None else f"snapshot, {recipe_name(shown.masking)}, seed {seed}"
+            return masking_line(how, shown.encoding, shown.masking)
         if self.masking is None:
             return "No masking: click a token to mask it, or press “Mask like BERT”."
-        how = f"{_recipe_name(self.masking)}, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
+        how = f"{recipe_name(self.masking)}, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
         mask_token = None if self.tokenizer is None else self.tokenizer.mask_token
-        return _masking_line(how, self.encoding, self.masking, mask_token)
+        return masking_line(how, self.encoding, self.masking, mask_token)
 
     def _remask(self) -> Masking | None:
         self.masking = self._masking_for(self.encoding) if self.encoding is not None else None
@@ -353,29 +354,3 @@ class ExplorerState:
 
     def _announce(self, what: Change) -> None:
         self.changed.emit(self, what)
-
-
-# A random masking's recipe in the summary line, and what it counts its units as (None: tokens, said already)
-RECIPE_NAMES = {"token": ("BERT recipe", None), "whole-word": ("whole-word recipe", "word"),
-                "span": ("SpanBERT spans", "span")}
-
-
-def _recipe_name(masking: Masking) -> str:
-    return RECIPE_NAMES.get(masking.recipe or "token", RECIPE_NAMES["token"])[0]
-
-
-def _masking_line(how: str, encoding: Encoding, masking: Masking, mask_token: str | None = None) -> str:
-    """`mask_token`: the model's own (RoBERTa's <mask>); else read where the masking put one, else [MASK]."""
-    decisions = [MaskDecision(decision) for decision in masking.decisions]
-    if mask_token is None:
-        mask_token = next((masking.masked_tokens[position] for position, decision in enumerate(decisions)
-                           if decision is MaskDecision.MASK), "[MASK]")
-    counts = {kind: decisions.count(kind) for kind in (MaskDecision.MASK, MaskDecision.RANDOM, MaskDecision.KEEP)}
-    candidates = sum(1 for special in encoding.special_tokens_mask if not special)
-    picked = f"{sum(counts.values())} of {candidates} tokens"
-    unit = RECIPE_NAMES.get(masking.recipe or "token", RECIPE_NAMES["token"])[1]
-    if unit is not None and masking.units:
-        # a word or span is decided as a whole, so its counts below come in whole units
-        picked += f" in {masking.num_units} {unit}{'s' if masking.num_units != 1 else ''}"
-    return (f"Masking ({how}): {picked} — {counts[MaskDecision.MASK]} → "
-            f"{mask_token}, {counts[MaskDecision.RANDOM]} → random, {counts[MaskDecision.KEEP]} kept")

@@ -32,10 +32,10 @@ def test_the_masking_summary_names_the_models_own_mask_token():
     from types import SimpleNamespace
 
     from bertcore.data.masking import MaskDecision
-    from explorer.inspector.state import _masking_line
+    from explorer.inspector.masking_summary import masking_line
 
     encoding = SimpleNamespace(special_tokens_mask=[1, 0, 0, 0, 1])
     masking = SimpleNamespace(decisions=[0, MaskDecision.MASK, MaskDecision.RANDOM, 0, 0], recipe="token",
                               masked_tokens=["<s>", "<mask>", "Ġdog", "Ġsat", "</s>"], units=None, num_units=0)
-    assert _masking_line("by hand", encoding, masking) == (
+    assert masking_line("by hand", encoding, masking) == (
         "Masking (by hand): 2 of 3 tokens — 1 → <mask>, 1 → random, 0 kept")
