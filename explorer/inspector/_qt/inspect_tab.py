@@ -16,7 +16,7 @@ arrives last. An inspection that arrives is rendered by every view in `inspectio
 training snapshot) can be shown, captioned, until the next edit; the table and the masking note then describe
 the snapshot's input, not the live one.
 
-The predictions sit beside the attention; they fold away (Ctrl+P, or the "Predictions" button in the
+The predictions sit beside the attention (`PredictionsSide`); they fold away (Ctrl+P, or the "Predictions" button in the
 attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads (a
 training snapshot shown over such a model has its own predictions, and they come back for as long as it shows).
 A fine-tuned model (a task head) shows its task output there instead (`TaskOutputView`, objectName
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
 from bertcore.tasks.kinds import TOKEN_TASK
@@ -40,9 +40,7 @@ from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
-from explorer.inspector._qt.logit_lens_view import LogitLensView
-from explorer.inspector._qt.predictions_view import PredictionsPanel
-from explorer.inspector._qt.task_output_view import TaskOutputView
+from explorer.inspector._qt.predictions_side import PredictionsSide
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
 from explorer.inspector._qt.token_table_model import TAG_ROW_NAME
 from explorer.inspector.attention_images import PanelPictures
@@ -74,10 +72,8 @@ class InspectTab(QWidget):
         self.setObjectName("inspectTab")
         self.state = ExplorerState()
         self._note_under_snapshot = ""  # the model's note, hidden while a snapshot shows and back after it
-        self._side_has_content = True  # what is shown has predictions or a task output to put beside the attention
         self._arrived_pictures: PanelPictures | None = None  # drawn by the worker for the inspection arriving
         self._last_emitted_pair: tuple[str, str] | None = None
-        self._predictions_wanted = True  # the user's choice, for models that have predictions to show
         self.last_render_ms = float("nan")
         self.last_pictures_ms = float("nan")
         threads = InspectionThreads()
@@ -94,34 +90,18 @@ class InspectTab(QWidget):
         self.token_table = TokenTable()
         self.legend = TokenLegend()
         self.attention_panel = AttentionPanel()
-        self.predictions = PredictionsPanel()
-        self.task_output = TaskOutputView()  # in place of the predictions for a fine-tuned model
-        self.task_output.hide()
-        self.logit_lens = LogitLensView()  # under the predictions; fed by the head lab (head_lab_controller)
+        self.predictions_side = PredictionsSide()  # the predictions (or a task output) over the logit lens
+        side = self.predictions_side
+        self.predictions, self.task_output, self.logit_lens = side.predictions, side.task_output, side.logit_lens
+        self.predictions_button = side.toggle_button
         # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
         self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection,
                                  self.task_output.show_inspection, self._show_tags)
-        self.predictions_button = QToolButton()
-        self.predictions_button.setObjectName("predictionsToggle")
-        self.predictions_button.setAccessibleName("Show the predictions")
-        self.predictions_button.setText("Predictions")
-        self.predictions_button.setCheckable(True)
-        self.predictions_button.setChecked(True)
-        self.predictions_button.setToolTip("Show the MLM and NSP predictions beside the attention, or hide them "
-                                           "to give the heads the room (Ctrl+P)")
-        self.predictions_button.toggled.connect(self._on_predictions_toggled)
+        self.predictions_button.toggled.connect(self._on_predictions_toggled)  # after the side's own slot
         self.attention_panel.add_tool(self.predictions_button)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("inspectSplitter")
         self.splitter.addWidget(self.attention_panel)
-        self.predictions_side = QSplitter(Qt.Orientation.Vertical)  # the predictions over the logit lens
-        self.predictions_side.setObjectName("predictionsSplitter")
-        self.predictions_side.addWidget(self.predictions)
-        self.predictions_side.addWidget(self.task_output)
-        self.predictions_side.addWidget(self.logit_lens)
-        # the predictions or the task output (one of them is shown) over the lens; every part gets its share
-        self.predictions_side.setSizes([260, 260, 420])
-        self.predictions_side.setChildrenCollapsible(False)
         self.splitter.addWidget(self.predictions_side)
         self.splitter.setStretchFactor(0, 7)
         self.splitter.setStretchFactor(1, 3)
@@ -404,9 +384,7 @@ class InspectTab(QWidget):
             self.token_table.set_tags(replaced_cells(inspection))
 
     def _on_predictions_toggled(self, shown: bool) -> None:
-        if self._side_has_content:
-            self._predictions_wanted = shown
-        self.predictions_side.setVisible(shown)
+        """The side shown again gets its share of the width back."""
         if shown:
             width = sum(self.splitter.sizes()) or 1000
             self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
@@ -416,15 +394,11 @@ class InspectTab(QWidget):
         LM alone shows its MLM rows without the NSP line), or a task head's output (and the tag row for a token
         task); a model with neither gives the attention the whole width. The live model decides, or a snapshot
         while it is shown (a pretraining run's snapshot over MiniLM has predictions)."""
-        is_task = task is not None
-        self.predictions.setVisible(not is_task)
-        self.task_output.setVisible(is_task)
+        self.predictions_side.fit(has_mlm_or_nsp_head, task is not None)
         info = self.state.model_info
         replaced_row = task is None and info is not None and info.has_replaced_token_head  # ELECTRA's discriminator
         self.token_table.show_tag_row(task == TOKEN_TASK or replaced_row,
                                       REPLACED_ROW_NAME if replaced_row else TAG_ROW_NAME)
-        self._side_has_content = has_mlm_or_nsp_head or is_task
-        self.predictions_button.setChecked(self._predictions_wanted and self._side_has_content)
 
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
         if request_id == self.state.latest_request_id:
