@@ -11,6 +11,7 @@ are drawn in bertcore.data.pairs, batches in bertcore.data.batches.
 
 from __future__ import annotations
 
+import array
 import random
 import re
 from collections.abc import Sequence
@@ -135,10 +136,12 @@ def split_document_ids(
             f"{source} has {num_documents} documents; a held-out split of {heldout_fraction:.0%} needs at least "
             f"{num_heldout + 2} (separate documents with blank lines, or use a larger corpus)"
         )
-    order = list(range(num_documents))
+    # The same draws as shuffling list(range(n)), on 8-byte slots instead of one Python int per document:
+    # 6.5 M documents (a 1 GB corpus) held 316 MB as a list, 52 MB as an array.
+    order = array.array("q", range(num_documents))
     random.Random(f"heldout-{seed}").shuffle(order)
     is_heldout = np.zeros(num_documents, dtype=bool)
-    is_heldout[np.asarray(order[:num_heldout], dtype=np.int64)] = True
+    is_heldout[np.frombuffer(order, dtype=np.int64)[:num_heldout]] = True
     return np.flatnonzero(~is_heldout), np.flatnonzero(is_heldout)
 
 
