@@ -4,20 +4,17 @@ attributes of the window."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMainWindow
 
 import explorer.common._qt.shortcuts as shortcuts
 from bertcore.models.config import PRESETS
 from explorer.common.model_names import minilm_path
 
-if TYPE_CHECKING:
-    from explorer.window._qt.main_window import MainWindow
 
-
-def build_menus(window: MainWindow) -> None:
-    """Model, Export, View and Help; View ends with a separator, after which `add_tab` lists the tabs."""
+def build_menus(window: QMainWindow) -> None:
+    """Model, Export, View and Help of the explorer's MainWindow (its actions and choosers are its own); View ends
+    with a separator, after which `add_tab` lists the tabs."""
     model_menu = window.menuBar().addMenu("&Model")
     model_menu.setObjectName("modelMenu")
     window.open_action = add_action(window, model_menu, "&Open checkpoint folder…", window.choose_checkpoint,
@@ -71,7 +68,7 @@ def build_menus(window: MainWindow) -> None:
     add_action(window, help_menu, "&About bert-explorer", window.show_about)
 
 
-def add_action(window: MainWindow, menu, text: str, slot, shortcut=None) -> QAction:
+def add_action(window: QMainWindow, menu, text: str, slot, shortcut=None) -> QAction:
     """An entry of `menu`, owned by the window, that calls `slot`."""
     action = QAction(text, window)
     if shortcut is not None:
