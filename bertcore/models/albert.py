@@ -29,11 +29,12 @@ from bertcore.models.bert import (
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
+    MaskedLMForward,
     TokenRows,
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
-from bertcore.models.electra import ElectraEmbeddings, MaskedLMOutput, fields_of_family, prepare_encoder_inputs
+from bertcore.models.electra import ElectraEmbeddings, fields_of_family, prepare_encoder_inputs
 from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
@@ -292,10 +293,11 @@ class AlbertForPreTraining(PretrainingHeads, BertPreTrainedModel):
                                           outputs.hidden_states, outputs.attentions)
 
 
-class AlbertForMaskedLM(BertPreTrainedModel):
+class AlbertForMaskedLM(MaskedLMForward, BertPreTrainedModel):
     """ALBERT with the masked-LM head alone (no pooler, no SOP head)."""
 
     PRETRAINING_HEADS = frozenset({"mlm"})
+    base_model_prefix = "albert"
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config)
@@ -311,23 +313,6 @@ class AlbertForMaskedLM(BertPreTrainedModel):
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
         return self.predictions(sequence_output)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        head_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> MaskedLMOutput:
-        """labels (B, T): token ids to predict, -100 where a position takes no part in the loss."""
-        outputs = self.albert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
-                              output_hidden_states)
-        logits = self.predictions(outputs.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else masked_lm_loss(logits, labels)
-        return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
 
 class AlbertForSequenceClassification(EncoderForSequenceClassification, BertPreTrainedModel):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -453,30 +454,11 @@ class MaskedLMOutput:
     attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
 
 
-class BertOnlyMLMHead(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.predictions = BertLMPredictionHead(config)
+class MaskedLMForward:
+    """The forward every family's ...ForMaskedLM shares but ModernBERT's (its own sparse prediction): the encoder
+    the class holds under `base_model_prefix`, its `mlm_logits`, and the masked-LM loss when labels are given."""
 
-    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return self.predictions(sequence_output)
-
-
-class BertForMaskedLM(BertPreTrainedModel):
-    """BERT with the masked-LM head alone (no pooler, no NSP head): what most fill-mask checkpoints are."""
-
-    PRETRAINING_HEADS = frozenset({"mlm"})
-
-    def __init__(self, config: BertConfig):
-        super().__init__(config)
-        self.bert = BertModel(self.config, add_pooling_layer=False)
-        self.cls = BertOnlyMLMHead(self.config)
-        self.apply(self._init_weights)
-        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
-
-    def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        """Vocabulary scores (..., V) of final hidden states (..., D)."""
-        return self.cls.predictions(sequence_output)
+    base_model_prefix: ClassVar[str]
 
     def forward(
         self,
@@ -489,11 +471,39 @@ class BertForMaskedLM(BertPreTrainedModel):
         output_hidden_states: bool = False,
     ) -> MaskedLMOutput:
         """labels: (B, T) token ids to predict, -100 where a position takes no part in the loss."""
-        outputs = self.bert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
-                            output_hidden_states)
-        logits = self.cls.predictions(outputs.last_hidden_state)  # (B, T, V)
+        encoder = getattr(self, self.base_model_prefix)
+        outputs = encoder(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
+                          output_hidden_states)
+        logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
         loss = None if labels is None else masked_lm_loss(logits, labels)
         return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return self.predictions(sequence_output)
+
+
+class BertForMaskedLM(MaskedLMForward, BertPreTrainedModel):
+    """BERT with the masked-LM head alone (no pooler, no NSP head): what most fill-mask checkpoints are."""
+
+    PRETRAINING_HEADS = frozenset({"mlm"})
+    base_model_prefix = "bert"
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(self.config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(self.config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
+
+    def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        """Vocabulary scores (..., V) of final hidden states (..., D)."""
+        return self.cls.predictions(sequence_output)
 
 
 def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -25,9 +25,8 @@ from bertcore.models.bert import (
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
-    MaskedLMOutput,
+    MaskedLMForward,
     TokenRows,
-    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
@@ -226,11 +225,12 @@ class DistilBertPreTrainedModel(BertPreTrainedModel):
             positions.requires_grad_(False)  # fixed, as transformers keeps them
 
 
-class DistilBertForMaskedLM(PretrainingHeads, DistilBertPreTrainedModel):
+class DistilBertForMaskedLM(MaskedLMForward, PretrainingHeads, DistilBertPreTrainedModel):
     """DistilBERT with its masked-LM head: vocab_transform -> activation -> vocab_layer_norm -> vocab_projector
     (tied to the word embeddings, with its own bias)."""
 
     PRETRAINING_HEADS = frozenset({"mlm"})
+    base_model_prefix = "distilbert"
 
     def __init__(self, config: DistilBertConfig):
         super().__init__(config)
@@ -245,23 +245,6 @@ class DistilBertForMaskedLM(PretrainingHeads, DistilBertPreTrainedModel):
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
         return self.vocab_projector(self.vocab_layer_norm(self.activation(self.vocab_transform(sequence_output))))
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        head_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> MaskedLMOutput:
-        """labels: (B, T) token ids to predict, -100 where a position takes no part in the loss."""
-        outputs = self.distilbert(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
-                                  output_hidden_states)
-        logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else masked_lm_loss(logits, labels)
-        return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
 
 class DistilBertForSequenceClassification(EncoderForSequenceClassification, DistilBertPreTrainedModel):

@@ -29,8 +29,8 @@ from bertcore.models.bert import (
     BertEncoder,
     BertModelOutput,
     BertPreTrainedModel,
+    MaskedLMForward,
     check_inputs,
-    masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.heads import PretrainingHeads
@@ -227,10 +227,11 @@ class ElectraGeneratorPredictions(nn.Module):
         return self.LayerNorm(self.activation(self.dense(hidden_states)))  # (B, T, E)
 
 
-class ElectraForMaskedLM(BertPreTrainedModel):
+class ElectraForMaskedLM(MaskedLMForward, BertPreTrainedModel):
     """The generator: ELECTRA with a masked-LM head whose decoder is the word-embedding matrix."""
 
     PRETRAINING_HEADS = frozenset({"mlm"})
+    base_model_prefix = "electra"
 
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
@@ -247,25 +248,6 @@ class ElectraForMaskedLM(BertPreTrainedModel):
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
         return self.generator_lm_head(self.generator_predictions(sequence_output))
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        head_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> MaskedLMOutput:
-        """labels (B, T): token ids to predict, -100 where a position takes no part in the loss."""
-        outputs = self.electra(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
-                               output_hidden_states)
-        logits = self.mlm_logits(outputs.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = masked_lm_loss(logits, labels)
-        return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
 
 class ElectraForSequenceClassification(FirstTokenSequenceClassification, BertPreTrainedModel):

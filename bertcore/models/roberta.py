@@ -26,8 +26,7 @@ from bertcore.models.bert import (
     BertModelOutput,
     BertPooler,
     BertPreTrainedModel,
-    MaskedLMOutput,
-    masked_lm_loss,
+    MaskedLMForward,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import prepare_encoder_inputs
@@ -161,10 +160,11 @@ class RobertaLMHead(nn.Module):
         return self.decoder(self.layer_norm(F.gelu(self.dense(features))))  # (..., V)
 
 
-class RobertaForMaskedLM(PretrainingHeads, BertPreTrainedModel):
+class RobertaForMaskedLM(MaskedLMForward, PretrainingHeads, BertPreTrainedModel):
     """RoBERTa with its masked-LM head (no pooler): what roberta-base and xlm-roberta-base are published as."""
 
     PRETRAINING_HEADS = frozenset({"mlm"})
+    base_model_prefix = "roberta"
 
     def __init__(self, config: RobertaConfig):
         super().__init__(config)
@@ -177,23 +177,6 @@ class RobertaForMaskedLM(PretrainingHeads, BertPreTrainedModel):
     def mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """Vocabulary scores (..., V) of final hidden states (..., D)."""
         return self.lm_head(sequence_output)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        head_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> MaskedLMOutput:
-        """labels: (B, T) token ids to predict, -100 where a position takes no part in the loss."""
-        outputs = self.roberta(input_ids, token_type_ids, attention_mask, head_mask, output_attentions,
-                               output_hidden_states)
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        loss = None if labels is None else masked_lm_loss(logits, labels)
-        return MaskedLMOutput(loss, logits, outputs.hidden_states, outputs.attentions)
 
 
 class RobertaForSequenceClassification(FirstTokenSequenceClassification, BertPreTrainedModel):
