@@ -63,6 +63,7 @@ from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation
 from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
+from bertcore.training.records import metric_numbers, step_record
 from bertcore.training.task import LoopPlace, TrainingTask
 
 # The kind of head each task trains; the class is the checkpoint's family's (BertForSequenceClassification,
@@ -94,7 +95,7 @@ class TaskEvalStats:
     def from_dict(cls, record: Mapping[str, Any]) -> TaskEvalStats:
         """A metrics.jsonl "eval" record of a fine-tuning run (as `to_dict` writes it) back as the record."""
         fixed = {"kind", "step", "loss", "main_metric", "num_examples"}
-        return cls(step=int(record["step"]), loss=float(record["loss"]), metrics=_numbers(record, fixed),
+        return cls(step=int(record["step"]), loss=float(record["loss"]), metrics=metric_numbers(record, fixed),
                    main_metric=str(record["main_metric"]), num_examples=int(record["num_examples"]))
 
 
@@ -117,17 +118,14 @@ class TaskStepStats:
     warning: str | None = None  # the loss is rising far (see bertcore.training.divergence); also a "warning" record
 
     def to_dict(self) -> dict[str, Any]:
-        values = {"kind": "step", **dataclasses.asdict(self)}
-        for name in ("metrics", "eval", "checkpoint", "warning"):
-            del values[name]
-        return {**values, **self.metrics}
+        return step_record(self)
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> TaskStepStats:
         """A metrics.jsonl "step" record of a fine-tuning run back as the record (eval, checkpoint: None)."""
         fixed = {"kind", *(f.name for f in dataclasses.fields(cls))}
         return cls(step=int(record["step"]), total_steps=int(record["total_steps"]), loss=float(record["loss"]),
-                   metrics=_numbers(record, fixed), learning_rate=float(record["learning_rate"]),
+                   metrics=metric_numbers(record, fixed), learning_rate=float(record["learning_rate"]),
                    grad_norm=float(record["grad_norm"]), tokens=int(record["tokens"]),
                    tokens_per_second=float(record["tokens_per_second"]),
                    elapsed_seconds=float(record["elapsed_seconds"]), epoch=float(record["epoch"]))
@@ -143,11 +141,6 @@ def task_stats_from_record(record: Mapping[str, Any]) -> TaskStepStats | TaskEva
     if kind == "eval":
         return TaskEvalStats.from_dict(record)
     return None
-
-
-def _numbers(record: Mapping[str, Any], fixed: set[str]) -> dict[str, float]:
-    return {key: float(value) for key, value in record.items()
-            if key not in fixed and isinstance(value, int | float) and not isinstance(value, bool)}
 
 
 @dataclass

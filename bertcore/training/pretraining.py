@@ -61,6 +61,7 @@ from bertcore.models.families import pretraining_class, pretraining_objectives
 from bertcore.training.loop import TrainingLoop
 from bertcore.training.objectives import Objective, family_config, family_of, objective_for
 from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.records import metric_numbers, step_record
 from bertcore.training.setup import (  # re-exported: their home before bertcore.training.setup
     make_optimizer,
     resolve_device,
@@ -149,10 +150,7 @@ class ObjectiveStepStats:
     warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        values = {"kind": "step", **dataclasses.asdict(self)}
-        for name in ("metrics", "eval", "checkpoint", "warning"):
-            del values[name]
-        return {**values, **self.metrics}
+        return step_record(self)
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> ObjectiveStepStats:
@@ -160,17 +158,12 @@ class ObjectiveStepStats:
         fixed = {"kind", *(field.name for field in dataclasses.fields(cls))}
         warning = record.get("warning")
         return cls(step=int(record["step"]), total_steps=int(record.get("total_steps", 0)),
-                   loss=float(record.get("loss", math.nan)), metrics=_numbers(record, fixed),
+                   loss=float(record.get("loss", math.nan)), metrics=metric_numbers(record, fixed),
                    learning_rate=float(record.get("learning_rate", math.nan)),
                    grad_norm=float(record.get("grad_norm", math.nan)), tokens=int(record.get("tokens", 0)),
                    tokens_per_second=float(record.get("tokens_per_second", math.nan)),
                    elapsed_seconds=float(record.get("elapsed_seconds", math.nan)),
                    warning=warning if isinstance(warning, str) and warning else None)
-
-
-def _numbers(record: Mapping[str, Any], leave_out: set[str]) -> dict[str, float]:
-    return {key: float(value) for key, value in record.items()
-            if key not in leave_out and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 def objective_stats_from_record(record: Mapping[str, Any]) -> ObjectiveStepStats | ObjectiveEvalStats | None:
@@ -183,7 +176,7 @@ def objective_stats_from_record(record: Mapping[str, Any]) -> ObjectiveStepStats
         fixed = {"kind", "step", "loss", "num_examples"}
         examples = record.get("num_examples")
         return ObjectiveEvalStats(step=int(record["step"]), loss=float(record.get("loss", math.nan)),
-                                  metrics=_numbers(record, fixed),
+                                  metrics=metric_numbers(record, fixed),
                                   num_examples=examples if isinstance(examples, int) else 0)
     return None
 
