@@ -40,6 +40,12 @@ class ModelHeads:
         return True  # a class whose heads cannot be missing from its checkpoint
 
     @property
+    def trained_heads(self) -> frozenset[str]:
+        """The pretraining heads it carries trained (a subset of HEAD_KINDS): empty for a bare encoder, a task model
+        or a class loaded without its heads."""
+        return frozenset(self.PRETRAINING_HEADS) if self._heads_trained else frozenset()
+
+    @property
     def has_mlm_head(self) -> bool:
         """A trained masked-LM head (`mlm_logits`)."""
         return "mlm" in self.PRETRAINING_HEADS and self._heads_trained

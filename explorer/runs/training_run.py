@@ -158,7 +158,7 @@ def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tup
         return None
     if model is None:
         raise ValueError("the inspector has no model loaded; pick a preset instead")
-    if not model.has_pretraining_heads:
+    if not model.trained_heads:  # which heads it has, not has_pretraining_heads: a BertForMaskedLM has its MLM head
         raise ValueError("the loaded model has no MLM/NSP heads (a bare encoder such as MiniLM, or a fine-tuned "
                          "task model), so it cannot be pretrained further here; pick a preset instead")
     return model, tokenizer

@@ -211,14 +211,29 @@ def test_a_stop_asked_before_the_engine_exists_reaches_it_and_no_pairs_means_no_
 
 
 def test_a_run_starts_from_the_inspectors_model_only_when_asked_and_only_one_it_can_pretrain():
-    loaded = SimpleNamespace(has_pretraining_heads=True)
+    loaded = SimpleNamespace(trained_heads=frozenset({"mlm", "nsp"}))
     assert initial_model(TrainingSettings(corpus="c.txt", preset="tiny"), loaded, "tok") is None
     continuing = TrainingSettings(corpus="c.txt", preset=CONTINUE_LOADED)
     assert initial_model(continuing, loaded, "tok") == (loaded, "tok")
     with pytest.raises(ValueError, match="no model loaded; pick a preset"):
         initial_model(continuing, None, None)
     with pytest.raises(ValueError, match="no MLM/NSP heads"):
-        initial_model(continuing, SimpleNamespace(has_pretraining_heads=False), "tok")
+        initial_model(continuing, SimpleNamespace(trained_heads=frozenset()), "tok")
+
+
+def test_a_masked_lm_alone_can_be_pretrained_further_from_the_inspector():
+    # bert-base-uncased and most fill-mask checkpoints load as BertForMaskedLM: an MLM head, no NSP head. It was
+    # refused as having "no MLM/NSP heads", because the check read has_pretraining_heads (False for that class).
+    from bertcore.models.bert import BertForMaskedLM, BertForPreTraining
+    from tests.tiny_configs import tiny_bert
+
+    continuing = TrainingSettings(corpus="c.txt", preset=CONTINUE_LOADED)
+    masked_lm = BertForMaskedLM(tiny_bert(50))
+    assert initial_model(continuing, masked_lm, "tok") == (masked_lm, "tok")
+    bare = BertForPreTraining(tiny_bert(50))
+    bare.has_pretraining_heads = False  # how a bare encoder (MiniLM) loads
+    with pytest.raises(ValueError, match="no MLM/NSP heads"):
+        initial_model(continuing, bare, "tok")
 
 
 def test_the_train_settings_say_what_training_config_says_and_the_app_adds_only_its_own_limits():
