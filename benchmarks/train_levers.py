@@ -1,15 +1,17 @@
-"""Which CPU levers would move bertcore's pretraining throughput (issue 18 asks ≥ 2.0× transformers at fp32).
+"""What each CPU lever gives bertcore's pretraining throughput (issue 18 asks ≥ 2.0× transformers at fp32).
 
-Each lever is applied to a twin of the same bertcore model (same weights, same batches) and timed interleaved with
-the unchanged model in one process, as train_throughput.py times bertcore against transformers:
+Each variant is a twin of the same bertcore model (same weights, same batches), timed interleaved with the others in
+one process, as train_throughput.py times bertcore against transformers:
 
-  rand-mask dropout    every dropout (hidden and attention) keeps a position where a uniform draw is ≥ p, instead
-                       of torch's bernoulli_ (1.7× faster alone on the CPU); attention then runs the explicit
-                       softmax path, since SDPA draws its own mask.
-  + fused QKV          one (N, D) × (D, 3D) matmul on the concatenated query/key/value weights (concatenated at
-                       forward time, so parameter names and state dicts stay HF's).
-  no dropout (ceiling) both dropout probabilities 0: SDPA's fused CPU kernel, which refuses dropout > 0, runs. Not a
-                       lever (it changes the recipe); it bounds what any dropout or attention lever can give.
+  bertcore              as shipped: every dropout (hidden and attention) keeps a value where a float32 uniform draw
+                        is ≥ p (bertcore.models.bert.dropout), and CPU training attention runs the explicit softmax
+                        path so that its probabilities go through that dropout.
+  torch's dropout       the lever undone: nn.Dropout's bernoulli_ mask, and SDPA with dropout_p (its math
+                        fallback on the CPU, which draws its own bernoulli_ mask and guards fully-masked rows).
+  + fused QKV           as shipped, plus one (N, D) × (D, 3D) matmul on the concatenated query/key/value weights
+                        (concatenated at forward time, so parameter names and state dicts stay HF's).
+  no dropout (ceiling)  both dropout probabilities 0: SDPA's fused CPU kernel, which refuses dropout > 0, runs. Not a
+                        lever (it changes the recipe); it bounds what any dropout or attention lever can give.
 
     .venv/bin/python benchmarks/train_levers.py --threads 1
 """
@@ -35,20 +37,16 @@ from bertcore.models.bert import BertForPreTraining, BertSelfAttention
 from bertcore.models.config import preset
 
 
-def rand_mask_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    return x * (torch.rand_like(x) >= p) * (1.0 / (1.0 - p))
-
-
-def dropout_forward(self: torch.nn.Dropout, x: torch.Tensor) -> torch.Tensor:
-    return rand_mask_dropout(x, self.p) if self.training and self.p > 0 else x
+def torch_dropout_forward(self: torch.nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    return F.dropout(x, self.p, self.training)
 
 
 def attention_forward(self: BertSelfAttention, hidden_states, rows, key_padding_mask, head_mask, output_attentions,
-                      query_states=None, fused_qkv: bool = False):
+                      query_states=None, lever: str = ""):
     if output_attentions or head_mask is not None or not self.training:
         return BertSelfAttention.forward(self, hidden_states, rows, key_padding_mask, head_mask, output_attentions,
                                          query_states)
-    if fused_qkv and query_states is None:
+    if lever == "fused QKV" and query_states is None:
         weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3D, D)
         bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
         query, key, value = (self.split_heads(part) for part in rows.pad(F.linear(hidden_states, weight, bias))
@@ -58,21 +56,25 @@ def attention_forward(self: BertSelfAttention, hidden_states, rows, key_padding_
                                  else self.query(query_states))  # (B, nh, M, hs)
         key = self.split_heads(rows.pad(self.key(hidden_states)))  # (B, nh, T, hs)
         value = self.split_heads(rows.pad(self.value(hidden_states)))
-    scores = (query * (1.0 / math.sqrt(self.head_dim))) @ key.transpose(-2, -1)  # (B, nh, M, T)
-    if key_padding_mask is not None:
-        scores = scores.masked_fill(~key_padding_mask, torch.finfo(scores.dtype).min)
-    context = rand_mask_dropout(scores.softmax(dim=-1), self.dropout_prob) @ value  # (B, nh, M, hs)
+    if lever == "torch's dropout":
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_padding_mask,
+                                                 dropout_p=self.dropout_prob)
+    else:
+        scores = (query * (1.0 / math.sqrt(self.head_dim))) @ key.transpose(-2, -1)  # (B, nh, M, T)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(~key_padding_mask, torch.finfo(scores.dtype).min)
+        context = self.dropout(scores.softmax(dim=-1)) @ value  # (B, nh, M, hs)
     context = context.transpose(1, 2).flatten(2)  # (B, M, D)
     return (context if query_states is not None else rows.unpad(context)), None
 
 
-def with_levers(model: BertForPreTraining, fused_qkv: bool) -> BertForPreTraining:
+def with_lever(model: BertForPreTraining, lever: str) -> BertForPreTraining:
     for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.forward = types.MethodType(dropout_forward, module)
+        if isinstance(module, torch.nn.Dropout) and lever == "torch's dropout":
+            module.forward = types.MethodType(torch_dropout_forward, module)
         elif isinstance(module, BertSelfAttention):
             module.forward = types.MethodType(
-                lambda self, *args, **kwargs: attention_forward(self, *args, fused_qkv=fused_qkv, **kwargs), module)
+                lambda self, *args, **kwargs: attention_forward(self, *args, lever=lever, **kwargs), module)
     return model
 
 
@@ -103,9 +105,10 @@ def main() -> None:
 
     cpu = torch.device("cpu")
     runners = [
-        Runner("bertcore today", base, cpu, torch.float32, batches),
-        Runner("rand-mask dropout", with_levers(twin(), fused_qkv=False), cpu, torch.float32, batches),
-        Runner("rand-mask dropout + fused QKV", with_levers(twin(), fused_qkv=True), cpu, torch.float32, batches),
+        Runner("bertcore", base, cpu, torch.float32, batches),
+        Runner("torch's dropout (the lever undone)", with_lever(twin(), "torch's dropout"), cpu, torch.float32,
+               batches),
+        Runner("+ fused QKV", with_lever(twin(), "fused QKV"), cpu, torch.float32, batches),
         Runner("no dropout (ceiling, not a lever)", twin(0.0), cpu, torch.float32, batches),
     ]
     print(f"{args.preset}, batch {args.batch_size} × {args.seq_len} full batches, {torch.get_num_threads()} threads; "

@@ -29,6 +29,7 @@ from bertcore.models.bert import (
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
+    Dropout,
     MaskedLMForward,
     TokenRows,
     masked_lm_loss,
@@ -95,7 +96,7 @@ class AlbertAttention(BertSelfAttention):
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config)
-        self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.output_dropout = Dropout(config.hidden_dropout_prob)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 

@@ -29,6 +29,7 @@ from bertcore.models.bert import (
     BertEncoder,
     BertModelOutput,
     BertPreTrainedModel,
+    Dropout,
     MaskedLMForward,
     check_inputs,
 )
@@ -83,7 +84,7 @@ class ElectraEmbeddings(BertEmbeddings):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
 
 @dataclass
