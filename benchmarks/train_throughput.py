@@ -5,7 +5,8 @@ AdamW step (the same fused AdamW for both, from bertcore.training.pretraining.ma
 transformers run with torch.optim.AdamW's default kernel, what a plain transformers script gets on the CPU).
 Both models start from the same weights; their steps are interleaved (a few of one, then a few of the other)
 so that load from other processes hits both alike. Reported: the median over timed steps (after warm-up) of
-real (non-pad) tokens per second, and the ratio.
+real (non-pad) tokens per second, and the ratio; on the CPU also the ratio of tokens per second of the process's
+CPU time, which other processes' load stretches far less than wall time (cache sharing aside).
 
     .venv/bin/python benchmarks/train_throughput.py                       # mini, 32 × 128, full-length batches
     .venv/bin/python benchmarks/train_throughput.py --batches corpus      # Tiny Shakespeare pairs
@@ -94,13 +95,14 @@ class Runner:
         self.optimizer = (torch.optim.AdamW(groups, lr=1e-4, eps=1e-6) if default_adamw
                           else make_optimizer(groups, lr=1e-4))
         self.device = device
-        self.rates: list[float] = []
+        self.rates: list[float] = []  # real tokens per second of wall time
+        self.cpu_rates: list[float] = []  # real tokens per second of this process's CPU time: load barely moves it
         self.cursor = 0
 
     def step(self, timed: bool) -> None:
         batch = self.batches[self.cursor % len(self.batches)]
         self.cursor += 1
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         self.optimizer.zero_grad(set_to_none=True)
         autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
                     else contextlib.nullcontext())
@@ -112,11 +114,17 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         if timed:
-            self.rates.append(int(batch["attention_mask"].sum()) / (time.perf_counter() - start))
+            tokens = int(batch["attention_mask"].sum())
+            self.rates.append(tokens / (time.perf_counter() - start))
+            self.cpu_rates.append(tokens / (time.process_time() - cpu_start))
 
     @property
     def median(self) -> float:
         return statistics.median(self.rates)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_rates)
 
 
 def time_interleaved(runners: list[Runner], warmup: int, rounds: int, per_round: int) -> None:
@@ -204,7 +212,9 @@ def main() -> None:
         print(f"  {runner.name:<40} {runner.median:>10,.0f} tokens/s (median of {len(runner.rates)}; range {spread})")
     for ours_runner in (r for r in runners if r.name.startswith("bertcore")):
         for other in (r for r in runners if r.name.startswith("transformers")):
-            print(f"  ratio {ours_runner.name} / {other.name}: {ours_runner.median / other.median:.2f}×")
+            cpu = (f"; per CPU second {ours_runner.cpu_median / other.cpu_median:.2f}×" if device.type == "cpu"
+                   else "")
+            print(f"  ratio {ours_runner.name} / {other.name}: {ours_runner.median / other.median:.2f}×{cpu}")
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)

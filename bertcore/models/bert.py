@@ -48,8 +48,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu" or p >= 1.0:
         return F.dropout(x, p, True)
-    keep = (torch.rand(x.shape, dtype=torch.float32) >= p).to(x.dtype).mul_(1.0 / (1.0 - p))
-    return x * keep
+    keep = torch.rand(x.shape, dtype=torch.float32).ge_(p).mul_(1.0 / (1.0 - p))  # 1 / (1 - p) or 0
+    return x * keep.to(x.dtype)
 
 
 class Dropout(nn.Dropout):
