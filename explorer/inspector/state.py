@@ -10,7 +10,8 @@ the window keeps showing the previous input while it reports what was wrong with
 Every mutator announces what it changed on `changed(state, what)`, `what` a `Change`, and only that: the Qt
 views (`explorer.inspector._qt.inspect_tab`, the head lab's controller) subscribe and redraw from it, so no view
 refreshes another by hand. A training snapshot shown in the tab is state too (`snapshot`): what the views show is
-`shown_inspection()`, and the snapshot goes as soon as the live input, its masking or the head mask changes.
+`shown_inspection()`, and the snapshot goes as soon as the live input, its masking or the head mask changes. Each
+view of the inspection redraws from `shown_inspection()` when `SHOWN_CHANGES` announces that it may be another.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class Change(str, enum.Enum):
     HEAD_MASK = "head_mask"
     INSPECTION = "inspection"  # a live inspection arrived (`inspection`)
     SNAPSHOT = "snapshot"  # a snapshot was shown, or left (`snapshot` is None again)
+
+
+# After these, `shown_inspection()` may be another inspection (None after MODEL): what a view of it redraws on.
+SHOWN_CHANGES = frozenset({Change.MODEL, Change.INSPECTION, Change.SNAPSHOT})
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class ExplorerState:
     encoding: Encoding | None = None  # the last pair that encoded without error
     masking: Masking | None = None  # the masking applied to `encoding`
     inspection: Any = None  # the last live inspection (bertcore.analysis.inspection.Inspection)
+    pictures: Any = None  # the attention pictures the worker drew with `inspection` (attention_images.PanelPictures)
     snapshot: Snapshot | None = None  # shown instead of `inspection` until the live input changes
     changed: Event = field(default_factory=Event, repr=False, compare=False)  # (state, Change)
     _next_request_id: int = field(default=0, repr=False)
@@ -99,7 +105,7 @@ class ExplorerState:
         (`INPUT`). Inspections requested for the previous model are dropped when they arrive."""
         self.model, self.tokenizer, self.model_info = model, tokenizer, info
         self.head_mask = None  # a head mask belongs to one architecture
-        self.inspection = None
+        self.inspection = self.pictures = None
         self.snapshot = None
         self.encoding = None
         self.masking = None
@@ -316,15 +322,16 @@ class ExplorerState:
     def latest_request_id(self) -> int:
         return self._next_request_id
 
-    def inspection_arrived(self, request_id: int, inspection: Any) -> bool:
-        """The worker's result for `request_id`: it becomes `inspection` (`INSPECTION`) when it is newer than the
-        one shown, else it is dropped (made stale by a snapshot or a model shown since); returns whether it was
-        taken. Every newer result is taken, not only the newest request's: while keys keep coming the views show
-        the input of a moment ago instead of nothing."""
+    def inspection_arrived(self, request_id: int, inspection: Any, pictures: Any = None) -> bool:
+        """The worker's result for `request_id`: it becomes `inspection` (`INSPECTION`), with the attention
+        `pictures` the worker drew for it (None: the panel draws its own), when it is newer than the one shown,
+        else it is dropped (made stale by a snapshot or a model shown since); returns whether it was taken. Every
+        newer result is taken, not only the newest request's: while keys keep coming the views show the input of
+        a moment ago instead of nothing."""
         if request_id <= self._shown_request_id:
             return False
         self._shown_request_id = request_id
-        self.inspection = inspection
+        self.inspection, self.pictures = inspection, pictures
         self._announce(Change.INSPECTION)
         return True
 
@@ -343,8 +350,26 @@ class ExplorerState:
             self._announce(Change.SNAPSHOT)
 
     def shown_inspection(self) -> Any:
-        """The snapshot while one is shown, else the live inspection (None before the first)."""
+        """What every view of an inspection shows: the snapshot's inspection while one is shown, else the live
+        one; None before the first inspection of the model loaded (a model change drops the previous one's)."""
         return self.snapshot.inspection if self.snapshot is not None else self.inspection
+
+    def shown_pictures(self) -> Any:
+        """The attention pictures drawn with the shown inspection (`pictures`, for the live one); None while a
+        snapshot is shown or when the worker drew none. Each is keyed by what it was drawn for, so a view redraws
+        one that no longer fits what it shows."""
+        return None if self.snapshot is not None else self.pictures
+
+    def shown_heads(self) -> tuple[bool, str | None] | None:
+        """What the model behind the shown inspection has besides its encoder: (an MLM or an NSP head, the task
+        kind of a fine-tuned head or None). A snapshot's own while one is shown (a pretraining run's snapshot over
+        MiniLM has predictions), else the live model's; None before any model."""
+        if self.snapshot is not None:
+            output = self.snapshot.inspection.task_output
+            return self.snapshot.inspection.has_pretraining_heads, None if output is None else output.kind
+        if self.model_info is None:
+            return None
+        return self.model_info.has_pretraining_heads, self.model_info.task
 
     def shown_input(self) -> tuple[Encoding | None, Masking | None]:
         """The encoding and masking of what is shown: the snapshot's while one is, else the live input's."""

@@ -11,7 +11,9 @@ thumbnail per head, the selected head, the overview, the rollout. Each is drawn 
 what it depends on) and kept until one of those changes. The inspection worker draws them for a new
 inspection before it reaches the GUI thread (`picture_spec()` says what the panel shows now;
 `set_inspection(inspection, pictures)` takes them), so a keystroke at 512 tokens costs the GUI thread only
-the hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture.
+the hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture. In the
+Inspect tab the panel follows the tab's `ExplorerState` (`follow`): it redraws when the state announces another
+inspection shown or another head mask, not when a sibling calls it.
 
 Run `python -m explorer.inspector._qt.attention_demo [--tokens N] [--real]` to open it alone.
 """
@@ -31,6 +33,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QTabWid
 import explorer.common.attention_math as attention_math
 import explorer.inspector.attention_images as attention_images
 from explorer.common._qt.heatmap_style import colour_lookup
+from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.attention_export import AttentionExports
 from explorer.inspector._qt.attention_toolbar import AttentionToolbar
@@ -38,6 +41,7 @@ from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.model_overview import ModelOverview
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from explorer.inspector.family_display import layer_kinds, window_edges
+from explorer.inspector.state import SHOWN_CHANGES, Change, ExplorerState
 
 RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
 ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
@@ -149,6 +153,20 @@ class AttentionPanel(AttentionExports, QWidget):
             layer=self.layer, head=self.selected_head, options=self.options(), lookup=colour_lookup(),
             thumbnail_px=self.head_grid.thumbnail_pixels(self.num_heads), detail_px=self.head_detail.image_pixels(),
             overview=tab == 1, rollout_layer=self._rollout_layer_for_spec() if tab == 2 else None)
+
+    def follow(self, state: ExplorerState) -> None:
+        """Show what `state` shows (`shown_inspection`, with the pictures drawn for it) and its head mask, redrawn
+        whenever it announces a change of them."""
+        state.changed.connect(self._on_state_changed)
+        self.set_inspection(state.shown_inspection(), state.shown_pictures())
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what in SHOWN_CHANGES:
+            self.set_inspection(state.shown_inspection(), state.shown_pictures())
+        elif what is Change.HEAD_MASK and self.inspection is not None and state.model_info is not None:
+            # the state's mask drawn, not sent back to it as the user's edit (headMaskChanged)
+            with blocked(self):
+                self.set_head_mask(state.heads_on())
 
     def set_inspection(self, inspection, pictures: attention_images.PanelPictures | None = None) -> None:
         """Shows an Inspection (or nothing for None), with the pictures a worker drew for it (`picture_spec`)

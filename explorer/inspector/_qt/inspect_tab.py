@@ -1,20 +1,24 @@
 """The "Inspect" tab: type a pair, see BERT's input, its masking, predictions and attention.
 
-A thin view over `ExplorerState`: the tab writes what the user does into the state and redraws from what the
-state announces (`ExplorerState.changed`, one `Change` at a time, in `_on_state_changed`), never because a
-sibling called it. Each settled edit (`InputForm`: a throttle, so a fast typist sees the views follow)
-re-encodes on the GUI thread (a few milliseconds); every change of the input, its masking or the head mask
-submits an inspection (`inspect_job`) to a `LatestJobWorker`, which computes the newest request submitted, and
-the token table and the notes are redrawn while the worker computes on the other core. The worker also draws the
-attention panel's pictures for what it shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI
-thread only the hand-over.
+A thin view over `ExplorerState`: the tab writes what the user does into the state, and every view in it follows the
+state itself (`follow`: the token table, the input form, the attention panel, the predictions side with its
+predictions, task output and logit lens) and redraws from what the state announces (`ExplorerState.changed`, one
+`Change` at a time), never because a sibling called it; what any view of an inspection shows is
+`state.shown_inspection()`. The tab keeps the layout, the worker and its own messages (errors, warnings, the
+snapshot's caption, the model's note: `_on_state_changed`).
+
+Each settled edit (`InputForm`: a throttle, so a fast typist sees the views follow) re-encodes on the GUI thread (a
+few milliseconds); every change of the input, its masking or the head mask submits an inspection (`inspect_job`)
+to a `LatestJobWorker`, which computes the newest request submitted, and the token table and the notes are redrawn
+while the worker computes on the other core. The worker also draws the attention panel's pictures for what it
+shows now (`AttentionPanel.picture_spec`), so that a long input costs the GUI thread only the hand-over.
 
 Every result newer than the one on screen is shown, even when the user has typed on meanwhile: while keys
 keep coming the views show the input of a moment ago instead of nothing, and the newest request always
-arrives last. An inspection that arrives is rendered by every view in `inspection_views`. Errors show in
-`errorLabel` and leave the previous input and inspection on screen. An inspection computed elsewhere (a
-training snapshot) can be shown, captioned, until the next edit; the table and the masking note then describe
-the snapshot's input, not the live one.
+arrives last. An inspection that arrives goes into the state with the pictures drawn for it, and each view
+redraws from there; `inspectionShown` says when they all have. Errors show in `errorLabel` and leave the previous
+input and inspection on screen. An inspection computed elsewhere (a training snapshot) can be shown, captioned,
+until the next edit; the table and the masking note then describe the snapshot's input, not the live one.
 
 The predictions sit beside the attention (`PredictionsSide`); they fold away (Ctrl+P, or the "Predictions" button in the
 attention toolbar) to give the heads the room, and by themselves for a model without pretraining heads (a
@@ -34,7 +38,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
-from bertcore.tasks.kinds import TOKEN_TASK
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.latest_job import LatestJobWorker
@@ -42,14 +45,10 @@ from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.predictions_side import PredictionsSide
 from explorer.inspector._qt.token_table import TokenLegend, TokenTable
-from explorer.inspector._qt.token_table_model import TAG_ROW_NAME
-from explorer.inspector.attention_images import PanelPictures
-from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.inspect_job import InspectJob, InspectResult, inspect_and_draw
 from explorer.inspector.inspection_threads import InspectionThreads
 from explorer.inspector.model_info import LoadedModel, ModelInfo
 from explorer.inspector.state import Change, ExplorerState
-from explorer.inspector.task_display import tag_cells
 
 ERROR_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 WARNING_STYLE = "color: #6b4a00; background: #fff4d6; border: 1px solid #e6c66e; border-radius: 3px; padding: 3px;"
@@ -63,7 +62,7 @@ INSPECT_NICENESS = 5  # the inspection thread yields the CPU to the GUI thread (
 
 class InspectTab(QWidget):
     pairChanged = Signal(str, str)  # sentence A, sentence B ("" for none), when an edit settles and encodes
-    inspectionShown = Signal(object)  # the Inspection, after every view has rendered it
+    inspectionShown = Signal(object)  # the Inspection shown, after every view has rendered it
     inspectionTimed = Signal(float, float)  # milliseconds in the worker (model + pictures), of showing every view
     statusMessage = Signal(str, int)  # a passing note for the status bar: text, milliseconds
 
@@ -72,7 +71,6 @@ class InspectTab(QWidget):
         self.setObjectName("inspectTab")
         self.state = ExplorerState()
         self._note_under_snapshot = ""  # the model's note, hidden while a snapshot shows and back after it
-        self._arrived_pictures: PanelPictures | None = None  # drawn by the worker for the inspection arriving
         self._last_emitted_pair: tuple[str, str] | None = None
         self.last_render_ms = float("nan")
         self.last_pictures_ms = float("nan")
@@ -94,9 +92,6 @@ class InspectTab(QWidget):
         side = self.predictions_side
         self.predictions, self.task_output, self.logit_lens = side.predictions, side.task_output, side.logit_lens
         self.predictions_button = side.toggle_button
-        # Everything that renders an inspection (an Inspection, or None for nothing yet), in drawing order.
-        self.inspection_views = (self.attention_panel.set_inspection, self.predictions.show_inspection,
-                                 self.task_output.show_inspection, self._show_tags)
         self.predictions_button.toggled.connect(self._on_predictions_toggled)  # after the side's own slot
         self.attention_panel.add_tool(self.predictions_button)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -135,11 +130,11 @@ class InspectTab(QWidget):
         self.token_table.positionHovered.connect(self._on_table_hovered)
         self.attention_panel.tokenHovered.connect(self.token_table.highlight_position)
         self.attention_panel.headMaskChanged.connect(self._on_head_mask_changed)
-        # In this order: the worker starts on a change before the table redraws, and the table shows an input
-        # before the inspection of it is rendered (its tag row is matched to the table's tokens).
+        # In this order: the worker starts on a change before any view redraws, and the tab's own messages and
+        # `inspectionShown` come after every view has redrawn.
         self.state.changed.connect(self._request_on_change)
-        self.token_table.follow(self.state)
-        self.input_form.follow(self.state)
+        for view in (self.token_table, self.input_form, self.attention_panel, self.predictions_side):
+            view.follow(self.state)
         self.state.changed.connect(self._on_state_changed)
 
     # -- what the window asks ----------------------------------------------------------------------------------
@@ -267,17 +262,14 @@ class InspectTab(QWidget):
 
     def _on_inspected(self, request_id: int, result: InspectResult) -> None:
         started = time.perf_counter()
-        self._arrived_pictures = result.pictures
-        try:  # the state drops a result older than the one shown (or made stale by a snapshot or a model)
-            taken = self.state.inspection_arrived(request_id, result.inspection)
-        finally:
-            self._arrived_pictures = None
-        if taken:
+        # the state drops a result older than the one shown (or made stale by a snapshot or a model); one it takes
+        # every view redraws before this returns
+        if self.state.inspection_arrived(request_id, result.inspection, result.pictures):
             self.last_render_ms = (time.perf_counter() - started) * 1e3
             self.last_pictures_ms = result.pictures_ms
             self.inspectionTimed.emit(self.inspect_worker.last_compute_ms, self.last_render_ms)
 
-    # -- redrawing from the state ------------------------------------------------------------------------------
+    # -- the tab's messages, from the state ------------------------------------------------------------------
 
     def _request_on_change(self, state: ExplorerState, what: Change) -> None:
         """What the model sees changed: ask for its inspection at once, before any view redraws."""
@@ -293,27 +285,21 @@ class InspectTab(QWidget):
             self.warning_label.setText("\n".join(notes))
             self.warning_label.setVisible(bool(notes))
         elif what is Change.HEAD_MASK:
-            heads_on = state.heads_on()
-            if heads_on is not None and self.attention_panel.inspection is not None:
-                with blocked(self.attention_panel):
-                    self.attention_panel.set_head_mask(heads_on)
             off = 0 if state.head_mask is None else int((state.head_mask == 0).sum())
             self.statusMessage.emit(f"{off} head(s) switched off" if off else "All heads on", 4000)
         elif what is Change.INSPECTION:
-            self._render(state.inspection, self._arrived_pictures)
+            self._inspection_shown(state.shown_inspection())
         elif what is Change.SNAPSHOT:
-            self._show_snapshot_or_live()
+            self._caption_snapshot_or_live()
+            if state.shown_inspection() is not None:
+                self._inspection_shown(state.shown_inspection())
 
     def _show_model(self, info: ModelInfo) -> None:
-        """Another model: nothing of the previous one's stays on screen, and its note says what it lacks."""
+        """Another model: its note says what it lacks (the views, following the state, show nothing of the
+        previous one's)."""
         self.caption_label.hide()
         self.caption_label.clear()
-        for render in self.inspection_views:
-            render(None)
-        is_task = info.task is not None
-        self.logit_lens.setVisible(not is_task)  # the lens reads the MLM head, which a task model has not
-        self._fit_side(info.has_pretraining_heads, info.task)
-        if is_task:
+        if info.task is not None:
             self.show_info(f"{info.name} is fine-tuned ({info.task_description}): beside the attention is what its "
                            "task head says about the input, in place of MLM/NSP predictions.")
         elif info.has_replaced_token_head:
@@ -327,32 +313,22 @@ class InspectTab(QWidget):
             self.show_info("")
         self.input_form.set_max_positions(info.max_positions)
 
-    def _show_snapshot_or_live(self) -> None:
+    def _caption_snapshot_or_live(self) -> None:
         snapshot = self.state.snapshot
         if snapshot is not None:
             if not self.caption_label.text():  # a first snapshot, not one over another
                 # the note speaks of the live model (MiniLM: "no predictions to show"), not of the snapshot
                 self._note_under_snapshot = self.info_label.text()
                 self.show_info("")
-            output = snapshot.inspection.task_output
-            self._fit_side(snapshot.inspection.has_pretraining_heads, None if output is None else output.kind)
             self.caption_label.setText(f"Showing: {snapshot.caption} — edit the input to return to the live model")
             self.caption_label.show()
-            self._render(snapshot.inspection)
             return
         self.caption_label.hide()
         self.caption_label.clear()
         self.show_info(self._note_under_snapshot)
-        info = self.state.model_info
-        if info is not None:
-            self._fit_side(info.has_pretraining_heads, info.task)
-        if self.state.inspection is not None:
-            self._render(self.state.inspection)  # until the inspection of the change that left the snapshot
 
-    def _render(self, inspection: Any, pictures: PanelPictures | None = None) -> None:
-        self.attention_panel.set_inspection(inspection, pictures)
-        for render in self.inspection_views[1:]:
-            render(inspection)
+    def _inspection_shown(self, inspection: Any) -> None:
+        """Every view has redrawn `inspection` (each on its own, from the state): its head switches exist now."""
         self._order_tabs()
         self.inspectionShown.emit(inspection)
 
@@ -371,34 +347,11 @@ class InspectTab(QWidget):
     def set_predictions_shown(self, shown: bool) -> None:
         self.predictions_button.setChecked(shown)
 
-    def _show_tags(self, inspection: Any) -> None:
-        """The token table's tag row, from a token-classification inspection of the input the table shows; or
-        ELECTRA's "replaced?" row, from its discriminator's probabilities."""
-        output = None if inspection is None else inspection.task_output
-        shown = self.token_table.table_model.encoding
-        if inspection is None or shown is None or shown.tokens != inspection.encoding.tokens:
-            return
-        if output is not None and output.kind == TOKEN_TASK:
-            self.token_table.set_tags(tag_cells(output, inspection.encoding.tokens))
-        elif getattr(inspection, "replaced_probabilities", None) is not None:
-            self.token_table.set_tags(replaced_cells(inspection))
-
     def _on_predictions_toggled(self, shown: bool) -> None:
         """The side shown again gets its share of the width back."""
         if shown:
             width = sum(self.splitter.sizes()) or 1000
             self.splitter.setSizes([round(width * (1 - PREDICTIONS_SHARE)), round(width * PREDICTIONS_SHARE)])
-
-    def _fit_side(self, has_mlm_or_nsp_head: bool, task: str | None) -> None:
-        """Beside the attention goes what the shown inspection's model has: MLM and/or NSP predictions (a masked
-        LM alone shows its MLM rows without the NSP line), or a task head's output (and the tag row for a token
-        task); a model with neither gives the attention the whole width. The live model decides, or a snapshot
-        while it is shown (a pretraining run's snapshot over MiniLM has predictions)."""
-        self.predictions_side.fit(has_mlm_or_nsp_head, task is not None)
-        info = self.state.model_info
-        replaced_row = task is None and info is not None and info.has_replaced_token_head  # ELECTRA's discriminator
-        self.token_table.show_tag_row(task == TOKEN_TASK or replaced_row,
-                                      REPLACED_ROW_NAME if replaced_row else TAG_ROW_NAME)
 
     def _on_inspect_failed(self, request_id: int, failure: Any) -> None:
         if request_id == self.state.latest_request_id:

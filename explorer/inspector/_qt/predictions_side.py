@@ -1,6 +1,7 @@
 """What the Inspect tab shows beside the attention: the MLM/NSP predictions, or a fine-tuned model's task output in
 their place, over the logit lens; and the "Predictions" toggle that folds them away (Ctrl+P), remembering the
-user's choice for the models that have something to show there."""
+user's choice for the models that have something to show there. It follows the Inspect tab's `ExplorerState`
+(`follow`): the predictions and the task output show the inspection shown, and the side fits the model behind it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from PySide6.QtWidgets import QSplitter, QToolButton, QWidget
 from explorer.inspector._qt.logit_lens_view import LogitLensView
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.task_output_view import TaskOutputView
+from explorer.inspector.state import Change, ExplorerState
 
 
 class PredictionsSide(QSplitter):
@@ -39,6 +41,26 @@ class PredictionsSide(QSplitter):
         self.toggle_button.setToolTip("Show the MLM and NSP predictions beside the attention, or hide them "
                                       "to give the heads the room (Ctrl+P)")
         self.toggle_button.toggled.connect(self._on_toggled)
+
+    def follow(self, state: ExplorerState) -> None:
+        """Show what `state` shows: its predictions or task output, fitted to the model behind it (a snapshot's
+        while one is shown); the lens goes with a fine-tuned live model, which has no MLM head for it to read."""
+        self.predictions.follow(state)
+        self.task_output.follow(state)
+        state.changed.connect(self._on_state_changed)
+        self._fit_state(state, Change.MODEL)
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what in (Change.MODEL, Change.SNAPSHOT):
+            self._fit_state(state, what)
+
+    def _fit_state(self, state: ExplorerState, what: Change) -> None:
+        if what is Change.MODEL and state.model_info is not None:
+            self.logit_lens.setVisible(state.model_info.task is None)  # a task model's head is not an MLM head
+        heads = state.shown_heads()
+        if heads is not None:
+            has_mlm_or_nsp_head, task = heads
+            self.fit(has_mlm_or_nsp_head, task is not None)
 
     def fit(self, has_mlm_or_nsp_head: bool, is_task: bool) -> None:
         """Show the task output for a task model, else the predictions; with neither head the side folds away

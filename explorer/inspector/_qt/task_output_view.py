@@ -8,7 +8,8 @@ where a pretraining model shows its MLM and NSP predictions.
   draws from the same inspection;
 - question answering: P(start) and P(end) over the tokens (`QACurves`), sentence B shaded, the best span framed
   and its text, or "no answer" when the null score wins; a note that A is the question and B the context.
-Every empty state is a sentence. What to show is decided in `explorer.inspector.task_display`.
+Every empty state is a sentence. What to show is decided in `explorer.inspector.task_display`. In the Inspect tab
+the view follows the tab's `ExplorerState` (`follow`): it shows the inspection shown there.
 
 A click on a label's bar asks for it to be explained (`explainRequested(("class", label))`), on a word's bar for
 its tag (`("tag", first piece's position, tag id)`); a regression head's "Why?" asks for `("class", 0)`, a QA
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.qa_curves import QACurves
+from explorer.inspector.state import SHOWN_CHANGES, Change, ExplorerState
 from explorer.inspector.task_display import (
     QA_NOTE,
     BarRow,
@@ -169,6 +171,15 @@ class TaskOutputView(QWidget):
         layout.addWidget(self.pages, 1)
         self.kind: str | None = None
         self.show_inspection(None)
+
+    def follow(self, state: ExplorerState) -> None:
+        """Show the task output of what `state` shows (`shown_inspection`), redrawn whenever that may change."""
+        state.changed.connect(self._on_state_changed)
+        self.show_inspection(state.shown_inspection())
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        if what in SHOWN_CHANGES:
+            self.show_inspection(state.shown_inspection())
 
     def show_inspection(self, inspection) -> None:
         self.row_targets, self.button_targets = [], {}

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking import MaskDecision, Masking
 from bertcore.models.families import model_position_ids, uses_segments
+from bertcore.tasks.kinds import TOKEN_TASK
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.export_data import write_rows_csv
 from explorer.inspector._qt.token_table_model import (
@@ -42,7 +43,9 @@ from explorer.inspector._qt.token_table_model import (
     decision_text,
     shown_tokens,
 )
+from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.state import Change, ExplorerState
+from explorer.inspector.task_display import tag_cells
 
 HIGHLIGHT = QColor(230, 50, 50)  # the frame around the hovered column; the attention views mark it in red too
 LEGEND = (  # named for every family: BERT's [CLS] is RoBERTa's <s>, its [SEP] </s>, its [MASK] <mask>
@@ -126,13 +129,43 @@ class TokenTable(QTableView):
                 header.resizeSection(column, width)
 
     def follow(self, state: ExplorerState) -> None:
-        """Show the input `state` shows (a snapshot's while one is), redrawn whenever it announces a change of it."""
+        """Show the input `state` shows (a snapshot's while one is) and the tag row of its inspection, redrawn
+        whenever it announces a change of them."""
         state.changed.connect(self._on_state_changed)
+        self._fit_tag_row(state)
         self._show_state(state)
+        self._show_tags(state)
 
     def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        # In this order: a tag row added or taken away empties its cells, and the tags are matched to the input.
+        if what in (Change.MODEL, Change.SNAPSHOT):
+            self._fit_tag_row(state)
         if what in (Change.MODEL, Change.INPUT, Change.MASKING, Change.SNAPSHOT):
             self._show_state(state)
+        if what in (Change.INSPECTION, Change.SNAPSHOT):
+            self._show_tags(state)
+
+    def _fit_tag_row(self, state: ExplorerState) -> None:
+        """A token-classification model's "tag" row, or ELECTRA's discriminator's "replaced?" row (the live
+        model's, under any snapshot that has no task head of its own)."""
+        heads = state.shown_heads()
+        if heads is None:
+            return
+        task, info = heads[1], state.model_info
+        replaced_row = task is None and info is not None and info.has_replaced_token_head
+        self.show_tag_row(task == TOKEN_TASK or replaced_row, REPLACED_ROW_NAME if replaced_row else TAG_ROW_NAME)
+
+    def _show_tags(self, state: ExplorerState) -> None:
+        """The tag row's cells, from the shown inspection when it is of the input the table shows: a token
+        classifier's tags, or ELECTRA's discriminator's probabilities."""
+        inspection, shown = state.shown_inspection(), self.table_model.encoding
+        if inspection is None or shown is None or shown.tokens != inspection.encoding.tokens:
+            return
+        output = inspection.task_output
+        if output is not None and output.kind == TOKEN_TASK:
+            self.set_tags(tag_cells(output, inspection.encoding.tokens))
+        elif getattr(inspection, "replaced_probabilities", None) is not None:
+            self.set_tags(replaced_cells(inspection))
 
     def _show_state(self, state: ExplorerState) -> None:
         encoding, masking = state.shown_input()
