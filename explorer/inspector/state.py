@@ -40,7 +40,7 @@ class Change(str, enum.Enum):
     INPUT = "input"  # the pair was encoded (and the masking re-applied to it)
     MASKING = "masking"  # the masking of the same encoding (its mode, seed or positions)
     HEAD_MASK = "head_mask"
-    INSPECTION = "inspection"  # a live inspection arrived (`inspection`)
+    INSPECTION = "inspection"  # a live inspection arrived (`inspection`, with the `pictures` drawn for it)
     SNAPSHOT = "snapshot"  # a snapshot was shown, or left (`snapshot` is None again)
 
 

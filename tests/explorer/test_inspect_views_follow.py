@@ -125,6 +125,19 @@ def test_the_pictures_the_worker_drew_come_with_the_live_inspection_only(state, 
     assert state.pictures is None and state.shown_pictures() is None
 
 
+def test_the_heads_shown_are_the_snapshots_while_one_is_shown(state, tokenizer):
+    assert ExplorerState().shown_heads() is None  # no model: nothing to fit the views to yet
+    assert state.shown_heads() == (True, None)
+    bare = make_tiny_model(tokenizer, seed=2)
+    bare.has_pretraining_heads = False
+    state.set_model(bare, tokenizer, describe_model(bare, "bare encoder"))
+    assert state.shown_heads() == (False, None)
+    state.show_snapshot(snapshot_of(tokenizer), "step 40")
+    assert state.shown_heads() == (True, None)
+    state.leave_snapshot()
+    assert state.shown_heads() == (False, None)
+
+
 def test_the_side_fits_the_model_shown_and_folds_away_for_one_without_heads(state, views, tokenizer):
     _, side, _ = views
     assert side.toggle_button.isChecked() and side.predictions.isVisibleTo(side)
