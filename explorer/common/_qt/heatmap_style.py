@@ -59,6 +59,9 @@ def make_scale_bar() -> pg.ColorBarItem:
     bar.axis.setStyle(hideOverlappingLabels=8, tickFont=small_font())  # end labels may poke out 8 px
     bar.axis.setWidth(46)
     bar.getAxis("left").setWidth(16)
+    for name in ("left", "right", "top", "bottom"):
+        # no units to scale: left on, each new level range rewrites the label's HTML and re-lays the bar out
+        bar.getAxis(name).enableAutoSIPrefix(False)
     return bar
 
 

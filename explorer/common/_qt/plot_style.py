@@ -56,6 +56,10 @@ def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | 
 
 
 def show_title(plot: pg.PlotItem, title: str) -> None:
+    label = plot.titleLabel
+    shown = label.isVisible() and label.text == title
+    if shown and (label.opts.get("size"), label.opts.get("color")) == (TITLE_SIZE, INK):
+        return  # the same words: set again, pyqtgraph rewrites the HTML and re-lays the label out (each keystroke)
     plot.setTitle(title, size=TITLE_SIZE, color=INK)
 
 

@@ -31,6 +31,9 @@ class TokenAxis(pg.AxisItem):
         self.bold_font = QFont(self.font)
         self.bold_font.setBold(True)
         self.setStyle(tickFont=self.font, tickLength=-3)
+        # token names carry no unit to scale; left on, every new range rewrites the (empty) label's HTML and
+        # re-lays the axis out (a keystroke moves the range of both axes of every heatmap)
+        self.enableAutoSIPrefix(False)
         self.min_spacing_px = QFontMetrics(self.font).height() + 1
 
     def set_labels(self, labels: list[str], positions=None) -> None:

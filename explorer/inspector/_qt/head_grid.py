@@ -211,14 +211,19 @@ class HeadGrid(HoverReadout, QWidget):
 
     def set_enabled(self, enabled: np.ndarray) -> None:
         enabled = np.asarray(enabled, bool)
-        for head, on in enumerate(enabled):
+        for head, on in enumerate(enabled):  # each keystroke comes here: only what differs is touched
             on = bool(on)
-            self.images[head].setOpacity(1.0 if on else ABLATED_OPACITY)
+            opacity = 1.0 if on else ABLATED_OPACITY
+            if self.images[head].opacity() != opacity:
+                self.images[head].setOpacity(opacity)
             checkbox = self.checkboxes[head]
-            with blocked(checkbox):
-                checkbox.setChecked(on)
-            checkbox.setToolTip(f"Layer {self.layer + 1}, head {head + 1}: {'on' if on else 'switched off'} "
-                                "(untick to switch it off and see what changes)")
+            if checkbox.isChecked() != on:
+                with blocked(checkbox):
+                    checkbox.setChecked(on)
+            tip = (f"Layer {self.layer + 1}, head {head + 1}: {'on' if on else 'switched off'} "
+                   "(untick to switch it off and see what changes)")
+            if checkbox.toolTip() != tip:
+                checkbox.setToolTip(tip)
         self.enabled = enabled.copy()
         self._update_frames()
 

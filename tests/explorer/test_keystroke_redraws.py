@@ -1,0 +1,127 @@
+"""What a keystroke costs the attention views: work whose input did not change is not redone (issue 21's
+keystroke → painted line). Each test counts, through a spy, a redraw that used to happen on every keystroke, and
+checks that what the user sees is still right."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PySide6.QtGui import QImage
+
+from explorer.common._qt.heatmap_style import make_scale_bar, show_scale
+from explorer.common._qt.plot_style import TITLE_SIZE, show_title
+from explorer.common._qt.token_axis import TokenAxis
+from explorer.inspector._qt.head_grid import HeadGrid
+from explorer.inspector._qt.token_heatmap import TokenHeatmap
+
+
+@pytest.fixture
+def label_updates(monkeypatch):
+    """How many times each axis re-laid its label out (pyqtgraph's AxisItem._updateLabel: new HTML, a new
+    size, its picture dropped)."""
+    counts: dict[int, int] = {}
+    original = pg.AxisItem._updateLabel
+
+    def counting(axis):
+        counts[id(axis)] = counts.get(id(axis), 0) + 1
+        original(axis)
+
+    monkeypatch.setattr(pg.AxisItem, "_updateLabel", counting)
+    return counts
+
+
+def test_a_token_axis_follows_a_new_range_without_re_laying_its_label(qtbot, label_updates):
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    axis = TokenAxis("left")
+    plot = widget.addPlot(axisItems={"left": axis})
+    axis.set_labels(["[CLS]", "the", "cat", "[SEP]"])
+    label_updates.clear()
+    for top in (4, 5, 4, 6):  # a keystroke adds or drops a token: the view's range follows
+        plot.vb.setRange(yRange=(0, top), padding=0)
+    assert label_updates.get(id(axis), 0) == 0
+    assert axis.range[1] == pytest.approx(6)  # the axis did follow
+
+
+def test_new_levels_redraw_a_scale_bar_s_ticks_but_not_its_labels_layout(qtbot, label_updates):
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    bar = make_scale_bar()
+    widget.addItem(bar)
+    show_scale(bar, "fixed", (0.0, 1.0))
+    label_updates.clear()
+    bar.axis.picture = object()  # stands for the ticks drawn for (0, 1)
+    bar.setLevels((0.0, 0.42))
+    assert bar.axis.picture is None  # the ticks are drawn again for the new range
+    assert label_updates == {}
+    show_scale(bar, "max", (0.0, 0.42))  # a new label is still written
+    label_axis = bar.getAxis("left")
+    assert "0.42" in label_axis.labelText and "0.42" in label_axis.label.toPlainText()
+
+
+def test_the_same_title_is_not_set_again(qtbot, monkeypatch):
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    plot = widget.addPlot()
+    calls = []
+    original = plot.titleLabel.setText
+    monkeypatch.setattr(plot.titleLabel, "setText", lambda text, **style: (calls.append(text), original(text, **style)))
+    show_title(plot, "Layer 1 · head 1")
+    show_title(plot, "Layer 1 · head 1")  # the next keystroke, same layer and head
+    assert calls == ["Layer 1 · head 1"]
+    show_title(plot, "Layer 1 · head 2")
+    assert calls == ["Layer 1 · head 1", "Layer 1 · head 2"]
+    assert plot.titleLabel.text == "Layer 1 · head 2" and plot.titleLabel.opts["size"] == TITLE_SIZE
+    plot.setTitle(None)  # hidden by someone else: shown again by the next title, even the same words
+    show_title(plot, "Layer 1 · head 2")
+    assert plot.titleLabel.isVisible() and calls[-1] == "Layer 1 · head 2"
+
+
+def test_the_head_switches_are_touched_only_where_a_head_changed(qtbot, monkeypatch):
+    grid = HeadGrid()
+    qtbot.addWidget(grid)
+    grid._build(4)
+    grid.set_enabled(np.array([True, True, False, True]))
+    tips = []
+    for checkbox in grid.checkboxes:
+        original = checkbox.setToolTip
+        monkeypatch.setattr(checkbox, "setToolTip", lambda text, original=original: (tips.append(text), original(text)))
+    grid.set_enabled(np.array([True, True, False, True]))  # the next keystroke: nothing switched
+    assert tips == []
+    grid.set_enabled(np.array([True, False, False, True]))
+    assert len(tips) == 1 and "head 2: switched off" in tips[0]
+    assert [checkbox.isChecked() for checkbox in grid.checkboxes] == [True, False, False, True]
+    assert grid.images[1].opacity() < 1.0 and grid.images[0].opacity() == 1.0
+    grid.checkboxes[3].setChecked(False)  # ticked off by hand, but the mask was refused: the grid shows the mask
+    grid.set_enabled(np.array([True, False, False, True]))
+    assert grid.checkboxes[3].isChecked()
+
+
+def render(heatmap: TokenHeatmap) -> QImage:
+    heatmap.graphics.scene().update()
+    return heatmap.grab().toImage()
+
+
+def test_the_head_detail_looks_as_it_did_with_pyqtgraph_s_label_layout(qtbot):
+    """Switching the axes' automatic SI prefix off changes no pixel: none of them has a unit to scale."""
+    rng = np.random.default_rng(0)
+    matrix = rng.random((12, 12)).astype(np.float32)
+    matrix /= matrix.sum(axis=1, keepdims=True)
+    tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]", "it", "was", "warm", "[SEP]"]
+    heatmap = TokenHeatmap("Layer 1 · head 1")
+    qtbot.addWidget(heatmap)
+    heatmap.resize(520, 480)
+    heatmap.show()
+    qtbot.waitExposed(heatmap)
+    for levels in ((0.0, 0.3), (0.0, float(np.percentile(matrix, 99)))):  # the second keystroke's levels
+        heatmap.set_matrix(matrix, tokens, np.arange(12), levels, "p99")
+        qtbot.wait(20)
+    ours = render(heatmap)
+    axes = [heatmap.left_axis, heatmap.bottom_axis] + [heatmap.color_bar.getAxis(name) for name in
+                                                        ("left", "right", "top", "bottom")]
+    for axis in axes:
+        axis.enableAutoSIPrefix(True)
+        axis.picture = None
+    qtbot.wait(20)
+    assert render(heatmap) == ours
