@@ -29,12 +29,12 @@ from bertcore.models.bert import (
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
-    Dropout,
     MaskedLMForward,
     TokenRows,
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
+from bertcore.models.dropout import Dropout
 from bertcore.models.electra import ElectraEmbeddings, fields_of_family, prepare_encoder_inputs
 from bertcore.models.heads import PretrainingHeads
 from bertcore.models.task_heads import (

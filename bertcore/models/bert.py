@@ -24,7 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.config import BertConfig
+from bertcore.models.dropout import Dropout
 from bertcore.models.heads import ModelHeads, PretrainingHeads
+from bertcore.models.input_checks import check_inputs
 
 IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
 
@@ -35,28 +37,6 @@ ACTIVATION_FUNCTIONS = {
     "relu": F.relu,
     "silu": F.silu,
 }
-
-
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """F.dropout: zero each value with probability p, scale the rest by 1 / (1 - p), in training only.
-
-    On the CPU the keep mask comes from one float32 uniform draw per value (kept where it is >= p): the same
-    Bernoulli(1 - p) as torch's bernoulli_, which costs twice the draw there (measured 6.3 against 3.1 ms per
-    million values, one thread) and was 8 % of a pretraining step. Elsewhere (CUDA's fused kernel) F.dropout.
-    """
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or p >= 1.0:
-        return F.dropout(x, p, True)
-    keep = torch.rand(x.shape, dtype=torch.float32).ge_(p).mul_(1.0 / (1.0 - p))  # 1 / (1 - p) or 0
-    return x * keep.to(x.dtype)
-
-
-class Dropout(nn.Dropout):
-    """nn.Dropout through `dropout` (the cheaper CPU mask); no parameters, so the module tree stays HF's."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
 
 
 class BertEmbeddings(nn.Module):
@@ -551,32 +531,3 @@ def _positions_read_by_heads(labelled: torch.Tensor) -> tuple[torch.Tensor, torc
     positions = positions.masked_fill(is_filler, 0)
     is_label = labelled.gather(1, positions) & ~is_filler
     return positions, is_label
-
-
-def check_inputs(config: BertConfig, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
-                 attention_mask: torch.Tensor | None) -> None:
-    """A clear ValueError for inputs that would otherwise fail deep inside the model with an IndexError (or, on
-    a GPU, a device-side assert that ends the process): an empty batch, ids outside the vocabulary, segment ids
-    outside type_vocab_size, tensors of different shapes. Cheap: shapes, then one min and max per tensor, read
-    back together; the value check is skipped while torch.compile or torch.jit traces the model."""
-    if input_ids.dim() != 2 or input_ids.numel() == 0:
-        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; the model takes a (batch, positions) "
-                         "tensor of token ids with at least one row and one position")
-    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
-        raise ValueError(f"input_ids holds {input_ids.dtype} values; token ids are integers (torch.long)")
-    for name, tensor in (("token_type_ids", token_type_ids), ("attention_mask", attention_mask)):
-        if tensor is not None and tensor.shape != input_ids.shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has {tuple(input_ids.shape)}; "
-                             "both give one value per (row, position)")
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return
-    checked = [(input_ids, "input_ids", config.vocab_size,
-                "token ids of its vocabulary, 0..{}; were the ids made by another tokenizer?")]
-    if token_type_ids is not None:
-        checked.append((token_type_ids, "token_type_ids", config.type_vocab_size,
-                        "segment ids 0..{} (0 for sentence A, 1 for sentence B)"))
-    extremes = torch.stack([torch.stack([tensor.min(), tensor.max()]).long() for tensor, *_ in checked]).tolist()
-    for (lowest, highest), (_, name, size, what) in zip(extremes, checked, strict=True):
-        if lowest < 0 or highest >= size:
-            raise ValueError(f"{name} holds {lowest if lowest < 0 else highest}; this model takes "
-                             + what.format(size - 1))

@@ -29,12 +29,12 @@ from bertcore.models.bert import (
     BertEncoder,
     BertModelOutput,
     BertPreTrainedModel,
-    Dropout,
     MaskedLMForward,
-    check_inputs,
 )
 from bertcore.models.config import BertConfig
+from bertcore.models.dropout import Dropout
 from bertcore.models.heads import PretrainingHeads
+from bertcore.models.input_checks import check_inputs
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForTokenClassification,

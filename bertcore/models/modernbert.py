@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcore.models.bert import ACTIVATION_FUNCTIONS, TokenRows, check_inputs
+from bertcore.models.bert import ACTIVATION_FUNCTIONS, TokenRows
 from bertcore.models.heads import ModelHeads, PretrainingHeads
+from bertcore.models.input_checks import check_inputs
 from bertcore.models.modernbert_config import GLOBAL_ATTENTION, LOCAL_ATTENTION, ModernBertConfig
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,

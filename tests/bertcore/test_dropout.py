@@ -6,8 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcore.models.bert import BertForPreTraining, BertSelfAttention, Dropout, TokenRows, dropout
+from bertcore.models.bert import BertForPreTraining, BertSelfAttention, TokenRows
 from bertcore.models.config import preset
+from bertcore.models.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
