@@ -24,14 +24,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from bertcore.files.run_folder import (
-    CHECKPOINTS_DIR,
-    LOCK_FILE,
-    METRICS_FILE,
-    RUN_CONFIG_FILE,
-    VOCAB_FILE,
-    RunFolder,
-)
+from bertcore.files.file_names import CHECKPOINTS_DIR, LOCK_FILE, METRICS_FILE, RUN_CONFIG_FILE, VOCAB_FILE
+from bertcore.files.run_folder import RunFolder
 
 # Option -> config field, for the options both commands have (TrainingConfig and FinetuneConfig share the names).
 SHARED_OPTION_FIELDS = {

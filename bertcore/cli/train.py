@@ -7,7 +7,7 @@ bertcore.training.pretraining).
     torchrun --nproc_per_node=2 -m bertcore.cli.train --device cpu ...  # DistributedDataParallel (gloo on CPU)
 
 The run folder layout (run_config.json, metrics.jsonl, checkpoints/, final/, summary.json) is described in
-bertcore/files/run_folder.py; one process trains in a folder at a time (a second is refused, naming the first's pid).
+bertcore/files/file_names.py; one process trains in a folder at a time (a second is refused, naming the first's pid).
 Ctrl-C (or SIGTERM) stops after the current step and writes a checkpoint; a second Ctrl-C waits for a checkpoint
 being written ("still writing the checkpoint, please wait…") and otherwise aborts at once, without one.
 --resume continues from the newest checkpoint whose loss was sane: after a NaN or a diverging loss, the

@@ -1,24 +1,10 @@
-"""A training run's folder: the one place that names its files and reads, writes, locks and prunes them.
+"""A training run's folder: the one place that reads, writes, locks and prunes its files.
 
 Shared by the training loop (bertcore.training.loop: pretraining and fine-tuning), the command lines and the
 app's run watcher. Torch-free: what a loop stores in a checkpoint it writes itself, through `write_checkpoint`'s
 callback.
 
-    <run>/run_config.json          {"training": TrainingConfig or FinetuneConfig fields (a fine-tuning run's
-                                   have "task"), "model": BertConfig fields, "world_size", ...; fine-tuning adds
-                                   "task" (the data's summary) and "init" (what the model started from)}
-    <run>/vocab.txt, tokenizer_config.json   the vocabulary in use
-    <run>/metrics.jsonl            one JSON object per line ("kind": "step" | "eval" | "checkpoint" | "warning" |
-                                   "error"), flushed per line; a resumed run drops the records after its step
-    <run>/checkpoints/step-000500/ the standard BERT folder (config.json, model.safetensors, vocab.txt,
-                                   tokenizer_config.json) + trainer_state.pt (optimizer, step, ...) + sanity.json
-                                   ({"step", "sane", "smoothed_loss", "reason"}: whether the loss was sane when it
-                                   was written; set to false with the reason when its weights later proved bad)
-    <run>/checkpoints/latest       text naming the newest complete checkpoint ("step-000500")
-    <run>/final/                   the final weights in the standard layout, when the run reached its last step
-                                   (a QA fine-tuning run adds predictions.json: question id -> answer text)
-    <run>/summary.json             last step, held-out metrics, last checkpoint, ...; written at the end
-    <run>/run.lock                 held (flock, bertcore.files.run_lock) by the process training in the folder; its pid
+The folder's layout, and the name of each file in it, are in bertcore.files.file_names.
 
 A checkpoint is filled in a hidden staging folder and renamed into place (bertcore.files.atomic), and only then is
 `latest` replaced, so a crash, a kill or a full disk never leaves a half checkpoint as the latest. `latest`
@@ -47,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,48 +47,31 @@ from bertcore.files.atomic import (
     write_json_atomic,
     write_text_atomic,
 )
+from bertcore.files.file_names import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FINAL_DIR,
+    LATEST_POINTER,
+    LOCK_FILE,
+    METRICS_FILE,
+    RUN_CONFIG_FILE,
+    SANITY_FILE,
+    SUMMARY_FILE,
+    TRAINER_STATE_FILE,
+    VOCAB_FILE,
+    checkpoint_name,
+    checkpoint_step,
+)
 from bertcore.files.metrics_log import MetricsLog, MetricsTail
 from bertcore.files.reading import RUN_JSON_LIMIT, read_bytes, read_json
 from bertcore.files.run_lock import RunLock
 from bertcore.files.run_write_errors import link_target, run_write_error
 
-# ---- names ------------------------------------------------------------------------------------------------
-RUN_CONFIG_FILE = "run_config.json"
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-LOCK_FILE = "run.lock"
-CHECKPOINTS_DIR = "checkpoints"
-LATEST_POINTER = "latest"
-FINAL_DIR = "final"
-CHECKPOINT_PREFIX = "step-"
-TRAINER_STATE_FILE = "trainer_state.pt"
-SANITY_FILE = "sanity.json"  # in a checkpoint: whether the loss was sane (torch-free, unlike trainer_state.pt)
-# The standard BERT checkpoint folder (bertcore.models.checkpoint writes it; named here so finding one needs no torch).
-CONFIG_FILE = "config.json"
-SAFETENSORS_FILE = "model.safetensors"
-PYTORCH_FILE = "pytorch_model.bin"
-VOCAB_FILE = "vocab.txt"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-TOKENIZER_JSON_FILE = "tokenizer.json"  # what transformers 5 saves instead of vocab.txt (read, never written)
-
 # `latest` holds one folder name ("step-000500\n"); anything longer is not a pointer bertcore wrote.
 _POINTER_LIMIT = 4096
 
-_STEP_NAME = re.compile(rf"{CHECKPOINT_PREFIX}(\d+)")
 
-
-def checkpoint_name(step: int) -> str:
-    """'step-000500'."""
-    return f"{CHECKPOINT_PREFIX}{step:06d}"
-
-
-def checkpoint_step(name: str) -> int | None:
-    """500 for 'step-000500'; None for any other name."""
-    match = _STEP_NAME.fullmatch(name)
-    return int(match.group(1)) if match else None
-
-
-# ---- the folder -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ResumeChoice:
     """The checkpoint a resume continues from (`RunFolder.resume_choice`)."""

@@ -40,7 +40,7 @@ class RunLock:
     """
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)  # <run>/run.lock (bertcore.files.run_folder names it)
+        self.path = Path(path)  # <run>/run.lock (bertcore.files.file_names names it)
         self.folder = self.path.parent
         self.held = False
         self._finalizer: weakref.finalize | None = None

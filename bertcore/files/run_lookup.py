@@ -8,14 +8,14 @@ import re
 from pathlib import Path
 
 from bertcore.errors import RunFolderError
-from bertcore.files.run_folder import (
+from bertcore.files.file_names import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
     PYTORCH_FILE,
     SAFETENSORS_FILE,
     TRAINER_STATE_FILE,
-    RunFolder,
 )
+from bertcore.files.run_folder import RunFolder
 
 _NUMBER_IN_NAME = re.compile(r"(\d+)")
 

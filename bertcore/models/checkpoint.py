@@ -37,8 +37,8 @@ from safetensors.torch import save_file
 
 from bertcore.errors import CheckpointError
 from bertcore.files.atomic import staged_folder
+from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.files.reading import CONFIG_JSON_LIMIT, file_kind, read_json
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.models.bert import BertPreTrainedModel
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError, base_model_name, family_for
@@ -52,7 +52,7 @@ from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError
 
 Tokenizer = BertTokenizer | PretrainedTokenizer  # one interface: encode, ids of the specials, vocab_size, save
 
-SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.files.run_folder named every file
+SAFETENSORS_NAME = SAFETENSORS_FILE  # the names this module had before bertcore.files.file_names named every file
 PYTORCH_NAME = PYTORCH_FILE
 HEAD_PREFIXES = ("cls.predictions.", "cls.seq_relationship.")
 BUFFER_SUFFIXES = ("embeddings.position_ids", "embeddings.token_type_ids")  # rebuilt at load time, never read

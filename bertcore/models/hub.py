@@ -43,13 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcore.errors import CheckpointError
+from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
 from bertcore.files.reading import (
     _NON_BLOCKING_READ,
     check_regular_file,
     file_kind,
     parse_json,
 )
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
 
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcore.errors import CheckpointError, DownloadCancelled
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
+from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE
 from bertcore.models.hub import (
     COMMIT_HASH,
     DEFAULT_ENDPOINT,

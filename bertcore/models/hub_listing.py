@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import parse_json
-from bertcore.files.run_folder import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.models.hub import (
     SAFETENSORS_INDEX_FILE,
     default_cache_dir,

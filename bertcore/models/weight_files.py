@@ -11,8 +11,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from bertcore.errors import CheckpointError
+from bertcore.files.file_names import PYTORCH_FILE, SAFETENSORS_FILE
 from bertcore.files.reading import CONFIG_JSON_LIMIT, check_regular_file, open_regular_file, present, read_json
-from bertcore.files.run_folder import PYTORCH_FILE, SAFETENSORS_FILE
 
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"  # transformers' names for the map of a sharded save
 PYTORCH_INDEX_FILE = "pytorch_model.bin.index.json"

@@ -30,6 +30,7 @@ from tokenizers.models import BPE
 
 from bertcore.errors import TokenizerError
 from bertcore.files.atomic import write_bytes_atomic
+from bertcore.files.file_names import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import (
     CONFIG_JSON_LIMIT,
     TOKENIZER_JSON_LIMIT,
@@ -37,7 +38,6 @@ from bertcore.files.reading import (
     parse_json,
     present,
 )
-from bertcore.files.run_folder import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.tokenization.encoding import Encoding, TokenizerBase
 from bertcore.tokenization.sentencepiece_model import (
     family_of,

@@ -11,8 +11,8 @@ from pathlib import Path
 from tokenizers import AddedToken, Tokenizer
 
 from bertcore.errors import TokenizerError
+from bertcore.files.file_names import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE
 from bertcore.files.reading import TOKENIZER_CONFIG_LIMIT, TOKENIZER_JSON_LIMIT, parse_json, present, read_bytes
-from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE
 
 VOCAB_JSON_FILE = "vocab.json"  # byte-level BPE's token → id map (RoBERTa, GPT-2)
 MERGES_FILE = "merges.txt"  # its merge rules, one "left right" pair a line, in order of priority

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertcore.errors import TokenizerError
+from bertcore.files.file_names import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import (
     TOKENIZER_CONFIG_LIMIT,
     TOKENIZER_JSON_LIMIT,
@@ -17,7 +18,6 @@ from bertcore.files.reading import (
     read_bytes,
     read_json,
 )
-from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 
 BYTE_ORDER_MARK = "\ufeff"  # kept as part of a vocab.txt's first token, as transformers and `tokenizers` keep it
 

@@ -23,8 +23,8 @@ from tokenizers.models import WordPiece
 
 from bertcore.errors import TokenizerError
 from bertcore.files.atomic import write_json_atomic, write_text_atomic
+from bertcore.files.file_names import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import TOKENIZER_JSON_LIMIT, present, read_json
-from bertcore.files.run_folder import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.tokenization.encoding import Encoding, TokenizerBase
 from bertcore.tokenization.vocab_files import read_do_lower_case, read_vocab_txt, wordpiece_vocab
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from bertcore.errors import NonFiniteLossError, RunFolderError
-from bertcore.files.run_folder import TRAINER_STATE_FILE
+from bertcore.files.file_names import TRAINER_STATE_FILE
 from bertcore.training.divergence import learning_rate_advice
 from bertcore.training.setup import TRAINER_STATE_VERSION, read_trainer_state
 

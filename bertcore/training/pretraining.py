@@ -50,12 +50,12 @@ from bertcore.errors import (
     RunFolderWriteError,
     TrainingError,
 )
-from bertcore.files.metrics_log import MetricsLog  # re-exported, as below: their home before bertcore.files
-from bertcore.files.run_folder import (  # re-exported: their home before bertcore.files.run_folder
+from bertcore.files.file_names import (  # re-exported: their home before bertcore.files
     CHECKPOINTS_DIR,
     LATEST_POINTER,
     TRAINER_STATE_FILE,
 )
+from bertcore.files.metrics_log import MetricsLog  # re-exported, as above: its home before bertcore.files
 from bertcore.files.run_lookup import find_checkpoint
 from bertcore.models.families import pretraining_class, pretraining_objectives
 from bertcore.training.loop import TrainingLoop

@@ -23,7 +23,7 @@ def display_name(folder: Path) -> str:
     """A checkpoint folder's name for the window: a run's final/ or checkpoints/step-N/ is named with its run
     ("mood/final", "mood/step-000300"), MiniLM as people know it (its folder in its package is called "model"),
     any other folder by its own name."""
-    from bertcore.files.run_folder import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
+    from bertcore.files.file_names import CHECKPOINTS_DIR, FINAL_DIR, checkpoint_step
 
     minilm = minilm_path()
     if minilm is not None and folder.resolve() == minilm.resolve():

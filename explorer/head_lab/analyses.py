@@ -130,7 +130,7 @@ def nsp_history(checkpoint_path: str | Path) -> list[tuple[int, float]]:
     Read from `training_summary.json` beside the weights (the shipped default model) or from the run folder's
     `metrics.jsonl` eval records (a checkpoint under <run>/checkpoints/step-N or <run>/final).
     """
-    from bertcore.files.run_folder import checkpoint_step
+    from bertcore.files.file_names import checkpoint_step
 
     folder = Path(checkpoint_path)
     summary = folder / "training_summary.json"

@@ -1,10 +1,11 @@
 """A training run folder as the app sees it: its statistics, where it would resume, whether it has ended.
 
-The layout and the Qt-free reading of a run folder live in `bertcore.files.run_folder` (their one home, shared with
-the trainers that write it). What is here is the app's view of a run: metrics records (including files written
-by other programs, with their many spellings of a statistic) as the trainer's own `StepStats` / `EvalStats`,
-where a run would resume, and whether it has ended. A fine-tuning run's records (`bert-finetune`, the Fine-tune
-tab) are read as `bertcore.training.finetuning.TaskStepStats` / `TaskEvalStats` instead (`record_reader`).
+The layout of a run folder and the Qt-free reading of it live in `bertcore.files.file_names` and
+`bertcore.files.run_folder` (their one home, shared with the trainers that write it). What is here is the app's
+view of a run: metrics records (including files written by other programs, with their many spellings of a
+statistic) as the trainer's own `StepStats` / `EvalStats`, where a run would resume, and whether it has ended.
+A fine-tuning run's records (`bert-finetune`, the Fine-tune tab) are read as
+`bertcore.training.finetuning.TaskStepStats` / `TaskEvalStats` instead (`record_reader`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertcore.files.run_folder import RunFolder, checkpoint_step
+from bertcore.files.file_names import checkpoint_step
+from bertcore.files.run_folder import RunFolder
 from bertcore.files.run_lookup import list_checkpoints
 
 if TYPE_CHECKING:
