@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from bertcore.models.albert import AlbertConfig
-from bertcore.models.checkpoint import BUFFER_SUFFIXES, load_pretrained, read_checkpoint, save_pretrained
+from bertcore.models.checkpoint import load_pretrained, read_checkpoint, save_pretrained
+from bertcore.models.checkpoint_names import BUFFER_SUFFIXES
 from bertcore.models.distilbert import DistilBertConfig
 from bertcore.models.electra import ElectraConfig
 from bertcore.models.modernbert_config import ModernBertConfig
