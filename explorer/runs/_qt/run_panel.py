@@ -36,7 +36,6 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFileDialog, QVBoxLayout, QWidget
 
-from bertcore.files.run_folder import read_run_config
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.one_shot import OneShotWorker
 from explorer.runs._qt.checkpoint_picker import CheckpointPicker
@@ -46,15 +45,13 @@ from explorer.runs._qt.run_buttons import RunButtons
 from explorer.runs._qt.run_status import FIRST_STATUS, RunStatus
 from explorer.runs._qt.run_watcher import RunWatcher
 from explorer.runs._qt.training_runner import TrainingRunner
-from explorer.runs.curve_layout import PRETRAINING, CurveLayout, is_held_out, layout_for_run
+from explorer.runs.curve_layout import PRETRAINING, CurveLayout, is_held_out
 from explorer.runs.lifecycle import RunLifecycle, RunState, checkpoint_written
 from explorer.runs.run_descriptions import describe_failure
+from explorer.runs.run_kinds import COMMAND_OF_KIND, wrong_tab_reason
 from explorer.runs.run_watch import read_curve, resume_point
 from explorer.runs.status_lines import progress_line, status_line
 from explorer.runs.training_run import EngineFactory
-
-TAB_OF_KIND = {"pretraining": "Train", "finetuning": "Fine-tune"}
-COMMAND_OF_KIND = {"pretraining": "bert-train", "finetuning": "bert-finetune"}
 
 
 class RunPanel(WindowTab):
@@ -257,7 +254,7 @@ class RunPanel(WindowTab):
             self.lifecycle.say("Nothing to resume: start a run, or open a stopped run's folder.", "error")
             return False
         try:
-            if problem := self._other_kind(folder):
+            if problem := wrong_tab_reason(folder, self.curve_layout.kind):
                 raise ValueError(problem)
             point = resume_point(folder)
             settings = self._settings_for_resume(folder)
@@ -367,23 +364,12 @@ class RunPanel(WindowTab):
         if path:
             self.watch_run_folder(path)
 
-    def _other_kind(self, folder: Path) -> str | None:
-        """Why `folder` is not for this tab (a run of the other kind), or None."""
-        try:
-            config = read_run_config(folder)
-        except (ValueError, OSError):
-            return None  # no run config (yet): watched in case one appears
-        kind = layout_for_run(config).kind
-        if kind == self.curve_layout.kind:
-            return None
-        return (f"{folder} holds a {kind} run ({COMMAND_OF_KIND[kind]}); open it in the {TAB_OF_KIND[kind]} tab")
-
     def watch_run_folder(self, path: str | os.PathLike) -> bool:
         """Show a run written elsewhere (`<command> --out path`), following its metrics as they grow."""
         if self._busy:
             self.lifecycle.say("Stop the current run before opening another run folder.", "error")
             return False
-        if problem := self._other_kind(Path(path)):
+        if problem := wrong_tab_reason(path, self.curve_layout.kind):
             self.lifecycle.say(f"Cannot open it here: {problem}.", "error")
             return False
         return self.watcher.watch(path)
