@@ -53,7 +53,7 @@ def form(qtbot) -> TrainingForm:
 
 def test_the_form_offers_objectives_and_architectures_and_shows_the_configs_message(form):
     form.objective_combo.setCurrentIndex(form.objective_combo.findData("rtd"))
-    assert form.settings() == TrainingSettings(objective="rtd")
+    assert form.settings() == TrainingSettings(objective="rtd", learning_rate=2e-4)  # rtd's own (learning_rate.py)
     form.arch_combo.setCurrentIndex(form.arch_combo.findData("roberta"))
     problems = form.problems()
     assert "roberta supports mlm" in problems["objective"]

@@ -44,6 +44,7 @@ from explorer.runs.training_run import (
     TrainingSettings,
     field_problems,
 )
+from explorer.train.learning_rate import suggested_learning_rate
 
 
 class TrainingForm(RunForm):
@@ -54,6 +55,8 @@ class TrainingForm(RunForm):
         self.setObjectName("trainingForm")
         # Not on the form (the engine's defaults suit the app) but kept from set_settings() for settings().
         self._extras: dict[str, int] = {}
+        # Until a rate is typed (or filled in by set_settings), the field follows the objective chosen.
+        self._learning_rate_is_chosen = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._build_corpus_box())
@@ -70,6 +73,9 @@ class TrainingForm(RunForm):
         self.objective_combo.currentIndexChanged.connect(self._check)
         self.arch_combo.currentIndexChanged.connect(self._check)
         self.model_combo.currentIndexChanged.connect(self._check)  # a loaded model takes no architecture
+        for combo in (self.objective_combo, self.arch_combo, self.model_combo):
+            combo.currentIndexChanged.connect(self._suggest_learning_rate)
+        self.lr_edit.textEdited.connect(lambda _: setattr(self, "_learning_rate_is_chosen", True))
         self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
         for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
                              (self.objective_combo, "Objective"), (self.arch_combo, "Architecture"),
@@ -168,7 +174,9 @@ class TrainingForm(RunForm):
         self.lr_edit = QLineEdit("0.001")
         self.lr_edit.setObjectName("learningRateEdit")
         self.lr_edit.setMaximumWidth(150)
-        self.lr_edit.setToolTip("Peak learning rate, above 0: e.g. 1e-3 for tiny and mini, 1e-4 for base")
+        self.lr_edit.setToolTip("Peak learning rate, above 0: e.g. 1e-3 for tiny and mini, 1e-4 for base. Choosing "
+                                f"rtd suggests {suggested_learning_rate('rtd', None):g}: at 1e-3 a tiny ELECTRA's "
+                                "discriminator settles on 'always original'")
         form.addRow("Learning rate", self.lr_edit)
         self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
@@ -199,6 +207,11 @@ class TrainingForm(RunForm):
         """The objective and architecture (None: the other's own); a loaded model takes no architecture."""
         arch = None if self.model_combo.currentData() == CONTINUE_LOADED else self.arch_combo.currentData()
         return {"objective": self.objective_combo.currentData(), "arch": arch}
+
+    def _suggest_learning_rate(self) -> None:
+        """The objective's own rate (explorer.train.learning_rate), unless the user chose one."""
+        if not self._learning_rate_is_chosen:
+            self.lr_edit.setText(f"{suggested_learning_rate(**self._family_values()):g}")
 
     def problems(self) -> dict[str, str]:
         """{field: why its value cannot be used}, for the number fields as they are now."""
@@ -252,6 +265,7 @@ class TrainingForm(RunForm):
         self.batch_spin.setValue(settings.batch_size)
         self.seq_len_spin.setValue(settings.seq_len)
         self.lr_edit.setText(f"{settings.learning_rate:g}")
+        self._learning_rate_is_chosen = settings.learning_rate != suggested_learning_rate(**self._family_values())
         self.device_combo.setCurrentIndex(index)
         self.seed_spin.setValue(settings.seed)
         self.probe_every_spin.setValue(settings.probe_every)
