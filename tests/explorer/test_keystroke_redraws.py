@@ -60,6 +60,20 @@ def test_new_levels_redraw_a_scale_bar_s_ticks_but_not_its_labels_layout(qtbot, 
     assert "0.42" in label_axis.labelText and "0.42" in label_axis.label.toPlainText()
 
 
+def test_the_same_levels_leave_a_scale_bar_s_ticks_as_drawn(qtbot):
+    """A keystroke under the "fixed" scale (or another head of the same layer) keeps the levels: the bar's ticks
+    are not drawn again. Under "p99" the levels are the layer's own and move with each keystroke, and the ticks
+    with them (the test above)."""
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    bar = make_scale_bar()
+    widget.addItem(bar)
+    show_scale(bar, "fixed", (0.0, 1.0))
+    drawn = bar.axis.picture = object()
+    show_scale(bar, "fixed", (0.0, 1.0))
+    assert bar.axis.picture is drawn
+
+
 def test_the_same_title_is_not_set_again(qtbot, monkeypatch):
     widget = pg.GraphicsLayoutWidget()
     qtbot.addWidget(widget)
