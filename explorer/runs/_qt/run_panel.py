@@ -3,8 +3,8 @@
 - The run is an engine's step generator in a training thread (`TrainingRunner`: start, pause, resume, stop,
   join); its step records cross to the plots as they are. Start / Pause / Resume / Stop act at step boundaries.
 - "Open run folder…" watches a run written by the tab's command line (here or elsewhere): `RunWatcher`, which
-  also notices when that run ends. A folder of the other kind (a fine-tuning run in the Train tab, a
-  pretraining run in the Fine-tune tab) is refused with the tab to open it in.
+  also notices when that run ends, tied to the tab by `explorer.runs._qt.run_watching`. A folder of the other kind
+  (a fine-tuning run in the Train tab, a pretraining run in the Fine-tune tab) is refused with the tab to open it in.
 - Resume continues a paused run, or, with nothing running, the run shown (the tab's own, stopped or failed, or
   a folder opened) from its latest checkpoint exactly as the command line's `--resume` does; its curves
   continue from its metrics file.
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFileDialog, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.one_shot import OneShotWorker
@@ -43,7 +43,7 @@ from explorer.runs._qt.form_fields import RunForm, default_runs_dir
 from explorer.runs._qt.loss_plots import LossPlots
 from explorer.runs._qt.run_buttons import RunButtons
 from explorer.runs._qt.run_status import FIRST_STATUS, RunStatus
-from explorer.runs._qt.run_watcher import RunWatcher
+from explorer.runs._qt.run_watching import RunWatching
 from explorer.runs._qt.training_runner import TrainingRunner
 from explorer.runs.curve_layout import PRETRAINING, CurveLayout, is_held_out
 from explorer.runs.lifecycle import RunLifecycle, RunState, checkpoint_written
@@ -54,7 +54,7 @@ from explorer.runs.status_lines import progress_line, status_line
 from explorer.runs.training_run import EngineFactory
 
 
-class RunPanel(WindowTab):
+class RunPanel(RunWatching, WindowTab):
     """A tab that runs and shows one training run; see the module docstring."""
 
     runStarted = Signal(str)  # run folder
@@ -103,13 +103,7 @@ class RunPanel(WindowTab):
         self.plots.setMinimumHeight(320)
         self.checkpoints = CheckpointPicker()
         self.checkpoints.chosen.connect(self._open_checkpoint)
-        self.watcher = RunWatcher(poll_interval_ms, parent=self)
-        self.watcher.started.connect(self._on_watch_started)
-        self.watcher.restarted.connect(self._on_watched_restart)
-        self.watcher.statsArrived.connect(self._on_watched_stats)
-        self.watcher.checkpointsChanged.connect(self.checkpoints.refresh)
-        self.watcher.status.connect(self.lifecycle.say)
-        self.watcher.ended.connect(self._on_watched_end)
+        self.watcher = self._make_watcher(poll_interval_ms)
         self.lifecycle.changed.connect(self._render)
         self._render(self.lifecycle, "state")
 
@@ -183,10 +177,6 @@ class RunPanel(WindowTab):
     def _busy(self) -> bool:
         """A run is going, or its thread has not ended yet: no other run may start, no folder be opened."""
         return self.lifecycle.is_going or self.runner.is_running
-
-    @property
-    def is_watching(self) -> bool:
-        return self.watcher.is_watching
 
     @property
     def run_dir(self) -> Path | None:
@@ -355,45 +345,6 @@ class RunPanel(WindowTab):
     def _open_checkpoint(self, path: str) -> None:
         self.lifecycle.inspector_uses(path)  # before asking: the window may say the model changed at once
         self.openCheckpoint.emit(path)
-
-    # ---- watching a run folder ----
-    def _browse_run_folder(self) -> None:
-        start = self.run_dir.parent if self.run_dir is not None else default_runs_dir()
-        path = QFileDialog.getExistingDirectory(self, f"Run folder (written by {self.command} --out, or by this "
-                                                      "tab)", str(start))
-        if path:
-            self.watch_run_folder(path)
-
-    def watch_run_folder(self, path: str | os.PathLike) -> bool:
-        """Show a run written elsewhere (`<command> --out path`), following its metrics as they grow."""
-        if self._busy:
-            self.lifecycle.say("Stop the current run before opening another run folder.", "error")
-            return False
-        if problem := wrong_tab_reason(path, self.curve_layout.kind):
-            self.lifecycle.say(f"Cannot open it here: {problem}.", "error")
-            return False
-        return self.watcher.watch(path)
-
-    def _on_watch_started(self, folder: str, planned: int | None) -> None:
-        self._clear_run(Path(folder), planned)
-        self.lifecycle.watch(Path(folder), planned, self.watcher.description)
-        self.runner.restart_prober()
-
-    def _on_watched_end(self, how: str, last_step: int) -> None:
-        self.checkpoints.refresh()
-        run_dir = self.run_dir
-        self.lifecycle.watched_ended(how, last_step, checkpoint_written(run_dir, last_step or None))
-
-    def _on_watched_restart(self) -> None:
-        self.plots.clear()
-        self.plots.show_planned_steps(self.watcher.total_steps)
-
-    def _on_watched_stats(self, stats: list) -> None:
-        self.plots.add_all(stats)
-        steps = [record for record in stats if not is_held_out(record)]
-        self.status.show_warnings(steps)
-        if steps:
-            self.lifecycle.watched_steps(steps)
 
     # ---- closing ----
     def closeEvent(self, event) -> None:  # the tab opened on its own, as a window (development)
