@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcore.data.corpus import Document
-from bertcore.data.prepared import TokenizedDocuments
+from bertcore.data.prepared import TokenizedDocuments, running_counts
 from bertcore.errors import CorpusError
 
 
@@ -71,8 +71,8 @@ class PairSampler:
         # Every sentence can start a segment; sentence i >= 1 of a document can start an IsNext B. Draw k of
         # them is found by a binary search in the running counts: (documents + 1,) each.
         counts = documents.sentence_counts
-        self._sentence_starts = np.concatenate([[0], np.cumsum(counts)])
-        self._next_starts = np.concatenate([[0], np.cumsum(np.maximum(counts - 1, 0))])
+        self._sentence_starts = running_counts(counts)
+        self._next_starts = running_counts(np.maximum(counts - 1, 0))
         self.num_sentence_starts = int(self._sentence_starts[-1])
         self.num_next_starts = int(self._next_starts[-1])
         if not self.num_next_starts:

@@ -37,6 +37,20 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
+def index_dtype(size: int) -> np.dtype:
+    """The narrowest signed integer holding 0..size (int32 below 2^31, else int64)."""
+    return np.dtype(np.int32) if size < 1 << 31 else np.dtype(np.int64)
+
+
+def running_counts(counts: np.ndarray) -> np.ndarray:
+    """(n + 1,) 0 then the running totals of `counts`, in the narrowest dtype that holds the total: the index in
+    which a draw k finds its document by binary search (np.searchsorted)."""
+    total = int(counts.sum())
+    running = np.zeros(len(counts) + 1, dtype=index_dtype(total))
+    np.cumsum(counts, out=running[1:], dtype=running.dtype)
+    return running
+
+
 class Document(Sequence):
     """One document's sentences: `[i]` is sentence i's token ids (list of ints), `len()` the number of sentences."""
 
@@ -74,10 +88,20 @@ class TokenizedDocuments(Sequence):
         self.tokens = tokens
         self.sentence_offsets = sentence_offsets
         self.document_offsets = document_offsets
-        self.document_ids = (np.arange(len(document_offsets) - 1, dtype=np.int64) if document_ids is None
-                             else np.asarray(document_ids, dtype=np.int64))
-        # (num_documents,) sentences per document of this split: the samplers' index, O(documents)
-        self.sentence_counts = (document_offsets[self.document_ids + 1] - document_offsets[self.document_ids])
+        # Document numbers and sentence counts are the index a run keeps in memory, O(documents): 4 bytes each
+        # where they fit (a 1 GB corpus of short documents has 6.5 M of them).
+        ids_dtype = index_dtype(len(document_offsets))
+        self.document_ids = (np.arange(len(document_offsets) - 1, dtype=ids_dtype) if document_ids is None
+                             else np.asarray(document_ids).astype(ids_dtype, copy=False))
+        self._sentence_counts: np.ndarray | None = None
+
+    @property
+    def sentence_counts(self) -> np.ndarray:
+        """(num_documents,) sentences per document of this split: the samplers' index, made when first asked."""
+        if self._sentence_counts is None:
+            counts = self.document_offsets[self.document_ids + 1] - self.document_offsets[self.document_ids]
+            self._sentence_counts = counts.astype(index_dtype(int(self.document_offsets[-1]) + 1), copy=False)
+        return self._sentence_counts
 
     @classmethod
     def from_lists(cls, documents: Sequence[Sequence[Sequence[int]]], vocab_size: int | None = None
@@ -98,7 +122,7 @@ class TokenizedDocuments(Sequence):
     def subset(self, document_ids: np.ndarray) -> TokenizedDocuments:
         """The documents numbered `document_ids` (positions in this set), sharing the arrays."""
         return TokenizedDocuments(self.tokens, self.sentence_offsets, self.document_offsets,
-                                  self.document_ids[np.asarray(document_ids, dtype=np.int64)])
+                                  self.document_ids[np.asarray(document_ids)])
 
     def __len__(self) -> int:
         return len(self.document_ids)

@@ -21,14 +21,14 @@ the examples of a step are a pure function of the step's random source (`bertcor
 
 from __future__ import annotations
 
-import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
+import numpy as np
 import torch
 
+from bertcore.data.prepared import running_counts
 from bertcore.errors import CorpusError
 
 
@@ -38,20 +38,20 @@ def _ids(sentence) -> list[int]:
 
 class SentenceStarts:
     """Uniform draws of a (document, sentence) among the sentences at or after `first` of every document, in
-    O(documents) memory: cumulative counts per document, and a bisection per draw."""
+    O(documents) memory: cumulative counts per document (a numpy array, 4 bytes each where they fit), and a
+    bisection per draw."""
 
     def __init__(self, documents: Sequence, first: int = 0):
         counts = getattr(documents, "sentence_counts", None)  # a prepared corpus keeps them as an array
-        counts = [len(document) for document in documents] if counts is None else [int(c) for c in counts]
+        counts = np.fromiter((len(document) for document in documents), dtype=np.int64) if counts is None else counts
         self.first = first
-        self.cumulative = list(accumulate(max(0, count - first) for count in counts))
-        self.total = self.cumulative[-1] if self.cumulative else 0
+        self.cumulative = running_counts(np.maximum(counts - first, 0))  # (documents + 1,), 0 first
+        self.total = int(self.cumulative[-1])
 
     def draw(self, rng: random.Random) -> tuple[int, int]:
         index = rng.randrange(self.total)
-        document = bisect.bisect_right(self.cumulative, index)
-        before = self.cumulative[document - 1] if document else 0
-        return document, self.first + index - before
+        document = int(np.searchsorted(self.cumulative, index, side="right")) - 1
+        return document, self.first + index - int(self.cumulative[document])
 
 
 @dataclass(frozen=True)
