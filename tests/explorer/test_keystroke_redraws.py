@@ -7,9 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from explorer.common._qt.heatmap_style import make_scale_bar, show_scale
+from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.plot_style import TITLE_SIZE, show_title
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.inspector._qt.head_grid import HeadGrid
@@ -139,3 +142,55 @@ def test_the_head_detail_looks_as_it_did_with_pyqtgraph_s_label_layout(qtbot):
         axis.picture = None
     qtbot.wait(20)
     assert render(heatmap) == ours
+
+
+class LayoutRequests(QObject):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
+
+
+def form_row(qtbot, line) -> tuple[QWidget, LayoutRequests]:
+    """`line` in a row of a form, beside a button, as the masking summary sits; the form counts its relayouts."""
+    form = QWidget()
+    qtbot.addWidget(form)
+    row = QHBoxLayout(form)
+    row.addWidget(QPushButton("Mask like BERT"))
+    row.addWidget(line, 1)
+    form.resize(700, 40)
+    form.show()
+    qtbot.waitExposed(form)
+    qtbot.wait(10)  # the first layout's own requests
+    requests = LayoutRequests()
+    form.installEventFilter(requests)
+    return form, requests
+
+
+def test_a_line_label_takes_a_new_text_without_re_laying_out_its_form(qtbot):
+    plain = QLabel("Masking (BERT recipe, seed 0): 4 of 28 tokens")
+    _, plain_requests = form_row(qtbot, plain)
+    plain.setText("Masking (BERT recipe, seed 0): 4 of 29 tokens — 4 → [MASK]")
+    qtbot.wait(10)
+    assert plain_requests.count >= 1  # what a QLabel does: the window is laid out again (and repainted)
+
+    line = LineLabel()
+    line.label.setText("Masking (BERT recipe, seed 0): 4 of 28 tokens")
+    _, requests = form_row(qtbot, line)
+    line.label.setText("Masking (BERT recipe, seed 0): 4 of 29 tokens — 4 → [MASK]")
+    qtbot.wait(10)
+    assert requests.count == 0
+    assert line.label.geometry() == line.rect()
+
+
+def test_a_line_label_looks_as_a_label_in_its_place(qtbot):
+    text = "Masking (BERT recipe, seed 0): 4 of 28 tokens — 4 → [MASK], 0 → random, 0 kept"
+    plain_form, _ = form_row(qtbot, QLabel(text))
+    line = LineLabel()
+    line.label.setText(text)
+    line_form, _ = form_row(qtbot, line)
+    assert line_form.grab().toImage() == plain_form.grab().toImage()
