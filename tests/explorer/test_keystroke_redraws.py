@@ -47,6 +47,25 @@ def test_a_token_axis_follows_a_new_range_without_re_laying_its_label(qtbot, lab
     assert axis.range[1] == pytest.approx(6)  # the axis did follow
 
 
+def test_the_same_token_names_leave_an_axis_as_drawn(qtbot):
+    """The logit lens names its layers again on every keystroke, and its masked words mostly stay: an axis given
+    the names it shows keeps its picture; new names, or a hovered name to let go of, draw it again."""
+    widget = pg.GraphicsLayoutWidget()
+    qtbot.addWidget(widget)
+    axis = TokenAxis("left")
+    widget.addPlot(axisItems={"left": axis})
+    axis.set_labels(["emb.", "layer 1", "layer 2"])
+    drawn = axis.picture = object()
+    axis.set_labels(["emb.", "layer 1", "layer 2"])
+    assert axis.picture is drawn
+    axis.set_hovered(1)
+    axis.set_labels(["emb.", "layer 1", "layer 2"])
+    assert axis.hovered == -1 and axis.picture is None
+    drawn = axis.picture = object()
+    axis.set_labels(["emb.", "layer 1", "layer 2"], positions=[0, 2, 4])
+    assert axis.picture is None and axis.label_positions == [0, 2, 4]
+
+
 def test_new_levels_redraw_a_scale_bar_s_ticks_but_not_its_labels_layout(qtbot, label_updates):
     widget = pg.GraphicsLayoutWidget()
     qtbot.addWidget(widget)

@@ -37,8 +37,11 @@ class TokenAxis(pg.AxisItem):
         self.min_spacing_px = QFontMetrics(self.font).height() + 1
 
     def set_labels(self, labels: list[str], positions=None) -> None:
-        self.labels = [short_label(label) for label in labels]
-        self.label_positions = list(range(len(labels))) if positions is None else [int(p) for p in positions]
+        shortened = [short_label(label) for label in labels]
+        label_positions = list(range(len(labels))) if positions is None else [int(p) for p in positions]
+        if shortened and shortened == self.labels and label_positions == self.label_positions and self.hovered < 0:
+            return  # the same names (a lens' layers, each keystroke): the axis drawn for them stands
+        self.labels, self.label_positions = shortened, label_positions
         self.hovered = -1
         metrics = QFontMetrics(self.bold_font)
         widest = max((metrics.horizontalAdvance(self._text(index, numbered=True)) for index in range(len(labels))),
