@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from explorer.common._qt.workers.generator import GeneratorWorker
 from explorer.common._qt.workers.latest_job import LatestJobWorker
@@ -180,7 +180,9 @@ class HeadLabController(QObject):
         if what is Change.MODEL:
             self.on_model_changed()
         elif what is Change.INSPECTION:
-            self.request_input_analysis()
+            # after the views have drawn and painted it: submitted now, the lens' Python holds the GIL while the GUI
+            # thread draws the inspection (a keystroke's paint took twice its CPU time); the lens comes a moment later
+            QTimer.singleShot(0, self, self.request_input_analysis)
         elif what is Change.SNAPSHOT and state.snapshot is not None:
             self._request_id += 1
             self.logit_lens.show_lens(None, "A training snapshot is shown: the logit lens follows the live model. "

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QSpinBox,
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
+from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.widget_names import named
 from explorer.inspector.state import Change, ExplorerState
 
@@ -94,14 +94,15 @@ class InputForm(QWidget):
         self.pad_spin.setSpecialValueText("no padding")
         self.pad_spin.setPrefix("pad to ")
         self.pad_spin.setToolTip("Pad the input with [PAD] to this many positions (attention mask 0 there)")
-        self.masking_label = QLabel()
+        self.masking_line = LineLabel()  # its new text each keystroke re-lays out nothing
+        self.masking_label = self.masking_line.label
         self.masking_label.setObjectName("maskingLabel")
         self.masking_label.setAccessibleName("Masking summary")
         controls = QHBoxLayout()
         for widget in (self.mask_button, self.recipe_combo, self.seed_spin, self.reroll_button, self.clear_masks_button,
                        self.pad_spin):
             controls.addWidget(widget)
-        controls.addWidget(self.masking_label, 1)
+        controls.addWidget(self.masking_line, 1)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
