@@ -92,7 +92,7 @@ FAMILIES: dict[str, Family] = {
         architectures={
             "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
             "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
-            **_task_heads("ModernBert", "bertcore.models.modernbert"),
+            **_task_heads("ModernBert", "bertcore.models.modernbert_task_heads"),
         },
         default="ModernBertForMaskedLM",
         fallback="ModernBertForMaskedLM",
