@@ -60,7 +60,7 @@ def main() -> None:
             grid = median_ms(step_layer, args.repeats * 2)
 
             def overview_render(panel=panel):
-                panel._pictures.pop("overview", None)  # drawn afresh, as for a new inspection
+                panel._pictures.forget("overview")  # drawn afresh, as for a new inspection
                 panel._refresh_overview()  # assemble, colour, setImage
                 panel.overview.graphics.grab()  # paint it offscreen, as a frame
 
@@ -71,8 +71,8 @@ def main() -> None:
             grid_paint = median_ms(lambda panel=panel: (step_layer(), panel.head_grid.graphics.grab()),
                                    args.repeats)
             def rollout_render(panel=panel):
-                panel._rollout = None  # recompute: a new inspection or head mask
-                panel._pictures.pop("rollout", None)
+                panel.rollout_page.forget()  # recompute: a new inspection or head mask
+                panel._pictures.forget("rollout")
                 panel._refresh_rollout()
                 panel.rollout_view.graphics.grab()
 

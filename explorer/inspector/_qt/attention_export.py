@@ -2,7 +2,7 @@
 as CSV, every attention array as NPZ; each without a dialog (the caller gives the path, as tests and scripts
 do) and from the panel's Export menu, which asks.
 
-`AttentionExports` is mixed into `AttentionPanel`, whose views and drawing it uses: `tabs`, `splitter`,
+`AttentionExports` is mixed into `AttentionPanel`, whose views and drawing it uses: `tabs`,
 `head_grid`, `head_detail`, `overview`, `rollout_view`, `inspection`, `layer`,
 `selected_head`, `layer_view()`, `rollout()`, `_ensure_drawn(view)`, `_refresh_rollout()`.
 """

@@ -6,14 +6,14 @@ tools others add, Export; what Export writes is `AttentionExports`). The panel r
 numpy); the only thing it sends back is the head mask the user edits (headMaskChanged) and the token under
 the mouse (tokenHovered).
 
-What the views draw are pictures (`explorer.inspector.attention_images`): the current layer's `LayerView` with a
-thumbnail per head, the selected head, the overview, the rollout. Each is drawn once per (inspection,
-what it depends on) and kept until one of those changes. The inspection worker draws them for a new
-inspection before it reaches the GUI thread (`picture_spec()` says what the panel shows now;
-`set_inspection(inspection, pictures)` takes them), so a keystroke at 512 tokens costs the GUI thread only
-the hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture. In the
-Inspect tab the panel follows the tab's `ExplorerState` (`follow`): it redraws when the state announces another
-inspection shown or another head mask, not when a sibling calls it.
+The tabs' pages are `HeadsPage` and `RolloutPage`. What the views draw are pictures
+(`explorer.inspector.attention_images`): the current layer's `LayerView` with a thumbnail per head, the selected
+head, the overview, the rollout, each kept until what it depends on changes (`DrawnPictures`). The inspection worker
+draws them for a new inspection before it reaches the GUI thread (`picture_spec()` says what the panel shows now;
+`set_inspection(inspection, pictures)` takes them), so a keystroke at 512 tokens costs the GUI thread only the
+hand-over; what the user changes here (layer, head, option, tab, size) is drawn here, one picture. In the Inspect tab
+the panel follows the tab's `ExplorerState` (`follow`): it redraws when the state announces another inspection shown
+or another head mask, not when a sibling calls it.
 
 Run `python -m explorer.inspector._qt.attention_demo [--tokens N] [--real]` to open it alone.
 """
@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 import explorer.common.attention_math as attention_math
 import explorer.inspector.attention_images as attention_images
@@ -37,15 +34,14 @@ from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.attention_export import AttentionExports
 from explorer.inspector._qt.attention_toolbar import AttentionToolbar
-from explorer.inspector._qt.head_grid import HeadGrid
+from explorer.inspector._qt.heads_page import HeadsPage
 from explorer.inspector._qt.model_overview import ModelOverview
-from explorer.inspector._qt.token_heatmap import TokenHeatmap
-from explorer.inspector.family_display import layer_kinds, window_edges
+from explorer.inspector._qt.rollout_page import RolloutPage
+from explorer.inspector.drawn_pictures import DrawnPictures
+from explorer.inspector.family_display import layer_kinds
 from explorer.inspector.state import SHOWN_CHANGES, Change, ExplorerState
 
 RESIZE_REDRAW_MS = 120  # redraw the pictures at a new size once a resize pauses this long
-ROLLOUT_CHOICES = ("through the current layer", "through the last layer")
-WINDOW_EDGE_COLOUR = "#ff9a3c"  # the local window's edges: orange, as local layers are named elsewhere
 
 
 class AttentionPanel(AttentionExports, QWidget):
@@ -57,13 +53,11 @@ class AttentionPanel(AttentionExports, QWidget):
         super().__init__(parent)
         self.inspection = None
         self.mask = np.ones((0, 0), np.float32)  # (L, H) the head mask the user edits
-        self._pictures: dict[str, object] = {}  # "layer", "detail", "overview", "rollout": the last drawn
+        self._pictures = DrawnPictures()
         self.layer = 0
         self.selected_head = 0
         self.highlighted = -1
         self._hovered = -1
-        self._rollout: np.ndarray | None = None  # (L, T, T), for self._rollout_mask
-        self._rollout_mask: bytes = b""
         self._stale: set[str] = set()  # tabs to redraw when they are next shown
         self.timings_ms: dict[str, float] = {}
 
@@ -72,39 +66,16 @@ class AttentionPanel(AttentionExports, QWidget):
         self.toolbar.export_button.setMenu(self.export_menu)
 
         # views
-        self.head_grid = named(HeadGrid(), "headGrid", "attention heads of the current layer")
-        self.head_detail = named(TokenHeatmap("", "attention"), "headDetail", "selected attention head")
-        # ModernBERT: a local layer's window drawn over the selected head (dashed, empty on global layers)
-        self.window_edges = pg.PlotCurveItem(pen=pg.mkPen(WINDOW_EDGE_COLOUR, width=1, style=Qt.PenStyle.DashLine,
-                                                          cosmetic=True), connect="pairs")
-        self.window_edges.setZValue(5)
-        self.head_detail.plot.addItem(self.window_edges, ignoreBounds=True)
+        self.heads_page = HeadsPage()
+        self.head_grid, self.head_detail = self.heads_page.head_grid, self.heads_page.head_detail
+        self.window_edges = self.heads_page.window_edges  # ModernBERT: a local layer's window over the selected head
         self.overview = named(ModelOverview(), "modelOverview", "all layers and heads")
-        self.rollout_view = named(TokenHeatmap("", "rollout"), "rolloutView", "attention rollout")
-        self.rollout_combo = named(QComboBox(), "rolloutLayerCombo", "rollout through")
-        self.rollout_combo.addItems(ROLLOUT_CHOICES)
-        self.rollout_combo.setToolTip("Roll the attention out through the layer shown, or through every layer")
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.setObjectName("headsSplitter")
-        self.splitter.addWidget(self.head_grid)
-        self.splitter.addWidget(self.head_detail)
-        self.splitter.setStretchFactor(0, 4)
-        self.splitter.setStretchFactor(1, 5)
-        self.splitter.setSizes([400, 500])
-        rollout_page = QWidget()
-        rollout_layout = QVBoxLayout(rollout_page)
-        rollout_layout.setContentsMargins(0, 0, 0, 0)
-        rollout_row = QHBoxLayout()
-        rollout_row.addWidget(QLabel("Attention rollout (Abnar & Zuidema 2020), mean over the heads that are on,"))
-        rollout_row.addWidget(self.rollout_combo)
-        rollout_row.addStretch(1)
-        rollout_layout.addLayout(rollout_row)
-        rollout_layout.addWidget(self.rollout_view, 1)
-        self.rollout_page = rollout_page
+        self.rollout_page = RolloutPage()
+        self.rollout_view, self.rollout_combo = self.rollout_page.view, self.rollout_page.combo
         self.tabs = named(QTabWidget(), "attentionTabs", "attention views")
-        self.tabs.addTab(self.splitter, "Heads")
+        self.tabs.addTab(self.heads_page, "Heads")
         self.tabs.addTab(self.overview, "All layers")
-        self.tabs.addTab(rollout_page, "Rollout")
+        self.tabs.addTab(self.rollout_page, "Rollout")
         self.tabs.setTabToolTip(0, "The heads of one layer, and the one you click large")
         self.tabs.setTabToolTip(1, "Every layer × head at once; click one to open it")
         self.tabs.setTabToolTip(2, "Attention rollout: how much each position draws on each input token")
@@ -178,8 +149,8 @@ class AttentionPanel(AttentionExports, QWidget):
         self.rollout_combo.setEnabled(has_data)
         self.tabs.setVisible(has_data)
         self.empty_label.setVisible(not has_data)
-        self._rollout, self._rollout_mask = None, b""
-        self._pictures = {}
+        self.rollout_page.forget()
+        self._pictures.reset()
         if not has_data:
             self.mask = np.ones((0, 0), np.float32)
             self.toolbar.show_no_layer()
@@ -193,10 +164,7 @@ class AttentionPanel(AttentionExports, QWidget):
         mask = inspection.head_mask
         self.mask = (np.ones((num_layers, num_heads), np.float32) if mask is None
                      else np.array(mask, np.float32).reshape(num_layers, num_heads))
-        if pictures is not None:
-            self._pictures = {name: picture for name, picture in (
-                ("layer", pictures.layer), ("detail", pictures.detail), ("overview", pictures.overview),
-                ("rollout", pictures.rollout)) if picture is not None}
+        self._pictures.reset(pictures)
         self.toolbar.show_layer(self.layer, num_layers)
         self._refresh_all()
 
@@ -244,18 +212,10 @@ class AttentionPanel(AttentionExports, QWidget):
         rollout_layer = self.rollout_layer() if self.inspection is not None else None
         return dataclasses.replace(spec, head_mask=self.mask, rollout_layer=rollout_layer)
 
-    def _picture(self, name: str, key: tuple, draw: Callable[[], Any]) -> Any:
-        """The picture `name` ("layer", "detail", "overview", "rollout") as last drawn, or drawn afresh when
-        what it depends on (`key`) changed."""
-        picture = self._pictures.get(name)
-        if picture is None or picture.key != key:
-            picture = self._pictures[name] = draw()
-        return picture
-
     def _layer_pictures(self, spec: attention_images.PictureSpec | None = None) -> attention_images.LayerPictures:
         spec = spec or self._spec()
-        return self._picture("layer", attention_images.layer_key(spec, self.inspection),
-                             lambda: attention_images.draw_layer(self.inspection, spec))
+        return self._pictures.get("layer", attention_images.layer_key(spec, self.inspection),
+                                  lambda: attention_images.draw_layer(self.inspection, spec))
 
     def layer_view(self) -> attention_math.LayerView:
         """What the views of the current layer draw, computed once per (inspection, layer, options, head mask)."""
@@ -308,19 +268,14 @@ class AttentionPanel(AttentionExports, QWidget):
 
     def rollout(self) -> np.ndarray:
         """(L, T, T) rollout of the full inspection under the current head mask (cached)."""
-        key = self.mask.tobytes()
-        if self._rollout is None or key != self._rollout_mask:
-            self._rollout = attention_math.compute_rollout(self.inspection.attentions, self.mask)
-            self._rollout_mask = key
-        return self._rollout
+        return self.rollout_page.rollout(self.inspection.attentions, self.mask)
 
     def rollout_layer(self) -> int:
-        return self.num_layers - 1 if self.rollout_combo.currentIndex() == 1 else self.layer
+        return self.rollout_page.through_layer(self.layer, self.num_layers)
 
     def _rollout_layer_for_spec(self) -> int:
         # before the first inspection the number of layers is unknown: "the last" is as far as any model has
-        return (self.num_layers - 1 if self.num_layers else 10_000) if self.rollout_combo.currentIndex() == 1 \
-            else self.layer
+        return self.rollout_page.through_layer(self.layer, self.num_layers or 10_001)
 
     # ------------------------------------------------------------------ drawing
     def colour_scale(self) -> str:
@@ -359,25 +314,17 @@ class AttentionPanel(AttentionExports, QWidget):
     def _refresh_detail(self) -> None:
         spec = self._spec()
         view, head = self._layer_pictures(spec).view, self.selected_head
-        picture = self._picture("detail", attention_images.detail_key(spec, self.inspection),
-                                lambda: attention_images.draw_detail(view, self.inspection, spec))
-        off = "" if view.heads_on[head] else " (switched off)"
-        kind = self._layer_kind()
-        self.head_detail.set_title(f"Layer {self.layer + 1}{f' ({kind.text})' if kind else ''} · head {head + 1}{off}")
-        if kind is not None and kind.is_local:
-            self.window_edges.setData(*window_edges(view.positions, self.inspection.sliding_window))
-        else:
-            self.window_edges.setData([], [])
-        self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
-                                      piece_style=view.piece_style)
-        self.head_detail.highlight_position(self.highlighted)
+        picture = self._pictures.get("detail", attention_images.detail_key(spec, self.inspection),
+                                     lambda: attention_images.draw_detail(view, self.inspection, spec))
+        self.heads_page.show_head(picture, view, head, self._layer_kind(), self.inspection.sliding_window,
+                                  self.highlighted)
 
     def _refresh_overview(self) -> None:
         started = time.perf_counter()
         spec = self._spec()
         view = self._layer_pictures(spec).view
-        picture = self._picture("overview", attention_images.overview_key(spec),
-                                lambda: attention_images.draw_overview(self.inspection, view, spec))
+        picture = self._pictures.get("overview", attention_images.overview_key(spec),
+                                     lambda: attention_images.draw_overview(self.inspection, view, spec))
         self.overview.set_layer_kinds(layer_kinds(self.inspection))
         self.overview.set_picture(picture, self.num_layers, self.num_heads, view.positions, list(view.tokens),
                                   view.options.colour_scale)
@@ -394,15 +341,9 @@ class AttentionPanel(AttentionExports, QWidget):
         if self.rollout_view.plot.vb.is_zoomed():
             spec = dataclasses.replace(spec, detail_px=self.rollout_view.image_pixels())
         view, layer = self._layer_pictures(spec).view, spec.rollout_layer
-        picture = self._picture("rollout", attention_images.rollout_key(spec, self.inspection),
-                                lambda: attention_images.draw_rollout(self.inspection, view, spec, self.rollout()))
-        heads_on = int(self.mask[: layer + 1].sum())
-        self.rollout_view.set_title(
-            f"Rollout through layer {layer + 1} / {self.num_layers} "
-            f"({heads_on} of {(layer + 1) * self.num_heads} heads on)")
-        self.rollout_view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
-                                       piece_style=view.piece_style)
-        self.rollout_view.highlight_position(self.highlighted)
+        picture = self._pictures.get("rollout", attention_images.rollout_key(spec, self.inspection),
+                                     lambda: attention_images.draw_rollout(self.inspection, view, spec, self.rollout()))
+        self.rollout_page.show_rollout(picture, view, layer, self.mask, self.highlighted)
         self._stale.discard("rollout")
 
     def _mark_stale(self, views: set[str]) -> None:
@@ -433,11 +374,9 @@ class AttentionPanel(AttentionExports, QWidget):
         if self.inspection is None:
             return
         spec = self._spec()
-        if self._pictures.get("layer") is not None and \
-                self._pictures["layer"].key != attention_images.layer_key(spec, self.inspection):
+        if self._pictures.outdated("layer", attention_images.layer_key(spec, self.inspection)):
             self._refresh_layer()
-        elif self._pictures.get("detail") is not None and \
-                self._pictures["detail"].key != attention_images.detail_key(spec, self.inspection):
+        elif self._pictures.outdated("detail", attention_images.detail_key(spec, self.inspection)):
             self._refresh_detail()
         if self.tabs.currentIndex() == 2:
             self._refresh_rollout()
