@@ -148,3 +148,20 @@ class CurveSeries:
         lo = max(0, int(np.searchsorted(x, x_min, side="left")) - 1)
         hi = min(self.size, int(np.searchsorted(x, x_max, side="right")) + 1)
         return pyramid.view(x, y, lo, hi, budget)
+
+
+def steady_range(low: float, high: float) -> tuple[float, float]:
+    """A value range holding [low, high] whose ends sit on a grid of half its span's order of magnitude.
+
+    A plot that follows its data with this range changes its axis only when the data cross a grid line (a loss
+    falling from 9 to 6 moves it every 0.5), not with every new extreme: an axis whose range changes recomputes its
+    ticks and their text at the next paint.
+    """
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"the range [{low}, {high}] is not finite; curves hold finite values only")
+    span = high - low
+    if span <= 0:
+        span = abs(high) * 0.1 or 1.0
+    step = 10.0 ** math.floor(math.log10(span)) / 2
+    bottom, top = math.floor(low / step) * step, math.ceil(high / step) * step
+    return (bottom - step, top + step) if top <= bottom else (bottom, top)  # a flat curve: one step either side

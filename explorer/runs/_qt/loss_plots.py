@@ -18,8 +18,9 @@ than by pyqtgraph's own `setDownsampling(mode="peak")`, which recomputes over ev
 
 Painting cost is what decides the GUI's lag during a run (measured: a repaint of the three plots took
 ~18 ms with a translucent grid and ~3 ms without, most of it replaying the axis pictures), so there is no
-grid, and the step axis spans the run's total steps from the start instead of growing with every step
-(an axis whose range changes re-computes its ticks and text on each repaint).
+grid, the step axis spans the run's total steps from the start instead of growing with every step
+(an axis whose range changes re-computes its ticks and text on each repaint), and while the view follows the
+run the value axes are set from what is drawn on a steady grid rather than by pyqtgraph's auto-range.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
+from explorer.common._qt.scientific_axis import ScientificAxis
 from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.curve_layout import (
     METRIC_PLOT,
@@ -42,24 +44,9 @@ from explorer.runs.curve_layout import (
     record_values,
     summary_line,
 )
-from explorer.runs.curve_series import CurveSeries
+from explorer.runs.curve_series import CurveSeries, steady_range
 
 LEFT_AXIS_WIDTH = 72  # pixels, the label included
-
-
-class ScientificAxis(pg.AxisItem):
-    """Tick values in scientific notation ("2.0e-05"), for learning rates: an SI prefix read "(x1e-06)"
-    beside ticks of 20…100, true but a sum to do in one's head."""
-
-    def __init__(self, orientation: str):
-        super().__init__(orientation)
-        self.enableAutoSIPrefix(False)
-
-    def tickStrings(self, values, scale, spacing):
-        largest = max((abs(value) for value in values), default=0.0)
-        # Enough digits that neighbouring ticks differ: 1.00e-03, 1.05e-03, … for a narrow range.
-        digits = max(1, math.ceil(math.log10(largest / spacing))) if largest > 0 and spacing > 0 else 1
-        return ["0" if value == 0 else f"{value * scale:.{digits}e}" for value in values]
 
 
 _NOTHING = object()
@@ -87,6 +74,7 @@ class LossPlots(QWidget):
         self._showing_planned_steps = False  # the empty step axis spans a planned run, not the data
         self.redraw_count = 0
         self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _update_needed)
+        self._value_ranges: dict[int, tuple[float, float]] = {}  # plot number -> the y range set while following
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("lossGraphics")
@@ -106,9 +94,10 @@ class LossPlots(QWidget):
             # One width for the value axes, wide enough for "1.0e-04": the linked step axes line up.
             plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
             plot.getViewBox().sigRangeChangedManually.connect(self._user_moved_view)
+            plot.autoBtn.clicked.connect(self._follow_again)  # the "A" button: follow the run again
 
-        self._raw_items: dict[str, pg.PlotDataItem] = {}
-        self._smooth_items: dict[str, pg.PlotDataItem] = {}
+        self._raw_items: dict[str, pg.PlotCurveItem] = {}
+        self._smooth_items: dict[str, pg.PlotCurveItem] = {}
         self._eval_items: dict[str, pg.PlotDataItem] = {}
         self._make_train_items()
 
@@ -166,6 +155,11 @@ class LossPlots(QWidget):
     def _user_moved_view(self, *_args) -> None:
         self._follow_steps = False  # the user zoomed or panned: leave their view alone
 
+    def _follow_again(self, *_args) -> None:
+        self._follow_steps = True
+        self._value_ranges.clear()
+        self._schedule()
+
     def set_step_extent(self, total_steps: int | None) -> None:
         """Make the step axis span [0, total_steps] (None: follow the data)."""
         self._step_extent = total_steps
@@ -183,10 +177,10 @@ class LossPlots(QWidget):
         self.loss_plot.setXRange(0, max(1, total_steps), padding=0.01)
 
     @staticmethod
-    def _make_curve(plot: pg.PlotItem, pen) -> pg.PlotDataItem:
-        # CurveSeries holds finite values only, already reduced to the view by its PeakPyramid ("peak" method).
-        item = pg.PlotDataItem(pen=pen, skipFiniteCheck=True)
-        item.setClipToView(True)
+    def _make_curve(plot: pg.PlotItem, pen) -> pg.PlotCurveItem:
+        # CurveSeries holds finite values only, already reduced to the view by its PeakPyramid ("peak" method), so
+        # the bare curve item does: PlotDataItem's own clipping and downsampling pipeline cost a fifth of a frame.
+        item = pg.PlotCurveItem(pen=pen, skipFiniteCheck=True)
         plot.addItem(item)
         return item
 
@@ -247,6 +241,7 @@ class LossPlots(QWidget):
         self._series.clear()
         self._eval_series.clear()
         self._drawn.clear()
+        self._value_ranges.clear()
         self._make_train_items()
         self._last_step = -math.inf
         self._last_values, self._last_held_out = {}, {}
@@ -334,11 +329,33 @@ class LossPlots(QWidget):
             item = self._eval_items[key]
             if self._update_needed(item, series.version):
                 item.setData(series.x, series.y)
+        if self._follow_steps:
+            self._follow_values()
         if self._last_step > -math.inf:
             self.summary_label.setText(summary_line(self.layout_spec, int(self._last_step), self._last_values,
                                                     self._last_held_out))
 
-    def _update_needed(self, item: pg.PlotDataItem, shown: object) -> bool:
+    def _follow_values(self) -> None:
+        """The loss and learning-rate plots span what they draw on a steady grid (`steady_range`), set only when
+        that changes, instead of pyqtgraph's auto-range, which measured every item's bounds again at every frame
+        (measured: a training frame's redraw and paint 5.3-5.7 -> 4.1-4.3 ms of CPU with the bare curve items)."""
+        extents: dict[int, list[float]] = {}
+        curves = [(curve, self._smooth_items.get(curve.key)) for curve in self.layout_spec.train]
+        curves += [(curve, self._raw_items.get(curve.key)) for curve in self.layout_spec.train]
+        curves += [(curve, self._eval_items.get(curve.key)) for curve in self.layout_spec.held_out]
+        for curve, item in curves:
+            if item is None or curve.plot == METRIC_PLOT:
+                continue
+            y = item.getData()[1]
+            if y is not None and len(y):
+                extents.setdefault(curve.plot, []).extend((float(np.min(y)), float(np.max(y))))
+        for number, values in extents.items():
+            wanted = steady_range(min(values), max(values))
+            if self._value_ranges.get(number) != wanted:
+                self._value_ranges[number] = wanted
+                self.plots[number].setYRange(*wanted, padding=0.02)
+
+    def _update_needed(self, item: pg.GraphicsObject, shown: object) -> bool:
         """False when `item` already shows `shown` (what its data depends on); else remember it, True.
 
         Held-out dots change every few hundred steps but rebuilt their scatter points on every redraw: with
@@ -349,7 +366,7 @@ class LossPlots(QWidget):
         self._drawn[id(item)] = shown
         return True
 
-    def _show_curve(self, item: pg.PlotDataItem, series: CurveSeries, view: tuple, smoothed: bool) -> None:
+    def _show_curve(self, item: pg.PlotCurveItem, series: CurveSeries, view: tuple, smoothed: bool) -> None:
         if self._update_needed(item, (series.version, view, smoothed)):
             x_min, x_max, budget = view
             item.setData(*series.display(x_min, x_max, budget, smoothed=smoothed))
