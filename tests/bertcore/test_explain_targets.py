@@ -2,7 +2,6 @@
 input ids and from the embedding layer's output alike; a target the model or the input cannot answer is refused
 with an ExplainError that names it."""
 
-import importlib
 
 import pytest
 import torch
@@ -21,6 +20,7 @@ from bertcore.models.albert import AlbertConfig, AlbertForMaskedLM, AlbertForPre
 from bertcore.models.bert import BertForMaskedLM, BertForPreTraining
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from bertcore.models.families import FAMILIES
 from bertcore.models.modernbert import ModernBertForMaskedLM
 from bertcore.models.modernbert_config import ModernBertConfig
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
@@ -70,8 +70,7 @@ def build(name: str, vocab_size: int):
         family, task = name.split("-")
         config = build("electra-generator" if family == "electra" else f"{family}-mlm", vocab_size).config
         suffix, labels = TASK_CLASSES[task]
-        model = getattr(importlib.import_module(f"bertcore.models.{family}"), FAMILY_PREFIXES[family] + suffix)(
-            config.replace(num_labels=labels))
+        model = FAMILIES[family].model_class(FAMILY_PREFIXES[family] + suffix)(config.replace(num_labels=labels))
     else:
         model = ModernBertForMaskedLM(ModernBertConfig(vocab_size=vocab_size, hidden_size=30, intermediate_size=37,
                                                        num_hidden_layers=2, num_attention_heads=3,
