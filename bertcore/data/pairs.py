@@ -13,10 +13,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from bertcore.data.corpus import Document
-from bertcore.data.prepared import TokenizedDocuments, running_counts
+from bertcore.data.prepared import SentenceStarts, TokenizedDocuments
 from bertcore.errors import CorpusError
 
 
@@ -68,28 +66,14 @@ class PairSampler:
                 f"{source} has only {num_tokens} tokens to sample from, fewer than one sequence of {seq_len}; "
                 f"use a larger corpus or a sequence length of at most {max(8, num_tokens // 2)}"
             )
-        # Every sentence can start a segment; sentence i >= 1 of a document can start an IsNext B. Draw k of
-        # them is found by a binary search in the running counts: (documents + 1,) each.
-        counts = documents.sentence_counts
-        self._sentence_starts = running_counts(counts)
-        self._next_starts = running_counts(np.maximum(counts - 1, 0))
-        self.num_sentence_starts = int(self._sentence_starts[-1])
-        self.num_next_starts = int(self._next_starts[-1])
-        if not self.num_next_starts:
+        # Every sentence can start a segment; sentence i >= 1 of a document can start an IsNext B.
+        self.starts = SentenceStarts(documents)
+        self.next_starts = SentenceStarts(documents, first=1)
+        if not self.next_starts.total:
             raise CorpusError(
                 f"{source} has no document with two or more sentences, so no IsNext pair exists; "
                 f"sentences end with . ! or ? and documents are separated by blank lines"
             )
-
-    def sentence_start(self, k: int) -> tuple[int, int]:
-        """(document, sentence) of the k-th sentence in reading order."""
-        document = int(np.searchsorted(self._sentence_starts, k, side="right")) - 1
-        return document, k - int(self._sentence_starts[document])
-
-    def next_start(self, k: int) -> tuple[int, int]:
-        """(document, sentence >= 1) of the k-th sentence that follows another in its document."""
-        document = int(np.searchsorted(self._next_starts, k, side="right")) - 1
-        return document, k - int(self._next_starts[document]) + 1
 
     def _run(self, document: int, start: int, budget: int, step: int) -> tuple[list[int], int]:
         """Consecutive sentences from `start` in direction `step` (+1 / -1) within `budget` tokens (>= 1 sentence):
@@ -119,19 +103,19 @@ class PairSampler:
         a_budget = rng.randint(1, target - 1)
         is_next = rng.random() < 0.5
         if is_next:
-            doc_a, b_start = self.next_start(rng.randrange(self.num_next_starts))
+            doc_a, b_start = self.next_starts.draw(rng)
             tokens_a, before = self._run(doc_a, b_start - 1, a_budget, -1)
             a_range = (before + 1, b_start)
             doc_b = doc_a
             tokens_b, b_end = self._run(doc_a, b_start, max(1, target - len(tokens_a)), +1)
             b_range = (b_start, b_end)
         else:
-            doc_a, a_start = self.sentence_start(rng.randrange(self.num_sentence_starts))
+            doc_a, a_start = self.starts.draw(rng)
             tokens_a, a_end = self._run(doc_a, a_start, a_budget, +1)
             a_range = (a_start, a_end)
             doc_b = doc_a
             while doc_b == doc_a:
-                doc_b, b_start = self.sentence_start(rng.randrange(self.num_sentence_starts))
+                doc_b, b_start = self.starts.draw(rng)
             tokens_b, b_end = self._run(doc_b, b_start, max(1, target - len(tokens_a)), +1)
             b_range = (b_start, b_end)
         # Longest-first truncation: A loses its start, B its end, so IsNext text stays contiguous.

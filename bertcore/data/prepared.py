@@ -17,6 +17,7 @@ is there.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,24 @@ def running_counts(counts: np.ndarray) -> np.ndarray:
     running = np.zeros(len(counts) + 1, dtype=index_dtype(total))
     np.cumsum(counts, out=running[1:], dtype=running.dtype)
     return running
+
+
+class SentenceStarts:
+    """Uniform draws of a (document, sentence) among the sentences at or after `first` of every document, in
+    O(documents) memory: cumulative counts per document (a numpy array, 4 bytes each where they fit), and a
+    bisection per draw."""
+
+    def __init__(self, documents: Sequence, first: int = 0):
+        counts = getattr(documents, "sentence_counts", None)  # a prepared corpus keeps them as an array
+        counts = np.fromiter((len(document) for document in documents), dtype=np.int64) if counts is None else counts
+        self.first = first
+        self.cumulative = running_counts(np.maximum(counts - first, 0))  # (documents + 1,), 0 first
+        self.total = int(self.cumulative[-1])
+
+    def draw(self, rng: random.Random) -> tuple[int, int]:
+        index = rng.randrange(self.total)
+        document = int(np.searchsorted(self.cumulative, index, side="right")) - 1
+        return document, self.first + index - int(self.cumulative[document])
 
 
 class Document(Sequence):

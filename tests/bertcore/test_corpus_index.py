@@ -7,8 +7,7 @@ import numpy as np
 
 from bertcore.data.corpus import split_document_ids
 from bertcore.data.pairs import PairSampler
-from bertcore.data.prepared import TokenizedDocuments, running_counts
-from bertcore.data.segments import SentenceStarts
+from bertcore.data.prepared import SentenceStarts, TokenizedDocuments, running_counts
 
 
 def test_a_runs_index_costs_a_few_bytes_per_document():

@@ -153,7 +153,7 @@ def test_batches_from_the_prepared_corpus_are_those_of_the_in_memory_corpus(tmp_
         assert torch.equal(in_memory.heldout_batches(1, 4)[0].input_ids, mapped.heldout_batches(1, 4)[0].input_ids)
     # the sampler's index is O(documents): two arrays of documents + 1 running counts, no per-sentence list
     sampler = mapped.train
-    assert sampler._sentence_starts.shape == (len(mapped.train_documents) + 1,)
+    assert sampler.starts.cumulative.shape == (len(mapped.train_documents) + 1,)
     assert PairSampler(mapped.train_documents.to_lists(), 32).sample_batch(__import__("random").Random(0), 4) == \
         sampler.sample_batch(__import__("random").Random(0), 4)
 
