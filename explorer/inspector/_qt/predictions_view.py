@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking import MaskDecision
 from bertcore.tokenization.pieces import readable_piece
+from explorer.inspector._qt.shown_inspection_view import ShownInspectionView
 from explorer.inspector.family_display import SOP_MEANING, SOP_TITLE, sentence_order_text
-from explorer.inspector.state import SHOWN_CHANGES, Change, ExplorerState
 
 PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
 CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
@@ -151,7 +151,7 @@ class BarDelegate(QStyledItemDelegate):
         painter.restore()
 
 
-class PredictionsPanel(QWidget):
+class PredictionsPanel(ShownInspectionView, QWidget):
     """The predictions table (`predictionsView`), the NSP line (`nspLabel`) and a note when there is nothing."""
 
     explainRequested = Signal(object)  # a bertcore.explain target: ("mlm", position, token_id), ("nsp" | "sop", 0)
@@ -262,15 +262,6 @@ class PredictionsPanel(QWidget):
         bars = self.model.top_k * bar
         scroll = view.verticalScrollBar().sizeHint().width() if self.model.rowCount() > ROWS_ALWAYS_SHOWN else 0
         view.setMinimumWidth(fixed + bars + frame + scroll if bars else 0)
-
-    def follow(self, state: ExplorerState) -> None:
-        """Show the predictions of what `state` shows (`shown_inspection`), redrawn whenever that may change."""
-        state.changed.connect(self._on_state_changed)
-        self.show_inspection(state.shown_inspection())
-
-    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
-        if what in SHOWN_CHANGES:
-            self.show_inspection(state.shown_inspection())
 
     def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
         masking = None if inspection is None else inspection.masking

@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from explorer.common._qt.widget_names import named
 from explorer.inspector._qt.qa_curves import QACurves
-from explorer.inspector.state import SHOWN_CHANGES, Change, ExplorerState
+from explorer.inspector._qt.shown_inspection_view import ShownInspectionView
 from explorer.inspector.task_display import (
     QA_NOTE,
     BarRow,
@@ -117,7 +117,7 @@ class ProbabilityBars(QWidget):
         painter.end()
 
 
-class TaskOutputView(QWidget):
+class TaskOutputView(ShownInspectionView, QWidget):
     """The task head's output for the inspection shown (`show_inspection`); see the module docstring."""
 
     explainRequested = Signal(object)  # a bertcore.explain target tuple: ("class", label), ("tag", …), ("start", …)
@@ -171,15 +171,6 @@ class TaskOutputView(QWidget):
         layout.addWidget(self.pages, 1)
         self.kind: str | None = None
         self.show_inspection(None)
-
-    def follow(self, state: ExplorerState) -> None:
-        """Show the task output of what `state` shows (`shown_inspection`), redrawn whenever that may change."""
-        state.changed.connect(self._on_state_changed)
-        self.show_inspection(state.shown_inspection())
-
-    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
-        if what in SHOWN_CHANGES:
-            self.show_inspection(state.shown_inspection())
 
     def show_inspection(self, inspection) -> None:
         self.row_targets, self.button_targets = [], {}
