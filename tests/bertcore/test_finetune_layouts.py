@@ -12,17 +12,8 @@ from bertcore.tasks.sequence_data import SequenceClassificationData
 from bertcore.tasks.task_files import Answer, QAExample, TaggedExample, TextExample
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.pretrained import tokenizer_from_folder
-from tests.bertcore.test_tokenizer_families import save_roberta
 
 WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()
-
-
-@pytest.fixture(scope="module")
-def roberta_folder(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    folder = tmp_path_factory.mktemp("roberta")
-    save_roberta(folder, transformers)
-    return folder
 
 
 def sentence(rng: random.Random, low: int, high: int) -> str:

@@ -14,17 +14,8 @@ from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.pretraining import Trainer
 from tests.bertcore.test_data import WORDS
 from tests.bertcore.test_objectives import SIZES, make_config
-from tests.bertcore.test_tokenizer_families import save_roberta
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def roberta_folder(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    folder = tmp_path_factory.mktemp("roberta-tokenizer")
-    save_roberta(folder, transformers)
-    return folder
 
 
 @pytest.fixture(scope="module")
