@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 
 import pytest
 import torch
+from tokenizers import normalizers, pre_tokenizers
 
 from bertcore.cli.finetune import main
 from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
@@ -20,7 +22,7 @@ from bertcore.models.modernbert import ModernBertForMaskedLM
 from bertcore.models.modernbert_config import ModernBertConfig
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
 from bertcore.tasks.demos.registry import demo_task
-from bertcore.tokenization.wordpiece import BertTokenizer
+from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 
 SEQ_LEN = 32
 SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48)
@@ -47,10 +49,18 @@ def pretrained_model(family: str, vocab_size: int):
 
 @pytest.fixture(scope="module")
 def mood_tokenizer() -> BertTokenizer:
-    """A small WordPiece vocabulary learned from the mood demo's training sentences."""
+    """A small WordPiece vocabulary of the mood demo's training sentences: the words seen twice or more, and every
+    character alone and as "##x". Made here rather than by BertTokenizer.train, whose Rust trainer breaks ties in a
+    hash order that differs in every process: with another vocabulary each run, DistilBERT's 80 steps learned the
+    task in some processes and not in others."""
     with demo_task("mood").train.open(encoding="utf-8") as file:
         texts = [row["text"] for row in csv.DictReader(file)]
-    return BertTokenizer.train(texts, vocab_size=600, min_frequency=2)
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = Counter(word for text in texts
+                    for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    characters = sorted({character for word in words for character in word})
+    whole_words = sorted(word for word, count in words.items() if count >= 2 and len(word) > 1)
+    return BertTokenizer([*SPECIAL_TOKENS, *characters, *(f"##{c}" for c in characters), *whole_words])
 
 
 # Tiny models are overhead-bound: one thread is faster and does not fight other processes.
