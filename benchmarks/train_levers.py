@@ -3,9 +3,10 @@
 Each variant is a twin of the same bertcore model (same weights, same batches), timed interleaved with the others in
 one process, as train_throughput.py times bertcore against transformers:
 
-  bertcore              as shipped: every dropout (hidden and attention) keeps a value where a float32 uniform draw
-                        is ≥ p (bertcore.models.bert.dropout), and CPU training attention runs the explicit softmax
-                        path so that its probabilities go through that dropout.
+  bertcore              as shipped: every dropout (hidden and attention) keeps a value where 16 random bits (four to
+                        each 64-bit draw) are ≥ p · 2^16 (bertcore.models.dropout), and CPU training attention runs
+                        the explicit softmax path so that its probabilities go through that dropout.
+  float32 uniform mask  the previous mask: one float32 uniform draw per value, kept where it is ≥ p.
   torch's dropout       the lever undone: nn.Dropout's bernoulli_ mask, and SDPA with dropout_p (its math
                         fallback on the CPU, which draws its own bernoulli_ mask and guards fully-masked rows).
   + fused QKV           as shipped, plus one (N, D) × (D, 3D) matmul on the concatenated query/key/value weights
@@ -41,6 +42,13 @@ def torch_dropout_forward(self: torch.nn.Dropout, x: torch.Tensor) -> torch.Tens
     return F.dropout(x, self.p, self.training)
 
 
+def uniform_dropout_forward(self: torch.nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    if not self.training or self.p == 0.0:
+        return x
+    keep = torch.rand(x.shape, dtype=torch.float32).ge_(self.p).mul_(1.0 / (1.0 - self.p))  # 1 / (1 - p) or 0
+    return x * keep.to(x.dtype)
+
+
 def attention_forward(self: BertSelfAttention, hidden_states, rows, key_padding_mask, head_mask, output_attentions,
                       query_states=None, lever: str = ""):
     if output_attentions or head_mask is not None or not self.training:
@@ -72,6 +80,8 @@ def with_lever(model: BertForPreTraining, lever: str) -> BertForPreTraining:
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout) and lever == "torch's dropout":
             module.forward = types.MethodType(torch_dropout_forward, module)
+        elif isinstance(module, torch.nn.Dropout) and lever == "float32 uniform mask":
+            module.forward = types.MethodType(uniform_dropout_forward, module)
         elif isinstance(module, BertSelfAttention):
             module.forward = types.MethodType(
                 lambda self, *args, **kwargs: attention_forward(self, *args, lever=lever, **kwargs), module)
@@ -108,6 +118,8 @@ def main() -> None:
         Runner("bertcore", base, cpu, torch.float32, batches),
         Runner("torch's dropout (the lever undone)", with_lever(twin(), "torch's dropout"), cpu, torch.float32,
                batches),
+        Runner("float32 uniform mask (the last lever)", with_lever(twin(), "float32 uniform mask"), cpu,
+               torch.float32, batches),
         Runner("+ fused QKV", with_lever(twin(), "fused QKV"), cpu, torch.float32, batches),
         Runner("no dropout (ceiling, not a lever)", twin(0.0), cpu, torch.float32, batches),
     ]

@@ -1,4 +1,4 @@
-"""bertcore's dropout: torch's Bernoulli(1 - p) keep mask drawn more cheaply on the CPU, the same distribution."""
+"""bertcore's dropout: torch's Bernoulli(1 - p) keep mask drawn more cheaply on the CPU (16 random bits per value)."""
 
 import math
 
@@ -22,6 +22,20 @@ def test_keeps_each_value_with_probability_one_minus_p_and_scales_it(p, dtype):
     # 5 standard deviations of a binomial: a bf16 uniform (8 bits) would keep 1 - 26/256 at p = 0.1, 15 sd away
     assert abs(kept.float().mean().item() - (1 - p)) < 5 * math.sqrt(p * (1 - p) / n)
     assert torch.equal(y[kept], x[kept] * torch.tensor(1 / (1 - p), dtype=torch.float32).to(dtype))
+
+
+def test_every_value_of_a_draw_has_its_own_uniform_bits_whatever_the_shape():
+    """Four values share each 64-bit draw: at p = 0.5 each of the four keeps half (a 63-bit draw, whose top bit is
+    always 0, would keep every fourth value), and a size that is not a multiple of four is covered."""
+    torch.manual_seed(2)
+    x = torch.ones(250_001)
+    kept = (dropout(x, 0.5, training=True) != 0).float()
+    assert kept.shape == x.shape
+    for lane in range(4):
+        share = kept[lane::4]
+        assert abs(share.mean().item() - 0.5) < 5 * math.sqrt(0.25 / share.numel())
+    grid = dropout(torch.ones(3, 5, 7), 0.2, training=True)
+    assert grid.shape == (3, 5, 7) and set(grid.unique().tolist()) <= {0.0, 1.25}
 
 
 def test_gradient_is_the_same_mask_and_scale():
