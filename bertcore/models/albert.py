@@ -30,7 +30,6 @@ from bertcore.models.bert import (
     BertPreTrainedModel,
     BertSelfAttention,
     MaskedLMForward,
-    TokenRows,
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
@@ -42,6 +41,7 @@ from bertcore.models.task_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
 )
+from bertcore.models.token_rows import TokenRows
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from bertcore.models.bert import (
     BertPreTrainedModel,
     BertSelfAttention,
     MaskedLMForward,
-    TokenRows,
 )
 from bertcore.models.config import BertConfig
 from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
@@ -37,6 +36,7 @@ from bertcore.models.task_heads import (
     EncoderForTokenClassification,
     split_span_logits,
 )
+from bertcore.models.token_rows import TokenRows
 
 LAYER_NORM_EPS = 1e-12  # fixed in DistilBERT: config.json has no field for it
 # config.json's DistilBERT field -> the BertConfig field that holds it

@@ -95,14 +95,6 @@ class ElectraForPreTrainingOutput:
     attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
 
 
-@dataclass
-class MaskedLMOutput:
-    loss: torch.Tensor | None  # () mean cross-entropy over positions whose label is not -100
-    logits: torch.Tensor  # (B, T, V)
-    hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D)
-    attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
-
-
 def prepare_encoder_inputs(
     config: BertConfig,
     input_ids: torch.Tensor,

@@ -27,10 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertcore.models.bert import ACTIVATION_FUNCTIONS, TokenRows
+from bertcore.models.bert import ACTIVATION_FUNCTIONS
 from bertcore.models.heads import ModelHeads, PretrainingHeads
 from bertcore.models.input_checks import check_inputs
 from bertcore.models.modernbert_config import GLOBAL_ATTENTION, LOCAL_ATTENTION, ModernBertConfig
+from bertcore.models.token_rows import TokenRows
 
 
 class ModernBertEmbeddings(nn.Module):

@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcore.models.bert import BertForPreTraining, BertSelfAttention, TokenRows
+from bertcore.models.bert import BertForPreTraining, BertSelfAttention
 from bertcore.models.config import preset
 from bertcore.models.dropout import Dropout, dropout
+from bertcore.models.token_rows import TokenRows
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
