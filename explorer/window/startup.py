@@ -42,13 +42,13 @@ class StartupChoice:
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     """A checkpoint folder in the standard BERT layout, or a repo id in the local Hugging Face cache (never the
-    network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded."""
+    network); CheckpointError / OSError say what is wrong. info.path is the folder that was loaded, absolute."""
     from bertcore.models.checkpoint import load_pretrained
     from bertcore.models.hub import resolve_model
     from explorer.inspector.model_info import LoadedModel, describe_model
 
     resolved = resolve_model(path)
-    folder = resolved.folder
+    folder = Path(resolved.folder).absolute()  # remembered and reopened from any working directory
     name = resolved.display_name if resolved.repo_id is not None else display_name(folder)
     model, tokenizer = load_pretrained(folder, device=device)
     return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))

@@ -398,6 +398,16 @@ def test_opening_a_checkpoint_swaps_the_model_and_remembers_it(qtbot, window, ti
 
 
 @pytest.mark.slow
+def test_a_checkpoint_opened_by_a_relative_path_is_remembered_absolute(qtbot, window, tiny_checkpoint, monkeypatch):
+    """Remembered as typed ("tiny-bert"), it would not reopen when the app starts from another folder."""
+    monkeypatch.chdir(tiny_checkpoint.parent)
+    with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
+        window.load_checkpoint("tiny-bert")
+    assert window.settings.value(LAST_CHECKPOINT_KEY) == str(tiny_checkpoint)
+    assert window.inspect_tab.state.model_info.path == str(tiny_checkpoint)
+
+
+@pytest.mark.slow
 def test_start_up_opens_the_last_checkpoint(qtbot, settings, tiny_checkpoint):
     settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
     window = MainWindow(settings)
