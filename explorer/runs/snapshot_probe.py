@@ -64,7 +64,7 @@ class SnapshotProber:
     def __call__(self, job: WeightsJob | CheckpointJob) -> dict[ProbePair, Any]:
         import torch
 
-        from bertcore.analysis.inspection import inspect_encoding
+        from bertcore.analysis.inspection import inspect_encoding, max_input_length
         from bertcore.data.masking import mask_like_bert
         from bertcore.models.task_heads import model_class_for
 
@@ -89,7 +89,8 @@ class SnapshotProber:
             for pair in pairs:
                 key = (id(tokenizer), pair, run_masking)
                 if key not in self._encodings:
-                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=config.max_position_embeddings)
+                    # Truncated to what this model takes, as the Inspect tab does (RoBERTa's table is 2 rows longer).
+                    encoding = tokenizer.encode(pair.text_a, pair.text_b, max_length=max_input_length(config))
                     # The same positions are masked at every snapshot, so predictions can be compared.
                     masking = mask_like_bert(encoding, tokenizer, seed=0, recipe=run_masking.recipe,
                                              mlm_probability=run_masking.mlm_probability)
