@@ -81,6 +81,10 @@ def read_task_text(path: str | Path) -> str:
 
 
 def file_format(path: Path, formats: dict[str, str], given: str | None, kind: str) -> str:
+    """The format of a task file, from `given` or its extension; TaskDataError for a missing file (before its
+    extension is judged: a missing file is the fault to name), a folder, or an extension that says nothing."""
+    if not path.exists():
+        raise TaskDataError(f"task file {path} does not exist")
     if path.is_dir():
         raise TaskDataError(folder_message(path, formats))
     if given is not None:
@@ -92,7 +96,7 @@ def file_format(path: Path, formats: dict[str, str], given: str | None, kind: st
         known = ", ".join(sorted(formats))
         raise TaskDataError(
             f"task file {path}: cannot tell the format of {kind} data from the extension {suffix or '(none)'!r}; "
-            f"use one of {known} or pass the format explicitly"
+            f"give the file one of the extensions {known}, or name its format (bert-finetune --format)"
         )
     return formats[suffix]
 

@@ -78,7 +78,7 @@ def test_a_utf8_bom_and_a_quoted_multiline_cell_are_fine(tmp_path):
          r"pairs\.jsonl line 2 lacks a 'text_b' field"),
         ("multi.jsonl", '{"text": "a", "label": ["x", "y"]}\n', r"multi-label data is not supported"),
         ("blank.jsonl", "\n\n", r"blank\.jsonl is empty"),
-        ("data.txt", "text,label\n", r"cannot tell the format.*'\.txt'; use one of \.csv"),
+        ("data.txt", "text,label\n", r"cannot tell the format.*'\.txt'; give the file one of the extensions \.csv"),
     ],
 )
 def test_bad_sequence_files_name_the_file_the_line_and_the_fix(tmp_path, name, text, message):
@@ -200,6 +200,9 @@ def test_a_json_boolean_among_named_labels_is_refused_but_a_true_false_task_is_f
 def test_missing_empty_and_non_utf8_files(tmp_path):
     with pytest.raises(TaskDataError, match=r"task file .*nope\.csv does not exist"):
         read_text_examples(tmp_path / "nope.csv")
+    # a missing file is named as missing, whatever its extension says to a reader that does not take it
+    with pytest.raises(TaskDataError, match=r"task file .*missing\.csv does not exist"):
+        read_tagged_examples(tmp_path / "missing.csv")
     with pytest.raises(TaskDataError, match=r"task file .*empty\.csv is empty"):
         read_text_examples(write(tmp_path, "empty.csv", "  \n"))
     latin1 = tmp_path / "latin1.csv"
