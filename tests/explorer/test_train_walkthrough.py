@@ -17,3 +17,27 @@ def test_a_roberta_run_probes_a_pair_longer_than_it_takes_truncated_as_the_inspe
     long_pair = ProbePair(" ".join(["the king is dead"] * 12), " ".join(["long live the queen"] * 12))
     shown = SnapshotProber()(WeightsJob(model.state_dict(), config, tokenizer, (long_pair,)))[long_pair]
     assert len(shown.input_ids) == max_input_length(config) == 32  # the position table's 34 less the padding offset
+
+
+def test_the_probe_pane_shows_nothing_of_a_previous_run_nor_of_another_pair(qtbot, tiny_model, tokenizer):
+    from bertcore.analysis.inspection import inspect
+    from explorer.train._qt.probe_box import ProbeBox
+
+    first, second = ProbePair("the king is dead.", "long live the king."), ProbePair("the queen hears.", None)
+    box = ProbeBox(first)
+    qtbot.addWidget(box)
+    view = box.snapshot_view
+    box.add_snapshot(80, {first: inspect(tiny_model, tokenizer, first.text_a, first.text_b)})
+    assert "P(B follows A)" in view.readout.text() and view.current_matrix() is not None
+
+    box.clear()  # a new run (an MLM alone, say: no NSP head) is shown
+    assert "P(B follows A)" not in view.readout.text() and "step 80" not in view.readout.text()
+    assert view.current_matrix() is None and box.step_label.text() == "snapshot: none"
+
+    box.add_snapshot(8, {first: inspect(tiny_model, tokenizer, first.text_a, first.text_b)})
+    box.set_current_pair(second.text_a, None)  # the inspector's pair changed: the list selects it
+    assert box.selected_pair() == second
+    assert view.current_matrix() is None and "not probed yet" in view.readout.text()
+    shown = inspect(tiny_model, tokenizer, second.text_a, None)
+    box.add_snapshot(16, {second: shown})
+    assert "step 16" in view.readout.text() and view.current_matrix().shape == shown.attentions.shape[2:]

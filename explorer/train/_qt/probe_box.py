@@ -29,7 +29,9 @@ from PySide6.QtWidgets import (
 
 from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.probe_history import ProbeHistory, ProbePair
-from explorer.train._qt.probe_snapshot_view import SnapshotView
+from explorer.train._qt.probe_snapshot_view import NO_SNAPSHOT, SnapshotView
+
+NOT_PROBED = "this pair is not probed yet: the next probe inspects it"
 
 
 class ProbeBox(QGroupBox):
@@ -142,6 +144,7 @@ class ProbeBox(QGroupBox):
             self.probe_list.setCurrentRow(row if known else -1)
         if self.selected_pair() != selected:
             self._fit_slider(near=self.selected_snapshot_step(any_pair=True))
+            self._show_selected_snapshot(send=False)  # the inspector keeps what was just typed into it
 
     def selected_pair(self) -> ProbePair | None:
         item = self.probe_list.currentItem()
@@ -152,6 +155,7 @@ class ProbeBox(QGroupBox):
         """Forget every snapshot (a new run, another run folder)."""
         self.history.clear()
         self._reset_slider()
+        self.snapshot_view.clear(NO_SNAPSHOT)
         self._refresh_list()
 
     def add_snapshot(self, step: int, inspections: dict[ProbePair, Any]) -> None:
@@ -214,10 +218,13 @@ class ProbeBox(QGroupBox):
 
     def _show_selected_snapshot(self, send: bool = True) -> None:
         step, pair = self.selected_snapshot_step(), self.selected_pair()
-        if step is None or pair is None:
-            return
-        inspection = self.history.get(step, pair)
-        if inspection is None:
+        inspection = self.history.get(step, pair) if step is not None and pair is not None else None
+        if inspection is None:  # another pair's snapshot must not stay on show under this pair's name
+            self.step_label.setText("snapshot: none")
+            if pair is None or not len(self.history):
+                self.snapshot_view.clear(NO_SNAPSHOT)
+            else:
+                self.snapshot_view.clear("not probed yet", NOT_PROBED)
             return
         self._shown_step = step
         caption = f"training step {step:,}"

@@ -18,13 +18,15 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidge
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 
+NO_SNAPSHOT = "no probe snapshot yet"
+
 
 class SnapshotView(QWidget):
     """One head of the selected probe pair at the selected snapshot, plus its NSP / MLM read-out."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.heatmap = TokenHeatmap("no probe snapshot yet", "attention")
+        self.heatmap = TokenHeatmap(NO_SNAPSHOT, "attention")
         self.heatmap.setObjectName("probeHeatmap")
         self.heatmap.setMinimumSize(300, 260)
         self.layer_spin = QSpinBox()
@@ -37,7 +39,7 @@ class SnapshotView(QWidget):
         self.head_spin.setPrefix("head ")
         self.head_spin.setRange(1, 1)
         self.head_spin.setToolTip("The head shown (1 = the first)")
-        self.readout = QLabel("no probe snapshot yet")
+        self.readout = QLabel(NO_SNAPSHOT)
         self.readout.setObjectName("probeReadout")
         self.readout.setWordWrap(True)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -75,6 +77,14 @@ class SnapshotView(QWidget):
             probability = float(prediction.top_probabilities[0]) if len(prediction.top_probabilities) else 0.0
             parts.append(f"{prediction.original_token} → {guess} ({probability:.2f})")
         self.readout.setText("  ·  ".join(parts))
+
+    def clear(self, title: str, note: str | None = None) -> None:
+        """Show no snapshot, only a short `title` over the empty heatmap and `note` (default: the title) below it
+        (a new run, a pair not probed yet): nothing of another run or pair stays."""
+        self._inspection = None
+        self.heatmap.clear()
+        self.heatmap.set_title(title)
+        self.readout.setText(note or title)
 
     def _draw(self) -> None:
         inspection = self._inspection
