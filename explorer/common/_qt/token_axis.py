@@ -121,13 +121,28 @@ class TokenAxis(pg.AxisItem):
         flags = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop if self.upright \
             else Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
         room = self.min_spacing_px if self.upright else text_height * 1.1
+
+        def extent(rect: QRectF) -> tuple[float, float]:
+            """The stretch of the axis a placed label covers (a rotated one: its line's height across it)."""
+            if vertical:
+                return rect.top(), rect.bottom()
+            if self.upright:
+                return rect.left(), rect.right()
+            return rect.x() - text_height / 2, rect.x() + text_height / 2
+
         text_specs = []
+        last = None  # the stretch of the label placed before: an end label nudged inside must not overlap it
         for value, text in zip(values, self.tickStrings(values, 1, 1), strict=True):
             if hovered >= 0:  # leave room for the hovered label
                 gap_px = abs(value - hovered_centre) * length / abs(high - low)  # (inverted: high < low)
                 if gap_px < room:
                     continue
-            text_specs.append((place(value), flags, text))
+            rect = place(value)
+            start, end = extent(rect)
+            if last is not None and start < last[1] and end > last[0]:
+                continue
+            last = (start, end)
+            text_specs.append((rect, flags, text))
         if hovered >= 0:
             text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
         return axis_spec, tick_specs, text_specs
