@@ -170,6 +170,7 @@ class RunLifecycle:
     def begin_showing(self) -> None:
         """The run started has said something (a step, a probe): from now on it is the run shown."""
         self._require("show the run started", GOING)
+        self.preparation = None  # it said something: its corpus is prepared
         if self.starting is not None:
             self._show(self.starting)
             self.starting = None
@@ -340,8 +341,10 @@ class RunLifecycle:
         self._announce("notice")
 
     def _transition(self, state: RunState) -> None:
-        if state not in (RunState.PREPARING, RunState.STOPPING, RunState.PAUSED) or self.state in AT_REST:
-            self.preparation = None  # the first step came, the run ended, or another one starts
+        # A run holds only between its steps, so a paused one prepares nothing (the bar said "20 / 20 MB" under
+        # "Paused after step 0").
+        if state not in (RunState.PREPARING, RunState.STOPPING) or self.state in AT_REST:
+            self.preparation = None  # the first step came, the run paused or ended, or another one starts
         self.state = state
         self.notice = None
         if state not in (RunState.PREPARING, RunState.RUNNING):

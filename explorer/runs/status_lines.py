@@ -31,7 +31,7 @@ def status_line(lifecycle: RunLifecycle) -> Notice:
         resumed = f" (resumed at step {shown.resumed_at:,})" if shown.resumed_at is not None else ""
         return Notice(f"Training in {shown.run_dir}{resumed}")
     if state == RunState.PAUSED:
-        if starting is not None:
+        if starting is not None or shown.last_step is None:  # shown by its step-0 probe, no step taken yet
             return Notice("Paused before the first step. Resume continues the same run.")
         return Notice(f"Paused after step {shown.last_step or 0}. Resume continues the same run.")
     if state == RunState.STOPPING:
@@ -85,6 +85,8 @@ def progress_line(lifecycle: RunLifecycle) -> ProgressLine:
     if shown.last_step is None:
         if shown.watched:
             waiting = "waiting for the run's first step…"
+        elif lifecycle.state == RunState.PAUSED:
+            waiting = "paused before the first step"
         elif shown.resumed_at is not None:
             waiting = "resuming…"
         else:

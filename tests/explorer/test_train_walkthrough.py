@@ -41,3 +41,22 @@ def test_the_probe_pane_shows_nothing_of_a_previous_run_nor_of_another_pair(qtbo
     shown = inspect(tiny_model, tokenizer, second.text_a, None)
     box.add_snapshot(16, {second: shown})
     assert "step 16" in view.readout.text() and view.current_matrix().shape == shown.attentions.shape[2:]
+
+
+def test_a_pause_asked_while_the_corpus_is_prepared_hides_the_preparation_bar():
+    from pathlib import Path
+
+    from bertcore.data.prepare import PreparationProgress
+    from explorer.runs.lifecycle import RunLifecycle, RunState
+    from explorer.runs.status_lines import progress_line, status_line
+
+    lifecycle = RunLifecycle(idle_text="Start.", command="bert-train")
+    lifecycle.start(Path("/runs/run-1"), 80)
+    lifecycle.preparing_data(PreparationProgress("tokenizing", 20_000_000, 20_000_000, 5.0))
+    assert progress_line(lifecycle).text.startswith("Preparing corpus")
+    lifecycle.request_pause()
+    lifecycle.paused()  # the run holds at its first yield: the corpus is prepared by then
+    lifecycle.begin_showing()  # its step-0 probe arrives
+    assert lifecycle.state == RunState.PAUSED
+    assert status_line(lifecycle).text == "Paused before the first step. Resume continues the same run."
+    assert "Preparing" not in progress_line(lifecycle).text and "MB" not in progress_line(lifecycle).text
