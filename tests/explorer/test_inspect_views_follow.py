@@ -146,7 +146,8 @@ def test_the_side_fits_the_model_shown_and_folds_away_for_one_without_heads(stat
     state.set_model(bare, tokenizer, describe_model(bare, "bare encoder"))
     assert not side.toggle_button.isChecked() and side.isHidden()  # nothing to put beside the attention
     arrive(state)
-    assert side.predictions.note_label.text().startswith("No predictions: the model has no MLM head")
+    assert side.predictions.nsp_label.text().startswith("This model has no MLM or NSP head")  # said once
+    assert side.predictions.note_label.text() == ""
     state.show_snapshot(snapshot_of(tokenizer), "a pretraining run's step 40")  # a snapshot with its own heads
     assert side.toggle_button.isChecked() and not side.isHidden()
     state.leave_snapshot()

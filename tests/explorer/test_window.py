@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView
+from PySide6.QtWidgets import QLabel, QLineEdit, QMessageBox, QPushButton, QSlider, QTableView, QWidget
 
 from bertcore.data.masking import MaskDecision, mask_like_bert
 from explorer.common._qt.workers.latest_job import LatestJobWorker
@@ -253,6 +253,11 @@ def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     assert "no MLM or NSP head" in find(window, QLabel, "nspLabel").text()
     assert "%" not in find(window, QLabel, "nspLabel").text()
     assert find(window, QTableView, "predictionsView").model().rowCount() == 0
+    # said once: no empty bar that reads as 0 %, no heading or note over a table that cannot be
+    panel = window.findChild(QWidget, "predictionsPanel")
+    assert find(window, QLabel, "nspLabel").isVisibleTo(panel)
+    for widget in (panel.nsp_bar, panel.nsp_title, panel.mlm_title, panel.note_label, panel.view):
+        assert not widget.isVisibleTo(panel), widget
 
 
 @pytest.mark.slow

@@ -160,6 +160,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         super().__init__(parent)
         self.setObjectName("predictionsPanel")
         self._original_ids: list[int] = []  # of the inspection shown: the answer column's token ids
+        self._headless = False  # the model shown has neither an MLM nor an NSP head
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -239,10 +240,11 @@ class PredictionsPanel(ShownInspectionView, QWidget):
 
     def _show_note_or_table(self) -> None:
         """The note under the heading says why there is no table; with predictions there is no note."""
-        if self.model.predictions:
+        if self.model.predictions or self._headless:
             self.note_label.setText("")
         self.note_label.setVisible(bool(self.note_label.text()))
-        self.view.setVisible(not self.note_label.text())
+        self.view.setVisible(not self.note_label.text() and not self._headless)
+        self.mlm_title.setVisible(not self._headless)
         count = len(self.model.predictions)
         self.mlm_title.setText(f"<b>Masked-token predictions</b>{f' at {count}' if count else ''} "
                                "(green: the original)")
@@ -294,7 +296,10 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         has_sop_head = in_order is not None  # ALBERT: sentence order where BERT has next-sentence prediction
         self.nsp_title.setText(SOP_TITLE if has_sop_head else NSP_TITLE)
         self.nsp_title.setToolTip(SOP_MEANING if has_sop_head else "")
+        self._headless = False
         if inspection is None:
+            for widget in (self.nsp_title, self.nsp_label, self.nsp_bar):
+                widget.setVisible(True)
             self.model.set_predictions([])
             self.nsp_label.setText("–")
             self.nsp_bar.setValue(0)
@@ -304,15 +309,16 @@ class PredictionsPanel(ShownInspectionView, QWidget):
             has_pair = 1 in inspection.encoding.sequence_ids
         # A masked LM alone (BertForMaskedLM, DistilBERT, RoBERTa…) has no next-sentence head: no NSP line at all.
         has_mlm_head, has_nsp_head = _heads_of(inspection)
-        for widget in (self.nsp_title, self.nsp_label, self.nsp_bar):
-            widget.setVisible(has_nsp_head or has_sop_head or not has_mlm_head)
-        if not has_mlm_head and not has_nsp_head:
+        # A model with neither head says so once, on the NSP line; no empty bar, heading or table under it.
+        self._headless = not has_mlm_head and not has_nsp_head
+        for widget in (self.nsp_title, self.nsp_bar):
+            widget.setVisible(has_nsp_head or has_sop_head)
+        self.nsp_label.setVisible(has_nsp_head or has_sop_head or self._headless)
+        if self._headless:
             self.model.set_predictions([])
             self.nsp_bar.setValue(0)
-            self.nsp_bar.setEnabled(False)
             self.nsp_label.setText("This model has no MLM or NSP head (none was in its checkpoint), so it cannot "
-                                   "predict masked tokens or the next sentence.")
-            self.note_label.setText("No predictions: the model has no MLM head. Attention views still work.")
+                                   "predict masked tokens or the next sentence. Attention views still work.")
             return
         probability = inspection.is_next_probability
         self.nsp_bar.setEnabled(has_pair and probability is not None)
