@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from explorer.runs.probe_history import ProbePair
 from explorer.runs.snapshot_probe import SnapshotProber, WeightsJob
 
@@ -60,3 +62,24 @@ def test_a_pause_asked_while_the_corpus_is_prepared_hides_the_preparation_bar():
     assert lifecycle.state == RunState.PAUSED
     assert status_line(lifecycle).text == "Paused before the first step. Resume continues the same run."
     assert "Preparing" not in progress_line(lifecycle).text and "MB" not in progress_line(lifecycle).text
+
+
+def test_the_forms_messages_use_its_labels_and_advise_for_the_model_chosen(qtbot):
+    from explorer.train._qt.training_form import TrainingForm
+
+    form = TrainingForm()
+    qtbot.addWidget(form)
+    form.mlm_probability_edit.setText("abc")
+    assert form.problems()["mlm_probability"] == "MLM probability must be a number, got 'abc'"
+    form.mlm_probability_edit.setText("1.5")
+    assert form.problems()["mlm_probability"].startswith("MLM probability must be above 0 and below 1, got 1.5")
+    form.mlm_probability_edit.setText("0.15")
+    form.lr_edit.setText("0")
+    said = form.problems()["learning_rate"]
+    assert said.startswith("Learning rate must be a positive number, got 0")
+    assert "BERT-mini" not in said and "this form suggests 0.001 for a new tiny model" in said
+    assert form.problem_label.text() == said
+    with pytest.raises(ValueError, match=r"^Learning rate must be"):
+        form.settings()
+    form.steps_spin.setValue(0)
+    assert form.problems()["steps"].startswith("Steps must be a positive integer, got 0")

@@ -556,13 +556,13 @@ def test_settings_out_of_range_say_why_as_they_are_typed(qtbot):
     qtbot.keyClicks(form.lr_edit, "-1000")
     assert form.lr_edit.text() == "-1000"  # taken as typed, not clamped
     assert form.problem_label.isVisible()
-    assert "Lr must be a positive number, got -1000.0" in form.problem_label.text()  # TrainingConfig's own words
+    assert "Learning rate must be a positive number, got -1000.0" in form.problem_label.text()  # TrainingConfig's
     assert "c62828" in form.lr_edit.styleSheet()
-    assert "lr must be a positive number, got -1000.0" in panel.buttons.start_button.toolTip()
+    assert "Learning rate must be a positive number, got -1000.0" in panel.buttons.start_button.toolTip()
     form.steps_spin.setValue(0)
     assert "Steps must be a positive integer, got 0" in form.problem_label.text()
     qtbot.mouseClick(panel.buttons.start_button, Qt.MouseButton.LeftButton)
-    assert "Cannot start: steps must be a positive integer, got 0" in panel.status.status_label.text()
+    assert "Cannot start: Steps must be a positive integer, got 0" in panel.status.status_label.text()
     assert panel.runner.worker is None
     form.lr_edit.setText("3e-4")
     form.steps_spin.setValue(20)

@@ -43,6 +43,7 @@ from explorer.runs.training_run import (
     PRESET_NAMES,
     TrainingSettings,
     field_problems,
+    in_form_words,
 )
 from explorer.train.learning_rate import suggested_learning_rate
 
@@ -214,8 +215,14 @@ class TrainingForm(RunForm):
             self.lr_edit.setText(f"{suggested_learning_rate(**self._family_values()):g}")
 
     def problems(self) -> dict[str, str]:
-        """{field: why its value cannot be used}, for the number fields as they are now."""
-        return field_problems(**self._number_values())
+        """{field: why its value cannot be used}, for the number fields as they are now, in the form's words: its
+        labels (each field's accessible name), and the rate this form suggests instead of bertcore's hint."""
+        labels = {field: widget.accessibleName() for field, widget in self.problem_fields().items()}
+        advice = {"learning_rate": ""}  # bertcore's hint names BERT-mini, whatever the model chosen
+        if self.model_combo.currentData() != CONTINUE_LOADED:
+            rate = suggested_learning_rate(**self._family_values())
+            advice["learning_rate"] = f"this form suggests {rate:g} for a new {self.model_combo.currentData()} model"
+        return in_form_words(field_problems(**self._number_values()), labels, advice=advice)
 
     def problem_fields(self) -> dict[str, QWidget]:
         return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
