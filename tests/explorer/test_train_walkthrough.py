@@ -83,3 +83,16 @@ def test_the_forms_messages_use_its_labels_and_advise_for_the_model_chosen(qtbot
         form.settings()
     form.steps_spin.setValue(0)
     assert form.problems()["steps"].startswith("Steps must be a positive integer, got 0")
+
+
+def test_the_corpus_browse_buttons_are_locked_with_the_field_while_a_run_goes(qtbot):
+    from explorer.train._qt.training_form import TrainingForm
+
+    form = TrainingForm()
+    qtbot.addWidget(form)
+    form.set_editable(False)  # a run prepares its corpus
+    assert not form.corpus_edit.isEnabled()
+    assert not form.browse_file_button.isEnabled() and not form.browse_folder_button.isEnabled()
+    form.set_editable(True)
+    assert form.browse_file_button.isEnabled() and form.browse_folder_button.isEnabled()
+

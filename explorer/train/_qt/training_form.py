@@ -105,11 +105,11 @@ class TrainingForm(RunForm):
         self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
         self.corpus_edit.setToolTip("The path of your corpus: a .txt file or a folder of .txt files")
         self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
-        browse_file = QPushButton("File…")
+        self.browse_file_button = browse_file = QPushButton("File…")
         browse_file.setObjectName("browseCorpusFileButton")
         browse_file.setToolTip("Pick a .txt file to train on")
         browse_file.clicked.connect(self._browse_corpus_file)
-        browse_folder = QPushButton("Folder…")
+        self.browse_folder_button = browse_folder = QPushButton("Folder…")
         browse_folder.setObjectName("browseCorpusFolderButton")
         browse_folder.setToolTip("Pick a folder of .txt files to train on")
         browse_folder.clicked.connect(self._browse_corpus_folder)
@@ -288,7 +288,8 @@ class TrainingForm(RunForm):
                        self.mlm_probability_edit, self.steps_spin, self.batch_spin,
                        self.seq_len_spin, self.lr_edit,
                        self.device_combo, self.seed_spin, self.corpus_edit, self.out_edit,
-                       self.default_corpus_radio, self.custom_corpus_radio):
+                       self.default_corpus_radio, self.custom_corpus_radio, self.browse_file_button,
+                       self.browse_folder_button):
             widget.setEnabled(editable)
 
     # ---- browsing ----
