@@ -96,3 +96,22 @@ def test_the_corpus_browse_buttons_are_locked_with_the_field_while_a_run_goes(qt
     form.set_editable(True)
     assert form.browse_file_button.isEnabled() and form.browse_folder_button.isEnabled()
 
+
+def test_the_corpus_hints_and_the_file_dialog_name_every_format_a_run_reads(qtbot, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from bertcore.data.sources import FORMATS
+    from explorer.train._qt.training_form import TrainingForm
+
+    form = TrainingForm()
+    qtbot.addWidget(form)
+    asked = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
+                        lambda *args: asked.append(args) or ("/data/shards/part-0.parquet", ""))
+    form.browse_file_button.click()
+    offered = asked[0][3].split(";;")[0]
+    for suffix in FORMATS:
+        assert f"*{suffix}" in offered and suffix in form.browse_file_button.toolTip()
+        assert suffix in form.corpus_edit.toolTip() or suffix in (".parquet", ".arrow")
+    assert "Parquet" in form.corpus_edit.placeholderText() and ".jsonl" in form.corpus_edit.placeholderText()
+    assert form.settings().corpus == "/data/shards/part-0.parquet"

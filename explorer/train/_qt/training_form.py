@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
+from bertcore.data.sources import FORMATS
 from explorer.runs._qt.form_fields import (
     DeviceCombo,
     ProblemLabel,
@@ -46,6 +47,11 @@ from explorer.runs.training_run import (
     in_form_words,
 )
 from explorer.train.learning_rate import suggested_learning_rate
+
+# The corpus formats a run reads (bertcore.data.sources.FORMATS), as the hints and the File… dialog name them.
+CORPUS_SUFFIXES = tuple(FORMATS)
+CORPUS_KINDS = "a .txt, .txt.gz, .jsonl, .jsonl.gz, Parquet or Arrow file, or a folder of them"
+CORPUS_FILE_FILTER = f"Corpus files ({' '.join('*' + suffix for suffix in CORPUS_SUFFIXES)});;All files (*)"
 
 
 class TrainingForm(RunForm):
@@ -94,24 +100,24 @@ class TrainingForm(RunForm):
         self.default_corpus_radio.setToolTip("Train on Tiny Shakespeare (about 1 MB), with the shipped vocabulary")
         self.custom_corpus_radio = QRadioButton("File or folder:")
         self.custom_corpus_radio.setObjectName("customCorpusRadio")
-        self.custom_corpus_radio.setToolTip("Train on your own text: a .txt file, or a folder of them; blank "
-                                            "lines separate documents")
+        self.custom_corpus_radio.setToolTip(f"Train on your own text: {CORPUS_KINDS}. In .txt, blank lines separate "
+                                            "documents; a .jsonl line, a Parquet or Arrow row is one (its 'text')")
         self.default_corpus_radio.setChecked(True)
         group = QButtonGroup(self)
         group.addButton(self.default_corpus_radio)
         group.addButton(self.custom_corpus_radio)
         self.corpus_edit = QLineEdit()
         self.corpus_edit.setObjectName("corpusEdit")
-        self.corpus_edit.setPlaceholderText("a .txt file or a folder of .txt files")
-        self.corpus_edit.setToolTip("The path of your corpus: a .txt file or a folder of .txt files")
+        self.corpus_edit.setPlaceholderText("a .txt, .jsonl, Parquet or Arrow file (.gz too), or a folder")
+        self.corpus_edit.setToolTip(f"The path of your corpus: {CORPUS_KINDS}")
         self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
         self.browse_file_button = browse_file = QPushButton("File…")
         browse_file.setObjectName("browseCorpusFileButton")
-        browse_file.setToolTip("Pick a .txt file to train on")
+        browse_file.setToolTip(f"Pick a corpus file to train on ({', '.join(CORPUS_SUFFIXES)})")
         browse_file.clicked.connect(self._browse_corpus_file)
         self.browse_folder_button = browse_folder = QPushButton("Folder…")
         browse_folder.setObjectName("browseCorpusFolderButton")
-        browse_folder.setToolTip("Pick a folder of .txt files to train on")
+        browse_folder.setToolTip("Pick a folder of corpus files to train on (any mix of the formats File… takes)")
         browse_folder.clicked.connect(self._browse_corpus_folder)
         grid = QGridLayout(box)
         grid.addWidget(self.default_corpus_radio, 0, 0, 1, 3)
@@ -294,13 +300,13 @@ class TrainingForm(RunForm):
 
     # ---- browsing ----
     def _browse_corpus_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Corpus file", "", "Text files (*.txt);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Corpus file", "", CORPUS_FILE_FILTER)
         if path:
             self.corpus_edit.setText(path)
             self.custom_corpus_radio.setChecked(True)
 
     def _browse_corpus_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Folder of .txt files")
+        path = QFileDialog.getExistingDirectory(self, "Folder of corpus files")
         if path:
             self.corpus_edit.setText(path)
             self.custom_corpus_radio.setChecked(True)
