@@ -37,6 +37,8 @@ class FaithfulnessPlot(QWidget):
             plot = style_plot(self.canvas.addPlot(row=0, col=column), x_label="fraction of tokens",
                               y_label="target logit" if column == 0 else None, mouse=False)
             show_title(plot, title)
+            # both plots read the logit itself: an SI prefix would write 300…600 "(x0.001)" beside 0.3…0.6
+            plot.getAxis("left").enableAutoSIPrefix(False)
             self.plots[kind] = plot
         self.lines: dict[tuple[str, str], pg.PlotDataItem] = {}
         self.caption = QLabel(EMPTY_TEXT)

@@ -1,0 +1,61 @@
+"""What a new user's walk through the Explain tab found, each pinned: layers counted 1..L as the Inspect tab counts
+them, an edit of a masked word kept in the corrupted input, the faithfulness axes in the logit's own units, the
+model named as the window names it, a colour bar whose labels fit and differ, and word pieces written "·ed"
+(pytest-qt, offscreen: tests/explorer/conftest.py sets QT_QPA_PLATFORM)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bertcore.data.masking import mask_exactly
+from explorer.explain._qt.explain_tab import ExplainTab
+from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
+from explorer.explain._qt.mixing_view import MixingView
+from explorer.explain._qt.patching_view import PatchingView, layer_names
+from explorer.explain.jobs import JobRecord
+from explorer.explain.state import ExplainRequest, ExplainState, mixing_maps
+
+TEXT = "the king walked on the rug"  # [CLS] the king walk ##ed on the ru ##g [SEP]
+
+
+def idle_steps(job):
+    """The work stood in for: one record, no result (these tests look at what the tab says, not at the work)."""
+    yield JobRecord(job.kind, job.request_id, 1.0, "done")
+
+
+@pytest.fixture
+def tab(qtbot, monkeypatch, tiny_model, tokenizer):
+    import explorer.explain._qt.job_runner as job_runner
+    from explorer.inspector.model_info import LoadedModel, describe_model
+
+    monkeypatch.setattr(job_runner, "job_steps", idle_steps)
+    tab = ExplainTab(torch_threads=1)
+    qtbot.addWidget(tab)
+    tab.on_model_changed(LoadedModel(tiny_model, tokenizer, describe_model(tiny_model, "mood/final")))
+    yield tab
+    assert tab.shutdown(30_000)
+
+
+def masked_request(tokenizer, target, masked=(2,), text=TEXT):
+    encoding = tokenizer.encode(text)
+    return ExplainRequest(target, encoding, mask_exactly(encoding, tokenizer, list(masked)), text, None)
+
+
+def test_the_faithfulness_axes_read_the_logit_in_its_own_units(qtbot):
+    plot = FaithfulnessPlot()
+    qtbot.addWidget(plot)
+    plot.resize(700, 300)
+    plot.show()
+    fractions = np.linspace(0, 1, 9)
+    curves = SimpleNamespace(fractions=fractions, deletion=np.linspace(0.6, 0.3, 9), insertion=np.linspace(0.3, 0.6, 9),
+                             deletion_auc=0.45, insertion_auc=0.45, comprehensiveness=0.1, sufficiency=0.1)
+    plot.show_curves({"integrated_gradients": curves})
+    for kind in ("deletion", "insertion"):
+        axis = plot.plots[kind].getAxis("left")
+        plot.plots[kind].vb.autoRange()
+        qtbot.waitUntil(lambda axis=axis: axis.range[1] - axis.range[0] > 0.2)
+        assert axis.autoSIPrefixScale == 1.0
+        assert "x0.001" not in axis.labelString()
