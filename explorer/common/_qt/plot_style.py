@@ -15,6 +15,7 @@ BACKGROUND = "w"
 # Axes, tick labels, axis names, titles and legend text. pyqtgraph's default foreground is a mid grey meant for
 # its black canvas: on white it reads faint.
 INK = "k"
+END_LABEL_OVERHANG_PX = 12  # how far a bottom axis' end label may reach past the axis
 TITLE_SIZE = "10pt"
 SMALL_TEXT = "8pt"  # legends and colour-bar names: they sit inside or beside a plot and must not crowd it
 SMALL_POINTS = 8
@@ -48,6 +49,9 @@ def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | 
         axis.setTextPen(INK)  # also the colour of the axis name
         if label is not None:
             plot.setLabel(name, label)
+    # pyqtgraph hides a bottom label that pokes past the axis' end at all: the last tick (a pruning curve's 100 %)
+    # would go unnamed; half a short number may stand out into the margin
+    plot.getAxis("bottom").setStyle(hideOverlappingLabels=END_LABEL_OVERHANG_PX)
     plot.setMouseEnabled(mouse, mouse)
     plot.setMenuEnabled(menu)
     if not auto_range_button:
