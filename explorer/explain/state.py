@@ -73,6 +73,7 @@ def model_input(encoding: Encoding, masking: Masking | None) -> Encoding:
 class ExplainState:
     model: Any = None
     tokenizer: Any = None
+    model_name: str = ""  # the loaded model as the window names it ("all-MiniLM-L6-v2", "mood/final")
     request: ExplainRequest | None = None
     encoding: Encoding | None = None  # the input as the model saw it (masking applied)
     target: tuple | None = None
@@ -98,9 +99,10 @@ class ExplainState:
 
     # -- model and target ---------------------------------------------------------------------------------
 
-    def set_model(self, model: Any, tokenizer: Any) -> None:
-        """Another model (`MODEL`): what was explained belonged to the old one; jobs in flight become stale."""
-        self.model, self.tokenizer = model, tokenizer
+    def set_model(self, model: Any, tokenizer: Any, name: str = "") -> None:
+        """Another model (`MODEL`): what was explained belonged to the old one; jobs in flight become stale.
+        `name`: the model as the window names it (explorer.inspector.model_info.ModelInfo.name)."""
+        self.model, self.tokenizer, self.model_name = model, tokenizer, name
         self.request = self.encoding = self.target = self.corrupted_text = self.corrupted = None
         self.target_text = self.corrupted_problem = ""
         self._clear_results()

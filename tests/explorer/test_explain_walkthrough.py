@@ -59,3 +59,11 @@ def test_the_faithfulness_axes_read_the_logit_in_its_own_units(qtbot):
         qtbot.waitUntil(lambda axis=axis: axis.range[1] - axis.range[0] > 0.2)
         assert axis.autoSIPrefixScale == 1.0
         assert "x0.001" not in axis.labelString()
+
+
+def test_the_target_line_names_the_model_as_the_window_does(tab, tokenizer):
+    assert tab.explain(masked_request(tokenizer, ("mlm", 2, tokenizer.encode(TEXT).input_ids[2])))
+    text = tab.target_label.text()
+    assert "mood/final" in text and "BertForPreTraining" not in text
+    state = ExplainState()  # a state told no name says so in words, never a class name
+    assert state.model_name == ""

@@ -190,7 +190,8 @@ class ExplainTab(WindowTab):
     def on_model_changed(self, loaded: Any) -> None:
         if loaded is not None and loaded.model is not self.state.model:
             self.cancel(quietly=True)
-            self.state.set_model(loaded.model, loaded.tokenizer)
+            info = getattr(loaded, "info", None)  # a LoadedModel; a bare (model, tokenizer) pair in some tests
+            self.state.set_model(loaded.model, loaded.tokenizer, info.name if info is not None else "")
             from bertcore.explain.targets import available_targets
 
             if not available_targets(loaded.model):
@@ -245,7 +246,7 @@ class ExplainTab(WindowTab):
             self._show_patching()
         elif what is ExplainChange.TARGET:
             what_text = f"Explaining {state.target_text}" if state.target is not None else "Context mixing"
-            self.target_label.setText(f"<b>{what_text}</b> — {state.model.__class__.__name__}, "
+            self.target_label.setText(f"<b>{what_text}</b> — {state.model_name or 'the loaded model'}, "
                                       f"{len(state.encoding)} tokens")
             self._show_attributions()
             self.jobs.submit(state.attribution_job())
