@@ -85,7 +85,7 @@ class ExplainState:
     mixing_method: str = DEFAULT_MIXING_METHOD
     mixing: Any = None  # ContextMixing of `mixing_method`
     attention: Any = None  # ContextMixing of "attention" (raw attention and attention rollout)
-    layer: int = 0  # the layer the mixing view shows (the last one for a new model)
+    layer: int = 0  # the layer the mixing view shows, 0-based (the last one for a new model); people read layer + 1
     corrupted_text: tuple[str, str | None] | None = None  # sentence A and B of the corrupted copy
     corrupted: Encoding | None = None  # its encoding as the model sees it; None while it cannot be patched
     corrupted_problem: str = ""  # why `corrupted` is None, in words
@@ -356,19 +356,19 @@ def mixing_share(matrix: np.ndarray) -> np.ndarray:
 
 
 def mixing_maps(mixing: Any, attention: Any, layer: int) -> list[tuple[str, str, np.ndarray]]:
-    """The mixing view's four (T, T) maps at `layer`, as (key, title, shares): the chosen method at that layer
-    and rolled out to it, then raw attention (mean over heads) and attention rollout. A result not there yet is
-    left out; the chosen method being attention itself is shown once."""
+    """The mixing view's four (T, T) maps at `layer` (0-based; the titles say layer + 1), as (key, title, shares):
+    the chosen method at that layer and rolled out to it, then raw attention (mean over heads) and attention
+    rollout. A result not there yet is left out; the chosen method being attention itself is shown once."""
     maps = []
     results = [mixing] + ([attention] if attention is not None and attention is not mixing else [])
     for result in results:
         if result is None:
             continue
-        name = method_words(result.method)
+        name, shown = method_words(result.method), layer + 1  # layers are read 1..L, as the Inspect tab has them
         if result.method == "attention":
-            titles = (f"raw attention · layer {layer} (mean of heads)", f"attention rollout to layer {layer}")
+            titles = (f"raw attention · layer {shown} (mean of heads)", f"attention rollout to layer {shown}")
         else:
-            titles = (f"{name} · layer {layer}", f"{name} rolled out to layer {layer}")
+            titles = (f"{name} · layer {shown}", f"{name} rolled out to layer {shown}")
         maps.append((f"{result.method}/layer", titles[0], mixing_share(result.per_layer[layer])))
         maps.append((f"{result.method}/rollout", titles[1], mixing_share(result.rollout[layer])))
     return maps

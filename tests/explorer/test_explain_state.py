@@ -162,7 +162,7 @@ def test_mixing_is_shown_as_shares_of_each_row_on_one_scale():
     maps = mixing_maps(value_norm, attention, 1)
     assert [key for key, _, _ in maps] == ["value_norm/layer", "value_norm/rollout", "attention/layer",
                                            "attention/rollout"]
-    assert maps[2][1] == "raw attention · layer 1 (mean of heads)"
+    assert maps[2][1] == "raw attention · layer 2 (mean of heads)"  # layers read 1..L
     for _, _, matrix in maps:
         np.testing.assert_allclose(matrix.sum(axis=1), 1.0, rtol=1e-5)
     assert len(mixing_maps(attention, attention, 0)) == 2 and mixing_maps(None, None, 0) == []

@@ -86,9 +86,9 @@ def test_mixing_view_draws_four_maps_on_one_scale(qtbot):
         np.testing.assert_allclose(view.image_data(slot), np.minimum(maps[slot][2], top), rtol=1e-5)
         assert tuple(view.images[slot].levels) == (0, 1)  # one scale for the four: fractions of view.levels
     assert view.levels[1] == pytest.approx(max(float(np.percentile(matrix, 99)) for _, _, matrix in maps))
-    assert view.method_combo.currentData() == "globenc" and view.layer_spin.value() == 2
+    assert view.method_combo.currentData() == "globenc" and view.layer_spin.value() == 3  # shown 1..L
     with qtbot.waitSignal(view.layerChosen) as chosen:
-        view.layer_spin.setValue(1)
+        view.layer_spin.setValue(2)
     assert chosen.args == [1]
     view.show_maps(TOKENS, maps[:2], 1, layers)
     assert view.image_data(3) is None
@@ -110,7 +110,7 @@ def test_patching_view_draws_both_maps_and_a_clicked_layer_shows_its_heads(qtbot
     np.testing.assert_allclose(view.residual_image.image, residual.scores)
     np.testing.assert_allclose(view.heads_image.image, per_head.scores)
     assert view.levels == (pytest.approx(-1.4), pytest.approx(1.4))  # symmetric, at least ±1
-    assert view.residual_rows.labels[:2] == ["embeddings", "layer 0"]
+    assert view.residual_rows.labels[:2] == ["embeddings", "layer 1"]  # layers read 1..L
     assert "clean 3, corrupted -1" in view.caption.text()
     assert view.layer_of_row("residual", 0) is None and view.layer_of_row("residual", 2) == 1
     # a click on the residual map's row of layer 1 (its third row: the embeddings come first)

@@ -44,6 +44,29 @@ def masked_request(tokenizer, target, masked=(2,), text=TEXT):
     return ExplainRequest(target, encoding, mask_exactly(encoding, tokenizer, list(masked)), text, None)
 
 
+def test_layers_are_counted_from_one_as_the_inspect_tab_counts_them(qtbot):
+    view = MixingView()
+    qtbot.addWidget(view)
+    view.set_choices("value_norm", 5, 6)  # the state's last layer, 0-based
+    assert (view.layer_spin.minimum(), view.layer_spin.maximum(), view.layer_spin.text()) == (1, 6, "layer 6")
+    with qtbot.waitSignal(view.layerChosen) as chosen:
+        view.layer_spin.setValue(1)
+    assert chosen.args == [0]  # the state keeps 0-based indices
+    rng = np.random.default_rng(0)
+    results = [SimpleNamespace(method=method, per_layer=rng.random((6, 4, 4)), rollout=rng.random((6, 4, 4)))
+               for method in ("value_norm", "attention")]
+    titles = [title for _, title, _ in mixing_maps(*results, 5)]
+    assert titles == ["value norm · layer 6", "value norm rolled out to layer 6",
+                      "raw attention · layer 6 (mean of heads)", "attention rollout to layer 6"]
+    assert layer_names(7, 6) == ["embeddings", "layer 1", "layer 2", "layer 3", "layer 4", "layer 5", "layer 6"]
+    patching = PatchingView()
+    qtbot.addWidget(patching)
+    heads = SimpleNamespace(scores=np.zeros((6, 2), np.float32), clean_value=1.0, corrupted_value=0.0)
+    patching.show_patching(["a", "b"], 6, None, heads)
+    patching.show_layer(5)
+    assert patching.layer_plot.titleLabel.text == "Layer 6: each head's output patched alone"
+
+
 def test_the_faithfulness_axes_read_the_logit_in_its_own_units(qtbot):
     plot = FaithfulnessPlot()
     qtbot.addWidget(plot)

@@ -6,7 +6,8 @@ map is shown as shares summing to 1 (`explorer.explain.state.mixing_share`), and
 so a cell that is brighter in the mixing map than in the attention map really carries more of the row. The scale is
 a square root up to the 99th percentile of the four maps' cells (named on the bar; above it the colour saturates):
 at 500 tokens most shares are tiny, and a linear map up to the largest one shows only a few cells. The layer spin
-box and the method combo ask the tab (`layerChosen`, `methodChosen`); the hover line names the cell.
+box (layers 1..L, as the Inspect tab counts them; `layerChosen` carries the 0-based index) and the method combo ask
+the tab (`layerChosen`, `methodChosen`); the hover line names the cell.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class MixingView(QWidget):
         self.layer_spin.setPrefix("layer ")
         self.method_combo.currentIndexChanged.connect(
             lambda _: self.methodChosen.emit(self.method_combo.currentData()))
-        self.layer_spin.valueChanged.connect(self.layerChosen)
+        self.layer_spin.valueChanged.connect(lambda shown: self.layerChosen.emit(shown - 1))
         self.canvas = pg.GraphicsLayoutWidget()
         style_canvas(self.canvas)
         self.plots: list[pg.PlotItem] = []
@@ -85,11 +86,12 @@ class MixingView(QWidget):
         self.show_maps([], [], 0, 1, "No context mixing yet: click an output in the Inspect tab.")
 
     def set_choices(self, method: str, layer: int, num_layers: int) -> None:
-        """The combo and the spin box as the state has them (without asking the tab back)."""
+        """The combo and the spin box as the state has them (without asking the tab back). `layer` is 0-based;
+        the spin box shows layers 1..L, as the Inspect tab counts them."""
         with blocked(self.method_combo, self.layer_spin):
             self.method_combo.setCurrentIndex(max(0, self.method_combo.findData(method)))
-            self.layer_spin.setRange(0, max(0, num_layers - 1))
-            self.layer_spin.setValue(layer)
+            self.layer_spin.setRange(1, max(1, num_layers))
+            self.layer_spin.setValue(layer + 1)
 
     def show_maps(self, tokens: list[str], maps: list[tuple[str, str, np.ndarray]], layer: int, num_layers: int,
                   note: str = "") -> None:

@@ -25,8 +25,9 @@ EMPTY_TEXT = ("No patching yet: edit the corrupted copy of the input (same numbe
 
 
 def layer_names(rows: int, num_layers: int) -> list[str]:
-    """Row names of the residual map: the embeddings first when it has L + 1 rows, then each layer's output."""
-    names = [f"layer {layer}" for layer in range(num_layers)]
+    """Row names of the residual map: the embeddings first when it has L + 1 rows, then each layer's output,
+    layers counted 1..L as the Inspect tab counts them."""
+    names = [f"layer {layer + 1}" for layer in range(num_layers)]
     return ["embeddings", *names] if rows == num_layers + 1 else names[:rows]
 
 
@@ -147,7 +148,7 @@ class PatchingView(QWidget):
         self.frame.setVisible(True)
         self.layer_bars.setOpts(x=np.arange(heads.shape[1]), height=heads[layer], width=0.7)
         self.layer_plot.setXRange(-0.6, heads.shape[1] - 0.4, padding=0)
-        show_title(self.layer_plot, f"Layer {layer}: each head's output patched alone")
+        show_title(self.layer_plot, f"Layer {layer + 1}: each head's output patched alone")
 
     def layer_heights(self) -> np.ndarray:
         """The bars drawn for the chosen layer (tests)."""
