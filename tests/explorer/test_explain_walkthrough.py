@@ -90,3 +90,26 @@ def test_the_target_line_names_the_model_as_the_window_does(tab, tokenizer):
     assert "mood/final" in text and "BertForPreTraining" not in text
     state = ExplainState()  # a state told no name says so in words, never a class name
     assert state.model_name == ""
+
+
+def test_the_mixing_colour_bar_fits_and_tells_its_ticks_apart(qtbot):
+    view = MixingView()
+    qtbot.addWidget(view)
+    view.resize(690, 720)
+    view.show()
+    rng = np.random.default_rng(0)
+    tokens, layers = 512, 6
+    results = [SimpleNamespace(method=method, per_layer=rng.random((layers, tokens, tokens)) ** 8,
+                               rollout=rng.random((layers, tokens, tokens)) ** 8)
+               for method in ("value_norm", "attention")]
+    view.show_maps([f"[MASK]{position}" for position in range(tokens)], mixing_maps(*results, 5), 5, layers)
+    qtbot.waitUntil(lambda: view.bar.axis.width() > 0)
+    qtbot.wait(50)
+    assert view.levels[1] < 0.05  # shares of 512 tokens: tiny
+    right = view.bar.axis.mapRectToScene(view.bar.axis.boundingRect()).right()
+    assert right <= view.canvas.viewport().width() + 1  # the labels are drawn inside the view
+    axis = view.bar.axis
+    shown = [value for spacing, values in axis.tickValues(*view.levels, axis.height())[:2] for value in values]
+    labels = axis.tickStrings(sorted(shown), 1.0, min(spacing for spacing, _ in
+                                                      axis.tickValues(*view.levels, axis.height())[:2]))
+    assert len(set(labels)) == len(labels) > 3  # "0.010", "0.011", … not "0.01" twice

@@ -30,6 +30,27 @@ SLOTS = 4
 TOP_PERCENTILE = 99.0  # the house "p99" scale: attention sinks ([CLS], [SEP]) fill whole columns
 
 
+class _Title(pg.LabelItem):
+    """A plot title that does not claim its text's width as the plot's minimum width. pyqtgraph's does, and the
+    four maps' titles then made the canvas' layout wider than the canvas: the colour bar and its tick labels
+    were drawn past its right edge ("0.01" for 0.010 … 0.016). Narrower than its text, the title overhangs."""
+
+    def updateMin(self) -> None:
+        super().updateMin()
+        self.setMinimumWidth(0)
+
+
+def _shrinkable_title(plot: pg.PlotItem) -> None:
+    """Put a `_Title` where the plot's own title label sits (row 0, column 1 of its layout)."""
+    own = plot.titleLabel
+    plot.layout.removeItem(own)
+    if own.scene() is not None:
+        own.scene().removeItem(own)
+    plot.titleLabel = _Title("", size="11pt", parent=plot)
+    plot.layout.addItem(plot.titleLabel, 0, 1)
+    plot.setTitle(None)
+
+
 class MixingView(QWidget):
     layerChosen = Signal(int)
     methodChosen = Signal(str)
@@ -55,6 +76,7 @@ class MixingView(QWidget):
             left, bottom = TokenAxis("left"), TokenAxis("bottom")
             plot = self.canvas.addPlot(row=slot // 2, col=slot % 2, axisItems={"left": left, "bottom": bottom})
             style_plot(plot, mouse=True)
+            _shrinkable_title(plot)
             plot.invertY(True)
             plot.setAspectLocked(True)
             image = pg.ImageItem(axisOrder="row-major")
