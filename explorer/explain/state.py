@@ -89,6 +89,7 @@ class ExplainState:
     corrupted_text: tuple[str, str | None] | None = None  # sentence A and B of the corrupted copy
     corrupted: Encoding | None = None  # its encoding as the model sees it; None while it cannot be patched
     corrupted_problem: str = ""  # why `corrupted` is None, in words
+    corrupted_over_masking: tuple[int, ...] = ()  # positions masked in the clean input that the edit changed
     patching: dict[str, Any] = field(default_factory=dict)  # "residual" / "heads" → Patching
     patch_layer: int | None = None  # the layer whose heads the patching view details
     work: dict[str, tuple[float, str]] = field(default_factory=dict)  # kind → (fraction, text) of running jobs
@@ -199,11 +200,16 @@ class ExplainState:
     def set_corrupted(self, text_a: str, text_b: str | None) -> Encoding | None:
         """Encode the corrupted copy (`CORRUPTED`). It must have the clean input's token count, position for
         position, so a patched activation lands where it came from; when it has not, `corrupted` is None and
-        `corrupted_problem` says by how much it differs and what to do. The clean input's masking is applied to
-        it, so an MLM target asks about the same [MASK]."""
+        `corrupted_problem` says by how much it differs and what to do.
+
+        The clean input's masking is applied wherever the copy is as typed, so an MLM target asks about the same
+        [MASK] and the two runs differ only by the edit. An edit of a masked position is kept (its position is
+        listed in `corrupted_over_masking`, for the tab to say): activation patching measures what the clean run's
+        activations restore in a run whose input differs by the user's edit, and overwriting that edit with the
+        clean masking would leave two identical runs, nothing to restore."""
         text_b = text_b if text_b is not None and text_b.strip() else None
         self.corrupted_text = (text_a, text_b)
-        self.corrupted, self.corrupted_problem = None, ""
+        self.corrupted, self.corrupted_problem, self.corrupted_over_masking = None, "", ()
         self.patching, self.patch_layer = {}, None
         if self.encoding is None or self.tokenizer is None:
             self.corrupted_problem = "Click an output in the Inspect tab first: patching needs a clean input."
@@ -221,11 +227,15 @@ class ExplainState:
                 else:
                     request = self.request
                     if request is not None and request.masking is not None:
-                        ids = list(encoding.input_ids)
+                        ids, typed, edited = list(encoding.input_ids), request.encoding.input_ids, []
                         for position in request.masking.positions:
-                            ids[position] = request.masking.masked_ids[position]
+                            if ids[position] == typed[position]:  # not edited: masked, as in the clean run
+                                ids[position] = request.masking.masked_ids[position]
+                            elif ids[position] != request.masking.masked_ids[position]:
+                                edited.append(position)  # the user's edit is the corruption: it stays
                         tokens = self.tokenizer.convert_ids_to_tokens(ids)
                         encoding = dataclasses.replace(encoding, input_ids=ids, tokens=tokens)
+                        self.corrupted_over_masking = tuple(sorted(edited))
                     self.corrupted = encoding
                     if encoding.input_ids == self.encoding.input_ids:
                         self.corrupted_problem = ("The corrupted input is the clean one: edit a word of A or B "

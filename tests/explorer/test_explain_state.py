@@ -64,7 +64,9 @@ def test_a_target_the_model_cannot_give_is_a_message_not_a_traceback(state, toke
 def test_the_corrupted_copy_needs_the_clean_token_count_and_keeps_the_clean_masking(state, tokenizer):
     assert state.explain(masked_request(tokenizer))
     assert state.corrupted is not None and "is the clean one" in state.corrupted_problem  # unedited
-    state.set_corrupted("the dog sat on the mat", None)  # only the masked word: the model sees no change
+    state.set_corrupted("the dog sat on the mat", None)  # the masked word edited: the edit is the corruption
+    assert state.corrupted.tokens[2] == "dog" and state.corrupted_over_masking == (2,)
+    state.set_corrupted("the cat sat on the mat", None)  # as typed: masked as the clean input is
     assert "is the clean one" in state.corrupted_problem and state.patching_job() is None
     assert state.set_corrupted("the cat lay on the mat", None) is not None
     assert state.corrupted_problem == ""

@@ -67,6 +67,27 @@ def test_layers_are_counted_from_one_as_the_inspect_tab_counts_them(qtbot):
     assert patching.layer_plot.titleLabel.text == "Layer 6: each head's output patched alone"
 
 
+def test_an_edit_of_a_masked_word_is_the_corruption_and_is_said(qtbot, tab, tokenizer):
+    # BERT-style masking hid "king" (position 2); the output explained is the [MASK] at position 7
+    request = masked_request(tokenizer, ("mlm", 7, tokenizer.encode(TEXT).input_ids[7]), masked=(2, 7))
+    assert tab.explain(request)
+    state = tab.state
+    state.set_corrupted("the queen walked on the rug", None)
+    assert state.corrupted is not None and state.corrupted_problem == ""
+    assert state.corrupted.tokens[2] == "queen"  # the user's edit stays
+    assert state.corrupted.tokens[7] == "[MASK]"  # the unedited masked position stays masked, as in the clean run
+    assert state.corrupted_over_masking == (2,)
+    assert state.patching_job() is not None
+    tab._show_corrupted()
+    note = tab.corrupted_note.text()
+    assert note.startswith("Ready: 1 position(s) differ (2 'queen').")
+    assert "Position 2 was masked in the clean input (the model saw '[MASK]')" in note
+    assert tab.patch_button.isEnabled()
+    state.set_corrupted("the king walked on the rug", None)  # back as typed: the masking applies again
+    assert state.corrupted.tokens[2] == "[MASK]" and state.corrupted_over_masking == ()
+    assert "is the clean one" in state.corrupted_problem
+
+
 def test_the_faithfulness_axes_read_the_logit_in_its_own_units(qtbot):
     plot = FaithfulnessPlot()
     qtbot.addWidget(plot)

@@ -348,8 +348,14 @@ class ExplainTab(WindowTab):
             changed = [position for position, (clean, corrupt) in
                        enumerate(zip(state.encoding.input_ids, state.corrupted.input_ids, strict=True))
                        if clean != corrupt]
-            words = ", ".join(f"{position} {state.corrupted.tokens[position]!r}" for position in changed[:6])
-            self.corrupted_note.setText(f"Ready: {len(changed)} position(s) differ ({words}).")
+            corrupted_tokens = state.corrupted.tokens
+            words = ", ".join(f"{position} {corrupted_tokens[position]!r}" for position in changed[:6])
+            note = f"Ready: {len(changed)} position(s) differ ({words})."
+            for position in state.corrupted_over_masking:
+                note += (f" Position {position} was masked in the clean input (the model saw "
+                         f"{state.encoding.tokens[position]!r}); the corrupted run sees your "
+                         f"{corrupted_tokens[position]!r} there.")
+            self.corrupted_note.setText(note)
             self.corrupted_note.setStyleSheet("")
         else:
             self.corrupted_note.setText(state.corrupted_problem or "Edit a word of A or B.")
