@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bertcore.data.masking import Masking
+from bertcore.tokenization.pieces import readable_piece
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.events import Event
 from explorer.explain.jobs import JOB_KINDS, AttributionJob, JobRecord, MixingJob, PatchingJob, method_words
@@ -195,6 +196,11 @@ class ExplainState:
     def num_layers(self) -> int:
         return 0 if self.model is None else int(self.model.config.num_hidden_layers)
 
+    @property
+    def readable_tokens(self) -> list[str]:
+        """The input's pieces as the Inspect tab writes them ("·ed", not "##ed"); [] before an input."""
+        return readable_tokens(self.encoding)
+
     # -- the corrupted input ------------------------------------------------------------------------------
 
     def set_corrupted(self, text_a: str, text_b: str | None) -> Encoding | None:
@@ -341,6 +347,13 @@ class ExplainState:
 
     def _announce(self, what: ExplainChange) -> None:
         self.changed.emit(self, what)
+
+
+def readable_tokens(encoding: Encoding | None) -> list[str]:
+    """An encoding's pieces with the tokenizer's word marks made readable (bertcore.tokenization.pieces)."""
+    if encoding is None:
+        return []
+    return [readable_piece(token, encoding.piece_style) for token in encoding.tokens]
 
 
 def _length_problem(corrupted: Encoding, clean: Encoding) -> str:

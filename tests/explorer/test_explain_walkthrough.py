@@ -134,3 +134,13 @@ def test_the_mixing_colour_bar_fits_and_tells_its_ticks_apart(qtbot):
     labels = axis.tickStrings(sorted(shown), 1.0, min(spacing for spacing, _ in
                                                       axis.tickValues(*view.levels, axis.height())[:2]))
     assert len(set(labels)) == len(labels) > 3  # "0.010", "0.011", … not "0.01" twice
+
+
+def test_word_pieces_read_as_in_the_inspect_tab(tab, tokenizer):
+    assert tab.explain(masked_request(tokenizer, ("mlm", 2, tokenizer.encode(TEXT).input_ids[2])))
+    readable = ["[CLS]", "the", "[MASK]", "walk", "·ed", "on", "the", "ru", "·g", "[SEP]"]
+    assert tab.attribution_view.tokens == readable
+    assert tab.mixing_view.tokens == readable
+    assert tab.patching_view.tokens == readable
+    tab.state.set_corrupted("the king walker on the rug", None)
+    assert tab.corrupted_note.text().startswith("Ready: 1 position(s) differ (4 '·er').")

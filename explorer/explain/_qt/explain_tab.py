@@ -51,7 +51,7 @@ from explorer.explain._qt.job_runner import ExplainJobs
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
 from explorer.explain.exports import save_explanation_npz, write_attributions_csv
-from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
+from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps, readable_tokens
 
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
 MESSAGE_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
@@ -321,7 +321,7 @@ class ExplainTab(WindowTab):
         specials = [position for position, special in enumerate(state.encoding.special_tokens_mask) if special]
         placeholder = ("No output chosen: only the context mixing of this input is shown. " + INTRO
                        if target is None else "Computing the attributions…")
-        self.attribution_view.show_attributions(list(state.encoding.tokens), columns, marked, specials, placeholder)
+        self.attribution_view.show_attributions(state.readable_tokens, columns, marked, specials, placeholder)
         curves = {method: state.faithfulness[method] for method in state.methods if method in state.faithfulness}
         self.faithfulness_plot.show_curves(curves, "Computing…" if state.target is not None else "")
 
@@ -333,7 +333,7 @@ class ExplainTab(WindowTab):
             return
         maps = mixing_maps(state.mixing, state.attention, state.layer)
         note = "" if maps else "Computing the context mixing…"
-        self.mixing_view.show_maps(list(state.encoding.tokens), maps, state.layer, state.num_layers, note)
+        self.mixing_view.show_maps(state.readable_tokens, maps, state.layer, state.num_layers, note)
 
     def _show_corrupted(self) -> None:
         state = self.state
@@ -348,12 +348,12 @@ class ExplainTab(WindowTab):
             changed = [position for position, (clean, corrupt) in
                        enumerate(zip(state.encoding.input_ids, state.corrupted.input_ids, strict=True))
                        if clean != corrupt]
-            corrupted_tokens = state.corrupted.tokens
+            corrupted_tokens = readable_tokens(state.corrupted)
             words = ", ".join(f"{position} {corrupted_tokens[position]!r}" for position in changed[:6])
             note = f"Ready: {len(changed)} position(s) differ ({words})."
             for position in state.corrupted_over_masking:
                 note += (f" Position {position} was masked in the clean input (the model saw "
-                         f"{state.encoding.tokens[position]!r}); the corrupted run sees your "
+                         f"{state.readable_tokens[position]!r}); the corrupted run sees your "
                          f"{corrupted_tokens[position]!r} there.")
             self.corrupted_note.setText(note)
             self.corrupted_note.setStyleSheet("")
@@ -365,7 +365,7 @@ class ExplainTab(WindowTab):
 
     def _show_patching(self) -> None:
         state = self.state
-        tokens = list(state.encoding.tokens) if state.encoding is not None else []
+        tokens = state.readable_tokens
         self.patching_view.show_patching(tokens, state.num_layers, state.patching.get("residual"),
                                          state.patching.get("heads"))
         self.patching_view.show_layer(state.patch_layer)
