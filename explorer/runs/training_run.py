@@ -180,12 +180,20 @@ def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tup
     is missing or has no MLM/NSP heads to pretrain."""
     if settings.preset != CONTINUE_LOADED:
         return None
-    if model is None:
-        raise ValueError("the inspector has no model loaded; pick a preset instead")
-    if not model.trained_heads:  # which heads it has, not has_pretraining_heads: a BertForMaskedLM has its MLM head
-        raise ValueError("the loaded model has no MLM/NSP heads (a bare encoder such as MiniLM, or a fine-tuned "
-                         "task model), so it cannot be pretrained further here; pick a preset instead")
+    if (refusal := continue_refusal(model)) is not None:
+        raise ValueError(refusal)
     return model, tokenizer
+
+
+def continue_refusal(model: Any) -> str | None:
+    """Why "continue the loaded model" cannot train the inspector's `model`, saying what to pick; None when it can
+    (the form disables the choice up front with this reason, and a Start that asks anyway gives it)."""
+    if model is None:
+        return "the inspector has no model loaded; pick a preset instead"
+    if not model.trained_heads:  # which heads it has, not has_pretraining_heads: a BertForMaskedLM has its MLM head
+        return ("the loaded model has no MLM/NSP heads (a bare encoder such as MiniLM, or a fine-tuned task model), "
+                "so it cannot be pretrained further here; pick a new model instead")
+    return None
 
 
 def available_devices() -> list[tuple[str, str]]:

@@ -115,3 +115,35 @@ def test_the_corpus_hints_and_the_file_dialog_name_every_format_a_run_reads(qtbo
         assert suffix in form.corpus_edit.toolTip() or suffix in (".parquet", ".arrow")
     assert "Parquet" in form.corpus_edit.placeholderText() and ".jsonl" in form.corpus_edit.placeholderText()
     assert form.settings().corpus == "/data/shards/part-0.parquet"
+
+
+def test_continue_the_loaded_model_is_disabled_up_front_for_a_model_without_heads(qtbot, tiny_model, tokenizer):
+    from explorer.inspector.model_info import LoadedModel, describe_model
+    from explorer.runs.training_run import CONTINUE_LOADED
+    from explorer.train._qt.training_panel import TrainingPanel
+
+    panel = TrainingPanel(torch_threads=1)
+    qtbot.addWidget(panel)
+    combo = panel.form.model_combo
+    item = combo.model().item(combo.findData(CONTINUE_LOADED))
+    bare = make_bare(tokenizer)  # how MiniLM loads: an encoder whose pretraining heads were not in its weights
+    panel.on_model_changed(LoadedModel(bare, tokenizer, describe_model(bare, "MiniLM")))
+    assert not item.isEnabled() and "no MLM/NSP heads" in item.toolTip() and "new model" in item.toolTip()
+
+    combo.setCurrentIndex(combo.findData(CONTINUE_LOADED))  # chosen before the model came (or by a script)
+    assert "no MLM/NSP heads" in panel.form.problem_label.text() and panel.form.problem_label.isVisibleTo(panel)
+    assert "no MLM/NSP heads" in panel.buttons.start_button.toolTip()
+    assert not panel.start_run() and "pick a new model instead" in panel.status.status_label.text()
+
+    panel.on_model_changed(LoadedModel(tiny_model, tokenizer, describe_model(tiny_model, "tiny")))
+    assert item.isEnabled() and not panel.form.problems() and "no MLM" not in panel.buttons.start_button.toolTip()
+    assert panel.shutdown()
+
+
+def make_bare(tokenizer):
+    from bertcore.models.bert import BertForPreTraining
+    from tests.tiny_configs import explorer_bert
+
+    bare = BertForPreTraining(explorer_bert(tokenizer.vocab_size, num_hidden_layers=1))
+    bare.has_pretraining_heads = False
+    return bare

@@ -64,6 +64,7 @@ class TrainingForm(RunForm):
         self._extras: dict[str, int] = {}
         # Until a rate is typed (or filled in by set_settings), the field follows the objective chosen.
         self._learning_rate_is_chosen = False
+        self._continue_refusal: str | None = None  # why the inspector's model cannot be trained further, if it cannot
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self._build_corpus_box())
@@ -228,10 +229,24 @@ class TrainingForm(RunForm):
         if self.model_combo.currentData() != CONTINUE_LOADED:
             rate = suggested_learning_rate(**self._family_values())
             advice["learning_rate"] = f"this form suggests {rate:g} for a new {self.model_combo.currentData()} model"
-        return in_form_words(field_problems(**self._number_values()), labels, advice=advice)
+        problems = in_form_words(field_problems(**self._number_values()), labels, advice=advice)
+        if self.model_combo.currentData() == CONTINUE_LOADED and self._continue_refusal:
+            problems = {"preset": self._continue_refusal, **problems}
+        return problems
+
+    def set_continue_refusal(self, reason: str | None) -> None:
+        """The inspector's model changed: `reason` (training_run.continue_refusal) says why "continue the loaded
+        model" cannot train it, and the choice is disabled with that reason as its tooltip; None offers it again.
+        A form already set to it says the reason under the form (Start stays off) rather than change the choice."""
+        self._continue_refusal = reason
+        item = self.model_combo.model().item(self.model_combo.findData(CONTINUE_LOADED))
+        item.setEnabled(reason is None)
+        item.setToolTip(reason[:1].upper() + reason[1:] if reason else "Train the Inspect tab's model further")
+        self._check()
 
     def problem_fields(self) -> dict[str, QWidget]:
-        return {"steps": self.steps_spin, "batch_size": self.batch_spin, "seq_len": self.seq_len_spin,
+        return {"preset": self.model_combo, "steps": self.steps_spin, "batch_size": self.batch_spin,
+                "seq_len": self.seq_len_spin,
                 "learning_rate": self.lr_edit, "seed": self.seed_spin, "probe_every": self.probe_every_spin,
                 "objective": self.objective_combo, "arch": self.arch_combo, "masking": self.masking_combo,
                 "mlm_probability": self.mlm_probability_edit}

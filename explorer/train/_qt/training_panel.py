@@ -28,6 +28,7 @@ from explorer.runs.training_run import (
     DEFAULT_PROBE,
     EngineFactory,
     TrainingSettings,
+    continue_refusal,
     initial_model,
     make_engine_run,
     settings_for_resume,
@@ -81,6 +82,7 @@ class TrainingPanel(RunPanel):
         """The inspector's model: what "continue the loaded model" trains further."""
         super().on_model_changed(loaded)
         self._inspector_model = (loaded.model, loaded.tokenizer)
+        self.form.set_continue_refusal(continue_refusal(loaded.model))
 
     def _send_snapshot(self, inspection: Any, caption: str) -> None:
         if not self._closing:
