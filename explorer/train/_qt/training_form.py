@@ -109,7 +109,7 @@ class TrainingForm(RunForm):
         group.addButton(self.custom_corpus_radio)
         self.corpus_edit = QLineEdit()
         self.corpus_edit.setObjectName("corpusEdit")
-        self.corpus_edit.setPlaceholderText("a .txt, .jsonl, Parquet or Arrow file (.gz too), or a folder")
+        self.corpus_edit.setPlaceholderText("a .txt, .jsonl, Parquet, Arrow file or folder")
         self.corpus_edit.setToolTip(f"The path of your corpus: {CORPUS_KINDS}")
         self.corpus_edit.textEdited.connect(lambda _: self.custom_corpus_radio.setChecked(True))
         self.browse_file_button = browse_file = QPushButton("File…")
