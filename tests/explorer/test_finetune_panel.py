@@ -224,6 +224,10 @@ def test_a_demo_fills_its_measured_settings_and_own_data_enables_the_files(qtbot
         assert form.settings().train == "train.csv" and form.settings().demo is None
         form.warmup_edit.setText("1000")
         assert "warmup_steps" in form.problems() and form.problem_label.isVisibleTo(form)
+        assert form.problems()["warmup_steps"].startswith("Warm-up steps is 1000")  # the form's label, not the field
+        form.lr_edit.setText("abc")
+        assert form.problems()["learning_rate"].startswith("Learning rate must be a positive number, got 'abc'")
+        form.lr_edit.setText("0.0002")
         assert not panel.buttons.start_button.toolTip().startswith("Start")
         form.warmup_edit.setText("")
         form.length_unit_combo.setCurrentIndex(1)  # epochs

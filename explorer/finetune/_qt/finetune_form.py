@@ -45,6 +45,7 @@ from explorer.runs._qt.form_fields import (
     number_spin,
     typed_number,
 )
+from explorer.runs.training_run import in_form_words
 
 OWN_DATA = ""  # the demo combo's data for "My own data files…"
 CHECKPOINT_START = "checkpoint"  # the start combo's data for "a checkpoint folder…"
@@ -262,8 +263,10 @@ class FinetuneForm(RunForm):
                 "checkpoint_every": self.checkpoint_spin.value()}
 
     def problems(self) -> dict[str, str]:
-        """{field: why its value cannot be used}, for the number fields as they are now."""
-        return finetune_problems(**self._values())
+        """{field: why its value cannot be used}, for the number fields as they are now, in the form's words (each
+        field by its label, its accessible name; bertcore's wording stays for bert-finetune)."""
+        labels = {field: widget.accessibleName() for field, widget in self.problem_fields().items()}
+        return in_form_words(finetune_problems(**self._values()), labels)
 
     def problem_fields(self) -> dict[str, QWidget]:
         return {"steps": self.steps_spin, "epochs": self.epochs_edit, "batch_size": self.batch_spin,
