@@ -19,6 +19,7 @@ from typing import Any
 
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.training.finetuning_config import DEMO_SETTINGS
+from explorer.runs.form_words import CONFIG_NAMES
 from explorer.runs.training_run import EngineRun, LoopRun, warm_up_engine, with_app_checks
 
 DEFAULT_START = "default"  # the shipped default model (bertcore.files.resources.default_checkpoint_dir)
@@ -40,7 +41,6 @@ FORMATS_HELP = (
 # The form's fields that FinetuneConfig checks (its messages are the ones shown), and their names there.
 CONFIG_FIELDS = ("steps", "epochs", "batch_size", "seq_len", "learning_rate", "warmup_steps", "seed",
                  "checkpoint_every", "eval_every")
-CONFIG_NAMES = {"learning_rate": "lr"}
 
 
 def finetune_problems(**values: Any) -> dict[str, str]:

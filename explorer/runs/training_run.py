@@ -19,7 +19,6 @@ from __future__ import annotations
 import abc
 import inspect
 import os
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer.runs.form_words import CONFIG_NAMES
 from explorer.runs.probe_history import ProbePair
 from explorer.runs.snapshot_probe import ProbeMasking, WeightsJob
 
@@ -47,7 +47,6 @@ OBJECTIVE_CHOICES = (("mlm+nsp", "BERT: masked LM + next sentence"), ("mlm", "Ro
                      ("mlm+sop", "ALBERT: masked LM + sentence order"),
                      ("rtd", "ELECTRA: replaced-token detection"))
 ARCH_CHOICES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")
-CONFIG_NAMES = {"learning_rate": "lr"}
 
 
 def _at_least(name: str, low: int, value, high: int | None = None, why: str = "") -> str | None:
@@ -95,29 +94,6 @@ def with_app_checks(values: dict[str, Any], problems: dict[str, str]) -> dict[st
         if name not in problems and check is not None and (problem := check(value)):
             problems[name] = problem
     return {name: problems[name] for name in values if name in problems}
-
-
-def in_form_words(problems: dict[str, str], labels: dict[str, str], *, names: dict[str, str] = CONFIG_NAMES,
-                  advice: dict[str, str] | None = None) -> dict[str, str]:
-    """The checks' messages as a form says them (bertcore's stay as they are for the command line): each field by
-    its label ("Learning rate", not "lr"; `names` maps a field to the config's name for it), a value that is no
-    number without Python's type names, and the `advice` given for a field (what suits the model chosen) in place
-    of the config's own parenthesised hint, which may name another model."""
-    advice = advice or {}
-    worded = {}
-    for field, message in problems.items():
-        label = labels.get(field)
-        for name in (names.get(field), field, field.replace("_", " ")):
-            if label and name and message.startswith(f"{name} "):
-                message = label + message[len(name):]
-                break
-        message = re.sub(r"must be a finite number \(float\), got (.+) \(\w+\)$", r"must be a number, got \1",
-                         message)
-        message = re.sub(r"must be in \((\S+), (\S+)\)", r"must be above \1 and below \2", message)
-        if field in advice:  # an empty advice drops the config's hint alone
-            message = "; ".join(filter(None, (re.sub(r" [(][^()]*[)]$", "", message), advice[field])))
-        worded[field] = message
-    return worded
 
 
 @dataclass(frozen=True)

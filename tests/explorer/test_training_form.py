@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from explorer.runs.training_run import CONTINUE_LOADED, TrainingSettings, in_form_words
+from explorer.runs.form_words import in_form_words
+from explorer.runs.training_run import CONTINUE_LOADED, TrainingSettings
 from explorer.train._qt.training_form import TrainingForm
 from explorer.train._qt.training_panel import TrainingPanel
 

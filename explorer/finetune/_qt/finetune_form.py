@@ -45,7 +45,7 @@ from explorer.runs._qt.form_fields import (
     number_spin,
     typed_number,
 )
-from explorer.runs.training_run import in_form_words
+from explorer.runs.form_words import in_form_words
 
 OWN_DATA = ""  # the demo combo's data for "My own data files…"
 CHECKPOINT_START = "checkpoint"  # the start combo's data for "a checkpoint folder…"

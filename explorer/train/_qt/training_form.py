@@ -37,6 +37,7 @@ from explorer.runs._qt.form_fields import (
     number_spin,
     typed_number,
 )
+from explorer.runs.form_words import in_form_words
 from explorer.runs.training_run import (
     ARCH_CHOICES,
     CONTINUE_LOADED,
@@ -44,7 +45,6 @@ from explorer.runs.training_run import (
     PRESET_NAMES,
     TrainingSettings,
     field_problems,
-    in_form_words,
 )
 from explorer.train.learning_rate import suggested_learning_rate
 
