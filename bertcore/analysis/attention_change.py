@@ -62,6 +62,9 @@ def head_divergence(attentions_a: np.ndarray, attentions_b: np.ndarray,
     return js_divergence(p, q).mean(axis=-1)  # (L, H)
 
 
+CASING_PROBE = "The Quick BROWN fox, naïve Café."  # what a cased and an uncased tokenizer split differently
+
+
 def check_comparable(config_a, tokenizer_a, config_b, tokenizer_b, names: tuple[str, str] = ("A", "B")) -> None:
     """ValueError naming what differs when two checkpoints' heads cannot be compared one to one."""
     shape = ("num_hidden_layers", "num_attention_heads", "hidden_size")
@@ -73,11 +76,16 @@ def check_comparable(config_a, tokenizer_a, config_b, tokenizer_b, names: tuple[
         raise ValueError(f"{names[0]} is {describe(config_a)} and {names[1]} is {describe(config_b)}: head by head "
                          "comparison needs two checkpoints of the same shape (layers, hidden size, heads), e.g. two "
                          "checkpoints of one run, or a model and the fine-tuned model made from it")
-    if tokenizer_a.vocab != tokenizer_b.vocab or tokenizer_a.lowercase != tokenizer_b.lowercase:
-        casing = "" if tokenizer_a.lowercase == tokenizer_b.lowercase else ", one cased and one uncased"
+    if list(tokenizer_a.vocab) != list(tokenizer_b.vocab):
         raise ValueError(f"{names[0]} and {names[1]} have different vocabularies ({tokenizer_a.vocab_size:,} and "
-                         f"{tokenizer_b.vocab_size:,} tokens{casing}): the same text would be different tokens, so "
-                         "their heads cannot be compared on it")
+                         f"{tokenizer_b.vocab_size:,} tokens): the same text would be different tokens, so their "
+                         "heads cannot be compared on it")
+    # Any family's tokenizer (WordPiece, byte-level BPE, SentencePiece): the same vocabulary may still split text
+    # otherwise (one cased and one uncased, another normaliser); judged by what each makes of the same text.
+    if tokenizer_a.tokenize(CASING_PROBE) != tokenizer_b.tokenize(CASING_PROBE):
+        raise ValueError(f"{names[0]} and {names[1]} share a vocabulary but split text differently (one cased and "
+                         "one uncased, or another normalisation): the same text would be different tokens, so their "
+                         "heads cannot be compared on it")
 
 
 @dataclass(frozen=True)
@@ -108,10 +116,10 @@ def attention_change(model_a, tokenizer_a, model_b, tokenizer_b, text_a: str, te
                      *, names: tuple[str, str] = ("A", "B")) -> AttentionChange:
     """Both models' attention on the pair (encoded once), and the per-head divergence; ValueError when the two
     cannot be compared (`check_comparable`) or the text cannot be encoded."""
-    from bertcore.analysis.inspection import inspect_encoding
+    from bertcore.analysis.inspection import inspect_encoding, max_input_length
 
     check_comparable(model_a.config, tokenizer_a, model_b.config, tokenizer_b, names)
-    max_length = min(model_a.config.max_position_embeddings, model_b.config.max_position_embeddings)
+    max_length = min(max_input_length(model_a.config), max_input_length(model_b.config))  # RoBERTa: 512 of 514
     encoding = tokenizer_a.encode(text_a, text_b or None, max_length=max_length)
     attentions_a = inspect_encoding(model_a, tokenizer_a, encoding).attentions
     attentions_b = inspect_encoding(model_b, tokenizer_b, encoding).attentions

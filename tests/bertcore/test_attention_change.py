@@ -82,3 +82,25 @@ def test_checkpoints_of_other_shapes_or_vocabularies_are_refused(small_vocab_tok
     other = BertTokenizer([*small_vocab_tokenizer.vocab[:-1], "zebra"])
     with pytest.raises(ValueError, match="different vocabularies"):
         check_comparable(base.config, small_vocab_tokenizer, base.config, other, names=("start", "final"))
+
+
+def test_byte_level_bpe_checkpoints_compare_and_a_long_input_fits_roberta(roberta_folder):
+    """RoBERTa's tokenizer has no WordPiece `lowercase` (the comparison raised AttributeError), and its 514
+    position rows take 512 tokens (encoding to 514 was refused)."""
+    from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
+    from bertcore.tokenization.pretrained import tokenizer_from_folder
+
+    tokenizer = tokenizer_from_folder(roberta_folder)
+    torch.manual_seed(0)
+    model = RobertaForMaskedLM(RobertaConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=64, max_position_embeddings=514,
+                                             type_vocab_size=1, pad_token_id=tokenizer.pad_token_id)).eval()
+    change = attention_change(model, tokenizer, model, tokenizer, "the cat sat " * 300)
+    assert len(change.encoding) == 512 and np.abs(change.divergence).max() < 1e-9
+
+
+def test_a_cased_and_an_uncased_tokenizer_of_one_vocabulary_are_refused(small_vocab_tokenizer):
+    base = model(small_vocab_tokenizer, 0)
+    cased = BertTokenizer(small_vocab_tokenizer.vocab, lowercase=False)
+    with pytest.raises(ValueError, match="share a vocabulary but split text differently"):
+        check_comparable(base.config, small_vocab_tokenizer, base.config, cased)
