@@ -289,3 +289,31 @@ def test_the_rollout_zooms_down_to_one_pixel_per_token(qtbot, panel):
     wheel(qtbot, rollout.graphics, view_box.mapViewToScene(QPointF(100, 100)), 12)
     qtbot.waitUntil(lambda: rollout.image_item.image.shape[0] == num_tokens, timeout=2_000)
     np.testing.assert_allclose(rollout.matrix, panel.rollout()[panel.rollout_layer()], rtol=1e-5, atol=1e-7)
+
+
+def test_a_heatmap_laid_out_narrow_shows_every_token_once_it_has_room_and_a_users_zoom_survives(qtbot):
+    """What changed drew A from its 2nd token to its 17th of 19: a heatmap filled while its tab was not yet shown
+    (laid out narrow) cropped its range to fit the aspect lock, and kept the crop when it grew."""
+    from explorer.inspector._qt.token_heatmap import TokenHeatmap
+
+    heatmap = TokenHeatmap("A (before)")
+    qtbot.addWidget(heatmap)
+    heatmap.resize(120, 500)
+    heatmap.show()
+    qtbot.waitExposed(heatmap)
+    length = 19
+    matrix = np.random.default_rng(0).dirichlet(np.ones(length), length).astype(np.float32)
+    heatmap.set_matrix(matrix, [f"t{i}" for i in range(length)], np.arange(length), (0.0, 1.0))
+    qtbot.wait(20)
+    heatmap.resize(450, 420)
+    qtbot.waitUntil(lambda: heatmap.plot.vb.viewRange()[0][0] <= 0, timeout=2000)
+    (x_low, x_high), (y_low, y_high) = heatmap.plot.vb.viewRange()
+    assert x_low <= 0 and x_high >= length and y_low <= 0 and y_high >= length and not heatmap.plot.vb.is_zoomed()
+    view_box = heatmap.plot.vb
+    wheel(qtbot, heatmap.graphics, view_box.mapViewToScene(QPointF(9.5, 9.5)), 6)
+    zoomed = view_box.viewRange()[0]
+    assert view_box.is_zoomed()
+    heatmap.resize(460, 430)
+    qtbot.wait(50)
+    assert view_box.is_zoomed() and view_box.viewRange()[0][1] - view_box.viewRange()[0][0] < length
+    assert abs((zoomed[1] - zoomed[0]) - (view_box.viewRange()[0][1] - view_box.viewRange()[0][0])) < length / 2

@@ -20,8 +20,13 @@ class ZoomViewBox(pg.ViewBox):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.content = QRectF()
+        self.user_moved = False  # the user zoomed or panned since the last `view_all`: a resize keeps their view
         self.setMouseMode(pg.ViewBox.PanMode)
         self.setMenuEnabled(False)
+        # Shown all, a view stays all when it is resized: with the aspect locked, a view laid out narrow (a tab not
+        # yet shown) crops its range to the limits, and pyqtgraph keeps that crop when the view grows (What changed
+        # showed A from its 2nd token to its 17th of 19).
+        self.sigResized.connect(self._resized)
 
     def set_content(self, rect: QRectF, min_span: float = MIN_SPAN) -> None:
         """The region `view_all` shows; it can be panned at most one content width beyond its edges (room for the
@@ -32,8 +37,17 @@ class ZoomViewBox(pg.ViewBox):
                        yMax=rect.bottom() + height, minXRange=min(min_span, width), minYRange=min(min_span, height))
 
     def view_all(self) -> None:
+        self.user_moved = False
         if not self.content.isEmpty():
             self.setRange(rect=self.content, padding=0)
+
+    def _resized(self) -> None:
+        if not self.user_moved:
+            self.view_all()
+
+    def wheelEvent(self, ev, axis=None) -> None:
+        self.user_moved = True
+        super().wheelEvent(ev, axis)
 
     def zoom(self) -> float:
         """How many times the content's width the view shows less of (1 when it shows all of it)."""
@@ -44,6 +58,7 @@ class ZoomViewBox(pg.ViewBox):
         return self.zoom() > 1 + ZOOMED_SLACK
 
     def mouseDragEvent(self, ev, axis=None) -> None:
+        self.user_moved = True
         if ev.button() != Qt.MouseButton.RightButton or axis is not None:
             super().mouseDragEvent(ev, axis)  # a left drag pans
             return
