@@ -27,8 +27,10 @@ import torch
 from torch import nn
 
 from bertcore.analysis._shared import eval_mode, is_int_at_least
+from bertcore.analysis.inspection import max_input_length
 from bertcore.analysis.roles import is_punctuation
 from bertcore.data.corpus import Corpus
+from bertcore.models.families import base_model_name, first_position_id
 from bertcore.tokenization.pieces import continues_word
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
@@ -36,11 +38,27 @@ TOKEN_KINDS = ("special", "word", "subword", "punctuation")
 MAX_SAMPLE_POINTS = 100_000  # a guard against a sample that would not fit in memory at base size
 
 
+# What each table is called, and in words: every family names them as BERT does but ModernBERT's token table.
+TABLE_NAMES = {"word_embeddings": ("word_embeddings", "tok_embeddings"),
+               "position_embeddings": ("position_embeddings",), "token_type_embeddings": ("token_type_embeddings",)}
+TABLE_WORDS = {"word_embeddings": "token embeddings",
+               "position_embeddings": "learned position embeddings (it places tokens otherwise, e.g. by rotating "
+                                      "queries and keys)",
+               "token_type_embeddings": "segment (token type) embeddings: it tells sentence A from B by its "
+                                        "separators alone"}
+
+
 def _embedding_weight(model: nn.Module, name: str) -> torch.Tensor:
-    embeddings = getattr(getattr(model, "bert", model), "embeddings", None)
-    if embeddings is None or not hasattr(embeddings, name):
-        raise ValueError(f"{type(model).__name__} has no embeddings.{name}; pass a BERT model")
-    return getattr(embeddings, name).weight.detach().float().cpu()
+    """A table of the encoder's embeddings, by its BERT name, for a model of any family bertcore loads."""
+    try:
+        embeddings = getattr(model, base_model_name(model)).embeddings
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+    for attribute in TABLE_NAMES[name]:
+        table = getattr(embeddings, attribute, None)
+        if isinstance(table, nn.Embedding):
+            return table.weight.detach().float().cpu()
+    raise ValueError(f"{type(model).__name__} has no {TABLE_WORDS[name]}")
 
 
 def _cosine_matrix(rows: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
@@ -55,9 +73,10 @@ def _cosine_matrix(rows: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
 
 def position_similarity(model: nn.Module, num_positions: int | None = None) -> np.ndarray:
     """(P, P) float32 cosine similarity of the learned position embeddings 0..P-1 (P = num_positions, default
-    all of them, `max_position_embeddings`). Symmetric, 1 on the diagonal (Devlin et al. 2019's learned
+    all the model uses). Symmetric, 1 on the diagonal (Devlin et al. 2019's learned
     positions; Wang & Chen 2020 study the same image)."""
-    positions = _embedding_weight(model, "position_embeddings")  # (max_positions, D)
+    # RoBERTa's positions start after its padding id: rows 0 and 1 of its table are never a token's position
+    positions = _embedding_weight(model, "position_embeddings")[first_position_id(model):]  # (max_positions, D)
     if num_positions is None:
         num_positions = len(positions)
     if not is_int_at_least(num_positions, 1):
@@ -220,7 +239,7 @@ def sample_hidden_states(
         raise ValueError(f"batch_size is {batch_size!r}; it must be a positive integer (e.g. 64)")
     if labels is not None and len(labels) != len(sentences):
         raise ValueError(f"{len(labels)} labels for {len(sentences)} sentences; give one label per sentence")
-    max_length = min(max_length, model.config.max_position_embeddings)
+    max_length = min(max_length, max_input_length(model.config))
     encodings: list[Encoding] = []
     chosen: list[list[int]] = []  # positions taken from each encoding
     texts: list[str] = []
@@ -251,7 +270,7 @@ def sample_hidden_states(
         sentence_index=sentence_index,
         position=position,
         tokens=np.asarray(tokens, dtype=str),
-        segment=np.asarray([encodings[s].segment_ids[p] for s, p in zip(sentence_index, position, strict=True)],
+        segment=np.asarray([_sentence_of(encodings[s], p) for s, p in zip(sentence_index, position, strict=True)],
                            np.int64),
         kind=np.asarray(kinds, dtype=str),
         labels=None if labels is None else np.asarray(list(labels)[: len(encodings)])[sentence_index],
@@ -304,6 +323,13 @@ def pca_2d(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return points.numpy().astype(np.float32), ratio
 
 
+def _sentence_of(encoding: Encoding, position: int) -> int:
+    """0 for sentence A, 1 for B: the sentence a token was cut from, whatever the family's segment ids say (RoBERTa
+    gives every token of a pair segment 0); a special token by its segment id."""
+    sentence = encoding.sequence_ids[position]
+    return encoding.segment_ids[position] if sentence is None else sentence
+
+
 def _token_kind(encoding: Encoding, position: int) -> str:
     token = encoding.tokens[position]
     if encoding.special_tokens_mask[position]:
@@ -318,7 +344,7 @@ def _batched_hidden_states(
     model: nn.Module, tokenizer: BertTokenizer, encodings: list[Encoding], chosen: list[list[int]], batch_size: int
 ) -> np.ndarray:
     """(L + 1, N, D) float32 at the chosen positions, N = all chosen positions in order."""
-    encoder = getattr(model, "bert", model)
+    encoder = getattr(model, base_model_name(model))  # model.bert, model.roberta, model.distilbert…
     device = next(model.parameters()).device
     # Similar lengths share a batch, so little of each is padding; results go back in the sentences' order.
     order = sorted(range(len(encodings)), key=lambda i: len(encodings[i]))

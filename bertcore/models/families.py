@@ -246,6 +246,12 @@ def model_position_ids(model: Any, input_ids: Sequence[int]) -> list[int]:
     return positions
 
 
+def first_position_id(model: Any) -> int:
+    """The position id the model gives a sequence's first token: 0, or padding_idx + 1 for RoBERTa's embeddings
+    (its position table's first rows are never used)."""
+    return model_position_ids(model, [-1])[0]  # -1: an id that is never the padding id
+
+
 def _first_architecture(values: Mapping[str, Any]) -> str | None:
     """architectures' first name (a lone string counts as a list of one); None for none or a malformed value."""
     names = values.get("architectures")

@@ -39,7 +39,8 @@ class EmbeddingRequest:
 @dataclass(frozen=True)
 class EmbeddingResult:
     request_id: int
-    position_similarity: np.ndarray  # (P, P) float32
+    position_similarity: np.ndarray | None  # (P, P) float32; None for a model without learned positions
+    position_note: str  # why there is no position_similarity ("" when there is)
     segments: Any  # bertcore.analysis.embedding_views.SegmentComparison, or None
     segment_note: str
     projection: Any  # bertcore.analysis.embedding_views.Projection
@@ -90,13 +91,17 @@ class EmbeddingRunner:
             sample_hidden_states,
             segment_comparison,
         )
+        from bertcore.analysis.inspection import max_input_length
         from bertcore.data.corpus import read_corpus
         from bertcore.files.resources import default_corpus_path
 
         started = time.perf_counter()
         model, tokenizer = request.model, request.tokenizer
-        num_positions = min(request.num_positions, model.config.max_position_embeddings)
-        similarity = position_similarity(model, num_positions)
+        num_positions = min(request.num_positions, max_input_length(model.config))
+        try:
+            similarity, position_note = position_similarity(model, num_positions), ""
+        except ValueError as error:  # ModernBERT: rotary positions, no table to compare
+            similarity, position_note = None, str(error)
         try:
             segments, segment_note = segment_comparison(model), ""
         except ValueError as error:
@@ -120,7 +125,8 @@ class EmbeddingRunner:
             except ValueError as error:
                 neighbour_note = str(error)
         return EmbeddingResult(
-            request_id=request.request_id, position_similarity=similarity, segments=segments,
+            request_id=request.request_id, position_similarity=similarity, position_note=position_note,
+            segments=segments,
             segment_note=segment_note, projection=self._projections[layer], pairs=self._pairs,
             neighbours=neighbours, neighbour_note=neighbour_note, seconds=time.perf_counter() - started)
 

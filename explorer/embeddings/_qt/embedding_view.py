@@ -243,7 +243,7 @@ class EmbeddingView(WindowTab):
             return
         previous = self.result
         self.result = result
-        self._show_positions(result.position_similarity)
+        self._show_positions(result.position_similarity, result.position_note)
         self.segments_label.setText(describe_segments(result.segments) or result.segment_note)
         self._show_neighbours(result)
         same_points = previous is not None and previous.projection.sample is result.projection.sample \
@@ -263,13 +263,19 @@ class EmbeddingView(WindowTab):
             self.status_label.setText(f"Could not compute the embedding views: {failure.text}")
 
     # ---- positions, segments, neighbours ----
-    def _show_positions(self, similarity: np.ndarray) -> None:
+    def _show_positions(self, similarity: np.ndarray | None, note: str = "") -> None:
+        """The position similarity image, or (a model without learned positions) none, and the note why."""
+        if similarity is None:
+            self.positions_image.clear()
+            self.positions_hover.setText(_sentence_start(note))
+            return
         self.positions_image.setImage(similarity, autoLevels=False, levels=(-1.0, 1.0))
         size = similarity.shape[0]
         self.positions_plot.getPlotItem().vb.setRange(xRange=(0, size), yRange=(0, size), padding=0)
+        self.positions_hover.setText(" ")
 
     def _on_positions_moved(self, scene_pos: QPointF) -> None:
-        if self.result is None:
+        if self.result is None or self.result.position_similarity is None:
             return
         view = self.positions_plot.getPlotItem().vb
         point = view.mapSceneToView(scene_pos)
@@ -309,7 +315,9 @@ class EmbeddingView(WindowTab):
         if self.result is None:
             raise ValueError("there is nothing to export yet")
         projection = self.result.projection
-        arrays = {"position_similarity": self.result.position_similarity, "points": projection.points,
+        positions = self.result.position_similarity
+        arrays = {"position_similarity": np.zeros((0, 0), np.float32) if positions is None else positions,
+                  "points": projection.points,
                   "explained_variance_ratio": projection.explained_variance_ratio,
                   "layer": np.asarray(projection.layer), "tokens": np.asarray(projection.sample.tokens, str),
                   "segment": projection.sample.segment, "kind": np.asarray(projection.sample.kind, str),
@@ -320,3 +328,7 @@ class EmbeddingView(WindowTab):
                 np.savez_compressed(handle, **arrays)
 
         return _replace_atomically(Path(path), write)
+
+
+def _sentence_start(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
