@@ -244,6 +244,22 @@ def test_keyboard_masks_the_current_column_and_ctrl_m_masks_like_bert(qtbot, win
 
 
 @pytest.mark.slow
+def test_mask_like_bert_on_a_vocabulary_of_specials_alone_says_why(qtbot, window):
+    """A vocabulary of special tokens only leaves BERT's 10 % random replacements nothing to draw from: the
+    ValueError reached Qt as a traceback and the window said nothing."""
+    from bertcore.models.bert import BertForPreTraining
+    from bertcore.tokenization.wordpiece import BertTokenizer
+    from tests.tiny_configs import explorer_bert
+
+    specials = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    model = BertForPreTraining(explorer_bert(specials.vocab_size, num_hidden_layers=1, num_attention_heads=1))
+    wait_for_new_inspection(qtbot, window, lambda: window.set_model(model.eval(), specials, "specials only"))
+    window.inspect_tab.mask_like_bert(0)
+    error = find(window, QLabel, "errorLabel")
+    assert error.isVisibleTo(window) and "Cannot mask this input" in error.text() and "special" in error.text()
+
+
+@pytest.mark.slow
 def test_model_without_pretraining_heads_says_so(qtbot, window, tokenizer):
     model = make_tiny_model(tokenizer, seed=2)
     model.has_pretraining_heads = False

@@ -215,7 +215,7 @@ class InspectTab(QWidget):
         if self.state.encoding is None:
             self.show_error("There is no input to mask yet: type sentence A first.")
             return
-        self.state.mask_like_bert(self.input_form.seed() if seed is None else seed)
+        self._masking(lambda: self.state.mask_like_bert(self.input_form.seed() if seed is None else seed))
 
     def set_masking_recipe(self, recipe: str) -> None:
         """Picking a recipe masks with it (the seed in the box) as soon as there is an input: picking one is asking
@@ -223,11 +223,18 @@ class InspectTab(QWidget):
         if self.state.encoding is None:
             self.state.set_masking_recipe(recipe)
         else:
-            self.state.mask_like_bert(self.input_form.seed(), recipe=recipe)
+            self._masking(lambda: self.state.mask_like_bert(self.input_form.seed(), recipe=recipe))
 
     def reroll_masking(self) -> None:
         if self.state.encoding is not None:
-            self.state.reroll()
+            self._masking(self.state.reroll)
+
+    def _masking(self, draw) -> None:
+        """Draw a masking; a vocabulary it cannot draw from (every id special) is said, the input kept unmasked."""
+        try:
+            draw()
+        except ValueError as error:
+            self.show_error(f"Cannot mask this input: {error}.")
 
     def clear_masks(self) -> None:
         self.state.clear_masks()
