@@ -99,13 +99,19 @@ class PruningPlot(QWidget):
         if total:
             self.count_line.setValue(100.0 * count / total)
 
-    def write_csv(self, path) -> Path:
+    def _require_curve(self) -> None:
+        """An export of nothing is refused, whatever the format (a PNG or SVG of the empty axes said nothing)."""
         if self.curve is None:
             raise ValueError("there is no pruning curve to export yet")
+
+    def write_csv(self, path) -> Path:
+        self._require_curve()
         return _replace_atomically(Path(path), self.curve.to_csv)
 
     def export_png(self, path) -> Path:
+        self._require_curve()
         return export_png(self, path)
 
     def export_svg(self, path) -> Path:
+        self._require_curve()
         return export_svg(self, path, title="bert-explorer pruning curve")
