@@ -155,9 +155,12 @@ def test_switching_off_the_k_least_important_heads_switches_exactly_those(qtbot,
     assert all(not window.inspect_tab.attention_panel.head_grid.checkboxes[head].isChecked()
                for layer, head in zip(*np.unravel_index(order[:3], scores.grid_shape), strict=True)
                if layer == window.inspect_tab.attention_panel.layer)
+    status = find(window, QLabel, "headLabStatus")
+    assert status.text().startswith("Switched off the 3 least important heads")
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         qtbot.mouseClick(find(window, QPushButton, "allHeadsOnButton"), Qt.LeftButton)
     assert window.inspect_tab.state.head_mask is None
+    assert status.text() == "All heads are on."  # not still "Switched off the 3 ..."
 
 
 @pytest.mark.slow

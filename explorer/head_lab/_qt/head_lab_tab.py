@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
@@ -35,6 +36,7 @@ from explorer.head_lab._qt.importance_table import ImportanceTable
 from explorer.head_lab._qt.pruning_plot import PruningPlot
 from explorer.head_lab.analyses import OBJECTIVES, SOURCES, HeadScores
 from explorer.head_lab.corpus_run import CorpusProgress, CorpusSettings
+from explorer.inspector.state import Change, ExplorerState
 
 RUN_TIP = ("Importance (the gradient of the loss with respect to each head's gate, Michel et al. 2019) and roles "
            "(Clark et al. 2019) over held-out pairs of the built-in corpus, the pairs the shipped model was not "
@@ -150,6 +152,8 @@ class HeadLabTab(WindowTab):
         self.cancel_button.clicked.connect(self.cancel_run)
         self.switch_off_button.clicked.connect(self.switch_off_least_important)
         self.all_on_button.clicked.connect(controller.all_heads_on)
+        self._switched_off = None  # the head mask "Switch off" set: the status names it while it is the one in use
+        controller.state.changed.connect(self._on_state_changed)
         self.count_spin.valueChanged.connect(self._mark_count)
         controller.scoresChanged.connect(self.show_scores)
         controller.sourceChanged.connect(self._show_source)
@@ -223,8 +227,21 @@ class HeadLabTab(WindowTab):
             self.status_label.setText(str(error)[:1].upper() + str(error)[1:])
             return
         count = self.count_spin.value()
+        self._switched_off = self.controller.state.head_mask
         self.status_label.setText(f"Switched off the {count} least important heads ({SOURCES[self.controller.source]})"
                                   " in the inspector; the predictions follow." if count else "All heads are on.")
+
+    def _on_state_changed(self, state: ExplorerState, what: Change) -> None:
+        """Another head mask than the one "Switch off" set (All heads on, a head ticked in the Inspect tab): the
+        status says what is switched off now instead of naming the heads switched off before."""
+        if what is not Change.HEAD_MASK or self._switched_off is None:
+            return
+        mask = state.head_mask
+        if mask is not None and np.array_equal(mask, self._switched_off):
+            return
+        self._switched_off = None
+        off = 0 if mask is None else int((mask < 0.5).sum())
+        self.status_label.setText(f"{off} head(s) switched off in the inspector." if off else "All heads are on.")
 
     # ---- showing ----
     def show_scores(self, scores: HeadScores | None) -> None:
