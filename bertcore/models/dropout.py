@@ -24,8 +24,9 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return F.dropout(x, p, True)
     draws = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(torch.iinfo(torch.int64).min, None)
     bits = draws.view(torch.int16)[: x.numel()].view(x.shape)  # uniform on [-2^15, 2^15)
-    keep = bits >= round(p * _LEVELS) - _LEVELS // 2  # probability 1 - round(p * 2^16) / 2^16
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))  # 1 / (1 - p) or 0
+    keep = torch.empty(x.shape, dtype=x.dtype)  # the comparison written as 1.0 / 0.0 straight into x's dtype
+    torch.ge(bits, round(p * _LEVELS) - _LEVELS // 2, out=keep)  # probability 1 - round(p * 2^16) / 2^16
+    return x * keep.mul_(1.0 / (1.0 - p))  # 1 / (1 - p) or 0
 
 
 class Dropout(nn.Dropout):
