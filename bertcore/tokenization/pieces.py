@@ -10,8 +10,8 @@ all of them:
     readable_piece("Ã©", "byte_level")        -> "é"
     readable_piece("▁cat", "sentencepiece")   -> "␣cat"
 
-`describe_piece` says the same in words, with the raw piece, for a tooltip. Plain Python: the token table and
-any other view call it.
+`describe_piece` says the same in words, with the raw piece, for a tooltip; `readable_tokens` renders an
+encoding's whole token row. Plain Python: the token table, the Explain tab and any other view call them.
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ def readable_piece(token: str, piece_style: str) -> str:
     if piece_style == "byte_level":
         return _byte_level_text(token)
     return token
+
+
+def readable_tokens(encoding) -> list[str]:
+    """An encoding's token row as people read it (bertcore.tokenization.wordpiece.Encoding, any family's): each
+    piece of a sentence through `readable_piece`, the layout's special tokens ([CLS], </s>) as they are."""
+    return [token if sequence is None else readable_piece(token, encoding.piece_style)
+            for token, sequence in zip(encoding.tokens, encoding.sequence_ids, strict=True)]
 
 
 def continues_word(token: str, piece_style: str) -> bool:

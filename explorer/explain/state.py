@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bertcore.data.masking import Masking
-from bertcore.tokenization.pieces import readable_piece
+from bertcore.tokenization.pieces import readable_tokens
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.events import Event
 from explorer.explain.jobs import JOB_KINDS, AttributionJob, JobRecord, MixingJob, PatchingJob, method_words
@@ -199,7 +199,7 @@ class ExplainState:
     @property
     def readable_tokens(self) -> list[str]:
         """The input's pieces as the Inspect tab writes them ("·ed", not "##ed"); [] before an input."""
-        return readable_tokens(self.encoding)
+        return [] if self.encoding is None else readable_tokens(self.encoding)
 
     # -- the corrupted input ------------------------------------------------------------------------------
 
@@ -347,13 +347,6 @@ class ExplainState:
 
     def _announce(self, what: ExplainChange) -> None:
         self.changed.emit(self, what)
-
-
-def readable_tokens(encoding: Encoding | None) -> list[str]:
-    """An encoding's pieces with the tokenizer's word marks made readable (bertcore.tokenization.pieces)."""
-    if encoding is None:
-        return []
-    return [readable_piece(token, encoding.piece_style) for token in encoding.tokens]
 
 
 def _length_problem(corrupted: Encoding, clean: Encoding) -> str:

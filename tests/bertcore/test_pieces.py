@@ -1,10 +1,12 @@
 """Readable pieces (bertcore.tokenization.pieces) and which models read segment ids (families.uses_segments)."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from bertcore.models.families import uses_segments
-from bertcore.tokenization.pieces import describe_piece, readable_piece
+from bertcore.tokenization.pieces import describe_piece, readable_piece, readable_tokens
 
 
 @pytest.mark.parametrize(("token", "style", "shown"), [
@@ -57,3 +59,9 @@ def test_uses_segments_only_where_a_token_type_table_has_rows_to_choose_from():
         }
     assert {name: uses_segments(model) for name, model in models.items()} == {
         "bert": True, "albert": True, "roberta": False, "distilbert": False, "modernbert": False}
+
+
+def test_readable_tokens_render_sentence_pieces_and_leave_the_layouts_specials():
+    encoding = SimpleNamespace(tokens=["<s>", "Ġcat", "s", "</s>", "</s>", "Ġdog", "</s>"],
+                               sequence_ids=[None, 0, 0, None, None, 1, None], piece_style="byte_level")
+    assert readable_tokens(encoding) == ["<s>", "␣cat", "s", "</s>", "</s>", "␣dog", "</s>"]

@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.explain.attribution import ATTRIBUTION_METHODS
+from bertcore.tokenization.pieces import readable_tokens
 from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
@@ -51,7 +52,7 @@ from explorer.explain._qt.job_runner import ExplainJobs
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
 from explorer.explain.exports import save_explanation_npz, write_attributions_csv
-from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps, readable_tokens
+from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
 
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
 MESSAGE_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from bertcore.data.masking import MaskDecision, Masking
 from bertcore.models.families import model_position_ids, uses_segments
 from bertcore.tasks.kinds import TOKEN_TASK
+from bertcore.tokenization.pieces import readable_tokens
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.export_data import write_rows_csv
 from explorer.inspector._qt.token_table_model import (
@@ -41,7 +42,6 @@ from explorer.inspector._qt.token_table_model import (
     TAG_ROW_NAME,
     TokenTableModel,
     decision_text,
-    shown_tokens,
 )
 from explorer.inspector.family_display import REPLACED_ROW_NAME, replaced_cells
 from explorer.inspector.state import Change, ExplorerState
@@ -187,7 +187,7 @@ class TokenTable(QTableView):
         bold_metrics = QFontMetrics(bold)
         padding = 14
         header = self.horizontalHeader()
-        tokens = shown_tokens(encoding)
+        tokens = readable_tokens(encoding)
         # Each resized section would start the view's column-resize timer, which repaints every cell once more
         # after the paint of the new cells (a second full paint per key press): resize quietly, lay out once.
         with QSignalBlocker(header):

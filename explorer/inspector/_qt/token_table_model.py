@@ -8,7 +8,7 @@ from PySide6.QtCore import QObject, QSignalBlocker, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QStandardItem, QStandardItemModel
 
 from bertcore.data.masking import MaskDecision, Masking
-from bertcore.tokenization.pieces import describe_piece, readable_piece
+from bertcore.tokenization.pieces import describe_piece, readable_piece, readable_tokens
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.inspector.family_display import REPLACED_ROW_NAME
 
@@ -143,7 +143,7 @@ class TokenTableModel(QStandardItemModel):
             return
         columns = range(len(encoding))
         self._texts = [
-            shown_tokens(encoding),
+            readable_tokens(encoding),
             [str(i) for i in encoding.input_ids],
             [str(i) for i in encoding.segment_ids] if self.has_segments else [NO_SEGMENTS] * len(encoding),
             [str(i) for i in (encoding.position_ids if self.position_ids is None else self.position_ids)],
@@ -225,9 +225,3 @@ def unit_text(masking: Masking, position: int) -> str:
     pieces = [token for token, other in zip(masking.original_tokens, masking.units, strict=True) if other == unit]
     return (f"{kind} {unit} of {masking.num_units}: {' '.join(pieces)!r}, picked and decided as one "
             f"({len(pieces)} token{'s' if len(pieces) != 1 else ''})")
-
-
-def shown_tokens(encoding: Encoding) -> list[str]:
-    """The token row: each sentence token as a readable piece, the layout's special tokens as they are."""
-    return [token if sequence is None else readable_piece(token, encoding.piece_style)
-            for token, sequence in zip(encoding.tokens, encoding.sequence_ids, strict=True)]
