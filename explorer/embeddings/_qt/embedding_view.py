@@ -43,6 +43,7 @@ from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.export_data import _replace_atomically
+from explorer.common.message_text import sentence_case
 from explorer.embeddings._qt.projection_pane import ProjectionPane
 from explorer.embeddings.requests import (
     COLOUR_BY,
@@ -267,7 +268,7 @@ class EmbeddingView(WindowTab):
         """The position similarity image, or (a model without learned positions) none, and the note why."""
         if similarity is None:
             self.positions_image.clear()
-            self.positions_hover.setText(_sentence_start(note))
+            self.positions_hover.setText(sentence_case(note) + ("" if note.endswith(".") else "."))
             return
         self.positions_image.setImage(similarity, autoLevels=False, levels=(-1.0, 1.0))
         size = similarity.shape[0]
@@ -328,7 +329,3 @@ class EmbeddingView(WindowTab):
                 np.savez_compressed(handle, **arrays)
 
         return _replace_atomically(Path(path), write)
-
-
-def _sentence_start(text: str) -> str:
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")

@@ -31,6 +31,7 @@ from explorer.common._qt.exporting import export_button
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
+from explorer.common.message_text import sentence_case
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.importance_table import ImportanceTable
 from explorer.head_lab._qt.pruning_plot import PruningPlot
@@ -224,7 +225,7 @@ class HeadLabTab(WindowTab):
         try:
             self.controller.switch_off_least_important(self.count_spin.value())
         except ValueError as error:
-            self.status_label.setText(str(error)[:1].upper() + str(error)[1:])
+            self.status_label.setText(sentence_case(str(error)))
             return
         count = self.count_spin.value()
         self._switched_off = self.controller.state.head_mask
@@ -288,7 +289,7 @@ class HeadLabTab(WindowTab):
             self.progress.setRange(0, 0)
         self.progress.setFormat(progress.text)
         if progress.note:
-            self.status_label.setText(progress.note[:1].upper() + progress.note[1:])
+            self.status_label.setText(sentence_case(progress.note))
 
     def _on_run_ended(self, outcome: str, text: str) -> None:
         self.status_label.setText(text)

@@ -41,6 +41,7 @@ import explorer.common._qt.shortcuts as shortcuts
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.latest_job import LatestJobWorker
+from explorer.common.message_text import sentence_case
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS, InputForm
 from explorer.inspector._qt.predictions_side import PredictionsSide
@@ -192,7 +193,7 @@ class InspectTab(QWidget):
             self.state.set_pair(text_a, text_b)
         except ValueError as error:
             kept = " (the tables still show the last input that worked)" if self.state.encoding is not None else ""
-            self.show_error(_sentence_case(str(error)) + kept)
+            self.show_error(sentence_case(str(error)) + kept)
             return
         pair = (text_a, text_b or "")
         if pair != self._last_emitted_pair:  # only pairs that encode: other tabs can inspect what they get
@@ -246,7 +247,7 @@ class InspectTab(QWidget):
         try:
             self.state.toggle_mask(position)
         except ValueError as error:
-            self.statusMessage.emit(_sentence_case(str(error)), 6000)
+            self.statusMessage.emit(sentence_case(str(error)), 6000)
 
     def _on_seed_changed(self, seed: int) -> None:
         with blocked(self.input_form.seed_spin):
@@ -259,7 +260,7 @@ class InspectTab(QWidget):
             with blocked(self.attention_panel):
                 self.state.set_head_mask(None if head_mask is None else np.asarray(head_mask))
         except ValueError as error:
-            self.show_error(_sentence_case(str(error)))
+            self.show_error(sentence_case(str(error)))
 
     def _on_table_hovered(self, position: int) -> None:
         self.token_table.highlight_position(position)
@@ -372,7 +373,3 @@ def _message_label(name: str, accessible: str, style: str) -> QLabel:
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     label.hide()
     return label
-
-
-def _sentence_case(message: str) -> str:
-    return message[:1].upper() + message[1:] if message else message

@@ -11,6 +11,7 @@ from PySide6.QtCore import QStandardPaths, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
 
 from explorer.common._qt.widget_names import named
+from explorer.common.message_text import sentence_case
 from explorer.runs.training_run import available_devices
 
 PROBLEM_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
@@ -53,7 +54,7 @@ class ProblemLabel(QLabel):
         """Frame the field of each problem in red and list the reasons; `widgets` maps field names to fields."""
         for field, widget in widgets.items():
             widget.setStyleSheet(PROBLEM_STYLE if field in problems else "")
-        self.setText("\n".join(message[:1].upper() + message[1:] for message in problems.values()))
+        self.setText("\n".join(sentence_case(message) for message in problems.values()))
         self.setVisible(bool(problems))
 
 

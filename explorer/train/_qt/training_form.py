@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
 from bertcore.data.sources import FORMATS
+from explorer.common.message_text import sentence_case
 from explorer.runs._qt.form_fields import (
     DeviceCombo,
     ProblemLabel,
@@ -241,7 +242,7 @@ class TrainingForm(RunForm):
         self._continue_refusal = reason
         item = self.model_combo.model().item(self.model_combo.findData(CONTINUE_LOADED))
         item.setEnabled(reason is None)
-        item.setToolTip(reason[:1].upper() + reason[1:] if reason else "Train the Inspect tab's model further")
+        item.setToolTip(sentence_case(reason) if reason else "Train the Inspect tab's model further")
         self._check()
 
     def problem_fields(self) -> dict[str, QWidget]:

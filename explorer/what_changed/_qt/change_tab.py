@@ -33,6 +33,7 @@ from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.failure import Failure
+from explorer.common.message_text import sentence_case
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from explorer.what_changed._qt.change_grid import HeadChangeGrid
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest, HeadChange
@@ -221,7 +222,7 @@ class ChangeTab(WindowTab):
             heatmap.clear()
         self.detail_label.setText(" ")
         text = failure.text
-        self.status_label.setText(f"Cannot compare: {text[:1].upper() + text[1:]}")
+        self.status_label.setText(f"Cannot compare: {sentence_case(text)}")
 
     def show_head(self, layer: int, head: int) -> None:
         """A's and B's attention in this head and their difference, side by side."""
