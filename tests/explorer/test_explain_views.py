@@ -18,6 +18,7 @@ from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
 from explorer.explain.jobs import JobRecord
 from explorer.explain.state import ExplainRequest, mixing_maps
+from explorer.inspector.model_info import LoadedModel, describe_model
 
 WAIT_MS = 10_000
 TOKENS = ["[CLS]", "the", "[MASK]", "sat", "[SEP]"]
@@ -147,7 +148,7 @@ def tab(qtbot, monkeypatch, tiny_model, tokenizer):
     monkeypatch.setattr(job_runner, "job_steps", slow_steps)
     tab = ExplainTab(torch_threads=1)
     qtbot.addWidget(tab)
-    tab.on_model_changed(SimpleNamespace(model=tiny_model, tokenizer=tokenizer))
+    tab.on_model_changed(LoadedModel(tiny_model, tokenizer, describe_model(tiny_model, "tiny")))  # as the window does
     yield tab
     assert tab.shutdown(30_000)
 

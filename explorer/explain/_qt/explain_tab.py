@@ -191,8 +191,7 @@ class ExplainTab(WindowTab):
     def on_model_changed(self, loaded: Any) -> None:
         if loaded is not None and loaded.model is not self.state.model:
             self.cancel(quietly=True)
-            info = getattr(loaded, "info", None)  # a LoadedModel; a bare (model, tokenizer) pair in some tests
-            self.state.set_model(loaded.model, loaded.tokenizer, info.name if info is not None else "")
+            self.state.set_model(loaded.model, loaded.tokenizer, loaded.info.name)
             from bertcore.explain.targets import available_targets
 
             if not available_targets(loaded.model):
