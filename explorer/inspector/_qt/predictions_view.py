@@ -160,7 +160,6 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         super().__init__(parent)
         self.setObjectName("predictionsPanel")
         self._original_ids: list[int] = []  # of the inspection shown: the answer column's token ids
-        self._headless = False  # the model shown has neither an MLM nor an NSP head
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -238,13 +237,14 @@ class PredictionsPanel(ShownInspectionView, QWidget):
                              str(rank), token, f"{float(probability):.6g}"])
         return write_rows_csv(path, rows)
 
-    def _show_note_or_table(self) -> None:
-        """The note under the heading says why there is no table; with predictions there is no note."""
-        if self.model.predictions or self._headless:
+    def _show_note_or_table(self, headless: bool) -> None:
+        """The note under the heading says why there is no table; with predictions there is no note, and for a
+        model with neither head (`headless`: the NSP line said so) neither heading, note nor table."""
+        if self.model.predictions or headless:
             self.note_label.setText("")
         self.note_label.setVisible(bool(self.note_label.text()))
-        self.view.setVisible(not self.note_label.text() and not self._headless)
-        self.mlm_title.setVisible(not self._headless)
+        self.view.setVisible(not self.note_label.text() and not headless)
+        self.mlm_title.setVisible(not headless)
         count = len(self.model.predictions)
         self.mlm_title.setText(f"<b>Masked-token predictions</b>{f' at {count}' if count else ''} "
                                "(green: the original)")
@@ -268,11 +268,11 @@ class PredictionsPanel(ShownInspectionView, QWidget):
     def show_inspection(self, inspection, *, has_pair: bool | None = None) -> None:
         masking = None if inspection is None else inspection.masking
         self._original_ids = list(masking.original_ids) if masking is not None else []
-        self._show(inspection, has_pair)
+        headless = self._show(inspection, has_pair)
         has_sop_head = inspection is not None and getattr(inspection, "in_order_probability", None) is not None
         self.sentence_target = ("sop", 0) if has_sop_head else ("nsp", 0)
         self.nsp_explain.setVisible(inspection is not None and (_heads_of(inspection)[1] or has_sop_head))
-        self._show_note_or_table()
+        self._show_note_or_table(headless)
 
     def target_at(self, index: QModelIndex) -> tuple | None:
         """The explanation target a click on `index` asks for: a guess, or the answer; None for the other cells."""
@@ -291,12 +291,13 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         if target is not None:
             self.explainRequested.emit(target)
 
-    def _show(self, inspection, has_pair: bool | None) -> None:
+    def _show(self, inspection, has_pair: bool | None) -> bool:
+        """The NSP (or SOP) line and the predictions' model; returns whether the model has neither an MLM nor an
+        NSP head."""
         in_order = None if inspection is None else getattr(inspection, "in_order_probability", None)
         has_sop_head = in_order is not None  # ALBERT: sentence order where BERT has next-sentence prediction
         self.nsp_title.setText(SOP_TITLE if has_sop_head else NSP_TITLE)
         self.nsp_title.setToolTip(SOP_MEANING if has_sop_head else "")
-        self._headless = False
         if inspection is None:
             for widget in (self.nsp_title, self.nsp_label, self.nsp_bar):
                 widget.setVisible(True)
@@ -304,22 +305,22 @@ class PredictionsPanel(ShownInspectionView, QWidget):
             self.nsp_label.setText("–")
             self.nsp_bar.setValue(0)
             self.note_label.setText("No inspection yet.")
-            return
+            return False
         if has_pair is None:
             has_pair = 1 in inspection.encoding.sequence_ids
         # A masked LM alone (BertForMaskedLM, DistilBERT, RoBERTa…) has no next-sentence head: no NSP line at all.
         has_mlm_head, has_nsp_head = _heads_of(inspection)
         # A model with neither head says so once, on the NSP line; no empty bar, heading or table under it.
-        self._headless = not has_mlm_head and not has_nsp_head
+        headless = not has_mlm_head and not has_nsp_head
         for widget in (self.nsp_title, self.nsp_bar):
             widget.setVisible(has_nsp_head or has_sop_head)
-        self.nsp_label.setVisible(has_nsp_head or has_sop_head or self._headless)
-        if self._headless:
+        self.nsp_label.setVisible(has_nsp_head or has_sop_head or headless)
+        if headless:
             self.model.set_predictions([])
             self.nsp_bar.setValue(0)
             self.nsp_label.setText("This model has no MLM or NSP head (none was in its checkpoint), so it cannot "
                                    "predict masked tokens or the next sentence. Attention views still work.")
-            return
+            return True
         probability = inspection.is_next_probability
         self.nsp_bar.setEnabled(has_pair and probability is not None)
         if has_sop_head:
@@ -349,6 +350,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
                 header.setSectionResizeMode(column, mode)
         else:
             self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")
+        return False
 
 
 def _heads_of(inspection) -> tuple[bool, bool]:
