@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -17,6 +17,7 @@ from explorer.common._qt.plot_style import TITLE_SIZE, show_title
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
+from tests.explorer.event_counts import EventCount
 
 
 @pytest.fixture
@@ -163,18 +164,7 @@ def test_the_head_detail_looks_as_it_did_with_pyqtgraph_s_label_layout(qtbot):
     assert render(heatmap) == ours
 
 
-class LayoutRequests(QObject):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def eventFilter(self, watched, event) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest:
-            self.count += 1
-        return False
-
-
-def form_row(qtbot, line) -> tuple[QWidget, LayoutRequests]:
+def form_row(qtbot, line) -> tuple[QWidget, EventCount]:
     """`line` in a row of a form, beside a button, as the masking summary sits; the form counts its relayouts."""
     form = QWidget()
     qtbot.addWidget(form)
@@ -185,7 +175,7 @@ def form_row(qtbot, line) -> tuple[QWidget, LayoutRequests]:
     form.show()
     qtbot.waitExposed(form)
     qtbot.wait(10)  # the first layout's own requests
-    requests = LayoutRequests()
+    requests = EventCount(QEvent.Type.LayoutRequest)
     form.installEventFilter(requests)
     return form, requests
 

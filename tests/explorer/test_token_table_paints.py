@@ -3,21 +3,11 @@ paint, so the table must be painted once per input, not once for the new cells a
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent
 
 from bertcore.data.masking import mask_exactly
 from explorer.inspector._qt.token_table import TokenTable
-
-
-class PaintCount(QObject):
-    def __init__(self):
-        super().__init__()
-        self.paints = 0
-
-    def eventFilter(self, watched, event) -> bool:
-        if event.type() == QEvent.Type.Paint:
-            self.paints += 1
-        return False
+from tests.explorer.event_counts import EventCount
 
 
 def test_a_new_input_paints_the_table_once(qtbot, tokenizer):
@@ -30,7 +20,7 @@ def test_a_new_input_paints_the_table_once(qtbot, tokenizer):
     table.set_input(encoding, mask_exactly(encoding, tokenizer, [2]))
     # the first input sets every width from the default; from then on only a changed token's column changes
     qtbot.wait(50)
-    count = PaintCount()
+    count = EventCount(QEvent.Type.Paint)
     table.viewport().installEventFilter(count)
 
     edited = tokenizer.encode("the government sat on the mat", "a dog barked")  # one token, wider
@@ -38,7 +28,7 @@ def test_a_new_input_paints_the_table_once(qtbot, tokenizer):
     table.set_input(edited, mask_exactly(edited, tokenizer, [2]))
     qtbot.wait(50)
 
-    assert count.paints == 1
+    assert count.count == 1
     header = table.horizontalHeader()
     model = table.table_model
     widths = [header.sectionSize(column) for column in range(model.columnCount())]
