@@ -18,7 +18,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import colour_lookup, make_scale_bar, show_scale
-from explorer.common._qt.plot_style import CAPTION_STYLE, show_title, style_canvas, style_plot
+from explorer.common._qt.plot_style import CAPTION_STYLE, TITLE_SIZE, show_title, style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.common._qt.widget_names import named
@@ -46,7 +46,7 @@ def _shrinkable_title(plot: pg.PlotItem) -> None:
     plot.layout.removeItem(own)
     if own.scene() is not None:
         own.scene().removeItem(own)
-    plot.titleLabel = _Title("", size="11pt", parent=plot)
+    plot.titleLabel = _Title("", size=TITLE_SIZE, parent=plot)  # show_title keeps it so
     plot.layout.addItem(plot.titleLabel, 0, 1)
     plot.setTitle(None)
 
