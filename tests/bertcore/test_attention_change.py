@@ -84,6 +84,7 @@ def test_checkpoints_of_other_shapes_or_vocabularies_are_refused(small_vocab_tok
         check_comparable(base.config, small_vocab_tokenizer, base.config, other, names=("start", "final"))
 
 
+@pytest.mark.slow
 def test_byte_level_bpe_checkpoints_compare_and_a_long_input_fits_roberta(roberta_folder):
     """RoBERTa's tokenizer has no WordPiece `lowercase` (the comparison raised AttributeError), and its 514
     position rows take 512 tokens (encoding to 514 was refused)."""

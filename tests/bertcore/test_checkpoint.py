@@ -132,6 +132,7 @@ def test_save_replaces_an_existing_folder_whole(small_model, tokenizer, tmp_path
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
 
 
+@pytest.mark.slow
 def test_failed_save_leaves_the_previous_checkpoint(small_model, tokenizer, tmp_path, monkeypatch):
     folder = tmp_path / "model"
     save_pretrained(small_model, tokenizer, folder)

@@ -4,12 +4,14 @@ a few bytes per document, since a 1 GB corpus of short documents has millions of
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from bertcore.data.corpus import split_document_ids
 from bertcore.data.pairs import PairSampler
 from bertcore.data.prepared import SentenceStarts, TokenizedDocuments, running_counts
 
 
+@pytest.mark.slow
 def test_a_runs_index_costs_a_few_bytes_per_document():
     n = 300_000  # documents of 3 sentences of 5 tokens, as memory-mapped arrays would hold them
     document_offsets = np.arange(n + 1, dtype=np.int64) * 3

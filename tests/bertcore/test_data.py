@@ -213,6 +213,7 @@ def test_the_held_out_split_is_the_draw_runs_have_always_made(num_documents, see
     assert train.tolist() == sorted(order[num_heldout:])
 
 
+@pytest.mark.slow
 def test_the_held_out_split_holds_no_python_int_per_document():
     # A 1 GB corpus has ~6.5 M documents: one Python int each was 316 MB of the run's peak.
     import tracemalloc

@@ -100,6 +100,7 @@ def test_a_tolerance_stops_once_the_scores_are_complete_enough(small_vocab_token
     assert [record.done for record in records] == sorted(record.done for record in records)
 
 
+@pytest.mark.slow
 def test_gradient_x_input_and_gradient_norm_equal_a_hand_computation(transformers, small_vocab_tokenizer, encoding):
     model = wide_bert(small_vocab_tokenizer.vocab_size, BertForSequenceClassification, num_labels=3)
     twin = transformers_twin(transformers, model, "BertForSequenceClassification")

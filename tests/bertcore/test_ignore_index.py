@@ -4,12 +4,15 @@ could drift from it, and a label the loss then scores would silently train on pa
 import ast
 from pathlib import Path
 
+import pytest
+
 import bertcore
 from bertcore.models.bert import IGNORE_INDEX
 
 PACKAGE = Path(bertcore.__file__).parent
 
 
+@pytest.mark.slow
 def test_only_bert_py_defines_the_ignored_label_and_no_code_writes_minus_100():
     homes, literals = [], []
     for path in sorted(PACKAGE.rglob("*.py")):

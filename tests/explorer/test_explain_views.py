@@ -159,6 +159,7 @@ def request(tokenizer, position=2, text="the cat sat on the mat"):
     return ExplainRequest(("mlm", position, encoding.input_ids[position]), encoding, masking, text, None)
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_work_and_keeps_the_tab_usable(qtbot, tab, tokenizer):
     assert tab.explain(request(tokenizer))
     qtbot.waitUntil(lambda: tab.progress.isVisibleTo(tab), timeout=WAIT_MS)  # drawn at most every 150 ms
@@ -172,6 +173,7 @@ def test_cancel_stops_the_work_and_keeps_the_tab_usable(qtbot, tab, tokenizer):
     assert "Cancelled" in tab.message_label.text() and tab.message_label.isVisibleTo(tab)
 
 
+@pytest.mark.slow
 def test_a_newer_request_stops_the_running_one_and_only_its_results_show(qtbot, monkeypatch, tab, tokenizer):
     import explorer.explain._qt.job_runner as job_runner
 

@@ -75,6 +75,7 @@ def test_start_up_opens_a_cached_repo_id_and_names_it_by_the_repo_id(qtbot, wind
     assert not window.findChild(QLabel, "errorLabel").isVisibleTo(window)
 
 
+@pytest.mark.slow
 def test_the_command_line_resolves_a_repo_id_headless(qtbot, cached_tiny, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(app.signal, "signal", lambda *_args: None)  # leave pytest's own Ctrl+C handler alone
     args = app.build_parser().parse_args(["org/tiny-bert", "--no-training-tab"])
@@ -87,6 +88,7 @@ def test_the_command_line_resolves_a_repo_id_headless(qtbot, cached_tiny, monkey
     assert window.windowTitle().startswith("org/tiny-bert")
 
 
+@pytest.mark.slow
 def test_a_repo_id_not_in_the_cache_says_so_and_falls_back(qtbot, settings, tiny_checkpoint, hub_env: Path):
     settings.setValue(LAST_CHECKPOINT_KEY, str(tiny_checkpoint))
     window = MainWindow(settings)

@@ -39,6 +39,7 @@ def follow(plots: LossPlots, steps: range) -> list[tuple[float, float]]:
     return ranges
 
 
+@pytest.mark.slow
 def test_a_followed_run_keeps_every_value_in_view_without_measuring_the_curves_each_frame(qtbot, monkeypatch):
     measured = []
     original = pg.ViewBox.childrenBounds
