@@ -13,6 +13,8 @@
 Each at every --threads value (torch.set_num_threads), with the load average before each line: this machine
 is shared, and with other work on the cores one thread is often faster than two.
 Run: python benchmarks/head_importance.py [--threads 1 2] [--device cuda]
+On a GPU every timing waits for the device (torch.cuda.synchronize) before reading the clock; --threads then
+sets only the CPU threads of the host-side work, so one value is enough (--device cuda --threads 8).
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertcore.analysis.embedding_views import project_hidden_states, sample_hidden_states, sample_sentences
 from bertcore.analysis.importance import input_head_importance, iter_head_importance, pretraining_sample
@@ -79,8 +85,9 @@ def main() -> None:
     masking = mask_like_bert(encoding, tokenizer, seed=0)
     started = time.perf_counter()
     data = PretrainingData(corpus, tokenizer, seq_len=128, seed=0)
-    print(f"device={device} torch={torch.__version__} cores={os.cpu_count()}; corpus tokenized in "
-          f"{time.perf_counter() - started:.1f} s")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"device={device} ({device_name}) torch={torch.__version__} cores={os.cpu_count()}; corpus tokenized in "
+          f"{time.perf_counter() - started:.1f} s; {load()}")
 
     print(f"\n1. importance of the current input: {len(encoding)} tokens, {len(masking.positions)} masked, NSP on "
           f"the model's own decision; median / p90 of {args.repeats} after 3 warm-up runs, and the ratio to an "
@@ -111,8 +118,10 @@ def main() -> None:
         before = load()
         passes, longest_batch = [], 0.0
         for _ in range(args.corpus_repeats):
+            synchronize()
             start = last = time.perf_counter()
             for _progress in iter_head_importance(model, batches):
+                synchronize()
                 now = time.perf_counter()
                 longest_batch, last = max(longest_batch, now - last), now
             passes.append(time.perf_counter() - start)
