@@ -100,7 +100,8 @@ def main() -> None:
     print(f"{args.preset} (vocab {args.vocab_size}, hidden {config.hidden_size}, {config.num_hidden_layers} layers, "
           f"{config.num_attention_heads} heads, intermediate {config.intermediate_size}), sequence classification "
           f"with {args.num_labels} labels; batch {args.batch_size}, lengths {args.min_len}..{args.max_len} padded to "
-          f"the batch's longest ({real:.1f} real of {padded:.1f} positions per sequence); {device}, {args.dtype}, "
+          f"the batch's longest ({real:.1f} real of {padded:.1f} positions per sequence); {device} "
+          f"({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}), {args.dtype}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}", flush=True)
     time_interleaved(runners, args.warmup, args.rounds, args.per_round)
     ours_runner, reference_runner = runners
