@@ -9,7 +9,8 @@ from --start until the device runs out of memory (or --max-batch, or the time bu
 step, then torch.cuda.reset_peak_memory_stats and --steps timed steps: the peak of torch.cuda.max_memory_allocated
 (weights, gradients, Adam's moments and the step's activations) and the median real tokens/s. Everything of a
 size is freed before the next (del, gc.collect, torch.cuda.empty_cache). Then a bisection between the last size
-that fit and the first that did not (one step each, multiples of 8) gives the largest batch that fits.
+that fit and the first that did not (one untimed step each, multiples of 8) gives the largest batch that fits.
+Each sequence length gets an even share of --time-budget: no new size starts once its share is spent.
 
 Last, the user's path: bertcore.training.pretraining.Trainer (default corpus, assets vocabulary of 8,000 words,
 one step) with twice the smallest batch that did not fit (its smaller vocabulary needs less memory), and the
@@ -76,9 +77,9 @@ class StepMeasure:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def measure(self, batch_size: int, seq_len: int, steps: int) -> tuple[float | None, float | None]:
-        """(peak bytes or None on the CPU, median real tokens/s) of `steps` timed steps after one untimed step;
-        (None, None) when the device ran out of memory."""
+    def measure(self, batch_size: int, seq_len: int, steps: int) -> tuple[float | None, float | None] | None:
+        """(peak bytes or None on the CPU, median real tokens/s or None when steps = 0) of `steps` timed steps after
+        one untimed step; None when the device ran out of memory."""
         out_of_memory = False
         try:
             batches = [{name: tensor.to(self.device) for name, tensor in batch.items()}
@@ -100,9 +101,9 @@ class StepMeasure:
         batches = None  # this size's batches go before the next size's are made
         self.free()
         if out_of_memory:
-            return None, None
+            return None
         peak = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
-        return peak, batch_size * seq_len / statistics.median(seconds)
+        return peak, batch_size * seq_len / statistics.median(seconds) if seconds else None
 
 
 def peak_text(peak: float | None) -> str:
@@ -117,13 +118,14 @@ def ladder(measure: StepMeasure, seq_len: int, args, deadline: float) -> tuple[i
     print(f"\n| {args.preset} seq {seq_len}: batch | peak memory | real tokens/s |\n|---|---|---|", flush=True)
     while batch_size <= args.max_batch:
         if time.perf_counter() > deadline:
-            print(f"(stopped: the time budget of {args.time_budget:.0f} s is spent)")
+            print(f"(stopped: this length's share of the {args.time_budget:.0f} s time budget is spent)")
             break
-        peak, rate = measure.measure(batch_size, seq_len, args.steps)
-        if rate is None:
+        measured = measure.measure(batch_size, seq_len, args.steps)
+        if measured is None:
             print(f"| {batch_size} | out of memory | |", flush=True)
             failed = batch_size
             break
+        peak, rate = measured
         print(f"| {batch_size} | {peak_text(peak)} | {rate:,.0f} |", flush=True)
         fit, batch_size = batch_size, batch_size * 2
     return fit, failed
@@ -135,9 +137,9 @@ def bisect(measure: StepMeasure, seq_len: int, fit: int, failed: int, rounds: in
         middle = (fit + failed) // 2 // 8 * 8
         if middle <= fit or time.perf_counter() > deadline:
             break
-        _, rate = measure.measure(middle, seq_len, steps=1)
-        print(f"  bisect {middle}: {'fits' if rate is not None else 'out of memory'}", flush=True)
-        fit, failed = (middle, failed) if rate is not None else (fit, middle)
+        fits = measure.measure(middle, seq_len, steps=0) is not None
+        print(f"  bisect {middle}: {'fits' if fits else 'out of memory'}", flush=True)
+        fit, failed = (middle, failed) if fits else (fit, middle)
     return fit, failed
 
 
@@ -174,8 +176,8 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=1 << 16, help="largest batch size tried")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per size (after one untimed)")
     parser.add_argument("--bisect-rounds", type=int, default=5)
-    parser.add_argument("--time-budget", type=float, default=50.0,
-                        help="seconds for the ladders and bisections of all lengths together")
+    parser.add_argument("--time-budget", type=float, default=40.0,
+                        help="seconds for the ladders and bisections of all lengths together, shared evenly")
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default=None, help="default: bf16 on CUDA, else fp32")
     parser.add_argument("--trainer-batch", type=int, default=None,
                         help="batch size of the Trainer run (default: twice the last length's smallest that did "
@@ -193,9 +195,9 @@ def main() -> None:
     print(f"{args.preset}: {config.num_hidden_layers} layers × {config.hidden_size}, vocab {config.vocab_size}, "
           f"{sum(p.numel() for p in measure.model.parameters()) / 1e6:.1f} M parameters; fused AdamW "
           f"{measure.optimizer.defaults.get('fused')}")
-    deadline = time.perf_counter() + args.time_budget
     failed = None
     for seq_len in args.seq_lens:
+        deadline = time.perf_counter() + args.time_budget / len(args.seq_lens)  # each length its share
         fit, failed = ladder(measure, seq_len, args, deadline)
         if fit is not None and failed is not None:
             fit, failed = bisect(measure, seq_len, fit, failed, args.bisect_rounds, deadline)
