@@ -95,7 +95,8 @@ class StepMeasure:
                 self._synchronize()
                 seconds.append(time.perf_counter() - start)
         except RuntimeError as error:
-            if not is_out_of_memory(error):
+            # cuBLAS reports a failed workspace allocation in its own words
+            if not (is_out_of_memory(error) or "ALLOC_FAILED" in str(error)):
                 raise
             out_of_memory = True  # the error (and the activations its traceback holds) goes with this block
         batches = None  # this size's batches go before the next size's are made
@@ -161,6 +162,8 @@ def trainer_message(args, batch_size: int, seq_len: int) -> None:
                 print(f"  it fit: step {stats.step}, loss {stats.loss:.3f} — no out-of-memory message to show")
         except OutOfMemoryTrainingError as error:
             print(f"  OutOfMemoryTrainingError: {error}")
+        except Exception as error:  # what a user would see instead of the clear message: print it, it is the finding
+            print(f"  not the clear message but {type(error).__name__}: {error}")
         print(f"  ({time.perf_counter() - started:.1f} s with the corpus preparation)")
     gc.collect()
     if args.device.startswith("cuda"):
