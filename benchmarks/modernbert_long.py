@@ -18,7 +18,7 @@ For each case, interleaved (which model goes first alternates), medians of --rep
   train    — forward with MLM labels (15% of the real tokens) + backward (no optimizer step: the same for both);
 real (non-pad) tokens/s of each, the ratio bertcore / transformers (above 1 is faster), and, in fp32 on up to two
 rows of the case's batch, the largest logit difference over real positions (a check both computed the same).
-A case that runs out of memory says so and the next case runs.
+A case that runs out of memory, or fails otherwise, says so in its row and the next case runs.
 
     python benchmarks/modernbert_long.py --device cuda                      # bf16 autocast, ≤ ~60 s on an H200
     python benchmarks/modernbert_long.py --device cpu --tiny                # dry run: a tiny config, short lengths
@@ -154,6 +154,13 @@ def fp32_difference(ours, reference, batch: dict[str, torch.Tensor]) -> float:
     return difference.item()
 
 
+def failure(error: Exception) -> str:
+    """A table cell for a run that raised: "out of memory", or the error's type and first line."""
+    if is_out_of_memory(error):
+        return "out of memory"
+    return f"failed: {type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:160]}"
+
+
 def free(device: torch.device) -> None:
     import gc
 
@@ -201,19 +208,15 @@ def main() -> None:
         started = time.perf_counter()
         try:
             difference = f"{fp32_difference(ours, reference, batch):.2e}"
-        except RuntimeError as error:
-            if not is_out_of_memory(error):
-                raise
-            difference = "out of memory"
+        except Exception as error:  # one failing case must not cost the others: print it, it is the finding
+            difference = failure(error)
         free(device)
         for kind in ("forward", "train"):
             try:
                 ours_rate, reference_rate = interleaved(ours_timer, reference_timer, kind, args.warmup, args.repeats)
                 cells = f"{ours_rate:,.0f} | {reference_rate:,.0f} | {ours_rate / reference_rate:.2f}×"
-            except RuntimeError as error:
-                if not is_out_of_memory(error):
-                    raise
-                cells = "out of memory | | "
+            except Exception as error:
+                cells = f"{failure(error)} | | "
             ours.zero_grad(set_to_none=True), reference.zero_grad(set_to_none=True)
             free(device)
             print(f"| {case} | {ours_timer.real_tokens:,} | {kind} | {cells} | {difference} |", flush=True)
