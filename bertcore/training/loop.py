@@ -75,6 +75,7 @@ from bertcore.files.metrics_log import MetricsLog
 from bertcore.files.run_claim import RunClaim
 from bertcore.files.run_folder import RunFolder
 from bertcore.models.bert import BertForPreTraining
+from bertcore.training.batches_ahead import BatchesAhead
 from bertcore.training.controls import LoopControls
 from bertcore.training.divergence import DivergenceMonitor
 from bertcore.training.loop_checkpoints import LoopCheckpoints
@@ -99,6 +100,10 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
     run holds it). `resume=True` continues the run in `config.out_dir` from its latest checkpoint; a path
     continues from that checkpoint folder, which must belong to that run.
     """
+
+    # Devices whose steps overlap the making of the next batch (BatchesAhead). Not the CPU: there the second
+    # thread would take cores from the step itself. benchmarks/train_loop_speed.py turns it off to measure it.
+    batches_ahead_on: tuple[str, ...] = ("cuda",)
 
     def __init__(self, config, task: TrainingTask, *, resume: bool | str | Path = False,
                  command: list[str] | None = None):
@@ -283,6 +288,9 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
         self._session_started = time.perf_counter()
         self._paused_seconds = 0.0
         config = self.config
+        self._batches = BatchesAhead(
+            lambda step: self.task.train_batch(step, config.batch_size, self.rank, self.world_size),
+            last_step=self.total_steps, ahead=self.device.type in self.batches_ahead_on)
         try:
             while self.step < self.total_steps:
                 self._paused_seconds += self._wait_while_paused()
@@ -325,6 +333,7 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
                                          "message": str(error)})
             raise
         finally:
+            self._batches.close()
             self._elapsed_before, self._session_started = self._elapsed(), None
             with self._lock:
                 if self._metrics is not None:

@@ -20,8 +20,9 @@ from bertcore.training.setup import is_out_of_memory
 
 class LoopStep:
     """The step of `TrainingLoop`, which sets what this reads: config, task, model, optimizer, device, rank,
-    world_size, step, total_steps, _train_model, _lock, _divergence, _unconfirmed_checkpoint, last_good_checkpoint,
-    `_autocast()`, `_elapsed()` and the checkpoint verdicts of LoopCheckpoints."""
+    world_size, step, total_steps, _train_model, _batches (the step's batch), _lock, _divergence,
+    _unconfirmed_checkpoint, last_good_checkpoint, `_autocast()`, `_elapsed()` and the checkpoint verdicts of
+    LoopCheckpoints."""
 
     def learning_rate(self, step: int) -> float:
         """Learning rate of 1-based `step`: linear warm-up to config.lr, then linear decay towards 0, step for step
@@ -37,8 +38,7 @@ class LoopStep:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate
         try:
-            batch = task.train_batch(step, config.batch_size, self.rank, self.world_size)
-            batch = batch.to(self.device, non_blocking=True)
+            batch = self._batches.batch(step).to(self.device, non_blocking=True)
             # Dropout draws from the global RNG: re-seed it per step (resume-exact) without disturbing the caller's.
             with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_available() else []):
                 torch.manual_seed(step_rng(config.seed, self.rank, step, "dropout").getrandbits(63))
