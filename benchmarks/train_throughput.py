@@ -10,13 +10,23 @@ CPU time, which other processes' load stretches far less than wall time (cache s
 
     .venv/bin/python benchmarks/train_throughput.py                       # mini, 32 × 128, full-length batches
     .venv/bin/python benchmarks/train_throughput.py --batches corpus      # Tiny Shakespeare pairs
-    .venv/bin/python benchmarks/train_throughput.py --preset base --device cuda --dtype bf16   # + MFU
+    .venv/bin/python benchmarks/train_throughput.py --preset base --device cuda --dtype bf16   # + MFU, peak memory
+    python benchmarks/train_throughput.py --preset base --vocab-size 30522 --batches corpus --seq-len 512 \
+        --batch-size 64 --device cuda --dtype bf16                        # what benchmarks/gpu_report.sh runs
 
 --batches full:   identical random full-length batches (no padding), 15% of positions labelled.
---batches corpus: batches from the real pipeline (bertcore.data.batches, with the trainer's default length bucketing) on
-                  the default corpus, padded to their longest sequence and given to both models; transformers
-                  is also timed on the same batches padded to --seq-len, the usual fixed-length input of a
-                  transformers pipeline.
+--batches corpus: batches from the real pipeline (bertcore.data.batches, with the trainer's default length bucketing)
+                  on the default corpus (--join-documents N: every N of its documents joined into one), padded
+                  to their longest sequence and given to both models; transformers is also timed on the same
+                  batches padded to --seq-len, the usual fixed-length input of a transformers pipeline. The
+                  model's vocabulary is the corpus vocabulary's (8,000 words) unless --vocab-size names a larger
+                  one (30,522 for BERT's own size: the ids stay the corpus's).
+
+MFU (CUDA, bf16): training FLOPs per real token (training_flops_per_token: 6 × the matrix parameters each token
+passes through, the vocabulary projection at the 15 % labelled positions only, plus the attention products at the
+batch's length) × tokens/s over the GPU's dense bf16 peak from its datasheet (989 TFLOP/s for the H100/H200).
+The same useful FLOPs are credited to every model, so a model that computes more (transformers decodes all positions,
+and every layer runs on padding) shows a lower MFU for the same work.
 """
 
 from __future__ import annotations
@@ -56,14 +66,20 @@ def full_length_batches(vocab_size: int, batch_size: int, seq_len: int, count: i
     return batches
 
 
-def corpus_batches(batch_size: int, seq_len: int, count: int, length_buckets: int):
+def corpus_batches(batch_size: int, seq_len: int, count: int, length_buckets: int, join_documents: int = 1):
     from bertcore.data.batches import PretrainingData
-    from bertcore.data.corpus import read_corpus
+    from bertcore.data.corpus import Corpus, read_corpus
     from bertcore.files.resources import default_corpus_path, default_vocab_path
     from bertcore.tokenization.wordpiece import BertTokenizer
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
-    data = PretrainingData(read_corpus(default_corpus_path()), tokenizer, seq_len=seq_len,
+    corpus = read_corpus(default_corpus_path())
+    if join_documents > 1:  # Tiny Shakespeare's documents are speeches of ~38 tokens: join them into longer ones
+        documents = corpus.documents
+        joined = [[sentence for document in documents[i:i + join_documents] for sentence in document]
+                  for i in range(0, len(documents), join_documents)]
+        corpus = Corpus(documents=joined, files=corpus.files, source=corpus.source)
+    data = PretrainingData(corpus, tokenizer, seq_len=seq_len,
                            length_buckets=length_buckets)
     return tokenizer.vocab_size, [data.train_batch(step, batch_size).model_inputs() for step in range(1, count + 1)]
 
@@ -89,6 +105,7 @@ def transformers_model(config, state_dict):
 class Runner:
     def __init__(self, name: str, model, device, dtype, batches, default_adamw: bool = False):
         self.name, self.model, self.dtype = name, model.to(device).train(), dtype
+        self.seq_lens = [b["input_ids"].size(1) for b in batches]
         self.batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
         groups = weight_decay_groups(self.model, 0.01)
         # default_adamw: torch.optim.AdamW as constructed by default (the for-loop kernel on CPU)
@@ -96,12 +113,17 @@ class Runner:
                           else make_optimizer(groups, lr=1e-4))
         self.device = device
         self.rates: list[float] = []  # real tokens per second of wall time
+        self.flop_rates: list[float] = []  # useful training FLOP per second (training_flops_per_token at the batch's T)
+        self.peak_memory = 0  # bytes, CUDA only: the most this runner's steps held at once
         self.cpu_rates: list[float] = []  # real tokens per second of this process's CPU time: load barely moves it
         self.cursor = 0
 
     def step(self, timed: bool) -> None:
-        batch = self.batches[self.cursor % len(self.batches)]
+        index = self.cursor % len(self.batches)
+        batch = self.batches[index]
         self.cursor += 1
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         start, cpu_start = time.perf_counter(), time.process_time()
         self.optimizer.zero_grad(set_to_none=True)
         autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
@@ -114,9 +136,14 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         if timed:
+            elapsed = time.perf_counter() - start
             tokens = int(batch["attention_mask"].sum())
-            self.rates.append(tokens / (time.perf_counter() - start))
+            self.rates.append(tokens / elapsed)
             self.cpu_rates.append(tokens / (time.process_time() - cpu_start))
+            config = getattr(self.model, "config", None) or self.model._orig_mod.config
+            self.flop_rates.append(training_flops_per_token(config, self.seq_lens[index]) * tokens / elapsed)
+            if self.device.type == "cuda":
+                self.peak_memory = max(self.peak_memory, torch.cuda.max_memory_allocated(self.device))
 
     @property
     def median(self) -> float:
@@ -131,9 +158,11 @@ def time_interleaved(runners: list[Runner], warmup: int, rounds: int, per_round:
     """Warm each runner up, then time `rounds` rounds of `per_round` steps of each in turn."""
     for runner in runners:
         start = time.perf_counter()
-        for _ in range(warmup):
+        # A compiled model compiles again for each new batch shape: every batch is seen before the timing starts.
+        steps = max(warmup, len(runner.batches)) if "compile" in runner.name else warmup
+        for _ in range(steps):
             runner.step(timed=False)
-        print(f"  {runner.name}: {warmup} warm-up steps took {time.perf_counter() - start:.1f} s", flush=True)
+        print(f"  {runner.name}: {steps} warm-up steps took {time.perf_counter() - start:.1f} s", flush=True)
     for _ in range(rounds):
         for runner in runners:
             for _ in range(per_round):
@@ -152,11 +181,14 @@ def training_flops_per_token(config, seq_len: int, mlm_fraction: float = 0.15) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="mini")
-    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--vocab-size", type=int, default=None,
+                        help="the model's vocabulary (default 8000 for full batches; corpus: the corpus vocabulary's)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batches", choices=("full", "corpus"), default="full")
     parser.add_argument("--length-buckets", type=int, default=8, help="corpus batches: the trainer's bucketing")
+    parser.add_argument("--join-documents", type=int, default=1,
+                        help="corpus batches: join every N documents into one, so that pairs can fill long sequences")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per model")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --per-round timed steps")
     parser.add_argument("--per-round", type=int, default=2)
@@ -173,10 +205,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    vocab_size = args.vocab_size
+    vocab_size = args.vocab_size or 8000
     if args.batches == "corpus":
-        vocab_size, batches = corpus_batches(args.batch_size, args.seq_len, count=8,
-                                             length_buckets=args.length_buckets)
+        corpus_vocab, batches = corpus_batches(args.batch_size, args.seq_len, count=8,
+                                               length_buckets=args.length_buckets, join_documents=args.join_documents)
+        vocab_size = max(args.vocab_size or 0, corpus_vocab)
     else:
         batches = full_length_batches(vocab_size, args.batch_size, args.seq_len, count=4)
     config = preset(args.preset, vocab_size=vocab_size, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -207,20 +240,25 @@ def main() -> None:
           f"{args.seq_len} ({args.batches} batches, {mean_tokens:.1f} real tokens per sequence); {device}, "
           f"{args.dtype}, {torch.get_num_threads()} threads, torch {torch.__version__}", flush=True)
     time_interleaved(runners, args.warmup, args.rounds, args.per_round)
+    peak = None
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None) if args.dtype == "bf16" else None
+        print(f"  on {name}; MFU against its dense bf16 peak of {peak} TFLOP/s")
     for runner in runners:
         spread = f"{min(runner.rates):,.0f}–{max(runner.rates):,.0f}"
-        print(f"  {runner.name:<40} {runner.median:>10,.0f} tokens/s (median of {len(runner.rates)}; range {spread})")
+        extra = ""
+        if device.type == "cuda":
+            achieved = statistics.median(runner.flop_rates) / 1e12
+            extra = f"; {achieved:.0f} TFLOP/s" + (f", MFU {achieved / peak:.1%}" if peak else "")
+            extra += f"; peak memory {runner.peak_memory / 2**30:.1f} GiB"
+        print(f"  {runner.name:<40} {runner.median:>10,.0f} tokens/s (median of {len(runner.rates)}; range {spread})"
+              + extra)
     for ours_runner in (r for r in runners if r.name.startswith("bertcore")):
         for other in (r for r in runners if r.name.startswith("transformers")):
             cpu = (f"; per CPU second {ours_runner.cpu_median / other.cpu_median:.2f}×" if device.type == "cpu"
                    else "")
             print(f"  ratio {ours_runner.name} / {other.name}: {ours_runner.median / other.median:.2f}×{cpu}")
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-        achieved = training_flops_per_token(config, args.seq_len) * runners[0].median / 1e12
-        mfu = f", MFU {achieved / peak:.1%} of {peak:.0f} TFLOP/s" if peak and args.dtype == "bf16" else ""
-        print(f"  bertcore: {achieved:.1f} TFLOP/s on {name}{mfu}")
 
 
 if __name__ == "__main__":
