@@ -121,7 +121,7 @@ def ladder(measure: StepMeasure, seq_len: int, args, deadline: float) -> tuple[i
         if time.perf_counter() > deadline:
             print(f"(stopped: this length's share of the {args.time_budget:.0f} s time budget is spent)")
             break
-        measured = measure.measure(batch_size, seq_len, args.steps)
+        measured = measure.measure(batch_size, seq_len, max(1, args.steps))
         if measured is None:
             print(f"| {batch_size} | out of memory | |", flush=True)
             failed = batch_size
