@@ -368,6 +368,7 @@ def test_qa_metrics_are_squads_on_the_runs_own_predictions(pretrained, tmp_path)
     assert final_eval["f1"] == pytest.approx(official["f1"], abs=1e-12)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_fine_tuning_on_cuda_in_bf16(pretrained, keyword_task, tmp_path):
     train, eval_ = keyword_task

@@ -166,6 +166,7 @@ def test_int_special_tokens_mask_and_no_generator():
     assert (batch.labels[special] == IGNORE_INDEX).all()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_runs_on_cuda_with_a_cpu_generator():
     input_ids, special = make_batch([30, 10], 30)
