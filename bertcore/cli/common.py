@@ -121,8 +121,9 @@ def resume_argument(args: argparse.Namespace) -> bool | str:
 
 
 def init_distributed(device_name: str | None) -> bool:
-    """Join the torchrun process group when launched under torchrun with more than one process."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    """Join the torchrun process group when launched by torchrun (TORCHELASTIC_RUN_ID), even a group of one: its
+    backend (NCCL on a GPU) is then the one a larger run would use; or when WORLD_SIZE says there are several."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     import torch
     import torch.distributed as dist
@@ -132,6 +133,14 @@ def init_distributed(device_name: str | None) -> bool:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(backend="nccl" if use_nccl else "gloo")
     return True
+
+
+def process_group_note() -> str:
+    """" over nccl" (or gloo) for a process in a torchrun process group, else "": for the run's first line."""
+    from bertcore.training.setup import process_group_backend
+
+    backend = process_group_backend()
+    return f" over {backend}" if backend else ""
 
 
 def fmt(value: float) -> str:

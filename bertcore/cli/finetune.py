@@ -39,6 +39,7 @@ from bertcore.cli.common import (
     drive,
     fmt,
     given_options,
+    process_group_note,
     resume_argument,
     resumed_run_dir,
     run_command,
@@ -152,7 +153,7 @@ def _run(finetuner, args: argparse.Namespace) -> int:
               f"eval {'windows' if config.task == QA_TASK else 'examples'} (eval: {data.eval_source}); "
               f"{config.steps:,} steps of {config.batch_size} at lr {config.lr:g}; "
               f"{finetuner.model.num_parameters():,} parameters on {finetuner.device} × {finetuner.world_size} "
-              f"process(es); run folder {finetuner.out_dir}", file=sys.stderr)
+              f"process(es){process_group_note()}; run folder {finetuner.out_dir}", file=sys.stderr)
     names = finetuner.task.metric_names
 
     def postfix(stats) -> dict:

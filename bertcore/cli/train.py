@@ -32,6 +32,7 @@ from bertcore.cli.common import (
     drive,
     fmt,
     given_options,
+    process_group_note,
     resume_argument,
     resumed_run_dir,
     run_command,
@@ -191,7 +192,8 @@ def _run(trainer, args: argparse.Namespace) -> int:
     if trainer.is_main:
         source = f"resuming from {trainer.resumed_from} at step {trainer.step}" if trainer.resumed_from else "new run"
         print(f"bert-train: {source}; {trainer.model.num_parameters():,} parameters on {trainer.device} "
-              f"× {trainer.world_size} process(es); run folder {trainer.out_dir}", file=sys.stderr)
+              f"× {trainer.world_size} process(es){process_group_note()}; run folder {trainer.out_dir}",
+              file=sys.stderr)
         prepared = trainer.task.prepared
         print(f"bert-train: corpus {prepared.source}: {prepared.meta['num_documents']:,} documents, "
               f"{prepared.num_tokens:,} tokens, prepared in {prepared.folder}", file=sys.stderr)

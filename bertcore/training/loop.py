@@ -84,6 +84,7 @@ from bertcore.training.setup import (
     autocast_dtype,
     distributed,
     make_optimizer,
+    process_group_backend,
     resolve_device,
     weight_decay_groups,
 )
@@ -190,7 +191,8 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
             folder.write_run_config({
                 "training": self.config.to_dict(), **self.task.run_config(),
                 "num_parameters": self.model.num_parameters(), "world_size": self.world_size,
-                "device": str(self.device), "torch_version": torch.__version__,
+                "process_group": process_group_backend(), "device": str(self.device),
+                "torch_version": torch.__version__,
                 "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
         # A fresh run in an old folder starts a fresh curve; a resumed one drops the records after its step.
@@ -366,7 +368,7 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
             "step": self.step, "total_steps": self.total_steps, "elapsed_seconds": self._elapsed(),
             "eval": evaluation.to_dict() if evaluation else None,
             "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
-            "device": str(self.device), "world_size": self.world_size,
+            "device": str(self.device), "world_size": self.world_size, "process_group": process_group_backend(),
             "num_parameters": self.model.num_parameters(), "replica_checksums": checksums,
             **self.task.summary(),
         })

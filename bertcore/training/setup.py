@@ -78,6 +78,11 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if use_bf16 else None
 
 
+def process_group_backend() -> str | None:
+    """The backend of the torch.distributed process group this process joined ("nccl", "gloo"), or None."""
+    return dist.get_backend() if dist.is_available() and dist.is_initialized() else None
+
+
 def distributed() -> tuple[int, int, int]:
     """(rank, world_size, local_rank); (0, 1, 0) unless torch.distributed is initialised."""
     if dist.is_available() and dist.is_initialized():

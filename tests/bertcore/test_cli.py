@@ -168,6 +168,8 @@ def test_two_process_torchrun_on_cpu_with_gloo(corpus_path, tmp_path):
     run_config = json.loads((out / "run_config.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     assert run_config["world_size"] == 2 and summary["world_size"] == 2
+    assert run_config["process_group"] == summary["process_group"] == "gloo"
+    assert "× 2 process(es) over gloo" in result.stderr
     first, second = summary["replica_checksums"]
     assert first == second  # DDP kept both replicas identical
     # both ranks' batches count: about twice the tokens of one rank's batch of 4 sequences

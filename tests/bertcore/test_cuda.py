@@ -453,15 +453,17 @@ def test_bert_train_on_the_device_end_to_end_and_final_loads_on_the_cpu(tmp_path
 
 def test_torchrun_one_process_on_the_device(tmp_path):
     """`torchrun --standalone --nproc_per_node=1 -m bertcore.cli --device DEVICE`: a run launched as a distributed
-    job of one. With WORLD_SIZE 1 bert-train joins no process group (bertcore.cli.common.init_distributed), so this
-    proves the launch path, not NCCL: test_ddp_step_over_the_device_backend does that."""
+    job of one, which joins torchrun's process group over the backend a larger run uses: NCCL on a GPU, gloo on
+    the CPU (test_ddp_step_over_the_device_backend checks that DDP's gradient reduction over it is right)."""
     out = tmp_path / "run"
     result = run_process([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
                           "-m", "bertcore.cli", *cli_options(out, "--steps", "3")])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "× 1 process(es)" in result.stderr and "finished at step 3" in result.stderr
+    backend = "nccl" if DEVICE.startswith("cuda") else "gloo"
+    assert f"× 1 process(es) over {backend}" in result.stderr and "finished at step 3" in result.stderr
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["step"] == 3 and summary["world_size"] == 1 and same_device(summary["device"], DEVICE)
+    assert summary["process_group"] == backend
     assert len(summary["replica_checksums"]) == 1
 
 
