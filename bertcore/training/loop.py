@@ -61,10 +61,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -102,9 +104,10 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
     continues from that checkpoint folder, which must belong to that run.
     """
 
-    # Devices whose steps overlap the making of the next batch (BatchesAhead). Not the CPU: there the second
-    # thread would take cores from the step itself. benchmarks/train_loop_speed.py turns it off to measure it.
-    batches_ahead_on: tuple[str, ...] = ("cuda",)
+    # Worker processes that make the coming batches while the device computes (BatchesAhead), per device type:
+    # none anywhere until a GPU measurement shows a gain (see bertcore.training.batches_ahead); never on the CPU,
+    # where they would take cores from the step. benchmarks/train_loop_speed.py sets it to measure it.
+    batch_workers: ClassVar[dict[str, int]] = {}
 
     def __init__(self, config, task: TrainingTask, *, resume: bool | str | Path = False,
                  command: list[str] | None = None):
@@ -291,8 +294,9 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
         self._paused_seconds = 0.0
         config = self.config
         self._batches = BatchesAhead(
-            lambda step: self.task.train_batch(step, config.batch_size, self.rank, self.world_size),
-            last_step=self.total_steps, ahead=self.device.type in self.batches_ahead_on)
+            functools.partial(_train_batch, self.task, config.batch_size, self.rank, self.world_size),
+            first_step=self.step + 1, last_step=self.total_steps,
+            workers=self.batch_workers.get(self.device.type, 0))
         try:
             while self.step < self.total_steps:
                 self._paused_seconds += self._wait_while_paused()
@@ -382,3 +386,8 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
         gathered = [torch.zeros_like(checksum) for _ in range(self.world_size)]
         dist.all_gather(gathered, checksum)
         return [value.item() for value in gathered]
+
+
+def _train_batch(task: TrainingTask, batch_size: int, rank: int, world_size: int, step: int):
+    """The task's batch of `step` (a module-level function, for the batch workers)."""
+    return task.train_batch(step, batch_size, rank, world_size)

@@ -1,12 +1,12 @@
-"""The next step's batch made on a second thread (BatchesAhead): the same batches, one at a time, errors at their
-step; and a training run with it logs what a run without it logs."""
+"""The coming steps' batches made by worker processes (BatchesAhead): the same batches in order, errors at their
+step, a step out of order made at once; and a training run with workers logs what a run without them logs."""
 
 from __future__ import annotations
 
-import threading
-import time
+import os
 
 import pytest
+import torch
 
 from bertcore.training.batches_ahead import BatchesAhead
 from bertcore.training.loop import TrainingLoop
@@ -14,78 +14,68 @@ from bertcore.training.pretraining import Trainer
 from tests.bertcore.test_trainer import TINY_MODEL, corpus_path, make_config  # noqa: F401 (a fixture)
 
 
-class Recorder:
-    """make(step) -> ("batch", step), noting the thread of each call and whether two ever overlapped."""
-
-    def __init__(self, fail_at: int | None = None, seconds: float = 0.0):
-        self.calls: list[tuple[int, str]] = []
-        self.overlapped = False
-        self._busy = threading.Lock()
-        self.fail_at, self.seconds = fail_at, seconds
-
-    def __call__(self, step: int):
-        if not self._busy.acquire(blocking=False):
-            self.overlapped = True
-            self._busy.acquire()
-        try:
-            self.calls.append((step, threading.current_thread().name))
-            time.sleep(self.seconds)
-            if step == self.fail_at:
-                raise ValueError(f"no batch for step {step}")
-            return ("batch", step)
-        finally:
-            self._busy.release()
+def made_by(step: int) -> dict:
+    """A batch that says which process made it; step 4 cannot be made."""
+    if step == 4:
+        raise ValueError("no batch for step 4")
+    return {"step": step, "pid": os.getpid(), "ids": torch.full((2, 3), step)}
 
 
-def test_ahead_gives_each_step_its_own_batch_made_on_the_worker_thread():
-    make = Recorder(seconds=0.01)
-    batches = BatchesAhead(make, last_step=5, ahead=True)
+def test_workers_make_each_step_s_batch_in_order_in_other_processes():
+    batches = BatchesAhead(made_by, first_step=1, last_step=3, workers=2)
     try:
-        assert [batches.batch(step) for step in range(1, 6)] == [("batch", s) for s in range(1, 6)]
+        made = [batches.batch(step) for step in (1, 2, 3)]
     finally:
         batches.close()
-    assert [step for step, _ in make.calls] == [1, 2, 3, 4, 5]  # each once: none beyond the last step
-    assert make.calls[0][1] == threading.current_thread().name  # the first has nothing ahead of it
-    assert all(thread.startswith("next-batch") for _, thread in make.calls[1:])
-    assert not make.overlapped
+    assert [b["step"] for b in made] == [1, 2, 3]
+    assert all(torch.equal(b["ids"], torch.full((2, 3), b["step"])) for b in made)
+    assert all(b["pid"] != os.getpid() for b in made)
 
 
-def test_without_ahead_every_batch_is_made_when_asked_for():
-    make = Recorder()
-    batches = BatchesAhead(make, last_step=3, ahead=False)
-    assert [batches.batch(step) for step in (1, 2, 3)] == [("batch", 1), ("batch", 2), ("batch", 3)]
-    assert {thread for _, thread in make.calls} == {threading.current_thread().name}
+def test_without_workers_every_batch_is_made_here():
+    batches = BatchesAhead(made_by, first_step=1, last_step=3, workers=0)
+    assert [batches.batch(step)["pid"] for step in (1, 2, 3)] == [os.getpid()] * 3
 
 
 def test_an_error_making_a_batch_surfaces_at_its_step():
-    batches = BatchesAhead(Recorder(fail_at=3), last_step=5, ahead=True)
+    batches = BatchesAhead(made_by, first_step=2, last_step=6, workers=2)
     try:
-        assert batches.batch(1) == ("batch", 1)
-        assert batches.batch(2) == ("batch", 2)  # step 3's batch failed meanwhile, on the worker thread
-        with pytest.raises(ValueError, match="no batch for step 3"):
-            batches.batch(3)
+        assert [batches.batch(step)["step"] for step in (2, 3)] == [2, 3]
+        with pytest.raises(ValueError, match="no batch for step 4"):
+            batches.batch(4)
     finally:
         batches.close()
 
 
-def test_asking_out_of_order_waits_for_the_batch_being_made():
-    make = Recorder(seconds=0.05)
-    batches = BatchesAhead(make, last_step=9, ahead=True)
-    try:
-        batches.batch(1)  # starts step 2's on the worker
-        assert batches.batch(5) == ("batch", 5)  # not step 2's: made here, after the worker's is done
-    finally:
-        batches.close()
-    assert not make.overlapped
+def test_a_step_out_of_order_is_made_here_and_the_workers_stop():
+    batches = BatchesAhead(made_by, first_step=1, last_step=9, workers=1)
+    assert batches.batch(1)["pid"] != os.getpid()
+    sixth = batches.batch(6)
+    assert (sixth["step"], sixth["pid"]) == (6, os.getpid())
+    assert batches.batch(7)["pid"] == os.getpid()  # the workers were stopped: everything is made here now
 
 
 @pytest.mark.slow
-def test_a_run_with_batches_made_ahead_logs_what_a_run_without_logs(corpus_path, tmp_path, monkeypatch):  # noqa: F811
-    def run(name: str) -> list[dict]:
-        config = make_config(corpus_path, tmp_path / name, steps=6, length_buckets=2)
+def test_a_run_with_batch_workers_logs_what_a_run_without_logs(corpus_path, tmp_path, monkeypatch):  # noqa: F811
+    def run(name: str, **changes) -> list[dict]:
+        config = make_config(corpus_path, tmp_path / name, length_buckets=2, **changes)
         return [{k: v for k, v in stats.to_dict().items() if k not in ("tokens_per_second", "elapsed_seconds")}
                 for stats in Trainer(config, model_config=TINY_MODEL).steps()]
 
-    plain = run("plain")
-    monkeypatch.setattr(TrainingLoop, "batches_ahead_on", ("cpu",))
-    assert run("ahead") == plain
+    plain = run("plain", steps=6)
+    monkeypatch.setattr(TrainingLoop, "batch_workers", {"cpu": 2})
+    assert run("workers", steps=6) == plain
+    # Stopped after step 3 and resumed: the workers start again at step 4.
+    config = make_config(corpus_path, tmp_path / "resumed", length_buckets=2, steps=6, checkpoint_every=3)
+    first = Trainer(config, model_config=TINY_MODEL)
+    logged = []
+    for stats in first.steps():
+        logged.append(stats)
+        if stats.step == 3:
+            first.request_stop()
+    first.close()
+    second = Trainer(config, model_config=TINY_MODEL, resume=True)
+    logged += list(second.steps())
+    second.close()
+    assert [{k: v for k, v in s.to_dict().items() if k not in ("tokens_per_second", "elapsed_seconds")}
+            for s in logged] == plain
