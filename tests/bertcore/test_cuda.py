@@ -177,9 +177,10 @@ PARITY_CASES: dict[str, Callable[..., ParityCase]] = {
 }
 
 
-def assert_same_logits(got, want, labels: torch.Tensor | None = None) -> int:
+def assert_same_logits(got, want, labels: torch.Tensor | None = None, real: torch.Tensor | None = None) -> int:
     """Every logits field transformers gave, against ours; ours hold only the labelled rows where transformers
-    holds all (the sparse head of the training path). Returns how many fields were compared."""
+    holds all (the sparse head of the training path); per-token fields at the `real` (B, T) positions only, when
+    given. Returns how many fields were compared."""
     compared = 0
     for field in LOGIT_FIELDS:
         expected = getattr(want, field, None)
@@ -188,6 +189,8 @@ def assert_same_logits(got, want, labels: torch.Tensor | None = None) -> int:
         actual = getattr(got, field)
         if actual.shape != expected.shape and labels is not None:
             expected = expected[labels != IGNORE_INDEX]
+        elif real is not None and actual.shape[:2] == real.shape:
+            actual, expected = actual[real], expected[real]
         torch.testing.assert_close(actual, expected, **FP32, msg=lambda message, field=field: f"{field}: {message}")
         compared += 1
     return compared
@@ -206,10 +209,15 @@ def test_fp32_matches_transformers_on_the_device(family, transformers, strict_fp
         want = reference(**inputs, output_hidden_states=True)
     assert same_device(got.hidden_states[-1].device, DEVICE)
     assert len(got.hidden_states) == len(want.hidden_states)
+    # Real positions only: at a padding query whose every key is hidden (ModernBERT's local layers, late padding)
+    # the result is whatever the attention kernel makes of a row of equal lowest scores: on the CPU ours and
+    # transformers' agree there, on an H200 (our fused kernel against its eager softmax) they were 0.015 apart. No
+    # output reads those rows, since padding is never a key.
+    real = inputs["attention_mask"].bool()  # (B, T)
     for layer, (actual, expected) in enumerate(zip(got.hidden_states, want.hidden_states, strict=True)):
-        torch.testing.assert_close(actual, expected, **FP32,
+        torch.testing.assert_close(actual[real], expected[real], **FP32,
                                    msg=lambda message, layer=layer: f"hidden states {layer}: {message}")
-    assert assert_same_logits(got, want) >= 1
+    assert assert_same_logits(got, want, real=real) >= 1
 
     got = ours(**inputs, **labels)
     want = reference(**inputs, **labels)

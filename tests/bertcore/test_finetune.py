@@ -371,9 +371,11 @@ def test_qa_metrics_are_squads_on_the_runs_own_predictions(pretrained, tmp_path)
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_fine_tuning_on_cuda_in_bf16(pretrained, keyword_task, tmp_path):
+    """60 steps, as the CPU test of this task: at 20 the loss has barely moved (0.69) and both fp32 and bf16 still
+    score 0.5 on the CPU as on the GPU; at 60 both score 1.0 on the CPU."""
     train, eval_ = keyword_task
     config = FinetuneConfig(task="sequence", train=str(train), eval=str(eval_), init_from=str(pretrained),
-                            out_dir=str(tmp_path / "run"), steps=20, batch_size=16, seq_len=16, lr=5e-3,
+                            out_dir=str(tmp_path / "run"), steps=60, batch_size=16, seq_len=16, lr=5e-3,
                             device="cuda", precision="auto")
     with Finetuner(config) as finetuner:
         assert finetuner.autocast_dtype == torch.bfloat16 and finetuner.device.type == "cuda"
