@@ -181,9 +181,10 @@ def test_overview_cells_are_the_heads_and_a_click_opens_one(panel, qtbot, real_i
 
 
 def grid_highlight(grid):
-    """The visible row the head grid's token lines mark in its first head, None when none."""
+    """The visible row the head grid's token lines mark in its first head, None when none (a thumbnail is one
+    scene unit across, its t rows 1 / t each)."""
     xs, _ = grid.token_lines.getData()
-    return None if xs is None or len(xs) == 0 else int(xs[0] - 0.5)
+    return None if xs is None or len(xs) == 0 else round(xs[0] * grid.matrices.shape[-1] - 0.5)
 
 
 def _cell_centre(row, column, cell):

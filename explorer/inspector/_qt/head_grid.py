@@ -161,13 +161,14 @@ class HeadGrid(HoverReadout, QWidget):
         self.matrices, self.tokens = matrices, view.tokens
         self.positions = view.positions
         self.layer = view.layer
-        length = max(1, matrices.shape[-1])
+        self._length = max(1, matrices.shape[-1])
         for head, image in enumerate(self.images):
             image.setImage(thumbnails[head], autoLevels=False)
-        # an ImageItem keeps the scale that fitted its previous picture into the cell: a picture of another
-        # resolution (drawn for a new size) has to be placed again, or it overflows its frame
-        if length != self._length or self.columns == 0 or thumbnails.shape[1] != self._resolution:
-            self._length, self._resolution = length, thumbnails.shape[1]
+        # An ImageItem keeps the scale that fitted its previous picture into the cell: a picture of another
+        # resolution (drawn for a new size) has to be placed again, or it overflows its frame. A new token count
+        # needs nothing: a thumbnail is one scene unit whatever the count (a keystroke usually changes it).
+        if self.columns == 0 or thumbnails.shape[1] != self._resolution:
+            self._resolution = thumbnails.shape[1]
             self._layout()
         self.set_enabled(view.heads_on)
         self.highlight_position(self._highlighted)
@@ -181,24 +182,24 @@ class HeadGrid(HoverReadout, QWidget):
             self.layer_kind_label.setStyleSheet(f"color: {kind.colour}; border-left: 4px solid {kind.colour}; "
                                                 "padding-left: 4px;")
 
+    # Scene units: each thumbnail is 1 × 1, GRID_GAP apart; token i of t spans [i / t, (i + 1) / t) of it.
     def _cell_origin(self, head: int) -> tuple[float, float]:
-        step = self._length * (1 + GRID_GAP)
+        step = 1 + GRID_GAP
         return (head % self.columns) * step, (head // self.columns) * step
 
     def _layout(self) -> None:
         """Place the thumbnails in the number of columns that makes them largest."""
         size = self.graphics.viewport().size()
         self.columns = grid_columns(max(1, self.num_heads), max(1, size.width()), max(1, size.height()))
-        length = self._length
         for head, (image, frame, number) in enumerate(zip(self.images, self.frames, self.numbers, strict=True)):
             x, y = self._cell_origin(head)
-            image.setRect(QRectF(x, y, length, length))
-            frame.setRect(QRectF(x, y, length, length))
+            image.setRect(QRectF(x, y, 1, 1))
+            frame.setRect(QRectF(x, y, 1, 1))
             number.setPos(x, y)
         rows = math.ceil(max(1, self.num_heads) / self.columns)
-        step = length * (1 + GRID_GAP)
-        self.view.setRange(xRange=(0, self.columns * step - length * GRID_GAP),
-                           yRange=(0, rows * step - length * GRID_GAP), padding=0.01)
+        step = 1 + GRID_GAP
+        self.view.setRange(xRange=(0, self.columns * step - GRID_GAP), yRange=(0, rows * step - GRID_GAP),
+                           padding=0.01)
         self.view.updateMatrix()  # now, not while painting (which would paint everything twice)
         self._update_frames()
 
@@ -274,12 +275,12 @@ class HeadGrid(HoverReadout, QWidget):
             if self.token_lines.xData is not None and len(self.token_lines.xData):
                 self.token_lines.setData([], [])
             return
-        offset, length = int(hits[0]) + 0.5, self._length
+        offset = (int(hits[0]) + 0.5) / self._length
         xs, ys = [], []
         for head in range(self.num_heads):
             x, y = self._cell_origin(head)
-            xs += [x + offset, x + offset, x, x + length]
-            ys += [y, y + length, y + offset, y + offset]
+            xs += [x + offset, x + offset, x, x + 1]
+            ys += [y, y + 1, y + offset, y + offset]
         self.token_lines.setData(np.array(xs, float), np.array(ys, float))
 
     def cell_of(self, scene_pos: QPointF) -> tuple[int, int, int]:
@@ -287,13 +288,13 @@ class HeadGrid(HoverReadout, QWidget):
         if not self.num_heads or not self.view.sceneBoundingRect().contains(scene_pos):
             return -1, -1, -1
         point = self.view.mapSceneToView(scene_pos)
-        step = self._length * (1 + GRID_GAP)
+        step = 1 + GRID_GAP
         column_index, row_index = math.floor(point.x() / step), math.floor(point.y() / step)
         head = row_index * self.columns + column_index
         if not (0 <= column_index < self.columns and 0 <= head < self.num_heads):
             return -1, -1, -1
-        row = math.floor(point.y() - row_index * step)
-        column = math.floor(point.x() - column_index * step)
+        row = math.floor((point.y() - row_index * step) * self._length)
+        column = math.floor((point.x() - column_index * step) * self._length)
         if not (0 <= row < self._length and 0 <= column < self._length):
             return -1, -1, -1  # in the gap between two thumbnails
         return head, row, column
@@ -304,11 +305,11 @@ class HeadGrid(HoverReadout, QWidget):
     def head_centre(self, head: int) -> QPointF:
         """The scene point at the middle of a head's thumbnail (tests, scripted clicks)."""
         x, y = self._cell_origin(head)
-        return self.view.mapViewToScene(QPointF(x + self._length / 2, y + self._length / 2))
+        return self.view.mapViewToScene(QPointF(x + 0.5, y + 0.5))
 
     def cell_centre(self, head: int, row: int, column: int) -> QPointF:
         x, y = self._cell_origin(head)
-        return self.view.mapViewToScene(QPointF(x + column + 0.5, y + row + 0.5))
+        return self.view.mapViewToScene(QPointF(x + (column + 0.5) / self._length, y + (row + 0.5) / self._length))
 
     def _on_mouse_clicked(self, event) -> None:
         head = self.head_at(event.scenePos())
@@ -333,6 +334,6 @@ class HeadGrid(HoverReadout, QWidget):
             f"head {head + 1}: {self.tokens[query]} ({query}) → {self.tokens[key]} ({key}): "
             f"{float(self.matrices[head, row, column]):.4f}")
         x, y = self._cell_origin(head)
-        self.hover_band.setRect(QRectF(x, y + row, self._length, 1))
+        self.hover_band.setRect(QRectF(x, y + row / self._length, 1, 1 / self._length))
         self.hover_band.setVisible(True)
         self.hovered.emit(query)
