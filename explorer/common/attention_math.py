@@ -11,6 +11,7 @@ draw: the attention panel asks for it and its views render the `LayerView` it re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,15 +20,19 @@ import numpy as np
 SPECIAL_TOKENS_TO_HIDE = frozenset({"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>"})
 
 # How values become colours, for everything shown together (a layer's heads, the overview, the rollout):
-#   "p99"   0 … the 99th percentile of those values, linear; higher values saturate. The default: at 512
-#           tokens a typical weight is ~1/512 while a few peaks reach 1, and "0 … max" paints every head
-#           of a real 12-head model one flat dark level; the 99th percentile keeps the structure at every
-#           length (at 30 tokens it is close to the maximum).
+#   "p99"   0 … the 99th percentile of those values rounded up to the next step of 1, 1.25, 1.6, 2, 2.5, 3.15,
+#           4, 5, 6.3, 8 × a power of ten (at most 28 % above it), linear; higher values saturate. The default:
+#           at 512 tokens a typical weight is ~1/512 while a few peaks reach 1, and "0 … max" paints every
+#           head of a real 12-head model one flat dark level; the 99th percentile keeps the structure at every
+#           length (at 30 tokens it is close to the maximum). Rounded up so that the scale holds still while
+#           the user types: each keystroke moves the percentile a little, and a colour bar that moved with it
+#           would flicker and be redrawn (its ticks and label) on every keystroke.
 #   "sqrt"  0 … max through a square root (a perceptual power scale): nothing saturates, faint weights lift.
 #   "max"   0 … max, linear.      "fixed"  0 … 1, linear: comparable across inputs and layers.
 COLOUR_SCALES = ("p99", "sqrt", "max", "fixed")
 DEFAULT_COLOUR_SCALE = "p99"
 COLOUR_GAMMA = {"sqrt": 0.5}  # value fraction f is drawn with the colour at f ** gamma; 1 when absent
+P99_STEPS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.15, 4.0, 5.0, 6.3, 8.0, 10.0)  # the R10 series: steps of 25 % or so
 
 
 @dataclass(frozen=True)
@@ -206,10 +211,20 @@ def colour_levels(values: np.ndarray, scale: str = DEFAULT_COLOUR_SCALE) -> tupl
     if scale == "p99":
         flat = values.reshape(-1)
         flat = flat[:: max(1, flat.size // 200_000)]  # a strided sample is plenty for a percentile
-        top = float(np.percentile(flat, 99))
+        top = _step_up(float(np.percentile(flat, 99)))
     else:
         top = float(np.max(values))
     return 0.0, top if top > 0 else 1.0
+
+
+def _step_up(value: float) -> float:
+    """The smallest P99_STEPS value × a power of ten that is at least `value` (> 0); 0 and below unchanged."""
+    if not value > 0:
+        return value
+    power = 10.0 ** math.floor(math.log10(value))
+    mantissa = value / power
+    step = next(step for step in P99_STEPS if step >= mantissa * (1 - 1e-9))  # 1e-9: 0.3 / 0.1 is 2.9999…
+    return float(f"{step * power:.3g}")
 
 
 def colour_gamma(scale: str) -> float:
@@ -222,7 +237,7 @@ def describe_scale(scale: str, levels: tuple[float, float]) -> str:
     """The colour scale in a few words, for the colour bar: what the brightest colour means."""
     _check_scale(scale)
     top = f"{levels[1]:.3g}"
-    return {"p99": f"0 … {top} (99th pct; above: saturated)", "sqrt": f"√ scale, 0 … {top}",
+    return {"p99": f"0 … {top} (99th pct, rounded up; above: saturated)", "sqrt": f"√ scale, 0 … {top}",
             "max": f"0 … {top} (max)", "fixed": "0 … 1"}[scale]
 
 

@@ -107,11 +107,29 @@ def test_colour_levels():
     assert attention_math.colour_levels(values, "fixed") == (0.0, 1.0)
     assert attention_math.colour_levels(values, "max") == (0.0, 0.5)
     low, high = attention_math.colour_levels(values, "p99")
-    assert low == 0.0 and 0.49 < high < 0.5
+    assert low == 0.0 and high == 0.5  # the 99th percentile, 0.495, rounded up to the next step
+    assert attention_math.colour_levels(values * 0.356, "p99") == (0.0, 0.2)  # 0.176 -> 0.2
+    assert attention_math.colour_levels(values * 0.0371, "p99") == (0.0, 0.02)  # 0.0184 -> 0.02
+    assert attention_math.colour_levels(values * 0.303, "p99") == (0.0, 0.16)  # 0.150 -> 0.16
     assert attention_math.colour_levels(values, "sqrt") == (0.0, 0.5)
     assert attention_math.colour_levels(np.zeros(4), "max") == (0.0, 1.0)
     with pytest.raises(ValueError, match="choose one of"):
         attention_math.colour_levels(values, "loud")
+
+
+def test_the_p99_scale_holds_still_while_the_percentile_moves_a_little():
+    """Keystrokes move a head's 99th percentile a little; the colour bar (its ticks, its label) should not move with
+    each of them: the top is the percentile rounded up to a step of ~25 %, never below it, at most 28 % above."""
+    rng = np.random.default_rng(0)
+    tops = set()
+    for _ in range(20):
+        values = rng.random(900).astype(np.float32) * rng.uniform(0.170, 0.178)
+        top = attention_math.colour_levels(values, "p99")[1]
+        assert np.percentile(values, 99) <= top <= 1.28 * np.percentile(values, 99)
+        tops.add(top)
+    assert tops == {0.2}
+    for value in np.geomspace(1e-4, 1.0, 200):
+        assert value <= attention_math.colour_levels(np.full(10, value, np.float32), "p99")[1] <= 1.28 * value  # 1.25 -> 1.6 is the widest step
 
 
 def test_colours_follow_the_scale_and_the_bar_names_it():

@@ -59,7 +59,8 @@ class AttentionToolbar(QWidget):
                                        "Rescale each row to sum to 1 over the tokens still shown")
         self.scale_combo = named(QComboBox(), "colourScaleCombo", "colour scale",
             "How attention becomes colour, the same for everything shown together so heads stay comparable:\n"
-            "0 … 99th percentile (default; shows structure at any length, the top 1% saturates),\n"
+            "0 … 99th percentile (default; shows structure at any length, the top 1% saturates; rounded up to a\n"
+            "step of about 25 %, so that the scale holds still while you type),\n"
             "√ 0 … max (a square-root scale: faint weights lift, nothing saturates),\n"
             "0 … max (linear), or fixed 0 … 1 (comparable across inputs). The colour bar names the scale.")
         for scale, text in SCALE_CHOICES.items():
