@@ -164,12 +164,15 @@ class HeadGrid(HoverReadout, QWidget):
         self._length = max(1, matrices.shape[-1])
         for head, image in enumerate(self.images):
             image.setImage(thumbnails[head], autoLevels=False)
-        # An ImageItem keeps the scale that fitted its previous picture into the cell: a picture of another
-        # resolution (drawn for a new size) has to be placed again, or it overflows its frame. A new token count
-        # needs nothing: a thumbnail is one scene unit whatever the count (a keystroke usually changes it).
-        if self.columns == 0 or thumbnails.shape[1] != self._resolution:
+        # A thumbnail is one scene unit whatever the token count, so a keystroke (which usually changes the count)
+        # moves no frame or label. But an ImageItem keeps the scale that fitted its previous picture into the cell:
+        # a picture of another resolution (a short input's is one pixel a token) is scaled into it again.
+        if self.columns == 0:
             self._resolution = thumbnails.shape[1]
             self._layout()
+        elif thumbnails.shape[1] != self._resolution:
+            self._resolution = thumbnails.shape[1]
+            self._place_pictures()
         self.set_enabled(view.heads_on)
         self.highlight_position(self._highlighted)
 
@@ -191,9 +194,9 @@ class HeadGrid(HoverReadout, QWidget):
         """Place the thumbnails in the number of columns that makes them largest."""
         size = self.graphics.viewport().size()
         self.columns = grid_columns(max(1, self.num_heads), max(1, size.width()), max(1, size.height()))
-        for head, (image, frame, number) in enumerate(zip(self.images, self.frames, self.numbers, strict=True)):
+        self._place_pictures()
+        for head, (frame, number) in enumerate(zip(self.frames, self.numbers, strict=True)):
             x, y = self._cell_origin(head)
-            image.setRect(QRectF(x, y, 1, 1))
             frame.setRect(QRectF(x, y, 1, 1))
             number.setPos(x, y)
         rows = math.ceil(max(1, self.num_heads) / self.columns)
@@ -202,6 +205,12 @@ class HeadGrid(HoverReadout, QWidget):
                            padding=0.01)
         self.view.updateMatrix()  # now, not while painting (which would paint everything twice)
         self._update_frames()
+
+    def _place_pictures(self) -> None:
+        """Each head's picture scaled into its cell."""
+        for head, image in enumerate(self.images):
+            x, y = self._cell_origin(head)
+            image.setRect(QRectF(x, y, 1, 1))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
