@@ -182,7 +182,7 @@ class HeadLabController(QObject):
         elif what is Change.INSPECTION:
             # after the views have drawn and painted it: submitted now, the lens' Python holds the GIL while the GUI
             # thread draws the inspection (a keystroke's paint took twice its CPU time); the lens comes a moment later
-            QTimer.singleShot(0, self, self.request_input_analysis)
+            QTimer.singleShot(1, self, self.request_input_analysis)
         elif what is Change.SNAPSHOT and state.snapshot is not None:
             self._request_id += 1
             self.logit_lens.show_lens(None, "A training snapshot is shown: the logit lens follows the live model. "
