@@ -203,3 +203,27 @@ def test_a_line_label_looks_as_a_label_in_its_place(qtbot):
     line.label.setText(text)
     line_form, _ = form_row(qtbot, line)
     assert line_form.grab().toImage() == plain_form.grab().toImage()
+
+
+def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtbot):
+    """QProgressBar.setValue repaints the bar at once when it moves a pixel: on every keystroke the NSP bar painted
+    on its own, outside the window's paint of the new inspection. The new value is still painted, with the rest."""
+    from explorer.inspector._qt.predictions_view import PredictionsPanel
+
+    panel = PredictionsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    bar = panel.nsp_bar
+    bar.show()
+    qtbot.wait(20)
+    paints = EventCount(QEvent.Type.Paint)
+    bar.installEventFilter(paints)
+    bar.setValue(700)
+    assert paints.count == 0 and bar.value() == 700  # nothing painted inside setValue
+    qtbot.waitUntil(lambda: paints.count == 1)  # painted with the window's next paint
+    before = bar.grab().toImage()
+    bar.setValue(200)
+    qtbot.waitUntil(lambda: paints.count == 2)
+    assert bar.grab().toImage() != before
