@@ -25,7 +25,6 @@ On the CPU there is no per-step peak to reset: the process's peak RSS so far (ru
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import resource
@@ -39,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.train_throughput import full_length_batches
+from benchmarks.train_throughput import full_length_batches, training_step
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.config import preset
 from bertcore.training.setup import is_out_of_memory, make_optimizer, weight_decay_groups
@@ -62,14 +61,7 @@ class StepMeasure:
             torch.cuda.synchronize(self.device)
 
     def _step(self, batch: dict[str, torch.Tensor]) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
-                    else contextlib.nullcontext())
-        with autocast:
-            loss = self.model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
-        self.optimizer.step()
+        training_step(self.model, self.optimizer, batch, self.device, self.dtype)
 
     def free(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)

@@ -102,6 +102,17 @@ def transformers_model(config, state_dict):
     return model
 
 
+def training_step(model, optimizer, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> None:
+    """One step as the trainer takes it: zero_grad -> forward (autocast unless fp32) -> backward -> clip -> AdamW."""
+    optimizer.zero_grad(set_to_none=True)
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    with autocast:
+        loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+    optimizer.step()
+
+
 class Runner:
     def __init__(self, name: str, model, device, dtype, batches, default_adamw: bool = False):
         self.name, self.model, self.dtype = name, model.to(device).train(), dtype
@@ -125,14 +136,7 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         start, cpu_start = time.perf_counter(), time.process_time()
-        self.optimizer.zero_grad(set_to_none=True)
-        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
-                    else contextlib.nullcontext())
-        with autocast:
-            loss = self.model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
-        self.optimizer.step()
+        training_step(self.model, self.optimizer, batch, self.device, self.dtype)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         if timed:

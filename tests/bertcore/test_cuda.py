@@ -113,15 +113,21 @@ def bert_case(transformers) -> ParityCase:
                       dict(labels=labels, next_sentence_label=nsp_label))
 
 
-def roberta_case(transformers) -> ParityCase:
-    config = roberta_parity.CONFIGS[0]
-    torch.manual_seed(0)
-    ours = roberta_parity.RobertaForMaskedLM(config).eval()
+def masked_lm_case(transformers, parity, model_class, config, seed: int, output_bias: str) -> ParityCase:
+    """A family's ...ForMaskedLM on a padded batch, its output bias made random (a zero one would hide a missing
+    one), against transformers' twin built by that family's parity test module."""
+    torch.manual_seed(seed)
+    ours = model_class(config).eval()
     with torch.no_grad():
-        ours.lm_head.bias.normal_()  # a zero bias would hide a missing one
-    reference = roberta_parity.reference_for(transformers, ours)
-    input_ids, attention_mask, labels = roberta_parity.padded_batch(config, 0)
+        ours.get_parameter(output_bias).normal_()
+    reference = parity.reference_for(transformers, ours)
+    input_ids, attention_mask, labels = parity.padded_batch(config, seed)
     return ParityCase(ours, reference, dict(input_ids=input_ids, attention_mask=attention_mask), dict(labels=labels))
+
+
+def roberta_case(transformers) -> ParityCase:
+    return masked_lm_case(transformers, roberta_parity, roberta_parity.RobertaForMaskedLM, roberta_parity.CONFIGS[0],
+                          0, "lm_head.bias")
 
 
 def albert_case(transformers) -> ParityCase:
@@ -136,14 +142,8 @@ def albert_case(transformers) -> ParityCase:
 
 
 def distilbert_case(transformers) -> ParityCase:
-    config = distilbert_parity.CONFIGS[1]  # sinusoidal positions, relu
-    torch.manual_seed(1)
-    ours = distilbert_parity.DistilBertForMaskedLM(config).eval()
-    with torch.no_grad():
-        ours.vocab_projector.bias.normal_()
-    reference = distilbert_parity.reference_for(transformers, ours)
-    input_ids, attention_mask, labels = distilbert_parity.padded_batch(config, 1)
-    return ParityCase(ours, reference, dict(input_ids=input_ids, attention_mask=attention_mask), dict(labels=labels))
+    return masked_lm_case(transformers, distilbert_parity, distilbert_parity.DistilBertForMaskedLM,
+                          distilbert_parity.CONFIGS[1], 1, "vocab_projector.bias")  # sinusoidal positions, relu
 
 
 def electra_case(transformers) -> ParityCase:
