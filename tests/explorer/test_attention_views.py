@@ -431,3 +431,21 @@ def test_analyses_can_mark_heads_in_the_grid_and_the_overview_and_add_tools(pane
     tool.setText("Importance")
     panel.add_tool(tool)
     assert panel.toolbar.controls.indexOf(tool) == panel.toolbar.controls.indexOf(panel.toolbar.export_button) - 1
+
+
+def test_a_new_token_count_does_not_lay_the_head_grid_out_again(panel, qtbot, monkeypatch):
+    """A keystroke usually changes the token count: the grid's frames, labels and range stay where they are (a
+    thumbnail is one scene unit whatever the count); only the pictures are scaled into their cells again, and
+    each still fills its frame, with hover and cell look-ups on the new rows."""
+    grid = panel.head_grid
+    panel.set_inspection(demo_inspection(10, 2, 3))
+    layouts = []
+    original = grid._layout
+    monkeypatch.setattr(grid, "_layout", lambda: (layouts.append(1), original()))
+    panel.set_inspection(demo_inspection(13, 2, 3))
+    assert layouts == [] and grid.matrices.shape[-1] == 13
+    for image, frame in zip(grid.images, grid.frames, strict=True):
+        shown, cell = image.mapRectToView(image.boundingRect()), frame.rect()
+        assert abs(shown.width() - cell.width()) < 1e-6 and abs(shown.left() - cell.left()) < 1e-6
+    assert grid.cell_of(grid.cell_centre(2, 12, 7)) == (2, 12, 7)
+    assert grid.cell_of(grid.cell_centre(0, 0, 12)) == (0, 0, 12)

@@ -410,3 +410,19 @@ def test_closing_the_window_during_a_corpus_run_stops_and_joins_it(qtbot, window
     worker = window.head_lab.corpus_worker
     window.close()
     assert not worker.is_running and not window.head_lab.input_worker.is_running
+
+
+def test_a_new_inspection_s_lens_is_asked_for_after_the_window_s_posted_paint(qtbot, window, monkeypatch):
+    """The lens' worker holds the GIL while it computes: asked for from a posted call, it could start before the
+    window's paint of the inspection (itself a posted event) and slow it. A timer runs after posted events."""
+    from PySide6.QtCore import QCoreApplication
+
+    from explorer.inspector.state import Change
+
+    lab = window.head_lab
+    asked = []
+    monkeypatch.setattr(lab, "request_input_analysis", lambda: asked.append(1))
+    lab._on_state_changed(window.inspect_tab.state, Change.INSPECTION)
+    QCoreApplication.sendPostedEvents()  # what the event loop does first: the paint request among them
+    assert asked == []
+    qtbot.waitUntil(lambda: asked == [1], timeout=1000)
