@@ -293,11 +293,12 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
         self._session_started = time.perf_counter()
         self._paused_seconds = 0.0
         config = self.config
-        self._batches = BatchesAhead(
-            functools.partial(_train_batch, self.task, config.batch_size, self.rank, self.world_size),
-            first_step=self.step + 1, last_step=self.total_steps,
-            workers=self.batch_workers.get(self.device.type, 0))
+        self._batches = None
         try:
+            self._batches = BatchesAhead(  # inside the try: the run folder's claim is let go if its workers fail
+                functools.partial(_train_batch, self.task, config.batch_size, self.rank, self.world_size),
+                first_step=self.step + 1, last_step=self.total_steps,
+                workers=self.batch_workers.get(self.device.type, 0))
             while self.step < self.total_steps:
                 self._paused_seconds += self._wait_while_paused()
                 if self._stop_agreed():
@@ -339,7 +340,8 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
                                          "message": str(error)})
             raise
         finally:
-            self._batches.close()
+            if self._batches is not None:
+                self._batches.close()
             self._elapsed_before, self._session_started = self._elapsed(), None
             with self._lock:
                 if self._metrics is not None:
