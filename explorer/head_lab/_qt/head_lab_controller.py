@@ -181,7 +181,8 @@ class HeadLabController(QObject):
             self.on_model_changed()
         elif what is Change.INSPECTION:
             # after the views have drawn and painted it: submitted now, the lens' Python holds the GIL while the GUI
-            # thread draws the inspection (a keystroke's paint took twice its CPU time); the lens comes a moment later
+            # thread draws the inspection (a keystroke's paint took twice its CPU time); the lens comes a moment later.
+            # A timer, not a zero-delay call: that is a posted event, which can run before the paint's posted event.
             QTimer.singleShot(1, self, self.request_input_analysis)
         elif what is Change.SNAPSHOT and state.snapshot is not None:
             self._request_id += 1
