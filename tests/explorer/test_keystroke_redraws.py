@@ -227,3 +227,39 @@ def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtb
     bar.setValue(200)
     qtbot.waitUntil(lambda: paints.count == 2)
     assert bar.grab().toImage() != before
+
+
+def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_paint(qtbot, monkeypatch):
+    """A paint asks the model a dozen roles for each cell: the pieces and percentages are made once, when the
+    predictions arrive, and each paint only reads them (cells and bars as before)."""
+    from bertcore.analysis.inspection import MaskedPrediction
+    from bertcore.data.masking import MaskDecision
+    from explorer.inspector._qt import predictions_view
+
+    panel = predictions_view.PredictionsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    model = panel.model
+    model.set_predictions([MaskedPrediction(position, "cat", "[MASK]", MaskDecision.MASK, ["dog", "cat", "##s"],
+                                            [7, 8, 9], np.array([0.6, 0.3, 0.1], np.float32))
+                           for position in (2, 5)])
+    panel.view.show()
+    assert model.rowCount() > 0 and model.top_k > 0
+    made = []
+    for name in ("readable_piece", "percent"):
+        original = getattr(predictions_view, name)
+        monkeypatch.setattr(predictions_view, name,
+                            lambda *args, original=original: (made.append(1), original(*args))[1])
+    paints = EventCount(QEvent.Type.Paint)
+    panel.view.viewport().installEventFilter(paints)
+    panel.view.resize(700, 120)
+    panel.view.viewport().grab()  # a paint of every cell
+    assert paints.count == 1 and made == []
+    prediction = model.predictions[0]
+    first_guess = model.index(0, len(predictions_view.FIXED_COLUMNS))
+    assert model.data(first_guess) == (f"{predictions_view.readable_piece(prediction.top_tokens[0], 'wordpiece')}  "
+                                       f"{predictions_view.percent(float(prediction.top_probabilities[0]))}")
+    assert model.data(first_guess, predictions_view.PROBABILITY_ROLE) == float(prediction.top_probabilities[0])
+    assert model.data(model.index(0, 0)) == str(prediction.position)

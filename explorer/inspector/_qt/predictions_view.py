@@ -70,18 +70,39 @@ def _decision_word(prediction, piece_style: str) -> str:
 
 
 class PredictionsModel(QAbstractTableModel):
+    """One row per masked position: its fixed columns, then the top-k guesses. What the cells say is written once
+    per inspection (`set_predictions`), not at each of a paint's many `data` calls."""
+
+    # the roles the cells answer: a view asks for a dozen per cell and paint; the rest get None at once
+    ANSWERED_ROLES = frozenset({int(Qt.ItemDataRole.DisplayRole), int(Qt.ItemDataRole.ToolTipRole),
+                                int(PROBABILITY_ROLE), int(CORRECT_ROLE)})
+
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self.predictions: list = []
         self.top_k = 0
         self.piece_style = "wordpiece"  # the tokenizer's word marks: cells show readable pieces, tooltips raw ones
+        self._fixed: list[tuple[str, str, str]] = []  # per row: position, what the model saw, the answer
+        self._guesses: list[list[tuple[str, str, float, bool]]] = []  # per row: (piece, percent, probability, right)
 
     def set_predictions(self, predictions: list, piece_style: str = "wordpiece") -> None:
         self.beginResetModel()
         self.predictions = list(predictions)
         self.piece_style = piece_style
         self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
+        self._fixed = [(str(p.position), _decision_word(p, piece_style), readable_piece(p.original_token, piece_style))
+                       for p in self.predictions]
+        self._guesses = [[(readable_piece(token, piece_style), percent(float(probability)), float(probability),
+                           token == p.original_token)
+                          for token, probability in zip(p.top_tokens, p.top_probabilities, strict=True)]
+                         for p in self.predictions]
         self.endResetModel()
+
+    def guess(self, row: int, column: int) -> tuple[str, str, float, bool] | None:
+        """(piece, percent, probability, whether it is the original) of a top-k cell; None for the others."""
+        rank = column - len(FIXED_COLUMNS)
+        guesses = self._guesses[row]
+        return guesses[rank] if 0 <= rank < len(guesses) else None
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
         return 0 if parent.isValid() else len(self.predictions)
@@ -95,50 +116,45 @@ class PredictionsModel(QAbstractTableModel):
         return FIXED_COLUMNS[section] if section < len(FIXED_COLUMNS) else f"#{section - len(FIXED_COLUMNS) + 1}"
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
+        if role not in self.ANSWERED_ROLES or not index.isValid():
             return None
-        prediction = self.predictions[index.row()]
-        column = index.column()
-        rank = column - len(FIXED_COLUMNS)
-        if rank >= len(prediction.top_tokens):
+        row, column = index.row(), index.column()
+        if column < len(FIXED_COLUMNS):
+            if role == Qt.ItemDataRole.DisplayRole:
+                return self._fixed[row][column]
+            return self._tooltip(row) if role == Qt.ItemDataRole.ToolTipRole else None
+        guess = self.guess(row, column)
+        if guess is None:
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            if column == 0:
-                return str(prediction.position)
-            if column == 1:
-                return _decision_word(prediction, self.piece_style)
-            if column == 2:
-                return readable_piece(prediction.original_token, self.piece_style)
-            return (f"{readable_piece(prediction.top_tokens[rank], self.piece_style)}  "
-                    f"{percent(float(prediction.top_probabilities[rank]))}")
-        if rank >= 0 and role == PROBABILITY_ROLE:
-            return float(prediction.top_probabilities[rank])
-        if rank >= 0 and role == CORRECT_ROLE:
-            return prediction.top_tokens[rank] == prediction.original_token
-        if role == Qt.ItemDataRole.ToolTipRole:
-            lines = [f"position {prediction.position}: the model saw {prediction.input_token!r}, "
-                     f"the original was {prediction.original_token!r}"]
-            lines += [f"{token!r}: {100 * float(probability):.2f}%"
-                      for token, probability in zip(prediction.top_tokens, prediction.top_probabilities, strict=True)]
-            return "\n".join(lines)
-        return None
+            return f"{guess[0]}  {guess[1]}"
+        if role == PROBABILITY_ROLE:
+            return guess[2]
+        if role == CORRECT_ROLE:
+            return guess[3]
+        return self._tooltip(row)
+
+    def _tooltip(self, row: int) -> str:
+        prediction = self.predictions[row]
+        lines = [f"position {prediction.position}: the model saw {prediction.input_token!r}, "
+                 f"the original was {prediction.original_token!r}"]
+        lines += [f"{token!r}: {100 * float(probability):.2f}%"
+                  for token, probability in zip(prediction.top_tokens, prediction.top_probabilities, strict=True)]
+        return "\n".join(lines)
 
 
 class BarDelegate(QStyledItemDelegate):
     """Paints a probability bar with the token on the left and the percentage on the right of a top-k cell."""
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        probability = index.data(PROBABILITY_ROLE)
-        if probability is None:
+        guess = index.model().guess(index.row(), index.column())
+        if guess is None:
             super().paint(painter, option, index)
             return
-        prediction = index.model().predictions[index.row()]
-        rank = index.column() - len(FIXED_COLUMNS)
-        token = readable_piece(prediction.top_tokens[rank], index.model().piece_style)
-        value = percent(probability)
+        token, value, probability, correct = guess
         painter.save()
         rect = QRectF(option.rect).adjusted(2, 3, -2, -3)
-        colour = CORRECT_COLOUR if index.data(CORRECT_ROLE) else BAR_COLOUR
+        colour = CORRECT_COLOUR if correct else BAR_COLOUR
         painter.fillRect(QRectF(rect.left(), rect.top(), rect.width() * max(0.0, min(1.0, probability)),
                                 rect.height()), colour)
         # Two lines, the token over its percentage, so narrow columns still show whole words.
