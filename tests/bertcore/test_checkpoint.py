@@ -209,6 +209,7 @@ def test_vocab_larger_than_the_embeddings(good_folder, tokenizer):
         load_pretrained(good_folder)
 
 
+@pytest.mark.slow
 def test_shape_mismatch_names_the_tensor_and_both_shapes(good_folder):
     tensors = load_file(good_folder / "model.safetensors")
     tensors["bert.encoder.layer.1.intermediate.dense.weight"] = torch.zeros(41, 24)

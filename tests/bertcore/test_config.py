@@ -162,6 +162,7 @@ def test_invalid_task_fields_raise_readable_errors(changes, message):
         BertConfig(**changes)
 
 
+@pytest.mark.slow
 def test_transformers_reads_our_config_and_we_read_theirs(tmp_path):
     transformers = pytest.importorskip("transformers")
     ours = preset("tiny", vocab_size=99).replace(

@@ -120,6 +120,7 @@ def test_gradient_x_input_and_gradient_norm_equal_a_hand_computation(transformer
     np.testing.assert_allclose(norm.scores, gradient.norm(dim=-1)[0].numpy(), rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_grad_attention_rollout_equals_chefer_by_hand(transformers, small_vocab_tokenizer, encoding):
     model = wide_bert(small_vocab_tokenizer.vocab_size)
     twin = transformers_twin(transformers, model)

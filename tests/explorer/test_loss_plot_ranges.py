@@ -56,6 +56,7 @@ def test_a_followed_run_keeps_every_value_in_view_without_measuring_the_curves_e
     assert low <= 0.69 and high >= 9.0  # every value drawn is in view (NSP's 0.69 the lowest)
 
 
+@pytest.mark.slow
 def test_after_a_zoom_the_axis_is_the_users_and_the_auto_button_follows_again(qtbot):
     plots = LossPlots()
     qtbot.addWidget(plots)
