@@ -9,13 +9,11 @@ whole number of groups is timed) and reports batches/s, real tokens/s and padded
 alone. Compare with the GPU step rate of benchmarks/train_throughput.py at the same sizes: when a GPU step
 takes less time than a batch here, the GPU waits for data.
 
-Whether the Trainer overlaps the two: on CUDA it does. TrainingLoop hands the step's batch out of
-bertcore.training.batches_ahead.BatchesAhead, which starts making step s + 1's batch on one worker thread when
-step s takes its own; the main thread then spends the step mostly waiting on the GPU (the step's `.tolist()`),
-so the two overlap, and data becomes the bottleneck only when a batch here takes longer than a GPU step (the
-worker's Python holds the GIL, which the main thread also needs to launch kernels: some contention remains).
-On the CPU the loop makes each batch in turn with the step, so its time adds in
-full. The copy to the device is `non_blocking` from unpinned memory, which overlaps nothing.
+Whether the Trainer overlaps the two: no. It makes each batch in turn with the step, so the time here adds to
+every step in full, on a GPU too. bertcore.training.batches_ahead can make the coming batches in worker
+processes (TrainingLoop.batch_workers), but it is off: on an H200 neither a thread nor two processes made
+bert-train's loop faster (benchmarks/train_loop_speed.py measures it). The copy to the device is `non_blocking`
+from unpinned memory, which overlaps nothing.
 
     python benchmarks/data_feed.py                      # base at 128 × 256 and 512 × 64, ≤ 30 s
     python benchmarks/data_feed.py --cases 128x32 --batches 8   # a quick look

@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import synchronize
 from benchmarks.train_throughput import full_length_batches, training_step
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.config import preset
@@ -56,10 +57,6 @@ class StepMeasure:
         self.optimizer = make_optimizer(weight_decay_groups(self.model, 0.01), lr=1e-4)
         self.device, self.dtype = device, dtype
 
-    def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def _step(self, batch: dict[str, torch.Tensor]) -> None:
         training_step(self.model, self.optimizer, batch, self.device, self.dtype)
 
@@ -77,14 +74,14 @@ class StepMeasure:
             batches = [{name: tensor.to(self.device) for name, tensor in batch.items()}
                        for batch in full_length_batches(self.config.vocab_size, batch_size, seq_len, count=2)]
             self._step(batches[0])
-            self._synchronize()
+            synchronize(self.device)
             if self.device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(self.device)
             seconds = []
             for index in range(steps):
                 start = time.perf_counter()
                 self._step(batches[index % 2])
-                self._synchronize()
+                synchronize(self.device)
                 seconds.append(time.perf_counter() - start)
         except RuntimeError as error:
             # cuBLAS reports a failed workspace allocation in its own words

@@ -67,7 +67,7 @@ stage "peak memory, the largest batch, the Trainer's out-of-memory message" "$(l
 stage "lever: torch.compile, sequence 128, full batches" "$(limit 150)" "${throughput[@]}" --seq-len 128 \
     --batch-size "$b128" --compile --no-transformers
 
-stage "bert-train's loop, data included: the next batch made ahead, and in turn" "$(limit 120)" \
+stage "bert-train's loop, data included: batches made by worker processes, and in turn" "$(limit 120)" \
     "$py" benchmarks/train_loop_speed.py --device "$device" --preset "$preset" --batch-size "$b128" --seq-len 128 \
     --steps "$steps" --pairs 1
 

@@ -20,6 +20,7 @@ sets only the CPU threads of the host-side work, so one value is enough (--devic
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -31,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import synchronize as synchronize_device
 from bertcore.analysis.embedding_views import project_hidden_states, sample_hidden_states, sample_sentences
 from bertcore.analysis.importance import input_head_importance, iter_head_importance, pretraining_sample
 from bertcore.analysis.inspection import inspect_encoding
@@ -72,7 +74,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=2000)
     args = parser.parse_args()
     device = torch.device(args.device)
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    synchronize = functools.partial(synchronize_device, device)
 
     tokenizer = BertTokenizer.from_vocab_file(default_vocab_path())
     torch.manual_seed(0)

@@ -44,7 +44,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks._common import text_of_length
+from benchmarks._common import synchronize, text_of_length
 
 LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -98,19 +98,13 @@ def build_case(name: str, tokens: int):
     return model, twin, tokenizer, encoding, ("mlm", position, token_id)
 
 
-def synchronize() -> None:
-    """Wait for queued CUDA work, so that the clock reads what the device did (a no-op without CUDA in use)."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def timed(function, repeats: int):
+def timed(function, repeats: int, device: torch.device):
     times, value = [], None
     for _ in range(repeats):
-        synchronize()
+        synchronize(device)
         start = time.perf_counter()
         value = function()
-        synchronize()
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times), value
 
@@ -201,7 +195,7 @@ def measure(name: str, tokens: int, tolerance: float, repeats: int, device: torc
 
     # bertcore, checking the error as it goes.
     ours_time, ours = timed(lambda: attribute(model, tokenizer, encoding, target, steps=512, tolerance=tolerance),
-                            repeats)
+                            repeats, device)
     change = ours.target_value - ours.baseline_value
     print(f"{label}: f(x) − f(baseline) = {change:.4f}")
     print(f"  bertcore tolerance {tolerance}: {ours_time:.3f} s, {ours.steps} passes, "
@@ -209,7 +203,7 @@ def measure(name: str, tokens: int, tolerance: float, repeats: int, device: torc
     if not with_captum:
         for steps in (32, 128):  # the cost per step at fixed counts, where Captum's comparison would stand
             fixed_time, fixed = timed(lambda steps=steps: attribute(model, tokenizer, encoding, target, steps=steps),
-                                      repeats)
+                                      repeats, device)
             print(f"  bertcore fixed {steps} steps: {fixed_time:.3f} s, error {abs(fixed.delta / change):.2%}")
         print(f"  load average now {os.getloadavg()[0]:.2f}")
         return
@@ -225,7 +219,7 @@ def measure(name: str, tokens: int, tolerance: float, repeats: int, device: torc
         if error <= tolerance:
             chosen, chosen_error = steps, error
             break
-    captum_time, _ = timed(lambda: run(chosen, False), repeats)
+    captum_time, _ = timed(lambda: run(chosen, False), repeats, device)
     print(f"  Captum LayerIG (transformers), {chosen} steps told in advance: {captum_time:.3f} s, error "
           f"{chosen_error:.2%} (the ladder 1, 2, 4, ... up to it with deltas: {ladder_time:.3f} s)")
     print(f"  ratio bertcore / Captum LayerIG: {ours_time / captum_time:.2f} "
@@ -237,8 +231,8 @@ def measure(name: str, tokens: int, tolerance: float, repeats: int, device: torc
         _, delta = run_ours_target(integral_steps)
         if abs(float(delta)) <= tolerance * abs(change):
             break
-    integral_time, _ = timed(lambda: run_ours_target(integral_steps), repeats)
-    fixed_time, fixed = timed(lambda: attribute(model, tokenizer, encoding, target, steps=chosen), repeats)
+    integral_time, _ = timed(lambda: run_ours_target(integral_steps), repeats, device)
+    fixed_time, fixed = timed(lambda: attribute(model, tokenizer, encoding, target, steps=chosen), repeats, device)
     print(f"  Captum IntegratedGradients over bertcore's target, {integral_steps} steps: {integral_time:.3f} s; "
           f"bertcore fixed {chosen} steps: {fixed_time:.3f} s, error {abs(fixed.delta / change):.2%}")
     print(f"  load average now {os.getloadavg()[0]:.2f}")

@@ -27,7 +27,6 @@ A case that runs out of memory, or fails otherwise, says so in its row and the n
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
@@ -39,6 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks._common import autocast, synchronize
 from bertcore.models.modernbert import ModernBertForMaskedLM
 from bertcore.models.modernbert_config import ModernBertConfig
 from bertcore.training.setup import is_out_of_memory
@@ -95,33 +95,25 @@ class Timer:
         self.model, self.batch, self.device, self.dtype = model, batch, device, dtype
         self.real_tokens = int(batch["attention_mask"].sum())
 
-    def _autocast(self):
-        return (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
-                else contextlib.nullcontext())
-
-    def _synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def forward(self) -> float:
         inputs = {k: v for k, v in self.batch.items() if k != "labels"}
         self.model.eval()
-        self._synchronize()
+        synchronize(self.device)
         start = time.perf_counter()
-        with torch.inference_mode(), self._autocast():
+        with torch.inference_mode(), autocast(self.device, self.dtype):
             self.model(**inputs)
-        self._synchronize()
+        synchronize(self.device)
         return self.real_tokens / (time.perf_counter() - start)
 
     def train(self) -> float:
         self.model.train()
         self.model.zero_grad(set_to_none=True)
-        self._synchronize()
+        synchronize(self.device)
         start = time.perf_counter()
-        with self._autocast():
+        with autocast(self.device, self.dtype):
             loss = self.model(**self.batch).loss
         loss.backward()
-        self._synchronize()
+        synchronize(self.device)
         rate = self.real_tokens / (time.perf_counter() - start)
         self.model.zero_grad(set_to_none=True)
         return rate

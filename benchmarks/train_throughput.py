@@ -32,7 +32,6 @@ and every layer runs on padding) shows a lower MFU for the same work.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -42,6 +41,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import autocast, synchronize
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.config import preset
 from bertcore.training.pretraining import make_optimizer, weight_decay_groups
@@ -105,8 +105,7 @@ def transformers_model(config, state_dict):
 def training_step(model, optimizer, batch: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> None:
     """One step as the trainer takes it: zero_grad -> forward (autocast unless fp32) -> backward -> clip -> AdamW."""
     optimizer.zero_grad(set_to_none=True)
-    autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
-    with autocast:
+    with autocast(device, dtype):
         loss = model(**batch).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -116,6 +115,8 @@ def training_step(model, optimizer, batch: dict[str, torch.Tensor], device: torc
 class Runner:
     def __init__(self, name: str, model, device, dtype, batches, default_adamw: bool = False):
         self.name, self.model, self.dtype = name, model.to(device).train(), dtype
+        self.config = getattr(model, "_orig_mod", model).config  # a compiled model keeps the module it wraps
+        self.compiled = model is not getattr(model, "_orig_mod", model)
         self.seq_lens = [b["input_ids"].size(1) for b in batches]
         self.batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
         groups = weight_decay_groups(self.model, 0.01)
@@ -137,15 +138,13 @@ class Runner:
             torch.cuda.reset_peak_memory_stats(self.device)
         start, cpu_start = time.perf_counter(), time.process_time()
         training_step(self.model, self.optimizer, batch, self.device, self.dtype)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+        synchronize(self.device)
         if timed:
             elapsed = time.perf_counter() - start
             tokens = int(batch["attention_mask"].sum())
             self.rates.append(tokens / elapsed)
             self.cpu_rates.append(tokens / (time.process_time() - cpu_start))
-            config = getattr(self.model, "config", None) or self.model._orig_mod.config
-            self.flop_rates.append(training_flops_per_token(config, self.seq_lens[index]) * tokens / elapsed)
+            self.flop_rates.append(training_flops_per_token(self.config, self.seq_lens[index]) * tokens / elapsed)
             if self.device.type == "cuda":
                 self.peak_memory = max(self.peak_memory, torch.cuda.max_memory_allocated(self.device))
 
@@ -163,7 +162,7 @@ def time_interleaved(runners: list[Runner], warmup: int, rounds: int, per_round:
     for runner in runners:
         start = time.perf_counter()
         # A compiled model compiles again for each new batch shape: every batch is seen before the timing starts.
-        steps = max(warmup, len(runner.batches)) if "compile" in runner.name else warmup
+        steps = max(warmup, len(runner.batches)) if runner.compiled else warmup
         for _ in range(steps):
             runner.step(timed=False)
         print(f"  {runner.name}: {steps} warm-up steps took {time.perf_counter() - start:.1f} s", flush=True)
