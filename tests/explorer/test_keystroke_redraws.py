@@ -11,11 +11,15 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
+from bertcore.analysis.inspection import MaskedPrediction
+from bertcore.data.masking import MaskDecision
 from explorer.common._qt.heatmap_style import make_scale_bar, show_scale
 from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.plot_style import TITLE_SIZE, show_title
 from explorer.common._qt.token_axis import TokenAxis
+from explorer.inspector._qt import predictions_view
 from explorer.inspector._qt.head_grid import HeadGrid
+from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from tests.explorer.event_counts import EventCount
 
@@ -205,17 +209,20 @@ def test_a_line_label_looks_as_a_label_in_its_place(qtbot):
     assert line_form.grab().toImage() == plain_form.grab().toImage()
 
 
-def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtbot):
-    """QProgressBar.setValue repaints the bar at once when it moves a pixel: on every keystroke the NSP bar painted
-    on its own, outside the window's paint of the new inspection. The new value is still painted, with the rest."""
-    from explorer.inspector._qt.predictions_view import PredictionsPanel
-
+@pytest.fixture
+def predictions_panel(qtbot) -> PredictionsPanel:
     panel = PredictionsPanel()
     qtbot.addWidget(panel)
-    panel.resize(600, 300)
+    panel.resize(900, 300)
     panel.show()
     qtbot.waitExposed(panel)
-    bar = panel.nsp_bar
+    return panel
+
+
+def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtbot, predictions_panel):
+    """QProgressBar.setValue repaints the bar at once when it moves a pixel: on every keystroke the NSP bar painted
+    on its own, outside the window's paint of the new inspection. The new value is still painted, with the rest."""
+    bar = predictions_panel.nsp_bar
     bar.show()
     qtbot.wait(20)
     paints = EventCount(QEvent.Type.Paint)
@@ -229,18 +236,11 @@ def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtb
     assert bar.grab().toImage() != before
 
 
-def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_paint(qtbot, monkeypatch):
+def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_paint(predictions_panel,
+                                                                                       monkeypatch):
     """A paint asks the model a dozen roles for each cell: the pieces and percentages are made once, when the
     predictions arrive, and each paint only reads them (cells and bars as before)."""
-    from bertcore.analysis.inspection import MaskedPrediction
-    from bertcore.data.masking import MaskDecision
-    from explorer.inspector._qt import predictions_view
-
-    panel = predictions_view.PredictionsPanel()
-    qtbot.addWidget(panel)
-    panel.resize(900, 300)
-    panel.show()
-    qtbot.waitExposed(panel)
+    panel = predictions_panel
     model = panel.model
     model.set_predictions([MaskedPrediction(position, "cat", "[MASK]", MaskDecision.MASK, ["dog", "cat", "##s"],
                                             [7, 8, 9], np.array([0.6, 0.3, 0.1], np.float32))
