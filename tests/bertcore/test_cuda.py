@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -40,6 +39,7 @@ from tests.bertcore import test_family_electra as electra_parity
 from tests.bertcore import test_family_modernbert as modernbert_parity
 from tests.bertcore import test_family_roberta as roberta_parity
 from tests.bertcore import test_model_parity as bert_parity
+from tests.hub_fixtures import closed_port  # a port nothing listens on: free for the process group
 
 DEVICE = os.environ.get("BERTCORE_TEST_DEVICE", "cuda")
 ON_CUDA = DEVICE.startswith("cuda")
@@ -508,18 +508,12 @@ DDP_STEP = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_ddp_step_over_the_device_backend():
     """Our BERT in DistributedDataParallel over NCCL (gloo on the CPU), a process group of one: two SGD steps
     equal the unwrapped model's (a sum over one rank changes nothing). Not bit for bit on a GPU: fused attention's
     backward and scatter-adds sum with atomics in a varying order (~1e-8 here); a gradient averaged wrongly or a
     bucket left out moves a weight by the size of an update, ~1e-2."""
-    env = {**subprocess_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0",
+    env = {**subprocess_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(closed_port()), "RANK": "0",
            "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
     result = subprocess.run([sys.executable, "-c", DDP_STEP, DEVICE], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=180)
