@@ -426,3 +426,18 @@ def test_a_new_inspection_s_lens_is_asked_for_after_the_window_s_posted_paint(qt
     QCoreApplication.sendPostedEvents()  # what the event loop does first: the paint request among them
     assert asked == []
     qtbot.waitUntil(lambda: asked == [1], timeout=1000)
+
+
+@pytest.mark.slow
+def test_the_analysis_held_is_not_current_once_a_new_inspection_is_shown(qtbot, window):
+    """Between a new inspection and the lens' request (a timer later), the analysis held is the previous input's:
+    it must not pass for current, or a reader takes the old marks for the new input's (a flaky test did)."""
+    from explorer.inspector.state import Change
+
+    lab = window.head_lab
+    show_heads_as(qtbot, window, "importance")
+    inspect_masked(qtbot, window)
+    assert lab.input_analysis_current
+    lab._on_state_changed(window.inspect_tab.state, Change.INSPECTION)
+    assert not lab.input_analysis_current
+    qtbot.waitUntil(lambda: lab.input_analysis_current, timeout=WAIT_MS)

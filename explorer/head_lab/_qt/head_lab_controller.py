@@ -183,6 +183,8 @@ class HeadLabController(QObject):
             # after the views have drawn and painted it: submitted now, the lens' Python holds the GIL while the GUI
             # thread draws the inspection (a keystroke's paint took twice its CPU time); the lens comes a moment later.
             # A timer, not a zero-delay call: that is a posted event, which can run before the paint's posted event.
+            # Until the request goes out, the analysis held is of the inspection before: it is no longer current.
+            self._request_id += 1
             QTimer.singleShot(1, self, self.request_input_analysis)
         elif what is Change.SNAPSHOT and state.snapshot is not None:
             self._request_id += 1
