@@ -445,7 +445,7 @@ def test_a_new_token_count_does_not_lay_the_head_grid_out_again(panel, qtbot, mo
     panel.set_inspection(demo_inspection(13, 2, 3))
     assert layouts == [] and grid.matrices.shape[-1] == 13
     for image, frame in zip(grid.images, grid.frames, strict=True):
-        shown, cell = image.mapRectToView(image.boundingRect()), frame.rect()
+        shown, cell = image.mapRectToParent(image.boundingRect()), frame.rect()  # (the parent: the view)
         assert abs(shown.width() - cell.width()) < 1e-6 and abs(shown.left() - cell.left()) < 1e-6
     assert grid.cell_of(grid.cell_centre(2, 12, 7)) == (2, 12, 7)
     assert grid.cell_of(grid.cell_centre(0, 0, 12)) == (0, 0, 12)

@@ -189,7 +189,7 @@ def test_thumbnails_redrawn_for_a_new_size_stay_inside_their_frames(qtbot, panel
     panel.resize(1700, 1000)
     qtbot.waitUntil(lambda: grid.images[0].image.shape[0] != first_resolution, timeout=3_000)
     for image, frame in zip(grid.images, grid.frames, strict=True):
-        drawn, framed = image.mapRectToView(image.boundingRect()), frame.rect()
+        drawn, framed = image.mapRectToParent(image.boundingRect()), frame.rect()  # (the parent: the view)
         assert (drawn.width(), drawn.height()) == pytest.approx((framed.width(), framed.height()), rel=1e-3)
 
 

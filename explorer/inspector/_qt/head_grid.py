@@ -14,8 +14,18 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPen
-from PySide6.QtWidgets import QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGraphicsItem,
+    QGraphicsRectItem,
+    QGraphicsSimpleTextItem,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from explorer.common._qt.heatmap_style import (
     ABLATED_OPACITY,
@@ -24,12 +34,41 @@ from explorer.common._qt.heatmap_style import (
     colour_lookup,
     highlight_band,
 )
+from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plot_style import style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common.attention_math import LayerView, colour_gamma, to_rgba
 from explorer.common.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, thumbnail_side
 from explorer.inspector.attention_images import fit
+
+LABEL_FILL = QColor(0, 0, 0, 140)
+SELECTED_LABEL_FILL = QColor(208, 96, 0, 220)
+
+
+class CornerLabel(QGraphicsRectItem):
+    """A head's number (and note) in white on a dark patch at its thumbnail's top-left corner, the same size
+    at any zoom. Qt's own items, so a keystroke's repaint of the grid makes no Python call for them."""
+
+    PADDING = 4  # around the text, as wide as a text item's own margin
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
+        self.setPen(QPen(Qt.PenStyle.NoPen))
+        self.text_item = QGraphicsSimpleTextItem(self)
+        self.text_item.setBrush(QBrush(Qt.GlobalColor.white))
+        self.text_item.setPos(self.PADDING, self.PADDING / 2)
+        self.show_text(text, LABEL_FILL)
+
+    def text(self) -> str:
+        return self.text_item.text()
+
+    def show_text(self, text: str, fill: QColor) -> None:
+        self.text_item.setText(text)
+        bounds = self.text_item.boundingRect()
+        self.setRect(QRectF(0, 0, bounds.width() + 2 * self.PADDING, bounds.height() + self.PADDING))
+        self.setBrush(QBrush(fill))
 
 
 class HeadGrid(HoverReadout, QWidget):
@@ -59,9 +98,9 @@ class HeadGrid(HoverReadout, QWidget):
         self.view.setAspectLocked(True)
         self.view.setMouseEnabled(False, False)
         self.view.setMenuEnabled(False)
-        self.images: list[pg.ImageItem] = []
+        self.images: list[PictureItem] = []
         self.frames: list[QGraphicsRectItem] = []
-        self.numbers: list[pg.TextItem] = []
+        self.numbers: list[CornerLabel] = []
         self.checkboxes: list[QCheckBox] = []
         self.enabled = np.ones(0, bool)
         self.positions = np.zeros(0, np.intp)
@@ -71,7 +110,6 @@ class HeadGrid(HoverReadout, QWidget):
         self.layer = 0
         self.columns = 1
         self._length = 1
-        self._resolution = 0  # pixels across each thumbnail's picture: a new one is placed afresh
         self._notes: list[str] | None = None
         self._note_colours: list | None = None
         self._highlighted = -1
@@ -125,12 +163,12 @@ class HeadGrid(HoverReadout, QWidget):
             checkbox.deleteLater()
         self.images, self.frames, self.numbers, self.checkboxes = [], [], [], []
         for head in range(num_heads):
-            image = pg.ImageItem(axisOrder="row-major")
+            image = PictureItem()
             self.view.addItem(image)
             frame = QGraphicsRectItem()
             frame.setZValue(8)
             self.view.addItem(frame, ignoreBounds=True)
-            number = pg.TextItem(str(head + 1), color="w", fill=pg.mkBrush(0, 0, 0, 140), anchor=(0, 0))
+            number = CornerLabel(str(head + 1))
             number.setZValue(9)
             self.view.addItem(number, ignoreBounds=True)
             checkbox = QCheckBox(str(head + 1))
@@ -163,16 +201,11 @@ class HeadGrid(HoverReadout, QWidget):
         self.layer = view.layer
         self._length = max(1, matrices.shape[-1])
         for head, image in enumerate(self.images):
-            image.setImage(thumbnails[head], autoLevels=False)
+            image.set_picture(thumbnails[head])
         # A thumbnail is one scene unit whatever the token count, so a keystroke (which usually changes the count)
-        # moves no frame or label. But an ImageItem keeps the scale that fitted its previous picture into the cell:
-        # a picture of another resolution (a short input's is one pixel a token) is scaled into it again.
+        # moves no frame or label; each picture is scaled into its cell whatever its resolution.
         if self.columns == 0:
-            self._resolution = thumbnails.shape[1]
             self._layout()
-        elif thumbnails.shape[1] != self._resolution:
-            self._resolution = thumbnails.shape[1]
-            self._place_pictures()
         self.set_enabled(view.heads_on)
         self.highlight_position(self._highlighted)
 
@@ -194,9 +227,9 @@ class HeadGrid(HoverReadout, QWidget):
         """Place the thumbnails in the number of columns that makes them largest."""
         size = self.graphics.viewport().size()
         self.columns = grid_columns(max(1, self.num_heads), max(1, size.width()), max(1, size.height()))
-        self._place_pictures()
-        for head, (frame, number) in enumerate(zip(self.frames, self.numbers, strict=True)):
+        for head, (image, frame, number) in enumerate(zip(self.images, self.frames, self.numbers, strict=True)):
             x, y = self._cell_origin(head)
+            image.set_rect(QRectF(x, y, 1, 1))
             frame.setRect(QRectF(x, y, 1, 1))
             number.setPos(x, y)
         rows = math.ceil(max(1, self.num_heads) / self.columns)
@@ -205,12 +238,6 @@ class HeadGrid(HoverReadout, QWidget):
                            padding=0.01)
         self.view.updateMatrix()  # now, not while painting (which would paint everything twice)
         self._update_frames()
-
-    def _place_pictures(self) -> None:
-        """Each head's picture scaled into its cell."""
-        for head, image in enumerate(self.images):
-            x, y = self._cell_origin(head)
-            image.setRect(QRectF(x, y, 1, 1))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -272,9 +299,7 @@ class HeadGrid(HoverReadout, QWidget):
             pen = QPen(colour, width)
             pen.setCosmetic(True)
             frame.setPen(pen)
-            number.setText(look[2])
-            number.fill = pg.mkBrush(208, 96, 0, 220) if selected else pg.mkBrush(0, 0, 0, 140)
-            number.update()
+            number.show_text(look[2], SELECTED_LABEL_FILL if selected else LABEL_FILL)
 
     def highlight_position(self, position: int) -> None:
         """The token's row and column line through every thumbnail (-1 or a hidden token: none)."""

@@ -22,6 +22,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
+from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
@@ -59,7 +60,7 @@ class ModelOverview(HoverReadout, QWidget):
         self.plot.setAspectLocked(True)
         self.number_items: list[pg.TextItem] = []
         self.layer_kinds = None  # ModernBERT's global / local layers (set_layer_kinds)
-        self.image_item = pg.ImageItem(axisOrder="row-major")
+        self.image_item = PictureItem()
         self.plot.addItem(self.image_item)
         self.grid_lines = pg.PlotCurveItem(pen=GRID_PEN, connect="pairs")
         self.grid_lines.setZValue(5)
@@ -99,7 +100,8 @@ class ModelOverview(HoverReadout, QWidget):
         self.cell, self.num_layers, self.num_heads = cell, num_layers, num_heads
         self.positions = np.asarray(positions, np.intp)
         self.tokens = tokens
-        self.image_item.setImage(picture.image, autoLevels=False)
+        height, width = picture.image.shape[:2]
+        self.image_item.set_picture(picture.image, QRectF(0, 0, width, height))  # one unit a pixel
         show_scale(self.color_bar, scale, picture.levels)
         if shape_changed:
             self._layout_grid()

@@ -26,6 +26,7 @@ from explorer.common._qt.heatmap_style import (
     show_difference_scale,
     show_scale,
 )
+from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plot_style import show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
@@ -67,7 +68,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)  # square cells: a head's pattern keeps its shape
         style_plot(self.plot)
-        self.image_item = pg.ImageItem(axisOrder="row-major")
+        self.image_item = PictureItem()
         self.plot.addItem(self.image_item)
         self.color_bar = make_scale_bar()
         insert_scale_bar(self.plot, self.color_bar)
@@ -137,11 +138,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.tokens = list(tokens)
         self.positions = np.asarray(positions, np.intp)
         length = max(1, len(self.positions))
-        if picture.image.size:
-            self.image_item.setImage(picture.image, autoLevels=False)
-            self.image_item.setRect(QRectF(0, 0, length, length))
-        else:
-            self.image_item.clear()  # (an empty image has no size to place: pyqtgraph divides by it)
+        self.image_item.set_picture(picture.image, QRectF(0, 0, length, length))
         if self.difference:
             show_difference_scale(self.color_bar, picture.levels, f"{self.value_name}, ±{picture.levels[1]:.3g}")
         else:

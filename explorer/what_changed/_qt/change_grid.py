@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
+from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plot_style import CAPTION_STYLE, style_canvas, style_plot
 from explorer.common.attention_math import to_rgba
 
@@ -44,7 +45,7 @@ class HeadChangeGrid(QWidget):
         self.graphics.ci.setContentsMargins(4, 4, 4, 4)
         self.plot = style_plot(self.graphics.addPlot(), x_label="head", y_label="layer", mouse=False)
         self.plot.invertY(True)
-        self.image_item = pg.ImageItem(axisOrder="row-major")
+        self.image_item = PictureItem()
         self.plot.addItem(self.image_item)
         self.numbers = CellNumbers()
         self.numbers.setZValue(5)
@@ -83,8 +84,7 @@ class HeadChangeGrid(QWidget):
         self.values, self.levels = values, levels
         num_layers, num_heads = values.shape
         lookup = colour_lookup()
-        self.image_item.setImage(to_rgba(values, levels, lookup), autoLevels=False)
-        self.image_item.setRect(QRectF(0, 0, num_heads, num_layers))
+        self.image_item.set_picture(to_rgba(values, levels, lookup), QRectF(0, 0, num_heads, num_layers))
         self.color_bar.setLevels(levels)
         if new_shape:
             self._build(num_layers, num_heads)
