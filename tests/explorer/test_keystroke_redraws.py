@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -22,6 +22,19 @@ from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from tests.explorer.event_counts import EventCount
+
+
+class PaintRegions(QObject):
+    """How many rectangles each paint of the widget it watches was clipped to."""
+
+    def __init__(self):
+        super().__init__()
+        self.rect_counts: list[int] = []
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.rect_counts.append(event.region().rectCount())
+        return False
 
 
 @pytest.fixture
@@ -263,3 +276,26 @@ def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_
                                        f"{predictions_view.percent(float(prediction.top_probabilities[0]))}")
     assert model.data(first_guess, predictions_view.PROBABILITY_ROLE) == float(prediction.top_probabilities[0])
     assert model.data(model.index(0, 0)) == str(prediction.position)
+
+
+def test_a_new_layer_of_thumbnails_is_repainted_through_one_rectangle(qtbot):
+    """A keystroke changes every thumbnail, frame and label of the head grid: the repaint is clipped to one
+    rectangle around them, not to the dozens of small ones they cover (a complex clip made the grid's paint ~4×
+    its drawing), and the new pictures are what is on screen."""
+    from explorer.inspector._qt.attention_panel import AttentionPanel
+    from explorer.inspector.demo_inspection import demo_inspection
+
+    panel = AttentionPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1100, 480)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.set_inspection(demo_inspection(30, 2, 12, seed=0))
+    viewport = panel.head_grid.graphics.viewport()
+    qtbot.wait(50)  # the first inspection painted
+    paints = PaintRegions()
+    viewport.installEventFilter(paints)
+    panel.set_inspection(demo_inspection(31, 2, 12, seed=1))
+    qtbot.waitUntil(lambda: len(paints.rect_counts) > 0, timeout=2_000)
+    assert paints.rect_counts == [1] * len(paints.rect_counts)
+    assert panel.head_grid.images[0].image.shape[0] == 31

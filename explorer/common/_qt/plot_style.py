@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPen
+from PySide6.QtWidgets import QGraphicsView
 
 BACKGROUND = "w"
 # Axes, tick labels, axis names, titles and legend text. pyqtgraph's default foreground is a mid grey meant for
@@ -30,8 +31,15 @@ def small_font() -> QFont:
 
 
 def style_canvas(canvas: pg.GraphicsView) -> None:
-    """A white canvas: a `pg.GraphicsLayoutWidget` or a `pg.PlotWidget`."""
+    """A white canvas: a `pg.GraphicsLayoutWidget` or a `pg.PlotWidget`, repainted over one rectangle.
+
+    pyqtgraph asks Qt for a minimal repaint: the exact region its changed items cover. When a keystroke changes a
+    head grid's twelve pictures, frames and labels, that region is dozens of rectangles, and painting through such
+    a clip costs the raster engine several times the drawing itself (1.8 ms for the grid where its bounding rectangle
+    takes 0.5). One rectangle around whatever changed is drawn at the cost of the drawing.
+    """
     canvas.setBackground(BACKGROUND)
+    canvas.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.BoundingRectViewportUpdate)
 
 
 def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | None = None,
