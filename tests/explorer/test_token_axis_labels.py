@@ -4,9 +4,10 @@ import itertools
 
 import pyqtgraph as pg
 import pytest
-from PySide6.QtGui import QImage, QPainter
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QImage, QPainter
 
-from explorer.common._qt.token_axis import TokenAxis
+from explorer.common._qt.token_axis import LabelPictures, TokenAxis
 
 
 def placed_labels(qtbot, axis: TokenAxis, count: int, size: tuple[int, int]) -> list:
@@ -41,3 +42,52 @@ def test_labels_do_not_overlap_along_the_axis(qtbot, orientation, upright):
                        for rect, _, _ in specs)
     for (_, end), (start, _) in itertools.pairwise(stretches):
         assert start >= end, stretches
+
+
+def drawn(size: tuple[int, int], draw) -> QImage:
+    image = QImage(*size, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    draw(painter)
+    painter.end()
+    return image
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+def test_a_name_drawn_from_its_picture_looks_as_drawn_text(qapp, rotated):
+    """On screen an axis draws each name from a picture made once: the same pixels as the text drawn in its place
+    (turned, for the bottom axis' names, as its rotated text is)."""
+    font = QFont()
+    font.setPointSize(8)
+    rect, flags, colour = QRectF(40, 70, 60, 14), int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), \
+        QColor("black")
+
+    def as_text(painter: QPainter) -> None:
+        painter.setFont(font)
+        painter.setPen(colour)
+        box = rect
+        if rotated:
+            painter.translate(rect.x(), rect.y())
+            painter.rotate(-90)
+            box = QRectF(-rect.width(), -rect.height() / 2, rect.width(), rect.height())
+        painter.drawText(box, flags, "windowsill")
+
+    pictures = LabelPictures()
+    from_picture = drawn((160, 160), lambda painter: pictures.draw(painter, rect, flags, "windowsill", font, colour,
+                                                                    rotated))
+    assert from_picture == drawn((160, 160), as_text)
+    assert from_picture != drawn((160, 160), lambda painter: None)  # something was drawn
+
+
+def test_a_name_s_picture_is_made_once_and_the_oldest_dropped_past_capacity(qapp):
+    pictures = LabelPictures(capacity=2)
+    font = QFont()
+    flags = int(Qt.AlignmentFlag.AlignLeft)
+    made = []
+    original = pictures._make
+    pictures._make = lambda *args: (made.append(args[0]), original(*args))[1]
+    for text in ("the", "cat", "the", "sat", "cat"):
+        drawn((50, 50), lambda painter, text=text: pictures.draw(painter, QRectF(0, 0, 40, 14), flags, text, font,
+                                                               QColor("black"), False))
+    assert made == ["the", "cat", "sat", "cat"] and len(pictures) == 2  # "the" reused; "cat" dropped for "sat"

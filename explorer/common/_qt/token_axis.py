@@ -3,9 +3,12 @@ drawn, in bold on a highlight), and the readout line under it that names the cel
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
+
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPaintEngine, QPainter, QPen, QPixmap
 
 from explorer.common.heatmap_layout import label_ticks, short_label
 
@@ -35,6 +38,7 @@ class TokenAxis(pg.AxisItem):
         # re-lays the axis out (a keystroke moves the range of both axes of every heatmap)
         self.enableAutoSIPrefix(False)
         self.min_spacing_px = QFontMetrics(self.font).height() + 1
+        self._specs = None  # what paint draws: (axis, ticks, names), made again whenever `picture` is dropped
 
     def set_labels(self, labels: list[str], positions=None) -> None:
         shortened = [short_label(label) for label in labels]
@@ -83,20 +87,19 @@ class TokenAxis(pg.AxisItem):
                 for value in values]
 
     def generateDrawSpecs(self, p):
-        # pyqtgraph drops labels that poke past the axis ends; we place (and rotate) them ourselves.
-        self.style["showValues"] = False
-        specs = super().generateDrawSpecs(p)
-        self.style["showValues"] = True
-        if specs is None:
-            return None
-        axis_spec, tick_specs, _ = specs
+        # pyqtgraph drops labels that poke past the axis ends; we place (and rotate) them ourselves. Its line and
+        # ticks are made here too, as AxisItem makes them for one level of ticks and no grid, without its generic
+        # machinery (half of a keystroke's cost of the head detail's two axes).
         bounds = self.mapRectFromParent(self.geometry())
-        low, high = self.range
-        if high == low:
-            return axis_spec, tick_specs, []
         vertical = self.orientation in ("left", "right")
         length = bounds.height() if vertical else bounds.width()
-        levels = self.tickValues(low, high, length)
+        if length <= 0:
+            return None
+        low, high = self.range
+        levels = self.tickValues(low, high, length) if high != low else []
+        axis_spec, tick_specs = self._line_and_ticks(bounds, levels[0][1] if levels else [])
+        if high == low:
+            return axis_spec, tick_specs, []
         # a cell cut by the edge of a zoomed view is named only while its centre is in view (nudged in, the
         # names of the cells on both sides of an edge would be written over each other)
         values = [value for value in (levels[0][1] if levels else []) if min(low, high) <= value <= max(low, high)]
@@ -147,15 +150,65 @@ class TokenAxis(pg.AxisItem):
             text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
         return axis_spec, tick_specs, text_specs
 
+    def _line_and_ticks(self, bounds: QRectF, centres) -> tuple[tuple, list[tuple]]:
+        """The axis line along the plot's edge (AxisItem's one-pixel offsets) and a tick at each centre (value ->
+        pixel as AxisItem maps it, an inverted view included), with AxisItem's pens and tick length."""
+        low, high = self.range
+        vertical = self.orientation in ("left", "right")
+        edge = {"left": bounds.right(), "right": bounds.left(), "top": bounds.bottom(), "bottom": bounds.top()}
+        side = edge[self.orientation]
+        outward = -1.0 if self.orientation in ("left", "top") else 1.0
+        if vertical:
+            line = (QPointF(side + (1.0 if self.orientation == "right" else -1.0), bounds.top() - 1),
+                    QPointF(side + (1.0 if self.orientation == "right" else -1.0), bounds.bottom() + 1))
+        else:
+            across = side + (1.0 if self.orientation == "bottom" else -1.0)
+            line = (QPointF(bounds.left() - 1, across), QPointF(bounds.right() + 1, across))
+        tick_pen = QPen(self.tickPen())
+        opaque = QColor(tick_pen.color())
+        opaque.setAlpha(255)  # AxisItem's first level of ticks
+        tick_pen.setColor(opaque)
+        tick_end = side + self.style["tickLength"] * outward
+        ticks = []
+        if high != low:
+            scale = (-bounds.height() if vertical else bounds.width()) / (high - low)
+            offset = low * scale - (bounds.height() if vertical else 0.0)
+            first, last = sorted((low * scale - offset, high * scale - offset))
+            for value in centres:
+                at = value * scale - offset
+                if first <= at <= last:
+                    ticks.append((tick_pen, QPointF(side, at), QPointF(tick_end, at)) if vertical
+                                 else (tick_pen, QPointF(at, side), QPointF(at, tick_end)))
+        return (self.pen(), *line), ticks
+
+    def paint(self, p, opt, widget):
+        """pyqtgraph records an axis into a QPicture and plays that back: twice the drawing of its text, and a
+        keystroke changes the names. Here the specs are kept instead, and each name not hovered is a small picture of
+        its own, made once per text (`LabelPictures`): a keystroke that changes one token redraws one name."""
+        if self.picture is None:
+            p.setFont(self.font)
+            self._specs = self.generateDrawSpecs(p)
+            self.picture = self._specs  # pyqtgraph drops `picture` whenever the axis must be drawn afresh
+        if self._specs is not None:
+            p.save()
+            self.drawPicture(p, *self._specs)
+            p.restore()
+
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
         super().drawPicture(p, axisSpec, tickSpecs, [])
         p.setPen(self.textPen())
+        rotated = self.orientation not in ("left", "right") and not self.upright
+        # in pixels (the screen, a PNG) the names are pictures; into an SVG (or any other vector device) they go as text
+        pictures = LABEL_PICTURES if p.paintEngine().type() == QPaintEngine.Type.Raster else None
         for rect, flags, text in textSpecs:
             hovered = text.startswith("\0")
             text = text.lstrip("\0")
+            if pictures is not None and not hovered:
+                pictures.draw(p, rect, int(flags), text, self.font, self.textPen().color(), rotated)
+                continue
             p.setFont(self.bold_font if hovered else self.font)
             p.save()
-            if self.orientation not in ("left", "right") and not self.upright:
+            if rotated:
                 p.translate(rect.x(), rect.y())
                 p.rotate(-90)  # text runs upwards, ending just under the cell it names
                 rect = QRectF(-rect.width(), -rect.height() / 2, rect.width(), rect.height())
@@ -165,6 +218,63 @@ class TokenAxis(pg.AxisItem):
                 p.fillRect(QRectF(left, rect.top(), width, rect.height()), HOVER_LABEL_BRUSH)
             p.drawText(rect, int(flags), text)
             p.restore()
+
+
+class LabelPictures:
+    """Token names drawn once into small transparent pictures, kept by (text, box, alignment, font, colour, turn,
+    pixel ratio), least recently used dropped past `capacity`. A rotated name is drawn turned into its picture, so
+    placing it is a plain copy."""
+
+    def __init__(self, capacity: int = 4096):
+        self.capacity = capacity
+        self._pictures: OrderedDict[tuple, QPixmap] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pictures)
+
+    def draw(self, p: QPainter, rect: QRectF, flags: int, text: str, font: QFont, colour: QColor,
+             rotated: bool) -> None:
+        """Draws `text` as p.drawText(rect, flags, text) would, or, `rotated`, turned a quarter anticlockwise about
+        rect's top-left corner with its line centred there (the bottom axis' names)."""
+        width, height = math.ceil(rect.width()), math.ceil(rect.height())
+        if width <= 0 or height <= 0 or not text:
+            return
+        ratio = p.device().devicePixelRatioF()
+        key = (text, width, height, flags, font.key(), colour.rgba(), rotated, ratio)
+        picture = self._pictures.get(key)
+        if picture is None:
+            picture = self._make(text, width, height, flags, font, colour, rotated, ratio)
+            self._pictures[key] = picture
+            if len(self._pictures) > self.capacity:
+                self._pictures.popitem(last=False)
+        else:
+            self._pictures.move_to_end(key)
+        if rotated:
+            p.drawPixmap(QPointF(round(rect.x() - height / 2), round(rect.y())), picture)
+        else:
+            p.drawPixmap(QPointF(round(rect.x()), round(rect.y())), picture)
+
+    @staticmethod
+    def _make(text: str, width: int, height: int, flags: int, font: QFont, colour: QColor, rotated: bool,
+              ratio: float) -> QPixmap:
+        size = (height, width) if rotated else (width, height)
+        image = QImage(math.ceil(size[0] * ratio), math.ceil(size[1] * ratio),
+                       QImage.Format.Format_ARGB32_Premultiplied)
+        image.setDevicePixelRatio(ratio)
+        image.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        painter.setFont(font)
+        painter.setPen(colour)
+        if rotated:  # (u, v) of the text's box -> (v, width - u): read upwards
+            painter.translate(0, width)
+            painter.rotate(-90)
+        painter.drawText(QRectF(0, 0, width, height), flags, text)
+        painter.end()
+        return QPixmap.fromImage(image)
+
+
+LABEL_PICTURES = LabelPictures()
 
 
 class HoverReadout:
