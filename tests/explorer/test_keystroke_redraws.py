@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -278,24 +278,28 @@ def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_
     assert model.data(model.index(0, 0)) == str(prediction.position)
 
 
-def test_a_new_layer_of_thumbnails_is_repainted_through_one_rectangle(qtbot):
-    """A keystroke changes every thumbnail, frame and label of the head grid: the repaint is clipped to one
-    rectangle around them, not to the dozens of small ones they cover (a complex clip made the grid's paint ~4×
-    its drawing), and the new pictures are what is on screen."""
-    from explorer.inspector._qt.attention_panel import AttentionPanel
-    from explorer.inspector.demo_inspection import demo_inspection
+def test_a_paint_of_the_predictions_table_asks_its_model_no_roles(predictions_panel):
+    """Each cell is painted by the table's own delegate from the texts written when the predictions arrived: the
+    style's text cells asked the model a dozen roles each, at every paint. What the cells say is still drawn."""
 
-    panel = AttentionPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1100, 480)
-    panel.show()
-    qtbot.waitExposed(panel)
-    panel.set_inspection(demo_inspection(30, 2, 12, seed=0))
-    viewport = panel.head_grid.graphics.viewport()
-    qtbot.wait(50)  # the first inspection painted
-    paints = PaintRegions()
-    viewport.installEventFilter(paints)
-    panel.set_inspection(demo_inspection(31, 2, 12, seed=1))
-    qtbot.waitUntil(lambda: len(paints.rect_counts) > 0, timeout=2_000)
-    assert paints.rect_counts == [1] * len(paints.rect_counts)
-    assert panel.head_grid.images[0].image.shape[0] == 31
+    class AskedModel(predictions_view.PredictionsModel):
+        def __init__(self, parent):
+            super().__init__(parent)
+            self.asked = []
+
+        def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+            self.asked.append(role)
+            return super().data(index, role)
+
+    panel = predictions_panel
+    model = panel.model = AskedModel(panel)
+    panel.view.setModel(model)
+    panel.view.show()
+    panel.view.resize(700, 120)
+    blank = panel.view.viewport().grab().toImage()
+    model.set_predictions([MaskedPrediction(position, "cow", "[MASK]", MaskDecision.MASK, ["pig", "cow"], [9, 10],
+                                            np.array([0.6, 0.3], np.float32)) for position in (3, 6)])
+    panel.view.viewport().grab()  # the new rows laid out (their sizes ask the model) and painted
+    model.asked.clear()
+    drawn = panel.view.viewport().grab().toImage()
+    assert model.asked == [] and drawn != blank
