@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -179,6 +179,13 @@ class BarDelegate(QStyledItemDelegate):
             painter.drawText(box, RIGHT_BOTTOM, value)
         painter.restore()
 
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+        """A text cell as wide as its text and margins (what the fixed columns are sized to); a bar cell as wide as
+        the header gives it. Measured here, not by the style through a dozen of the model's roles."""
+        text = index.model().fixed_text(index.row(), index.column())
+        return QSize(option.fontMetrics.horizontalAdvance(text) + 2 * TEXT_MARGIN + 1 if text else 0,
+                     2 * option.fontMetrics.height() + 4)
+
 
 class QuietProgressBar(QProgressBar):
     """A QProgressBar whose new value is painted with the rest of the window. QProgressBar.setValue repaints at
@@ -203,6 +210,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         super().__init__(parent)
         self.setObjectName("predictionsPanel")
         self._original_ids: list[int] = []  # of the inspection shown: the answer column's token ids
+        self._fitted_for: tuple | None = None  # what the table's minimum size was last measured for
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -295,8 +303,13 @@ class PredictionsPanel(ShownInspectionView, QWidget):
 
     def _fit_table(self) -> None:
         """Ask for the room the table's rows (up to ROWS_ALWAYS_SHOWN) and readable bars need: the window's
-        splitters give a widget at least its minimum, so at the default size nothing is cut off."""
+        splitters give a widget at least its minimum, so at the default size nothing is cut off. Measured again
+        only when what it depends on changed (a keystroke mostly keeps the masked positions and their words)."""
         view, header = self.view, self.view.horizontalHeader()
+        key = (self.model.rowCount(), self.model.top_k, tuple(self.model._fixed), view.font().key())
+        if key == self._fitted_for:
+            return
+        self._fitted_for = key
         rows = min(max(1, self.model.rowCount()), ROWS_ALWAYS_SHOWN)
         frame = 2 * view.frameWidth()
         view.setMinimumHeight(header.sizeHint().height() + rows * view.verticalHeader().defaultSectionSize() + frame)
@@ -390,7 +403,8 @@ class PredictionsPanel(ShownInspectionView, QWidget):
                 # the words fit their text; the k bars share what is left of the width
                 mode = QHeaderView.ResizeMode.ResizeToContents if column < len(FIXED_COLUMNS) \
                     else QHeaderView.ResizeMode.Stretch
-                header.setSectionResizeMode(column, mode)
+                if header.sectionResizeMode(column) != mode:  # (setting it again lays the sections out again)
+                    header.setSectionResizeMode(column, mode)
         else:
             self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")
         return False
