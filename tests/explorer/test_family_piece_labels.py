@@ -24,7 +24,7 @@ def test_predictions_cells_show_readable_pieces_and_tooltips_the_raw_ones():
 
     from PySide6.QtCore import Qt
 
-    from explorer.inspector._qt.predictions_view import PredictionsModel
+    from explorer.inspector._qt.predictions_table import PredictionsModel
 
     prediction = SimpleNamespace(position=2, decision=0, input_token="<mask>", original_token="Ġcat",
                                  top_tokens=["Ġdog", "Ġcat"], top_probabilities=np.array([0.6, 0.3]),

@@ -17,7 +17,7 @@ from explorer.common._qt.heatmap_style import make_scale_bar, show_scale
 from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.plot_style import TITLE_SIZE, show_title
 from explorer.common._qt.token_axis import TokenAxis
-from explorer.inspector._qt import predictions_view
+from explorer.inspector._qt import predictions_table
 from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
@@ -262,8 +262,8 @@ def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_
     assert model.rowCount() > 0 and model.top_k > 0
     made = []
     for name in ("readable_piece", "percent"):
-        original = getattr(predictions_view, name)
-        monkeypatch.setattr(predictions_view, name,
+        original = getattr(predictions_table, name)
+        monkeypatch.setattr(predictions_table, name,
                             lambda *args, original=original: (made.append(1), original(*args))[1])
     paints = EventCount(QEvent.Type.Paint)
     panel.view.viewport().installEventFilter(paints)
@@ -271,10 +271,10 @@ def test_the_predictions_table_writes_its_cells_once_per_inspection_not_at_each_
     panel.view.viewport().grab()  # a paint of every cell
     assert paints.count == 1 and made == []
     prediction = model.predictions[0]
-    first_guess = model.index(0, len(predictions_view.FIXED_COLUMNS))
-    assert model.data(first_guess) == (f"{predictions_view.readable_piece(prediction.top_tokens[0], 'wordpiece')}  "
-                                       f"{predictions_view.percent(float(prediction.top_probabilities[0]))}")
-    assert model.data(first_guess, predictions_view.PROBABILITY_ROLE) == float(prediction.top_probabilities[0])
+    first_guess = model.index(0, len(predictions_table.FIXED_COLUMNS))
+    assert model.data(first_guess) == (f"{predictions_table.readable_piece(prediction.top_tokens[0], 'wordpiece')}  "
+                                       f"{predictions_table.percent(float(prediction.top_probabilities[0]))}")
+    assert model.data(first_guess, predictions_table.PROBABILITY_ROLE) == float(prediction.top_probabilities[0])
     assert model.data(model.index(0, 0)) == str(prediction.position)
 
 
@@ -282,7 +282,7 @@ def test_a_paint_of_the_predictions_table_asks_its_model_no_roles(predictions_pa
     """Each cell is painted by the table's own delegate from the texts written when the predictions arrived: the
     style's text cells asked the model a dozen roles each, at every paint. What the cells say is still drawn."""
 
-    class AskedModel(predictions_view.PredictionsModel):
+    class AskedModel(predictions_table.PredictionsModel):
         def __init__(self, parent):
             super().__init__(parent)
             self.asked = []

@@ -38,7 +38,7 @@ from explorer.common._qt.exporting import export_button, export_png
 from explorer.common._qt.heatmap_style import color_map
 from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
-from explorer.inspector._qt.predictions_view import CORRECT_COLOUR, percent
+from explorer.inspector._qt.predictions_table import CORRECT_COLOUR, percent
 
 LENS_VALUES = {"probability": "P(original)", "rank": "rank of original"}
 MAX_CELL_TEXTS = 240  # values written in the cells up to this many cells; beyond, the hover tells
