@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -42,8 +43,22 @@ NSP_TITLE = "<b>Next sentence prediction:</b>"
 
 
 class QuietProgressBar(QProgressBar):
-    """A QProgressBar whose new value is painted with the rest of the window. QProgressBar.setValue repaints at
-    once (a synchronous paint of its own, ~1 ms on every keystroke for the NSP bar) when the bar moves a pixel."""
+    """A QProgressBar whose new value is painted with the rest of the window, flat. QProgressBar.setValue repaints
+    at once (a synchronous paint of its own, ~1 ms on every keystroke for the NSP bar) when the bar moves a pixel,
+    and the style's bar (gradients, a rounded frame) took a quarter of a millisecond to paint at 8 pixels high."""
+
+    def paintEvent(self, event) -> None:
+        palette = self.palette()
+        group = QPalette.ColorGroup.Active if self.isEnabled() else QPalette.ColorGroup.Disabled
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), palette.color(group, QPalette.ColorRole.Base))
+        span = self.maximum() - self.minimum()
+        if span > 0 and self.value() > self.minimum():
+            filled = round(self.width() * (self.value() - self.minimum()) / span)
+            painter.fillRect(0, 0, filled, self.height(), palette.color(group, QPalette.ColorRole.Highlight))
+        painter.setPen(palette.color(group, QPalette.ColorRole.Mid))
+        painter.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        painter.end()
 
     def setValue(self, value: int) -> None:
         if value == self.value():
