@@ -65,6 +65,22 @@ def test_a_token_axis_follows_a_new_range_without_re_laying_its_label(qtbot, lab
     assert axis.range[1] == pytest.approx(6)  # the axis did follow
 
 
+def test_a_new_token_count_re_lays_out_no_label_of_the_head_detail_hidden_axes_included(qtbot, label_updates):
+    """A keystroke that adds a token gives the head detail a new range: none of its four axes rewrites its label
+    (the hidden top and right ones did, twice a keystroke, for labels nobody sees)."""
+    heatmap = TokenHeatmap("head")
+    qtbot.addWidget(heatmap)
+    heatmap.resize(500, 500)
+    heatmap.show()
+    tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]", "it", "purred", "[SEP]"]
+    heatmap.set_matrix(np.full((10, 10), 0.1, np.float32), tokens[:10], np.arange(10), (0.0, 1.0))
+    label_updates.clear()
+    heatmap.set_matrix(np.full((11, 11), 0.1, np.float32), tokens, np.arange(11), (0.0, 1.0))
+    axes = [heatmap.plot.getAxis(name) for name in ("left", "bottom", "top", "right")]
+    assert heatmap.plot.vb.viewRange()[0][1] >= 11 - 1e-6  # the new range was taken
+    assert {id(axis): label_updates.get(id(axis), 0) for axis in axes} == {id(axis): 0 for axis in axes}
+
+
 def test_the_same_token_names_leave_an_axis_as_drawn(qtbot):
     """The logit lens names its layers again on every keystroke, and its masked words mostly stay: an axis given
     the names it shows keeps its picture; new names, or a hovered name to let go of, draw it again."""

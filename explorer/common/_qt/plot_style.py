@@ -57,6 +57,10 @@ def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | 
         axis.setTextPen(INK)  # also the colour of the axis name
         if label is not None:
             plot.setLabel(name, label)
+    for name in ("top", "right"):
+        # hidden, yet pyqtgraph rewrites their (never shown) label's HTML on each new range when SI prefixes are on:
+        # twice a keystroke in the head detail
+        plot.getAxis(name).enableAutoSIPrefix(False)
     # pyqtgraph hides a bottom label that pokes past the axis' end at all: the last tick (a pruning curve's 100 %)
     # would go unnamed; half a short number may stand out into the margin
     plot.getAxis("bottom").setStyle(hideOverlappingLabels=END_LABEL_OVERHANG_PX)
