@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
+from explorer.common._qt.plot_style import add_legend, clear_curve, curve_pen, style_canvas, style_plot
 
 EXPLORER = Path(__file__).resolve().parents[2] / "explorer"
 BLACK = QColor("black")
@@ -83,3 +83,15 @@ def test_no_view_sets_up_plot_ink_or_canvas_by_hand():
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if by_hand.search(line)]
     assert not offenders, "use explorer.common._qt.plot_style instead:\n" + "\n".join(offenders)
+
+
+def test_clear_curve_empties_a_curve_and_leaves_an_empty_one_alone(qtbot, monkeypatch):
+    curve = pg.PlotCurveItem()
+    curve.setData([0.0, 1.0], [0.0, 1.0])
+    calls = []
+    original = pg.PlotCurveItem.setData
+    monkeypatch.setattr(pg.PlotCurveItem, "setData", lambda self, *args: (calls.append(args), original(self, *args)))
+    clear_curve(curve)
+    assert calls == [([], [])] and len(curve.xData) == 0
+    clear_curve(curve)  # the next keystroke: already empty, nothing to redo
+    assert len(calls) == 1

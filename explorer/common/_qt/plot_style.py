@@ -71,6 +71,13 @@ def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | 
     return plot
 
 
+def clear_curve(curve: pg.PlotCurveItem) -> None:
+    """Empties a curve that holds points; an empty one is left alone (setData([], []) costs a relayout and a
+    repaint even then, and the marks over a heatmap are cleared on every keystroke)."""
+    if curve.xData is not None and len(curve.xData):
+        curve.setData([], [])
+
+
 def show_title(plot: pg.PlotItem, title: str) -> None:
     label = plot.titleLabel
     shown = label.isVisible() and label.text == title

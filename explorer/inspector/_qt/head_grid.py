@@ -35,7 +35,7 @@ from explorer.common._qt.heatmap_style import (
     highlight_band,
 )
 from explorer.common._qt.picture_item import PictureItem
-from explorer.common._qt.plot_style import style_canvas
+from explorer.common._qt.plot_style import clear_curve, style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common.attention_math import LayerView, colour_gamma, to_rgba
@@ -306,8 +306,7 @@ class HeadGrid(HoverReadout, QWidget):
         self._highlighted = position
         hits = np.flatnonzero(self.positions == position) if position >= 0 else np.zeros(0)
         if not hits.size or not self.num_heads:
-            if self.token_lines.xData is not None and len(self.token_lines.xData):
-                self.token_lines.setData([], [])
+            clear_curve(self.token_lines)
             return
         offset = (int(hits[0]) + 0.5) / self._length
         xs, ys = [], []

@@ -7,6 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSplitter, QWidget
 
+from explorer.common._qt.plot_style import clear_curve
 from explorer.common._qt.widget_names import named
 from explorer.common.attention_math import LayerView
 from explorer.inspector._qt.head_grid import HeadGrid
@@ -41,7 +42,7 @@ class HeadsPage(QSplitter):
         if kind is not None and kind.is_local:
             self.window_edges.setData(*window_edges(view.positions, sliding_window))
         else:
-            self.window_edges.setData([], [])
+            clear_curve(self.window_edges)
         self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
                                       piece_style=view.piece_style)
         self.head_detail.highlight_position(highlighted)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
 from explorer.common._qt.picture_item import PictureItem
-from explorer.common._qt.plot_style import style_canvas, style_plot
+from explorer.common._qt.plot_style import clear_curve, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
@@ -239,7 +239,7 @@ class ModelOverview(HoverReadout, QWidget):
     def highlight_position(self, position: int) -> None:
         hits = np.flatnonzero(self.positions == position) if position >= 0 else np.zeros(0)
         if not hits.size or self.num_layers == 0:
-            self.token_lines.setData([], [])
+            clear_curve(self.token_lines)
             return
         # visible index -> offset inside a cell, in the cell's (possibly downsampled) pixels
         offset = (int(hits[0]) + 0.5) * self.cell / len(self.positions)
