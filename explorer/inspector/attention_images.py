@@ -5,8 +5,8 @@ pixels and mapping them to colours costs tens of milliseconds, and the all-layer
 by pyqtgraph at paint time, that was a stall of the GUI thread on every keystroke. So the attention panel
 says what it shows now (`PictureSpec`, captured in the GUI thread with its colour table), the inspection
 worker draws it right after the forward pass (`draw_panel`), and the panel only hands finished images to
-its ImageItems. What the user changes in the panel itself (another layer, head, option) is drawn by the
-same functions in the GUI thread: one image at a time, a few milliseconds.
+its picture items (`explorer.common._qt.picture_item`). What the user changes in the panel itself (another
+layer, head, option) is drawn by the same functions in the GUI thread: one image at a time, a few milliseconds.
 
 An image never has more rows than the pixels it is shown in (`fit`: block means, so a thin diagonal stays
 visible instead of being dropped by nearest-pixel scaling); the views place it over the token grid

@@ -1,4 +1,4 @@
-"""All layers x heads in one ImageItem (bertviz's "model view" without 144 widgets).
+"""All layers x heads in one picture (bertviz's "model view" without 144 widgets).
 
 explorer.inspector.attention_images draws the (L*c, H*c) picture (in the inspection worker, or in the panel when
 an option changes); this view shows it, draws the cell grid and layer/head labels as single items, names
