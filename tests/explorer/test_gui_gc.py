@@ -73,7 +73,10 @@ def test_a_model_installed_in_the_window_is_frozen_out_of_later_full_collections
     gc.collect()
     walked_after = len(gc.get_objects())  # a full collection walks every generation but the frozen one
     assert walked_after < walked_before - 45_000  # the model's objects are no longer walked
-    assert gc.get_freeze_count() >= frozen_before + 50_000
+    walked = {id(obj) for obj in gc.get_objects()}
+    assert not any(id(table) in walked for table in model.vocabulary_tables)  # each of them frozen
+    # (the freeze count alone can grow by less: a model frozen by an earlier test and let go here leaves it)
+    assert gc.get_freeze_count() > frozen_before
     assert not gc.isenabled()  # still collected by the GUI thread's timer alone
     window.close()
 
