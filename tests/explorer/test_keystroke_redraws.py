@@ -319,3 +319,30 @@ def test_a_paint_of_the_predictions_table_asks_its_model_no_roles(predictions_pa
     model.asked.clear()
     drawn = panel.view.viewport().grab().toImage()
     assert model.asked == [] and drawn != blank
+
+
+def test_predictions_of_the_same_shape_change_the_table_in_place_and_widen_a_column_for_a_longer_word(
+        predictions_panel, tiny_model, tokenizer):
+    """A keystroke mostly keeps the number of masked positions: the table's cells change in place (a reset made the
+    view lay its rows and columns out again, ~1 ms a keystroke), and the answer column still fits its longest
+    answer. Fewer masked positions: a reset."""
+    from bertcore.analysis.inspection import inspect_encoding
+    from bertcore.data.masking import mask_exactly
+
+    def inspection(text: str, positions=(2, 4)):
+        encoding = tokenizer.encode(text)
+        return inspect_encoding(tiny_model, tokenizer, encoding, masking=mask_exactly(encoding, tokenizer, positions))
+
+    panel = predictions_panel
+    model, header = panel.model, panel.view.horizontalHeader()
+    panel.show_inspection(inspection("the cat sat on a mat"))
+    resets, changes = [], []
+    model.modelReset.connect(lambda: resets.append(1))
+    model.dataChanged.connect(lambda *args: changes.append(1))
+    narrow = header.sectionSize(2)
+    panel.show_inspection(inspection("the notwithstanding cat sat on a mat"))
+    answer = model.data(model.index(0, 2))
+    assert resets == [] and changes == [1] and answer == "notwithstanding"
+    assert header.sectionSize(2) >= panel.view.fontMetrics().horizontalAdvance(answer) > narrow
+    panel.show_inspection(inspection("the cat sat on a mat", positions=(2,)))
+    assert resets == [1] and model.rowCount() == 1

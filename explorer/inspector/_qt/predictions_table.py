@@ -6,7 +6,7 @@ every cell itself. The panel around it (the NSP line, the note, the room it asks
 from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyledItemDelegate, QStyleOptionViewItem
 
 from bertcore.data.masking import MaskDecision
@@ -59,7 +59,12 @@ class PredictionsModel(QAbstractTableModel):
         self._guesses: list[list[tuple[str, str, float, bool]]] = []  # per row: (piece, percent, probability, right)
 
     def set_predictions(self, predictions: list, piece_style: str = "wordpiece") -> None:
-        self.beginResetModel()
+        """New predictions. As many rows and guesses as shown already (a keystroke, mostly): the cells change in
+        place; otherwise the table is reset (which makes the view lay its rows and columns out again)."""
+        top_k = max((len(p.top_tokens) for p in predictions), default=0)
+        in_place = bool(predictions) and len(predictions) == len(self.predictions) and top_k == self.top_k
+        if not in_place:
+            self.beginResetModel()
         self.predictions = list(predictions)
         self.piece_style = piece_style
         self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
@@ -69,7 +74,15 @@ class PredictionsModel(QAbstractTableModel):
                            token == p.original_token)
                           for token, probability in zip(p.top_tokens, p.top_probabilities, strict=True)]
                          for p in self.predictions]
-        self.endResetModel()
+        if in_place:
+            self.dataChanged.emit(self.index(0, 0), self.index(self.rowCount() - 1, self.columnCount() - 1))
+        else:
+            self.endResetModel()
+
+    def fixed_widths(self, metrics: QFontMetrics) -> list[int]:
+        """How wide each fixed column's cells are drawn at their widest (0 with no rows)."""
+        return [max((text_cell_width(metrics, texts[column]) for texts in self._fixed), default=0)
+                for column in range(len(FIXED_COLUMNS))]
 
     def fixed_text(self, row: int, column: int) -> str:
         """What a fixed column's cell says ("" for the others)."""
@@ -151,5 +164,9 @@ class BarDelegate(QStyledItemDelegate):
         """A text cell as wide as its text and margins (what the fixed columns are sized to); a bar cell as wide as
         the header gives it. Measured here, not by the style through a dozen of the model's roles."""
         text = index.model().fixed_text(index.row(), index.column())
-        return QSize(option.fontMetrics.horizontalAdvance(text) + 2 * TEXT_MARGIN + 1 if text else 0,
-                     2 * option.fontMetrics.height() + 4)
+        return QSize(text_cell_width(option.fontMetrics, text), 2 * option.fontMetrics.height() + 4)
+
+
+def text_cell_width(metrics: QFontMetrics, text: str) -> int:
+    """How wide a text cell is drawn for `text`: the text and its margins (0 for none)."""
+    return metrics.horizontalAdvance(text) + 2 * TEXT_MARGIN + 1 if text else 0

@@ -170,6 +170,20 @@ class PredictionsPanel(ShownInspectionView, QWidget):
                                "(green: the original)")
         self._fit_table()
 
+    def _size_columns(self) -> None:
+        """The words' columns as wide as their widest cell or heading (set here: asked of the view, they were
+        measured through every cell after each change); the k bars share what is left of the width."""
+        header = self.view.horizontalHeader()
+        widths = self.model.fixed_widths(self.view.fontMetrics())
+        for column in range(self.model.columnCount()):
+            mode = QHeaderView.ResizeMode.Fixed if column < len(FIXED_COLUMNS) else QHeaderView.ResizeMode.Stretch
+            if header.sectionResizeMode(column) != mode:  # (setting it again lays the sections out again)
+                header.setSectionResizeMode(column, mode)
+            if column < len(FIXED_COLUMNS):
+                width = max(widths[column], header.sectionSizeHint(column))
+                if header.sectionSize(column) != width:
+                    header.resizeSection(column, width)
+
     def _fit_table(self) -> None:
         """Ask for the room the table's rows (up to ROWS_ALWAYS_SHOWN) and readable bars need: the window's
         splitters give a widget at least its minimum, so at the default size nothing is cut off. Measured again
@@ -183,8 +197,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         frame = 2 * view.frameWidth()
         view.setMinimumHeight(header.sizeHint().height() + rows * view.verticalHeader().defaultSectionSize() + frame)
         metrics = view.fontMetrics()
-        fixed = sum(max(header.sectionSizeHint(column), view.sizeHintForColumn(column))
-                    for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
+        fixed = sum(header.sectionSize(column) for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
         bar = metrics.horizontalAdvance("0.013%") + 8  # the longest percentage, with the cell's margins
         bars = self.model.top_k * bar
         scroll = view.verticalScrollBar().sizeHint().width() if self.model.rowCount() > ROWS_ALWAYS_SHOWN else 0
@@ -267,13 +280,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
             self.nsp_bar.setValue(round(1000 * probability))
         self.model.set_predictions(inspection.predictions, inspection.encoding.piece_style)
         if inspection.predictions:
-            header = self.view.horizontalHeader()
-            for column in range(self.model.columnCount()):
-                # the words fit their text; the k bars share what is left of the width
-                mode = QHeaderView.ResizeMode.ResizeToContents if column < len(FIXED_COLUMNS) \
-                    else QHeaderView.ResizeMode.Stretch
-                if header.sectionResizeMode(column) != mode:  # (setting it again lays the sections out again)
-                    header.setSectionResizeMode(column, mode)
+            self._size_columns()
         else:
             self.note_label.setText("No masked positions: press “Mask like BERT” or click a token in the table.")
         return False
