@@ -5,9 +5,10 @@ import itertools
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
 
-from explorer.common._qt.token_axis import LabelPictures, TokenAxis
+from explorer.common._qt.token_axis import LabelPictures, TokenAxis, text_width
+from explorer.common.heatmap_layout import short_label
 
 
 def placed_labels(qtbot, axis: TokenAxis, count: int, size: tuple[int, int]) -> list:
@@ -91,3 +92,16 @@ def test_a_name_s_picture_is_made_once_and_the_oldest_dropped_past_capacity(qapp
         drawn((50, 50), lambda painter, text=text: pictures.draw(painter, QRectF(0, 0, 40, 14), flags, text, font,
                                                                QColor("black"), False))
     assert made == ["the", "cat", "sat", "cat"] and len(pictures) == 2  # "the" reused; "cat" dropped for "sat"
+
+
+def test_a_left_axis_is_as_wide_as_its_widest_numbered_name(qtbot):
+    """Its width comes from remembered widths of the numbers and the names: never narrower than the whole label."""
+    axis = TokenAxis("left")
+    labels = ["the", "notwithstanding", "cat", "WWW", "iii"]
+    positions = [0, 12, 130, 1999, 511]
+    axis.set_labels(labels, positions)
+    metrics = QFontMetrics(axis.bold_font)
+    widest = max(metrics.horizontalAdvance(f"{position} {short_label(label)}")  # long names are shortened
+                 for position, label in zip(positions, labels, strict=True))
+    assert widest + 10 <= axis.width() <= widest + 13
+    assert text_width(axis.bold_font, "notwithstanding") == metrics.horizontalAdvance("notwithstanding")

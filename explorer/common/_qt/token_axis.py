@@ -47,9 +47,12 @@ class TokenAxis(pg.AxisItem):
             return  # the same names (a lens' layers, each keystroke): the axis drawn for them stands
         self.labels, self.label_positions = shortened, label_positions
         self.hovered = -1
-        metrics = QFontMetrics(self.bold_font)
-        widest = max((metrics.horizontalAdvance(self._text(index, numbered=True)) for index in range(len(labels))),
-                     default=20)
+        # the widest numbered name, "12 king", as the number's width plus the name's, each measured once per text (a
+        # keystroke brings one new name and shifts the numbers of those after it); + 1: the two rounded widths may
+        # fall a pixel short of the whole
+        bold = self.bold_font.key()  # (a font's key takes as long as a remembered width: once, not per name)
+        widest = max((text_width(self.bold_font, f"{position} ", bold) + text_width(self.bold_font, label, bold) + 1
+                      for position, label in zip(self.label_positions, self.labels, strict=True)), default=20)
         if self.orientation in ("left", "right"):
             self.setWidth(widest + 10)
         elif self.upright:
@@ -200,11 +203,12 @@ class TokenAxis(pg.AxisItem):
         rotated = self.orientation not in ("left", "right") and not self.upright
         # in pixels (the screen, a PNG) the names are pictures; into an SVG (or any other vector device) they go as text
         pictures = LABEL_PICTURES if p.paintEngine().type() == QPaintEngine.Type.Raster else None
+        font_key, colour = self.font.key(), self.textPen().color()
         for rect, flags, text in textSpecs:
             hovered = text.startswith("\0")
             text = text.lstrip("\0")
             if pictures is not None and not hovered:
-                pictures.draw(p, rect, int(flags), text, self.font, self.textPen().color(), rotated)
+                pictures.draw(p, rect, int(flags), text, self.font, colour, rotated, font_key)
                 continue
             p.setFont(self.bold_font if hovered else self.font)
             p.save()
@@ -220,6 +224,21 @@ class TokenAxis(pg.AxisItem):
             p.restore()
 
 
+_WIDTHS: dict[tuple[str, str], int] = {}
+
+
+def text_width(font: QFont, text: str, font_key: str | None = None) -> int:
+    """QFontMetrics(font).horizontalAdvance(text), remembered (the first 50,000 texts of each run). font_key:
+    font.key(), when the caller has it."""
+    key = (font_key or font.key(), text)
+    width = _WIDTHS.get(key)
+    if width is None:
+        width = QFontMetrics(font).horizontalAdvance(text)
+        if len(_WIDTHS) < 50_000:
+            _WIDTHS[key] = width
+    return width
+
+
 class LabelPictures:
     """Token names drawn once into small transparent pictures, kept by (text, box, alignment, font, colour, turn,
     pixel ratio), least recently used dropped past `capacity`. A rotated name is drawn turned into its picture, so
@@ -233,14 +252,15 @@ class LabelPictures:
         return len(self._pictures)
 
     def draw(self, p: QPainter, rect: QRectF, flags: int, text: str, font: QFont, colour: QColor,
-             rotated: bool) -> None:
+             rotated: bool, font_key: str | None = None) -> None:
         """Draws `text` as p.drawText(rect, flags, text) would, or, `rotated`, turned a quarter anticlockwise about
-        rect's top-left corner with its line centred there (the bottom axis' names)."""
+        rect's top-left corner with its line centred there (the bottom axis' names). font_key: font.key(), when the
+        caller has it (computing it costs as much as drawing a remembered name)."""
         width, height = math.ceil(rect.width()), math.ceil(rect.height())
         if width <= 0 or height <= 0 or not text:
             return
         ratio = p.device().devicePixelRatioF()
-        key = (text, width, height, flags, font.key(), colour.rgba(), rotated, ratio)
+        key = (text, width, height, flags, font_key or font.key(), colour.rgba(), rotated, ratio)
         picture = self._pictures.get(key)
         if picture is None:
             picture = self._make(text, width, height, flags, font, colour, rotated, ratio)
