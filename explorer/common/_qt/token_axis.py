@@ -159,19 +159,17 @@ class TokenAxis(pg.AxisItem):
         low, high = self.range
         vertical = self.orientation in ("left", "right")
         edge = {"left": bounds.right(), "right": bounds.left(), "top": bounds.bottom(), "bottom": bounds.top()}
-        side = edge[self.orientation]
-        outward = -1.0 if self.orientation in ("left", "top") else 1.0
+        side = edge[self.orientation]  # where the axis meets the plot
+        away = 1.0 if self.orientation in ("right", "bottom") else -1.0  # from the plot's edge into the axis
         if vertical:
-            line = (QPointF(side + (1.0 if self.orientation == "right" else -1.0), bounds.top() - 1),
-                    QPointF(side + (1.0 if self.orientation == "right" else -1.0), bounds.bottom() + 1))
+            line = (QPointF(side + away, bounds.top() - 1), QPointF(side + away, bounds.bottom() + 1))
         else:
-            across = side + (1.0 if self.orientation == "bottom" else -1.0)
-            line = (QPointF(bounds.left() - 1, across), QPointF(bounds.right() + 1, across))
+            line = (QPointF(bounds.left() - 1, side + away), QPointF(bounds.right() + 1, side + away))
         tick_pen = QPen(self.tickPen())
         opaque = QColor(tick_pen.color())
         opaque.setAlpha(255)  # AxisItem's first level of ticks
         tick_pen.setColor(opaque)
-        tick_end = side + self.style["tickLength"] * outward
+        tick_end = side + self.style["tickLength"] * away  # (a negative length points into the plot)
         ticks = []
         if high != low:
             scale = (-bounds.height() if vertical else bounds.width()) / (high - low)
@@ -189,7 +187,6 @@ class TokenAxis(pg.AxisItem):
         keystroke changes the names. Here the specs are kept instead, and each name not hovered is a small picture of
         its own, made once per text (`LabelPictures`): a keystroke that changes one token redraws one name."""
         if self.picture is None:
-            p.setFont(self.font)
             self._specs = self.generateDrawSpecs(p)
             self.picture = self._specs  # pyqtgraph drops `picture` whenever the axis must be drawn afresh
         if self._specs is not None:
