@@ -67,7 +67,7 @@ class PredictionsModel(QAbstractTableModel):
             self.beginResetModel()
         self.predictions = list(predictions)
         self.piece_style = piece_style
-        self.top_k = max((len(p.top_tokens) for p in self.predictions), default=0)
+        self.top_k = top_k
         self._fixed = [(str(p.position), _decision_word(p, piece_style), readable_piece(p.original_token, piece_style))
                        for p in self.predictions]
         self._guesses = [[(readable_piece(token, piece_style), percent(float(probability)), float(probability),
