@@ -117,6 +117,7 @@ def test_toggling_heads_emits_the_whole_mask(panel, qtbot):
     np.testing.assert_array_equal(mask, expected)
     assert panel.head_grid.images[1].opacity() < 0.5  # drawn greyed out
     assert "off" in panel.head_grid.head_label(1)
+    assert panel.head_grid.numbers[1].text() == panel.head_grid.head_label(1)  # what its corner shows
     grid = panel.head_grid
     with qtbot.waitSignal(panel.headMaskChanged) as blocker:  # right-click switches head 4 off
         click_scene(qtbot, grid.graphics, grid.head_centre(3),
