@@ -72,6 +72,16 @@ def tiny_checkpoint(tmp_path_factory, tokenizer):
 WINDOW_WAIT_MS = 10_000
 
 
+def shown(qtbot, widget, size: tuple[int, int] | None = None):
+    """`widget`, closed with the test, resized to `size` (when given), shown and on screen; returned."""
+    qtbot.addWidget(widget)
+    if size is not None:
+        widget.resize(*size)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
 def open_window(qtbot, settings, size: tuple[int, int] = (1300, 850)):
     """A shown MainWindow with no model yet, at a size where every panel has room, closed with the test."""
     from explorer.window._qt.main_window import MainWindow

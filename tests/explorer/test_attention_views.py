@@ -14,6 +14,7 @@ import explorer.inspector.attention_images as attention_images
 from explorer.common.export_data import read_matrix_csv
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.demo_inspection import demo_inspection
+from tests.explorer.conftest import shown
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +38,7 @@ def real_inspection():
 
 @pytest.fixture
 def panel(qtbot):
-    widget = AttentionPanel()
-    qtbot.addWidget(widget)
-    widget.resize(1200, 760)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+    return shown(qtbot, AttentionPanel(), (1200, 760))
 
 
 def scene_point(graphics, scene_pos) -> QPoint:

@@ -21,6 +21,7 @@ from explorer.inspector._qt import predictions_table
 from explorer.inspector._qt.head_grid import HeadGrid
 from explorer.inspector._qt.predictions_view import PredictionsPanel
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
+from tests.explorer.conftest import shown
 from tests.explorer.event_counts import EventCount
 
 
@@ -179,11 +180,7 @@ def test_the_head_detail_looks_as_it_did_with_pyqtgraph_s_label_layout(qtbot):
     matrix = rng.random((12, 12)).astype(np.float32)
     matrix /= matrix.sum(axis=1, keepdims=True)
     tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]", "it", "was", "warm", "[SEP]"]
-    heatmap = TokenHeatmap("Layer 1 · head 1")
-    qtbot.addWidget(heatmap)
-    heatmap.resize(520, 480)
-    heatmap.show()
-    qtbot.waitExposed(heatmap)
+    heatmap = shown(qtbot, TokenHeatmap("Layer 1 · head 1"), (520, 480))
     for levels in ((0.0, 0.3), (0.0, float(np.percentile(matrix, 99)))):  # the second keystroke's levels
         heatmap.set_matrix(matrix, tokens, np.arange(12), levels, "p99")
         qtbot.wait(20)
@@ -240,12 +237,7 @@ def test_a_line_label_looks_as_a_label_in_its_place(qtbot):
 
 @pytest.fixture
 def predictions_panel(qtbot) -> PredictionsPanel:
-    panel = PredictionsPanel()
-    qtbot.addWidget(panel)
-    panel.resize(900, 300)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
+    return shown(qtbot, PredictionsPanel(), (900, 300))
 
 
 def test_the_nsp_bar_moves_with_the_window_s_paint_not_in_a_paint_of_its_own(qtbot, predictions_panel):

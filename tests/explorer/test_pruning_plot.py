@@ -6,13 +6,11 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 
 from explorer.head_lab._qt.pruning_plot import PruningPlot
+from tests.explorer.conftest import shown
 
 
 def bottom_labels(qtbot, widget, plot) -> list[str]:
-    qtbot.addWidget(widget)
-    widget.resize(550, 500)
-    widget.show()
-    qtbot.waitExposed(widget)
+    shown(qtbot, widget, (550, 500))
     qtbot.wait(20)
     canvas = QImage(10, 10, QImage.Format.Format_ARGB32)
     painter = QPainter(canvas)

@@ -15,6 +15,7 @@ import explorer.window.startup as startup
 from explorer.common import model_names
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.window._qt.main_window import MainWindow
+from tests.explorer.conftest import shown
 
 WAIT_MS = 60_000
 
@@ -53,11 +54,7 @@ def colour_spread(rgba: np.ndarray) -> tuple[int, float]:
 
 
 def panel_showing(qtbot, inspection, scale: str | None = None) -> AttentionPanel:
-    panel = AttentionPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1400, 700)
-    panel.show()
-    qtbot.waitExposed(panel)
+    panel = shown(qtbot, AttentionPanel(), (1400, 700))
     if scale is not None:
         panel.set_colour_scale(scale)
     panel.set_inspection(inspection)

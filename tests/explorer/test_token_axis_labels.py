@@ -9,14 +9,11 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
 
 from explorer.common._qt.token_axis import LabelPictures, TokenAxis, text_width
 from explorer.common.heatmap_layout import short_label
+from tests.explorer.conftest import shown
 
 
 def placed_labels(qtbot, axis: TokenAxis, count: int, size: tuple[int, int]) -> list:
-    widget = pg.PlotWidget(axisItems={axis.orientation: axis})
-    qtbot.addWidget(widget)
-    widget.resize(*size)
-    widget.show()
-    qtbot.waitExposed(widget)
+    widget = shown(qtbot, pg.PlotWidget(axisItems={axis.orientation: axis}), size)
     labels = ["fox", "brown", "the", "over", "quick", "jumps"] * (count // 6 + 1)
     positions = [4 + 7 * index for index in range(count)]  # a lens names masked positions, far apart
     axis.set_labels(labels[:count], positions)

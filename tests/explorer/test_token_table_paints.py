@@ -7,15 +7,13 @@ from PySide6.QtCore import QEvent
 
 from bertcore.data.masking import mask_exactly
 from explorer.inspector._qt.token_table import TokenTable
+from tests.explorer.conftest import shown
 from tests.explorer.event_counts import EventCount
 
 
 def test_a_new_input_paints_the_table_once(qtbot, tokenizer):
-    table = TokenTable()
-    qtbot.addWidget(table)
-    table.resize(300, 260)  # narrower than the input: the scroll range must follow the new widths
-    table.show()
-    qtbot.waitExposed(table)
+    # narrower than the input: the scroll range must follow the new widths
+    table = shown(qtbot, TokenTable(), (300, 260))
     encoding = tokenizer.encode("the cat sat on the mat", "a dog barked")
     table.set_input(encoding, mask_exactly(encoding, tokenizer, [2]))
     # the first input sets every width from the default; from then on only a changed token's column changes

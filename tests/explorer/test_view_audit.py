@@ -16,6 +16,7 @@ from explorer.common.heatmap_layout import short_label
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector.demo_inspection import demo_inspection
 from explorer.window._qt.main_window import MainWindow
+from tests.explorer.conftest import shown
 
 WAIT_MS = 10_000
 NUM_TOKENS = 300
@@ -23,20 +24,12 @@ NUM_TOKENS = 300
 
 @pytest.fixture
 def panel(qtbot):
-    widget = AttentionPanel()
-    qtbot.addWidget(widget)
-    widget.resize(1200, 760)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+    return shown(qtbot, AttentionPanel(), (1200, 760))
 
 
 @pytest.fixture
 def window(qtbot, settings, tiny_model, tokenizer) -> MainWindow:
-    window = MainWindow(settings, throttle_ms=30)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
+    window = shown(qtbot, MainWindow(settings, throttle_ms=30))
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
         window.set_model(tiny_model, tokenizer, "tiny test (untrained)")
     return window
@@ -296,11 +289,7 @@ def test_a_heatmap_laid_out_narrow_shows_every_token_once_it_has_room_and_a_user
     (laid out narrow) cropped its range to fit the aspect lock, and kept the crop when it grew."""
     from explorer.inspector._qt.token_heatmap import TokenHeatmap
 
-    heatmap = TokenHeatmap("A (before)")
-    qtbot.addWidget(heatmap)
-    heatmap.resize(120, 500)
-    heatmap.show()
-    qtbot.waitExposed(heatmap)
+    heatmap = shown(qtbot, TokenHeatmap("A (before)"), (120, 500))
     length = 19
     matrix = np.random.default_rng(0).dirichlet(np.ones(length), length).astype(np.float32)
     heatmap.set_matrix(matrix, [f"t{i}" for i in range(length)], np.arange(length), (0.0, 1.0))
