@@ -338,3 +338,22 @@ def test_predictions_of_the_same_shape_change_the_table_in_place_and_widen_a_col
     assert header.sectionSize(2) >= panel.view.fontMetrics().horizontalAdvance(answer) > narrow
     panel.show_inspection(inspection("the cat sat on a mat", positions=(2,)))
     assert resets == [1] and model.rowCount() == 1
+
+
+def test_a_new_layer_of_thumbnails_is_repainted_through_one_rectangle(qtbot):
+    """A keystroke changes every thumbnail, frame and label of the head grid: the repaint is clipped to one
+    rectangle around them, not to the dozens of small ones they cover (a complex clip made the grid's paint ~4×
+    its drawing), and the new pictures are what is on screen."""
+    from explorer.inspector._qt.attention_panel import AttentionPanel
+    from explorer.inspector.demo_inspection import demo_inspection
+
+    panel = shown(qtbot, AttentionPanel(), (1100, 480))
+    panel.set_inspection(demo_inspection(30, 2, 12, seed=0))
+    viewport = panel.head_grid.graphics.viewport()
+    qtbot.wait(50)  # the first inspection painted
+    paints = PaintRegions()
+    viewport.installEventFilter(paints)
+    panel.set_inspection(demo_inspection(31, 2, 12, seed=1))
+    qtbot.waitUntil(lambda: len(paints.rect_counts) > 0, timeout=2_000)
+    assert paints.rect_counts == [1] * len(paints.rect_counts)
+    assert panel.head_grid.images[0].image.shape[0] == 31
