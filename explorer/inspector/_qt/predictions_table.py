@@ -1,11 +1,12 @@
 """The masked-token predictions as a table: one row per masked position, its fixed columns (position, what the model
 saw, the answer) and then the top-k guesses, each painted as a bar as long as its probability, green where the
-guess is the original token. What the cells say is written once per inspection; the delegate paints and measures
-every cell itself. The panel around it (the NSP line, the note, the room it asks for): `predictions_view`."""
+guess is the original token. What the cells say is written once per inspection; the delegate paints every cell
+itself, and the word columns are as wide as `fixed_widths` says. The panel around it (the NSP line, the note, the
+room it asks for): `predictions_view`."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, QSize, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyledItemDelegate, QStyleOptionViewItem
 
@@ -159,12 +160,6 @@ class BarDelegate(QStyledItemDelegate):
             painter.drawText(box, LEFT_TOP, metrics.elidedText(token, ELIDE_RIGHT, max(0, box.width())))
             painter.drawText(box, RIGHT_BOTTOM, value)
         painter.restore()
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        """A text cell as wide as its text and margins (what the fixed columns are sized to); a bar cell as wide as
-        the header gives it. Measured here, not by the style through a dozen of the model's roles."""
-        text = index.model().fixed_text(index.row(), index.column())
-        return QSize(text_cell_width(option.fontMetrics, text), 2 * option.fontMetrics.height() + 4)
 
 
 def text_cell_width(metrics: QFontMetrics, text: str) -> int:
