@@ -187,9 +187,11 @@ class PredictionsPanel(ShownInspectionView, QWidget):
     def _fit_table(self) -> None:
         """Ask for the room the table's rows (up to ROWS_ALWAYS_SHOWN) and readable bars need: the window's
         splitters give a widget at least its minimum, so at the default size nothing is cut off. Measured again
-        only when what it depends on changed (a keystroke mostly keeps the masked positions and their words)."""
+        only when what it depends on changed (a keystroke mostly keeps the rows and the word columns' widths)."""
         view, header = self.view, self.view.horizontalHeader()
-        key = (self.model.rowCount(), self.model.top_k, tuple(self.model._fixed), view.font().key())
+        fixed_widths = tuple(header.sectionSize(column)
+                             for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
+        key = (self.model.rowCount(), self.model.top_k, fixed_widths, view.font().key())
         if key == self._fitted_for:
             return
         self._fitted_for = key
@@ -197,7 +199,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         frame = 2 * view.frameWidth()
         view.setMinimumHeight(header.sizeHint().height() + rows * view.verticalHeader().defaultSectionSize() + frame)
         metrics = view.fontMetrics()
-        fixed = sum(header.sectionSize(column) for column in range(min(len(FIXED_COLUMNS), self.model.columnCount())))
+        fixed = sum(fixed_widths)
         bar = metrics.horizontalAdvance("0.013%") + 8  # the longest percentage, with the cell's margins
         bars = self.model.top_k * bar
         scroll = view.verticalScrollBar().sizeHint().width() if self.model.rowCount() > ROWS_ALWAYS_SHOWN else 0
