@@ -42,6 +42,7 @@ from explorer.common.attention_math import LayerView, colour_gamma, to_rgba
 from explorer.common.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, thumbnail_side
 from explorer.inspector.attention_images import fit
 
+CELL_STEP = 1 + GRID_GAP  # scene units from one thumbnail's corner to the next (each thumbnail is 1 × 1)
 LABEL_FILL = QColor(0, 0, 0, 140)
 SELECTED_LABEL_FILL = QColor(208, 96, 0, 220)
 
@@ -220,8 +221,7 @@ class HeadGrid(HoverReadout, QWidget):
 
     # Scene units: each thumbnail is 1 × 1, GRID_GAP apart; token i of t spans [i / t, (i + 1) / t) of it.
     def _cell_origin(self, head: int) -> tuple[float, float]:
-        step = 1 + GRID_GAP
-        return (head % self.columns) * step, (head // self.columns) * step
+        return (head % self.columns) * CELL_STEP, (head // self.columns) * CELL_STEP
 
     def _layout(self) -> None:
         """Place the thumbnails in the number of columns that makes them largest."""
@@ -233,8 +233,7 @@ class HeadGrid(HoverReadout, QWidget):
             frame.setRect(QRectF(x, y, 1, 1))
             number.setPos(x, y)
         rows = math.ceil(max(1, self.num_heads) / self.columns)
-        step = 1 + GRID_GAP
-        self.view.setRange(xRange=(0, self.columns * step - GRID_GAP), yRange=(0, rows * step - GRID_GAP),
+        self.view.setRange(xRange=(0, self.columns * CELL_STEP - GRID_GAP), yRange=(0, rows * CELL_STEP - GRID_GAP),
                            padding=0.01)
         self.view.updateMatrix()  # now, not while painting (which would paint everything twice)
         self._update_frames()
@@ -321,13 +320,12 @@ class HeadGrid(HoverReadout, QWidget):
         if not self.num_heads or not self.view.sceneBoundingRect().contains(scene_pos):
             return -1, -1, -1
         point = self.view.mapSceneToView(scene_pos)
-        step = 1 + GRID_GAP
-        column_index, row_index = math.floor(point.x() / step), math.floor(point.y() / step)
+        column_index, row_index = math.floor(point.x() / CELL_STEP), math.floor(point.y() / CELL_STEP)
         head = row_index * self.columns + column_index
         if not (0 <= column_index < self.columns and 0 <= head < self.num_heads):
             return -1, -1, -1
-        row = math.floor((point.y() - row_index * step) * self._length)
-        column = math.floor((point.x() - column_index * step) * self._length)
+        row = math.floor((point.y() - row_index * CELL_STEP) * self._length)
+        column = math.floor((point.x() - column_index * CELL_STEP) * self._length)
         if not (0 <= row < self._length and 0 <= column < self._length):
             return -1, -1, -1  # in the gap between two thumbnails
         return head, row, column
