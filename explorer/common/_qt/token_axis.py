@@ -38,7 +38,6 @@ class TokenAxis(pg.AxisItem):
         # re-lays the axis out (a keystroke moves the range of both axes of every heatmap)
         self.enableAutoSIPrefix(False)
         self.min_spacing_px = QFontMetrics(self.font).height() + 1
-        self._specs = None  # what paint draws: (axis, ticks, names), made again whenever `picture` is dropped
 
     def set_labels(self, labels: list[str], positions=None) -> None:
         shortened = [short_label(label) for label in labels]
@@ -186,12 +185,11 @@ class TokenAxis(pg.AxisItem):
         """pyqtgraph records an axis into a QPicture and plays that back: twice the drawing of its text, and a
         keystroke changes the names. Here the specs are kept instead, and each name not hovered is a small picture of
         its own, made once per text (`LabelPictures`): a keystroke that changes one token redraws one name."""
-        if self.picture is None:
-            self._specs = self.generateDrawSpecs(p)
-            self.picture = self._specs  # pyqtgraph drops `picture` whenever the axis must be drawn afresh
-        if self._specs is not None:
+        if self.picture is None:  # pyqtgraph drops `picture` whenever the axis must be drawn afresh
+            self.picture = self.generateDrawSpecs(p)  # here it holds the specs: (line, ticks, names), or None
+        if self.picture is not None:
             p.save()
-            self.drawPicture(p, *self._specs)
+            self.drawPicture(p, *self.picture)
             p.restore()
 
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
