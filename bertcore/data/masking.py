@@ -24,6 +24,7 @@ special always starts a word.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -110,14 +111,10 @@ def mask_tokens(
         got = "none" if word_continues is None else f"shape {tuple(word_continues.shape)}"
         raise ValueError(f"the {recipe} recipe needs word_continues of shape ({vocab_size},), one flag per "
                          f"vocabulary id, and got {got}; pass continues_word(tokenizer)")
-    excluded_ids = sorted({int(i) for i in special_token_ids} | {int(mask_token_id)})
+    excluded_ids = tuple(sorted({int(i) for i in special_token_ids} | {int(mask_token_id)}))
     if not 0 <= mask_token_id < vocab_size:
         raise ValueError(f"mask_token_id={mask_token_id} is outside the vocabulary (0..{vocab_size - 1})")
-    replacement_ids = torch.ones(vocab_size, dtype=torch.bool)
-    replacement_ids[[i for i in excluded_ids if 0 <= i < vocab_size]] = False
-    replacement_ids = replacement_ids.nonzero().squeeze(1)  # (V',) ids a random replacement may draw
-    if len(replacement_ids) == 0:
-        raise ValueError(f"every one of the {vocab_size} vocabulary ids is special; nothing to draw from")
+    replacement_ids = _replacement_ids(vocab_size, excluded_ids)  # (V',) ids a random replacement may draw
 
     is_single = input_ids.dim() == 1
     if is_single:
@@ -165,22 +162,29 @@ def mask_tokens(
             unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
         picked = units > 0
 
-    to_mask = picked & (unit_draw < mask_fraction)
-    to_random = picked & (unit_draw >= mask_fraction) & (unit_draw < mask_fraction + random_fraction)
-    to_keep = picked & ~to_mask & ~to_random
-
+    # MASK (1) below mask_fraction, RANDOM (2) up to mask_fraction + random_fraction, KEEP (3) above; NONE unpicked
+    decisions = ((unit_draw >= mask_fraction).to(torch.int8) + (unit_draw >= mask_fraction + random_fraction) + 1)
+    decisions *= picked
     random_ids = replacement_ids.to(device)[replacement_index].to(input_ids.dtype)  # (B, T)
-    masked_ids = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)
-    masked_ids = torch.where(to_random, random_ids, masked_ids)
-    labels = torch.where(picked, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    decisions = torch.zeros(shape, dtype=torch.int8, device=device)
-    decisions[to_mask] = MaskDecision.MASK
-    decisions[to_random] = MaskDecision.RANDOM
-    decisions[to_keep] = MaskDecision.KEEP
+    masked_ids = torch.where(decisions == MaskDecision.MASK, mask_token_id, input_ids)
+    masked_ids = torch.where(decisions == MaskDecision.RANDOM, random_ids, masked_ids)
+    labels = torch.where(picked, input_ids, IGNORE_INDEX)
 
     if is_single:
         masked_ids, labels, decisions, units = masked_ids[0], labels[0], decisions[0], units[0]  # (T,)
     return MaskedBatch(input_ids=masked_ids, labels=labels, decisions=decisions, units=units)
+
+
+@functools.lru_cache(maxsize=8)
+def _replacement_ids(vocab_size: int, excluded_ids: tuple[int, ...]) -> torch.Tensor:
+    """(V',) the ids a random replacement may draw: the vocabulary without excluded_ids, made once per vocabulary
+    and special set rather than once per batch (shared: read, never written)."""
+    allowed = torch.ones(vocab_size, dtype=torch.bool)
+    allowed[[i for i in excluded_ids if 0 <= i < vocab_size]] = False
+    ids = allowed.nonzero().squeeze(1)
+    if len(ids) == 0:
+        raise ValueError(f"every one of the {vocab_size} vocabulary ids is special; nothing to draw from")
+    return ids
 
 
 def _word_bounds(candidates: torch.Tensor, continues: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

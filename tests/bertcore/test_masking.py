@@ -114,6 +114,22 @@ def test_random_replacements_are_uniform_over_non_special_ids():
         assert_binomial(count, num_random, 1 / (VOCAB_SIZE - 5))
 
 
+def test_random_replacements_avoid_each_calls_own_special_ids():
+    """The ids a replacement may draw are made once per vocabulary and special set: a second set of specials over
+    the same vocabulary gets its own (a cache keyed on the vocabulary alone would hand it the first's)."""
+    input_ids, special = make_batch([66] * 300, 66)
+    everything_random = dict(mlm_probability=1.0, mask_fraction=0.0, random_fraction=1.0)
+    first = run(input_ids, special, **everything_random)
+    more_specials = tuple(range(40))
+    second = mask_tokens(input_ids, special, mask_token_id=MASK_ID, vocab_size=VOCAB_SIZE,
+                         special_token_ids=more_specials, generator=torch.Generator().manual_seed(0),
+                         **everything_random)
+    drawn_first = first.input_ids[first.decisions == MaskDecision.RANDOM]
+    drawn_second = second.input_ids[second.decisions == MaskDecision.RANDOM]
+    assert len(drawn_second) > 1000 and int(drawn_first.min()) < 40  # the first call may draw ids 5..39
+    assert int(drawn_second.min()) >= 40  # the second may not
+
+
 @pytest.mark.slow
 def test_positions_are_picked_uniformly():
     input_ids, special = make_batch([22] * 4000, 22)  # 20 candidates, 3 picked per row
