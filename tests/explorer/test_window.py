@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -547,6 +548,34 @@ def test_worker_serves_only_the_newest_request(qtbot, tiny_model, tokenizer):
         release.set()
     assert computed == [1, 3] and emitted == [(3, "inspection 3")]
     assert worker.shutdown() and not worker.is_running
+
+
+def test_a_hand_over_worker_has_taken_the_job_when_submit_returns(qtbot, monkeypatch):
+    """hand_over: submit to an idle thread waits until the thread has taken the job (so its Python does not wait
+    for the submitter's next few ms); to a busy thread it returns at once, as without."""
+    from explorer.common._qt.workers import latest_job
+
+    monkeypatch.setattr(latest_job, "HAND_OVER_S", 10.0)  # the wait ends when the job is taken, not on a timeout
+    started, release = threading.Event(), threading.Event()
+
+    def compute(job):
+        started.set()
+        release.wait(5)
+        return job
+
+    worker = LatestJobWorker(compute, hand_over=True)
+    try:
+        began = time.perf_counter()
+        worker.submit(1, "first")
+        taken, first_wait = started.is_set(), time.perf_counter() - began
+        began = time.perf_counter()
+        worker.submit(2, "second")  # the thread is busy with the first: nothing to hand over, nothing to wait for
+        second_wait = time.perf_counter() - began
+    finally:
+        release.set()
+        assert worker.wait_idle(5) and worker.shutdown()
+    assert taken and first_wait < 5.0
+    assert second_wait < 1.0
 
 
 def test_small_inspections_run_on_one_thread(tiny_model, tokenizer):

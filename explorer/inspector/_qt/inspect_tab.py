@@ -77,7 +77,8 @@ class InspectTab(QWidget):
         self.last_pictures_ms = float("nan")
         threads = InspectionThreads()
         self.inspect_worker = LatestJobWorker(inspect_and_draw, name="inspectThread",
-                                              torch_threads=lambda job: threads(job.request), niceness=INSPECT_NICENESS)
+                                              torch_threads=lambda job: threads(job.request), niceness=INSPECT_NICENESS,
+                                              hand_over=True)
         self.inspect_worker.done.connect(self._on_inspected)
         self.inspect_worker.failed.connect(self._on_inspect_failed)
 

@@ -15,12 +15,14 @@ from PySide6.QtCore import QObject, Signal
 from explorer.common._qt.workers.threads import lower_this_thread_priority, make_worker_thread
 from explorer.common.failure import describe_exception
 
+HAND_OVER_S = 0.002  # how long `submit` waits for the thread to take the job (it takes ~0.1 ms when a core is free)
+
 
 class LatestJobWorker(QObject):
     """Runs `compute(job)` in its own long-lived thread on the newest job submitted.
 
-    `submit` never blocks and never queues stale work: a job submitted while another is computed replaces
-    any job waiting behind it (`dropped` counts those), so a user typing ten characters during a forward
+    `submit` never waits for a job to run and never queues stale work: a job submitted while another is computed
+    replaces any job waiting behind it (`dropped` counts those), so a user typing ten characters during a forward
     pass gets one more inspection, and a training thread can hand over weights every N steps however slow
     probing is. With `drop_superseded`, a result whose job was superseded while it was computed is not
     emitted either (an inspection of text already edited); without it every computed result is (each probe
@@ -28,6 +30,12 @@ class LatestJobWorker(QObject):
 
     torch_threads: an int for every job, or a function of the job (`InspectionThreads`); None leaves it.
     niceness: added to this thread's nice value (rule 5).
+    hand_over: `submit` to an idle thread waits (at most HAND_OVER_S) until the thread has taken the job. Python
+    runs one thread at a time: without it the woken thread waits for the interpreter until the submitting one
+    lets go of it, ~1.5 ms into whatever it does next (after an inspection's submit: the views redrawing the new
+    input), and the job starts that much later. For a job someone is waiting for: the caller pauses instead,
+    about as long (the thread's Python holds the interpreter until its first long torch call), while the job
+    runs.
     """
 
     done = Signal(object, object)  # key, result
@@ -37,18 +45,20 @@ class LatestJobWorker(QObject):
 
     def __init__(self, compute: Callable[[Any], Any], *, name: str = "latestJobThread",
                  torch_threads: int | Callable[[Any], int] | None = None, niceness: int = 0,
-                 drop_superseded: bool = False):
+                 drop_superseded: bool = False, hand_over: bool = False):
         super().__init__()
         self._compute = compute
         self._torch_threads = torch_threads
         self._niceness = niceness
         self._drop_superseded = drop_superseded
+        self._hand_over = hand_over
         self._lock = threading.Lock()
         self._pending: tuple[Any, Any] | None = None
         self._busy = False
         self._closed = False
         self._idle = threading.Event()
         self._idle.set()
+        self._taken = threading.Event()  # set by the worker thread when it takes a job
         self._niced = False
         self._threads_set = 0
         self.dropped = 0  # jobs replaced before they started
@@ -62,7 +72,8 @@ class LatestJobWorker(QObject):
         self._thread.start()
 
     def submit(self, key: Any, job: Any) -> None:
-        """Compute `job` as soon as the thread is free; `done(key, result)` follows. Thread-safe, never blocks."""
+        """Compute `job` as soon as the thread is free; `done(key, result)` follows. Thread-safe; it never waits for a
+        job to run (with hand_over, only ~1-2 ms for an idle thread to take this one)."""
         with self._lock:
             if self._closed:
                 return
@@ -73,7 +84,10 @@ class LatestJobWorker(QObject):
             if self._busy:
                 return
             self._busy = True
+            self._taken.clear()
         self._wake.emit()
+        if self._hand_over:
+            self._taken.wait(HAND_OVER_S)  # lets go of the interpreter lock while it waits
 
     @property
     def is_running(self) -> bool:
@@ -106,6 +120,7 @@ class LatestJobWorker(QObject):
                     self._idle.set()
                     return
             key, work = job
+            self._taken.set()
             threads = self._torch_threads(work) if callable(self._torch_threads) else self._torch_threads
             if threads and threads != self._threads_set:
                 torch.set_num_threads(threads)
