@@ -38,6 +38,7 @@ from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 SPAN_GEOMETRIC_P = 0.2  # SpanBERT's p: P(L = k) ∝ p (1 - p)^(k - 1)
 SPAN_MAX_WORDS = 10  # SpanBERT's longest span, in words
+BERT_MASK_FRACTION, BERT_RANDOM_FRACTION = 0.8, 0.1  # of the picked units: [MASK], a random token (the rest: kept)
 
 
 class MaskDecision(enum.IntEnum):
@@ -80,8 +81,8 @@ def mask_tokens(
     special_token_ids: Iterable[int] = (),
     generator: torch.Generator | None = None,
     mlm_probability: float = 0.15,
-    mask_fraction: float = 0.8,
-    random_fraction: float = 0.1,
+    mask_fraction: float = BERT_MASK_FRACTION,
+    random_fraction: float = BERT_RANDOM_FRACTION,
     recipe: str = "token",
     word_continues: torch.Tensor | None = None,
 ) -> MaskedBatch:
@@ -99,21 +100,13 @@ def mask_tokens(
         )
     if input_ids.dim() not in (1, 2):
         raise ValueError(f"input_ids must be (T,) or (B, T), got shape {tuple(input_ids.shape)}")
-    if not 0.0 < mlm_probability <= 1.0:
-        raise ValueError(f"mlm_probability={mlm_probability} must be in (0, 1]; BERT uses 0.15")
-    if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:
-        raise ValueError(
-            f"mask_fraction={mask_fraction} and random_fraction={random_fraction} must be >= 0 and sum to "
-            "at most 1; BERT uses 0.8 and 0.1"
-        )
+    _check_fractions(mlm_probability, mask_fraction, random_fraction)
     check_recipe(recipe)
     if recipe != "token" and (word_continues is None or tuple(word_continues.shape) != (vocab_size,)):
         got = "none" if word_continues is None else f"shape {tuple(word_continues.shape)}"
         raise ValueError(f"the {recipe} recipe needs word_continues of shape ({vocab_size},), one flag per "
                          f"vocabulary id, and got {got}; pass continues_word(tokenizer)")
-    excluded_ids = tuple(sorted({int(i) for i in special_token_ids} | {int(mask_token_id)}))
-    if not 0 <= mask_token_id < vocab_size:
-        raise ValueError(f"mask_token_id={mask_token_id} is outside the vocabulary (0..{vocab_size - 1})")
+    excluded_ids = _excluded_ids(mask_token_id, vocab_size, special_token_ids)
     replacement_ids = _replacement_ids(vocab_size, excluded_ids)  # (V',) ids a random replacement may draw
 
     is_single = input_ids.dim() == 1
@@ -162,9 +155,7 @@ def mask_tokens(
             unit_draw = torch.from_numpy(unit_draw_np).to(device=device, dtype=decision_draw.dtype)
         picked = units > 0
 
-    # MASK (1) below mask_fraction, RANDOM (2) up to mask_fraction + random_fraction, KEEP (3) above; NONE unpicked
-    decisions = ((unit_draw >= mask_fraction).to(torch.int8) + (unit_draw >= mask_fraction + random_fraction) + 1)
-    decisions *= picked
+    decisions = _decisions(unit_draw, mask_fraction, random_fraction) * picked  # NONE where not picked
     random_ids = replacement_ids.to(device)[replacement_index].to(input_ids.dtype)  # (B, T)
     masked_ids = torch.where(decisions == MaskDecision.MASK, mask_token_id, input_ids)
     masked_ids = torch.where(decisions == MaskDecision.RANDOM, random_ids, masked_ids)
@@ -173,6 +164,29 @@ def mask_tokens(
     if is_single:
         masked_ids, labels, decisions, units = masked_ids[0], labels[0], decisions[0], units[0]  # (T,)
     return MaskedBatch(input_ids=masked_ids, labels=labels, decisions=decisions, units=units)
+
+
+def _check_fractions(mlm_probability: float, mask_fraction: float, random_fraction: float) -> None:
+    if not 0.0 < mlm_probability <= 1.0:
+        raise ValueError(f"mlm_probability={mlm_probability} must be in (0, 1]; BERT uses 0.15")
+    if mask_fraction < 0 or random_fraction < 0 or mask_fraction + random_fraction > 1:
+        raise ValueError(
+            f"mask_fraction={mask_fraction} and random_fraction={random_fraction} must be >= 0 and sum to "
+            "at most 1; BERT uses 0.8 and 0.1"
+        )
+
+
+def _excluded_ids(mask_token_id: int, vocab_size: int, special_token_ids: Iterable[int]) -> tuple[int, ...]:
+    """The ids never picked and never drawn: the special ones and [MASK], sorted."""
+    if not 0 <= mask_token_id < vocab_size:
+        raise ValueError(f"mask_token_id={mask_token_id} is outside the vocabulary (0..{vocab_size - 1})")
+    return tuple(sorted({int(i) for i in special_token_ids} | {int(mask_token_id)}))
+
+
+def _decisions(unit_draw: torch.Tensor, mask_fraction: float, random_fraction: float) -> torch.Tensor:
+    """int8 of unit_draw's shape, what a picked unit with that draw becomes: MASK (1) below mask_fraction, RANDOM (2)
+    below mask_fraction + random_fraction, KEEP (3) above (the thresholds compared in the draws' float32)."""
+    return (unit_draw >= mask_fraction).to(torch.int8) + (unit_draw >= mask_fraction + random_fraction) + 1
 
 
 @functools.lru_cache(maxsize=8)
@@ -345,28 +359,65 @@ def mask_like_bert(
     seed: the same draw mask_tokens makes for a batch of this one row."""
     recipe = check_recipe(recipe)
     generator = torch.Generator().manual_seed(int(seed))
-    batch = mask_tokens(
-        torch.tensor(encoding.input_ids, dtype=torch.long),
-        torch.tensor(encoding.special_tokens_mask, dtype=torch.bool),
-        mask_token_id=tokenizer.mask_token_id,
-        vocab_size=tokenizer.vocab_size,
-        special_token_ids=tokenizer.special_token_ids,
-        generator=generator,
-        mlm_probability=mlm_probability,
-        recipe=recipe,
-        word_continues=None if recipe == "token" else continues_word(tokenizer),
-    )
-    masked_ids = batch.input_ids.tolist()
+    settings = dict(mask_token_id=tokenizer.mask_token_id, vocab_size=tokenizer.vocab_size,
+                    special_token_ids=tokenizer.special_token_ids, generator=generator, mlm_probability=mlm_probability)
+    if recipe == "token":
+        masked_ids, decisions, units = _mask_one_row(list(encoding.input_ids), list(encoding.special_tokens_mask),
+                                                     **settings)
+    else:
+        batch = mask_tokens(torch.tensor(encoding.input_ids, dtype=torch.long),
+                            torch.tensor(encoding.special_tokens_mask, dtype=torch.bool),
+                            recipe=recipe, word_continues=continues_word(tokenizer), **settings)
+        masked_ids, decisions, units = batch.input_ids.tolist(), batch.decisions.tolist(), batch.units.tolist()
     return Masking(
-        decisions=[MaskDecision(d) for d in batch.decisions.tolist()],
+        decisions=[MaskDecision(d) for d in decisions],
         original_ids=list(encoding.input_ids),
         masked_ids=masked_ids,
         original_tokens=list(encoding.tokens),
         masked_tokens=tokenizer.convert_ids_to_tokens(masked_ids),
         seed=int(seed),
         recipe=recipe,
-        units=tuple(batch.units.tolist()),
+        units=tuple(units),
     )
+
+
+def _mask_one_row(
+    input_ids: list[int], special_tokens_mask: list, *, mask_token_id: int, vocab_size: int,
+    special_token_ids: Iterable[int], generator: torch.Generator, mlm_probability: float,
+) -> tuple[list[int], list[int], list[int]]:
+    """The token recipe on one row, exactly as `mask_tokens` masks a batch of that row: the same checks, the same
+    three draws from `generator`, the same sort and the same decisions, and the rest (candidates, count, ids) in
+    plain Python. A sentence typed in the window is a few dozen tokens: there ~25 small tensor operations, run
+    cold between two keystrokes, cost the GUI thread ~0.9 ms; this ~0.5. Returns (masked ids, decisions, units),
+    pinned to mask_tokens' by a test."""
+    _check_fractions(mlm_probability, BERT_MASK_FRACTION, BERT_RANDOM_FRACTION)
+    excluded_ids = _excluded_ids(mask_token_id, vocab_size, special_token_ids)
+    replacement_ids = _replacement_ids(vocab_size, excluded_ids)
+    excluded = set(excluded_ids)
+    candidates = [not special and token not in excluded for token, special in zip(input_ids, special_tokens_mask,
+                                                                                   strict=True)]
+    count = sum(candidates)
+    num_picked = min(max(1, round(count * mlm_probability)), count)
+    shape = (1, len(input_ids))
+    priority = torch.rand(shape, generator=generator)
+    decision_draw = torch.rand(shape, generator=generator)
+    replacement_index = torch.randint(len(replacement_ids), shape, generator=generator)
+    order = priority.masked_fill(~torch.tensor([candidates], dtype=torch.bool), 2.0).argsort(dim=1)
+    picked = set(order[0, :num_picked].tolist())
+    kinds = _decisions(decision_draw, BERT_MASK_FRACTION, BERT_RANDOM_FRACTION)[0].tolist()
+    drawn = replacement_index[0].tolist()
+    masked_ids, decisions, units, unit = [], [], [], 0
+    for position, token in enumerate(input_ids):
+        kind = kinds[position] if position in picked else MaskDecision.NONE
+        unit += kind != MaskDecision.NONE  # each picked token its own unit, numbered left to right
+        decisions.append(int(kind))
+        units.append(unit if kind else 0)
+        if kind == MaskDecision.MASK:
+            token = mask_token_id
+        elif kind == MaskDecision.RANDOM:
+            token = int(replacement_ids[drawn[position]])
+        masked_ids.append(token)
+    return masked_ids, decisions, units
 
 
 def mask_exactly(encoding: Encoding, tokenizer: BertTokenizer, positions: Iterable[int]) -> Masking:

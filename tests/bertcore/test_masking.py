@@ -257,6 +257,38 @@ def test_mask_like_bert_decisions_over_many_seeds(tokenizer, encoding):
     assert_binomial(decisions.count(MaskDecision.MASK), len(decisions), 0.8)
 
 
+def test_mask_like_bert_draws_what_mask_tokens_draws_for_that_row(tokenizer):
+    """mask_like_bert masks one sentence in plain Python around the same three draws (it runs on every keystroke in
+    the window); it must pick, decide and replace exactly as mask_tokens does for a batch of that one row: any
+    text, pair, padding, special ids typed in, probability and seed."""
+    pairs = [("To be, or not to be: that is the question", "whether tis nobler in the mind to suffer"),
+             ("the [MASK] of [UNK] is [SEP] here", None), ("a", None), ("[CLS] [SEP]", None),  # no candidates
+             (" ".join(["outrageous fortune"] * 300), "the slings and arrows")]  # truncated to 512
+    seen = set()
+    for index, (text_a, text_b) in enumerate(pairs):
+        for pad_to in (None, 512):
+            encoding = tokenizer.encode(text_a, text_b, max_length=512, pad_to=pad_to)
+            ids = torch.tensor(encoding.input_ids, dtype=torch.long)
+            special = torch.tensor(encoding.special_tokens_mask, dtype=torch.bool)
+            for seed in range(40 if index < 3 else 5):
+                for probability in (0.15, 0.5, 1.0):
+                    masking = mask_like_bert(encoding, tokenizer, seed, mlm_probability=probability)
+                    batch = mask_tokens(ids, special, mask_token_id=tokenizer.mask_token_id,
+                                        vocab_size=tokenizer.vocab_size, special_token_ids=tokenizer.special_token_ids,
+                                        generator=torch.Generator().manual_seed(seed), mlm_probability=probability)
+                    assert masking.masked_ids == batch.input_ids.tolist()
+                    assert [int(d) for d in masking.decisions] == batch.decisions.tolist()
+                    assert list(masking.units) == batch.units.tolist()
+                    seen.update(int(d) for d in masking.decisions)
+    assert seen == {0, 1, 2, 3}  # every decision was made somewhere
+
+
+def test_mask_like_bert_checks_what_mask_tokens_checks(tokenizer, encoding):
+    for probability in (0.0, 1.5):
+        with pytest.raises(ValueError, match="mlm_probability"):
+            mask_like_bert(encoding, tokenizer, seed=0, mlm_probability=probability)
+
+
 def test_mask_exactly(tokenizer, encoding):
     masking = mask_exactly(encoding, tokenizer, [5, 2, 5])
     assert masking.positions == [2, 5] and masking.seed is None
