@@ -340,6 +340,51 @@ def test_predictions_of_the_same_shape_change_the_table_in_place_and_widen_a_col
     assert resets == [1] and model.rowCount() == 1
 
 
+def test_the_fixed_headings_are_measured_once_per_font(predictions_panel, tiny_model, tokenizer, monkeypatch):
+    """A heading's width is asked of the style (through the model's header data) once per font, not on every
+    keystroke; the word columns still fit their headings, and a new font measures them again."""
+    from bertcore.analysis.inspection import inspect_encoding
+    from bertcore.data.masking import mask_exactly
+
+    def inspection(text: str):
+        encoding = tokenizer.encode(text)
+        return inspect_encoding(tiny_model, tokenizer, encoding, masking=mask_exactly(encoding, tokenizer, (1, 2)))
+
+    panel = predictions_panel
+    header = panel.view.horizontalHeader()
+    asked = []
+    hint = header.sectionSizeHint
+    monkeypatch.setattr(header, "sectionSizeHint", lambda column: (asked.append(column), hint(column))[1])
+    panel.show_inspection(inspection("a cat sat"))
+    first = list(asked)
+    panel.show_inspection(inspection("a dog sat"))
+    assert first == [0, 1, 2] and asked == first  # the second keystroke asked nothing
+    for column in range(len(predictions_table.FIXED_COLUMNS)):
+        assert header.sectionSize(column) >= hint(column)
+    bigger = header.font()
+    bigger.setPointSize(bigger.pointSize() + 6)
+    header.setFont(bigger)
+    panel.show_inspection(inspection("a cow sat"))
+    assert asked == first * 2
+    assert header.sectionSize(1) >= hint(1)
+
+
+def test_a_new_inspection_asks_the_attention_views_their_sizes_once(qtbot, monkeypatch):
+    """The pictures a new inspection needs (the grid's and the detail's) come from one look at the views' sizes and
+    options, not one per view (~0.15 ms each, on every keystroke)."""
+    from explorer.inspector._qt.attention_panel import AttentionPanel
+    from explorer.inspector.demo_inspection import demo_inspection
+
+    panel = shown(qtbot, AttentionPanel(), (900, 500))
+    panel.set_inspection(demo_inspection(9, 4, 3))
+    asked = []
+    spec = AttentionPanel.picture_spec
+    monkeypatch.setattr(AttentionPanel, "picture_spec", lambda self: (asked.append(1), spec(self))[1])
+    panel.set_inspection(demo_inspection(10, 4, 3, seed=1))
+    assert len(asked) == 1
+    assert panel.head_detail.matrix.shape == (10, 10) and len(panel.head_grid.images) == 3
+
+
 def test_a_new_layer_of_thumbnails_is_repainted_through_one_rectangle(qtbot):
     """A keystroke changes every thumbnail, frame and label of the head grid: the repaint is clipped to one
     rectangle around them, not to the dozens of small ones they cover (a complex clip made the grid's paint ~4×

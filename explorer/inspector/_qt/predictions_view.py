@@ -80,6 +80,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         self.setObjectName("predictionsPanel")
         self._original_ids: list[int] = []  # of the inspection shown: the answer column's token ids
         self._fitted_for: tuple | None = None  # what the table's minimum size was last measured for
+        self._heading_widths: tuple[str, list[int]] = ("", [])  # (the header's font, the fixed headings' widths)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -175,12 +176,15 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         measured through every cell after each change); the k bars share what is left of the width."""
         header = self.view.horizontalHeader()
         widths = self.model.fixed_widths(self.view.fontMetrics())
+        font = header.font().key()
+        if self._heading_widths[0] != font:  # the headings' own widths, asked of the style once per font
+            self._heading_widths = (font, [header.sectionSizeHint(column) for column in range(len(FIXED_COLUMNS))])
         for column in range(self.model.columnCount()):
             mode = QHeaderView.ResizeMode.Fixed if column < len(FIXED_COLUMNS) else QHeaderView.ResizeMode.Stretch
             if header.sectionResizeMode(column) != mode:  # (setting it again lays the sections out again)
                 header.setSectionResizeMode(column, mode)
             if column < len(FIXED_COLUMNS):
-                width = max(widths[column], header.sectionSizeHint(column))
+                width = max(widths[column], self._heading_widths[1][column])
                 if header.sectionSize(column) != width:
                     header.resizeSection(column, width)
 
