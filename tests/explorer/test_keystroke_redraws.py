@@ -69,10 +69,7 @@ def test_a_token_axis_follows_a_new_range_without_re_laying_its_label(qtbot, lab
 def test_a_new_token_count_re_lays_out_no_label_of_the_head_detail_hidden_axes_included(qtbot, label_updates):
     """A keystroke that adds a token gives the head detail a new range: none of its four axes rewrites its label
     (the hidden top and right ones did, twice a keystroke, for labels nobody sees)."""
-    heatmap = TokenHeatmap("head")
-    qtbot.addWidget(heatmap)
-    heatmap.resize(500, 500)
-    heatmap.show()
+    heatmap = shown(qtbot, TokenHeatmap("head"), (500, 500))
     tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]", "it", "purred", "[SEP]"]
     heatmap.set_matrix(np.full((10, 10), 0.1, np.float32), tokens[:10], np.arange(10), (0.0, 1.0))
     label_updates.clear()
@@ -197,13 +194,10 @@ def test_the_head_detail_looks_as_it_did_with_pyqtgraph_s_label_layout(qtbot):
 def form_row(qtbot, line) -> tuple[QWidget, EventCount]:
     """`line` in a row of a form, beside a button, as the masking summary sits; the form counts its relayouts."""
     form = QWidget()
-    qtbot.addWidget(form)
     row = QHBoxLayout(form)
     row.addWidget(QPushButton("Mask like BERT"))
     row.addWidget(line, 1)
-    form.resize(700, 40)
-    form.show()
-    qtbot.waitExposed(form)
+    shown(qtbot, form, (700, 40))
     qtbot.wait(10)  # the first layout's own requests
     requests = EventCount(QEvent.Type.LayoutRequest)
     form.installEventFilter(requests)

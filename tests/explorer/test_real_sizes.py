@@ -98,11 +98,8 @@ def test_the_head_detail_is_a_square_of_at_least_300_pixels_at_1600_by_1000(qtbo
     from explorer.train._qt.training_panel import TrainingPanel
 
     window = MainWindow(settings)
-    qtbot.addWidget(window)
     window.add_tab(TrainingPanel(torch_threads=1), "Train")
-    window.resize(1600, 1000)
-    window.show()
-    qtbot.waitExposed(window)
+    shown(qtbot, window, (1600, 1000))
     if which.startswith("tiny"):
         with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):
             window.set_model(tiny_model, tokenizer, "tiny")
