@@ -20,11 +20,9 @@ Painting cost is what decides the GUI's lag during a run (measured: a repaint of
 ~18 ms with a translucent grid and ~3 ms without, most of it replaying the axis pictures), so there is no
 grid, the step axis spans the run's total steps from the start instead of growing with every step
 (an axis whose range changes re-computes its ticks and text on each repaint), and while the view follows the
-run the value axes are set from what is drawn on a steady grid rather than by pyqtgraph's auto-range. A new step
-still repaints the whole canvas, so what changes far more rarely than that (the axes, the held-out points and
-their dashed lines) is kept by Qt as a picture of its pixels (`DeviceCoordinateCache`), drawn afresh only when
-the item changes or moves: the GUI thread's CPU time per repaint during benchmarks/gui_lag_training.py's run,
-median 5.0-6.3 -> 4.3-4.8 ms (four interleaved pairs of runs).
+run the value axes are set from what is drawn on a steady grid rather than by pyqtgraph's auto-range. Each step
+repaints the canvas: the axes and held-out marks, which seldom change, are kept as pixmaps (`KEPT_AS_PIXELS`, a
+repaint's GUI time 5.0-6.3 -> 4.3-4.8 ms in benchmarks/gui_lag_training.py's run).
 """
 
 from __future__ import annotations
