@@ -3,6 +3,7 @@ between the frames that repaint it (Qt's item cache). What they show must be wha
 through every change those items go through: new points, a new value range, a zoom, a resize, the step marker,
 a cleared run, the fine-tuning layout."""
 
+import dataclasses
 import math
 
 import pytest
@@ -13,17 +14,16 @@ from bertcore.training.pretraining import EvalStats, StepStats
 from explorer.runs._qt.loss_plots import LossPlots
 from explorer.runs.curve_layout import FINETUNING
 from tests.explorer.conftest import shown
+from tests.explorer.test_loss_plot_ranges import step
 
 
 def pretraining_step(number: int, loss: float) -> StepStats:
-    held_out = None
-    if number % 40 == 0:
-        held_out = EvalStats(step=number, loss=loss + 0.3, mlm_loss=loss, nsp_loss=0.6, mlm_accuracy=number / 400,
-                             nsp_accuracy=0.6, num_examples=64)
-    return StepStats(step=number, total_steps=400, loss=loss, mlm_loss=0.9 * loss, nsp_loss=0.69,
-                     mlm_accuracy=0.1 + 0.05 * math.sin(number), nsp_accuracy=0.5,
-                     learning_rate=1e-3 * min(1.0, number / 40), grad_norm=1.0, tokens=0, tokens_per_second=0.0,
-                     elapsed_seconds=0.0, eval=held_out)
+    """The ranges test's step, with a held-out evaluation every 40 steps."""
+    if number % 40:
+        return step(number, loss)
+    held_out = EvalStats(step=number, loss=loss + 0.3, mlm_loss=loss, nsp_loss=0.6, mlm_accuracy=number / 400,
+                         nsp_accuracy=0.6, num_examples=64)
+    return dataclasses.replace(step(number, loss), eval=held_out)
 
 
 def finetuning_step(number: int) -> TaskStepStats:
@@ -51,10 +51,10 @@ def test_plots_kept_as_pixels_show_what_plots_drawn_afresh_show(qtbot):
     kept = QGraphicsItem.CacheMode.DeviceCoordinateCache
     assert cached.loss_plot.getAxis("left").cacheMode() == kept
 
-    def feed(steps, loss=lambda number: 2.0 + 7.0 * math.exp(-number / 60)):
+    def feed(steps, record=lambda number: pretraining_step(number, 2.0 + 7.0 * math.exp(-number / 60))):
         for number in steps:
             for plots in both:
-                plots.add(pretraining_step(number, loss(number)))
+                plots.add(record(number))
                 plots.flush()
                 plots.graphics.grab()  # a frame: what is cached now must be redrawn when it changes
 
@@ -62,7 +62,7 @@ def test_plots_kept_as_pixels_show_what_plots_drawn_afresh_show(qtbot):
     assert cached.eval_point_count() == 3
     assert cached._eval_items["loss"].scatter.cacheMode() == kept
     assert_same_pixels(cached, plain)
-    feed(range(121, 125), loss=lambda number: 30.0)  # a spike: the loss axis gets a new range and new ticks
+    feed(range(121, 125), lambda number: pretraining_step(number, 30.0))  # a spike: a new loss range, new ticks
     assert_same_pixels(cached, plain)
     for plots in both:
         plots.loss_plot.setXRange(60, 110, padding=0)  # zoomed: every point moves, some leave the view
@@ -75,9 +75,6 @@ def test_plots_kept_as_pixels_show_what_plots_drawn_afresh_show(qtbot):
     assert_same_pixels(cached, plain)
     for plots in both:
         plots.set_layout(FINETUNING)  # cleared, then a fine-tuning run's held-out points joined by dashed lines
-        for number in range(1, 61):
-            plots.add(finetuning_step(number))
-            plots.flush()
-            plots.graphics.grab()
+    feed(range(1, 61), finetuning_step)
     assert cached.eval_point_count() == 6
     assert_same_pixels(cached, plain)
