@@ -184,6 +184,59 @@ def grid_highlight(grid):
     return None if xs is None or len(xs) == 0 else round(xs[0] * grid.matrices.shape[-1] - 0.5)
 
 
+def grid_cell(grid):
+    """(row, column): the visible row and column the head grid's token lines mark in its first head."""
+    xs, ys = grid.token_lines.getData()
+    length = grid.matrices.shape[-1]
+    return round(ys[2] * length - 0.5), round(xs[0] * length - 0.5)
+
+
+def overview_cell(overview):
+    """(row, column): the visible row and column the overview's token lines mark in its first layer and head."""
+    xs, ys = overview.token_lines.getData()
+    columns = len(xs) - 2 * overview.num_layers  # a vertical line per head first, then a horizontal one per layer
+    return (round(ys[columns] * len(overview.positions) / overview.cell - 0.5),
+            round(xs[0] * len(overview.positions) / overview.cell - 0.5))
+
+
+def test_a_hovered_cell_is_marked_at_its_query_row_and_its_key_column_in_every_view(panel):
+    """The readout names "query → key"; the views mark that cell: the query's row and the key's column, not the
+    query's row and column (which named one token and pointed at another)."""
+    inspection = demo_inspection(10, 2, 3)
+    panel.set_inspection(inspection)
+    panel.tabs.setCurrentIndex(1)  # the overview drawn
+    panel.tabs.setCurrentIndex(0)
+    detail, grid = panel.head_detail, panel.head_grid
+    tokens = inspection.input_tokens
+    detail._on_mouse_moved(detail.plot.vb.mapViewToScene(_cell_centre(5, 2, 1)))  # query 5, key 2
+    assert detail.hover_label.text().startswith(f"{tokens[5]} (5) → {tokens[2]} (2)")
+    assert (detail.row_band.rect().top(), detail.column_band.rect().left()) == (5, 2)
+    assert grid_cell(grid) == (5, 2) and overview_cell(panel.overview) == (5, 2)
+    grid._on_mouse_moved(grid.cell_centre(1, 7, 3))  # head 2, query 7, key 3
+    assert grid.hover_label.text().startswith(f"head 2: {tokens[7]} (7) → {tokens[3]} (3)")
+    assert grid_cell(grid) == (7, 3) and overview_cell(panel.overview) == (7, 3)
+    assert (detail.row_band.rect().top(), detail.column_band.rect().left()) == (7, 3)
+    grid._end_hover()
+    assert not detail.row_band.isVisible() and not detail.column_band.isVisible()
+    panel.highlight_token(4)  # a token (the table's hover): its row and column
+    assert grid_cell(grid) == (4, 4) and (detail.row_band.rect().top(), detail.column_band.rect().left()) == (4, 4)
+
+
+def test_a_zoom_or_pan_under_a_still_mouse_names_the_cell_now_under_it(panel):
+    inspection = demo_inspection(10, 2, 3)
+    panel.set_inspection(inspection)
+    detail = panel.head_detail
+    view = detail.plot.vb
+    mouse = view.mapViewToScene(_cell_centre(5, 2, 1))
+    detail._on_mouse_moved(mouse)
+    view.setRange(xRange=(4, 9), yRange=(0, 5), padding=0)  # the cells move; the mouse does not
+    row, column = detail.cell_at(mouse)
+    assert (row, column) != (5, 2)
+    tokens = inspection.input_tokens
+    assert detail.hover_label.text().startswith(f"{tokens[row]} ({row}) → {tokens[column]} ({column})")
+    assert (detail.row_band.rect().top(), detail.column_band.rect().left()) == (row, column)
+
+
 def _cell_centre(row, column, cell):
     """View coordinates of the middle of cell (row, column) of a grid of `cell`-sized cells."""
     return QPointF((column + 0.5) * cell, (row + 0.5) * cell)
@@ -237,7 +290,7 @@ def test_token_highlight_crosses_views(panel, qtbot):
     assert blocker.args == [3]
     shown = f"{inspection.input_tokens[3]} (3) → {inspection.input_tokens[7]} (7)"  # [SEP] at 4 hidden
     assert detail.hover_label.text().startswith(shown)
-    assert grid_highlight(panel.head_grid) == 2
+    assert grid_cell(panel.head_grid) == (2, 5)  # the hovered cell: query 3 (row 2), key 7 (column 5)
     with qtbot.waitSignal(panel.tokenHovered) as blocker:
         detail._on_mouse_moved(view.mapViewToScene(_cell_centre(-5, -5, 1)))
     assert blocker.args == [-1]

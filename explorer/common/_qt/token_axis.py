@@ -293,10 +293,17 @@ LABEL_PICTURES = LabelPictures()
 
 
 class HoverReadout:
-    """For a view with a `hover_label` and a `hovered(int)` signal: the one way a hover ends."""
+    """For a view with a `hover_label` and a `hovered(int)` signal: the one way a hover ends, and the hover read
+    again when the view pans or zooms under a still mouse (`_rehover`, for views that zoom)."""
 
     IDLE_TEXT = " "
     _hover_inside = False
+    _mouse_at = None  # the scene point its `_on_mouse_moved` was last given
+
+    def _rehover(self, *_) -> None:
+        """Connected to a zooming view's range change: a pan or a zoom brings another cell under the mouse."""
+        if self._hover_inside and self._mouse_at is not None:
+            self._on_mouse_moved(self._mouse_at)
 
     def leaveEvent(self, event) -> None:
         self._end_hover()

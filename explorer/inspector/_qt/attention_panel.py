@@ -56,7 +56,8 @@ class AttentionPanel(AttentionExports, QWidget):
         self._pictures = DrawnPictures()
         self.layer = 0
         self.selected_head = 0
-        self.highlighted = -1
+        self.highlighted = (-1, -1)  # (query, key) original positions marked in every view: a cell, or a token's
+        # row and column
         self._hovered = -1
         self._stale: set[str] = set()  # tabs to redraw when they are next shown
         self.timings_ms: dict[str, float] = {}
@@ -110,6 +111,7 @@ class AttentionPanel(AttentionExports, QWidget):
         self.overview.headClicked.connect(self._on_overview_clicked)
         for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
             view.hovered.connect(self._on_view_hovered)
+            view.cellHovered.connect(self.highlight_cell)  # the cell under the mouse, in every view
         self.set_inspection(None)
 
     def add_tool(self, widget: QWidget) -> None:
@@ -187,9 +189,14 @@ class AttentionPanel(AttentionExports, QWidget):
 
     def highlight_token(self, position: int) -> None:
         """Highlights the token at `position` (its row and column) in every view; -1 clears. No signal."""
-        self.highlighted = int(position)
+        self.highlight_cell(position, position)
+
+    def highlight_cell(self, query: int, key: int) -> None:
+        """Marks the row of the token at original position `query` and the column of the one at `key` in every
+        view (a hovered cell: where one token attends to another); -1 clears that line. No signal."""
+        self.highlighted = (int(query), int(key))
         for view in (self.head_grid, self.head_detail, self.overview, self.rollout_view):
-            view.highlight_position(self.highlighted)
+            view.highlight_position(*self.highlighted)
 
     # ------------------------------------------------------------------ more public API (tests, menus)
     @property
@@ -288,7 +295,7 @@ class AttentionPanel(AttentionExports, QWidget):
         self._refresh_layer()
         self._mark_stale({"overview", "rollout"})
         self.overview.set_head_mask(self.mask)
-        self.highlight_token(self.highlighted)
+        self.highlight_cell(*self.highlighted)
 
     def _layer_kind(self):
         """The current layer's kind (global, or local with its window) for ModernBERT; None for other models."""
@@ -310,7 +317,7 @@ class AttentionPanel(AttentionExports, QWidget):
         self.overview.select(self.layer, self.selected_head)
         if self.rollout_combo.currentIndex() == 0:
             self._mark_stale({"rollout"})
-        self.highlight_token(self.highlighted)
+        self.highlight_cell(*self.highlighted)
 
     def _refresh_detail(self, spec: attention_images.PictureSpec | None = None) -> None:
         spec = spec or self._spec()
@@ -331,7 +338,7 @@ class AttentionPanel(AttentionExports, QWidget):
                                   view.options.colour_scale)
         self.overview.set_head_mask(self.mask)
         self.overview.select(self.layer, self.selected_head)
-        self.overview.highlight_position(self.highlighted)
+        self.overview.highlight_position(*self.highlighted)
         self._stale.discard("overview")
         self.timings_ms["overview"] = (time.perf_counter() - started) * 1e3
 
@@ -391,7 +398,8 @@ class AttentionPanel(AttentionExports, QWidget):
         self.tabs.setCurrentIndex(0)
 
     def _on_view_hovered(self, position: int) -> None:
-        self.highlight_token(position)
+        """The query token under the mouse, for the views outside the panel (the views in it mark the whole cell:
+        `highlight_cell`)."""
         if position != self._hovered:
             self._hovered = position
             self.tokenHovered.emit(position)

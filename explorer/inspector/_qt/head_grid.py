@@ -88,6 +88,7 @@ class HeadGrid(HoverReadout, QWidget):
     headClicked = Signal(int)
     headToggled = Signal(int, bool)  # head, enabled
     hovered = Signal(int)  # original position of the query row under the mouse, -1 when none
+    cellHovered = Signal(int, int)  # original (query, key) positions under the mouse, (-1, -1) when none
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -113,7 +114,7 @@ class HeadGrid(HoverReadout, QWidget):
         self._length = 1
         self._notes: list[str] | None = None
         self._note_colours: list | None = None
-        self._highlighted = -1
+        self._highlighted = (-1, -1)  # (query, key) original positions the token lines mark
         self._hover_inside = False
         self.token_lines = pg.PlotCurveItem(pen=pg.mkPen(HIGHLIGHT_PEN, width=1, cosmetic=True), connect="pairs")
         self.token_lines.setZValue(6)
@@ -208,7 +209,7 @@ class HeadGrid(HoverReadout, QWidget):
         if self.columns == 0:
             self._layout()
         self.set_enabled(view.heads_on)
-        self.highlight_position(self._highlighted)
+        self.highlight_position(*self._highlighted)
 
     def set_layer_kind(self, kind) -> None:
         """The shown layer's kind (family_display.LayerKind) above its heads, or nothing (None)."""
@@ -300,20 +301,31 @@ class HeadGrid(HoverReadout, QWidget):
             frame.setPen(pen)
             number.show_text(look[2], SELECTED_LABEL_FILL if selected else LABEL_FILL)
 
-    def highlight_position(self, position: int) -> None:
-        """The token's row and column line through every thumbnail (-1 or a hidden token: none)."""
-        self._highlighted = position
-        hits = np.flatnonzero(self.positions == position) if position >= 0 else np.zeros(0)
-        if not hits.size or not self.num_heads:
+    def highlight_position(self, position: int, key: int | None = None) -> None:
+        """Through every thumbnail, a line along the row of the token at original `position` and one down the
+        column of the one at `key` (by default the same token); -1 or a hidden token: no line there."""
+        key = position if key is None else key
+        self._highlighted = (position, key)
+        row, column = (self._visible_offset(position), self._visible_offset(key)) if self.num_heads else (None, None)
+        if row is None and column is None:
             clear_curve(self.token_lines)
             return
-        offset = (int(hits[0]) + 0.5) / self._length
         xs, ys = [], []
         for head in range(self.num_heads):
             x, y = self._cell_origin(head)
-            xs += [x + offset, x + offset, x, x + 1]
-            ys += [y, y + 1, y + offset, y + offset]
+            if column is not None:
+                xs += [x + column, x + column]
+                ys += [y, y + 1]
+            if row is not None:
+                xs += [x, x + 1]
+                ys += [y + row, y + row]
         self.token_lines.setData(np.array(xs, float), np.array(ys, float))
+
+    def _visible_offset(self, position: int) -> float | None:
+        """Where the middle of the token at original `position` lies across a thumbnail (0..1); None when it is
+        -1 or hidden."""
+        hits = np.flatnonzero(self.positions == position) if position >= 0 else ()
+        return (int(hits[0]) + 0.5) / self._length if len(hits) else None
 
     def cell_of(self, scene_pos: QPointF) -> tuple[int, int, int]:
         """(head, row, column) under a scene point; -1s outside every thumbnail."""
@@ -353,6 +365,7 @@ class HeadGrid(HoverReadout, QWidget):
 
     def _clear_hover_marks(self) -> None:
         self.hover_band.setVisible(False)
+        self.cellHovered.emit(-1, -1)
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         head, row, column = self.cell_of(scene_pos)
@@ -368,3 +381,4 @@ class HeadGrid(HoverReadout, QWidget):
         self.hover_band.setRect(QRectF(x, y + row / self._length, 1, 1 / self._length))
         self.hover_band.setVisible(True)
         self.hovered.emit(query)
+        self.cellHovered.emit(query, key)

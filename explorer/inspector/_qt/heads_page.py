@@ -35,7 +35,7 @@ class HeadsPage(QSplitter):
         self.setSizes([400, 500])
 
     def show_head(self, picture, view: LayerView, head: int, kind: LayerKind | None, sliding_window: int | None,
-                  highlighted: int) -> None:
+                  highlighted: tuple[int, int]) -> None:
         """Shows `picture`, head `head` of `view`'s layer, with the window edges when `kind` is a local layer."""
         off = "" if view.heads_on[head] else " (switched off)"
         self.head_detail.set_title(f"Layer {view.layer + 1}{f' ({kind.text})' if kind else ''} · head {head + 1}{off}")
@@ -45,4 +45,4 @@ class HeadsPage(QSplitter):
             clear_curve(self.window_edges)
         self.head_detail.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
                                       piece_style=view.piece_style)
-        self.head_detail.highlight_position(highlighted)
+        self.head_detail.highlight_position(*highlighted)

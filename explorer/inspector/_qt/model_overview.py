@@ -35,6 +35,7 @@ GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
 class ModelOverview(HoverReadout, QWidget):
     headClicked = Signal(int, int)  # layer, head
     hovered = Signal(int)  # original position of the query row under the mouse, -1 when none
+    cellHovered = Signal(int, int)  # original (query, key) positions under the mouse, (-1, -1) when none
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -90,6 +91,7 @@ class ModelOverview(HoverReadout, QWidget):
         layout.addWidget(self.hover_label)
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.plot.vb.sigRangeChanged.connect(self._rehover)
 
     def set_picture(self, picture: OverviewPicture, num_layers: int, num_heads: int, positions: np.ndarray,
                     tokens: list[str], scale: str = DEFAULT_COLOUR_SCALE) -> None:
@@ -236,23 +238,34 @@ class ModelOverview(HoverReadout, QWidget):
         column = int(edges[min(self.cell - 1, math.floor(x - head * self.cell))])
         return layer, head, row, column
 
-    def highlight_position(self, position: int) -> None:
-        hits = np.flatnonzero(self.positions == position) if position >= 0 else np.zeros(0)
-        if not hits.size or self.num_layers == 0:
+    def highlight_position(self, position: int, key: int | None = None) -> None:
+        """Lines along the row of the token at original `position` in every cell and down the column of the one at
+        `key` (by default the same token); -1 or a hidden token: no line there."""
+        key = position if key is None else key
+        row, column = (self._cell_offset(position), self._cell_offset(key)) if self.num_layers else (None, None)
+        if row is None and column is None:
             clear_curve(self.token_lines)
             return
-        # visible index -> offset inside a cell, in the cell's (possibly downsampled) pixels
-        offset = (int(hits[0]) + 0.5) * self.cell / len(self.positions)
         height, width = self.num_layers * self.cell, self.num_heads * self.cell
         xs, ys = [], []
-        for head in range(self.num_heads):
-            xs += [head * self.cell + offset] * 2
-            ys += [0, height]
-        for layer in range(self.num_layers):
-            xs += [0, width]
-            ys += [layer * self.cell + offset] * 2
+        if column is not None:
+            for head in range(self.num_heads):
+                xs += [head * self.cell + column] * 2
+                ys += [0, height]
+        if row is not None:
+            for layer in range(self.num_layers):
+                xs += [0, width]
+                ys += [layer * self.cell + row] * 2
         self.token_lines.setData(np.array(xs, float), np.array(ys, float))
 
+    def _cell_offset(self, position: int) -> float | None:
+        """Where the middle of the token at original `position` lies across a cell, in the cell's (possibly
+        downsampled) pixels; None when it is -1 or hidden."""
+        hits = np.flatnonzero(self.positions == position) if position >= 0 else ()
+        return (int(hits[0]) + 0.5) * self.cell / len(self.positions) if len(hits) else None
+
+    def _clear_hover_marks(self) -> None:
+        self.cellHovered.emit(-1, -1)
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() != Qt.MouseButton.LeftButton:
@@ -262,6 +275,7 @@ class ModelOverview(HoverReadout, QWidget):
             self.headClicked.emit(layer, head)
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        self._mouse_at = scene_pos
         layer, head, row, column = self.cell_of(scene_pos)
         if layer < 0:
             self._end_hover()
@@ -276,3 +290,4 @@ class ModelOverview(HoverReadout, QWidget):
             f"{value:.4f}{pooled} — click to open"
         )
         self.hovered.emit(query)
+        self.cellHovered.emit(query, key)

@@ -50,7 +50,7 @@ class RolloutPage(QWidget):
         self._rollout, self._rollout_mask = None, b""
 
     def show_rollout(self, picture, view: attention_math.LayerView, layer: int, head_mask: np.ndarray,
-                     highlighted: int) -> None:
+                     highlighted: tuple[int, int]) -> None:
         """Shows `picture`, the rollout through `layer` drawn for `view`'s tokens, titled with the heads on."""
         num_layers, num_heads = head_mask.shape
         heads_on = int(head_mask[: layer + 1].sum())
@@ -58,4 +58,4 @@ class RolloutPage(QWidget):
                             f"({heads_on} of {(layer + 1) * num_heads} heads on)")
         self.view.show_picture(picture, view.tokens, view.positions, view.options.colour_scale,
                                piece_style=view.piece_style)
-        self.view.highlight_position(highlighted)
+        self.view.highlight_position(*highlighted)

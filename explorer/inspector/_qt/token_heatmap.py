@@ -91,6 +91,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         layout.addLayout(row, 1)
         layout.addWidget(self.hover_label)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.plot.vb.sigRangeChanged.connect(self._rehover)
 
     def set_title(self, title: str) -> None:
         show_title(self.plot, title)
@@ -164,10 +165,12 @@ class TokenHeatmap(HoverReadout, QWidget):
         hits = np.flatnonzero(self.positions == position)
         return int(hits[0]) if hits.size else -1
 
-    def highlight_position(self, position: int) -> None:
-        """Row and column of the token at original `position` (-1 or a hidden token: no highlight)."""
-        index = self._visible_index(position) if position >= 0 else -1
-        self._show_bands(index, index)
+    def highlight_position(self, position: int, key: int | None = None) -> None:
+        """The row of the token at original `position` and the column of the one at `key` (by default the same
+        token: its row and column); -1 or a hidden token: no band there."""
+        key = position if key is None else key
+        self._show_bands(self._visible_index(position) if position >= 0 else -1,
+                         self._visible_index(key) if key >= 0 else -1)
 
     def _show_bands(self, row: int, column: int) -> None:
         length = len(self.positions)
@@ -202,6 +205,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.cellHovered.emit(-1, -1)
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        self._mouse_at = scene_pos
         row, column = self.cell_at(scene_pos)
         if row < 0:
             self._end_hover()
