@@ -171,6 +171,58 @@ def test_grid_equals_numpy_js_divergence_and_a_click_shows_a_b_and_difference(qt
 
 
 @pytest.mark.slow
+def test_the_grid_readout_never_names_a_value_it_no_longer_shows(qtbot):
+    """A newcomer compared a model with itself, hovered a head (0.0000 bits), then compared it with its fine-tuned
+    run: the line under the grid still said 0.0000 bits above the head's new 0.0162."""
+    from PySide6.QtCore import QEvent
+
+    from explorer.what_changed._qt.change_grid import HeadChangeGrid
+    from tests.explorer.conftest import shown
+
+    grid = shown(qtbot, HeadChangeGrid(), (500, 400))
+    grid.show_values(np.zeros((2, 3)), (0.0, 1.0))
+    grid._on_mouse_moved(grid.cell_centre(1, 2))
+    assert grid.hover_label.text() == "layer 2, head 3: 0.0000 bits"
+    grid.show_values(np.full((2, 3), 0.0162), (0.0, 0.02))
+    assert grid.hover_label.text() == HeadChangeGrid.HINT
+    grid._on_mouse_moved(grid.cell_centre(1, 2))
+    assert grid.hover_label.text() == "layer 2, head 3: 0.0162 bits"
+    grid.leaveEvent(QEvent(QEvent.Type.Leave))
+    assert grid.hover_label.text() == HeadChangeGrid.HINT
+
+
+def test_a_grid_before_any_comparison_has_no_axes_counting_thousandths(qtbot):
+    from explorer.what_changed._qt.change_grid import HeadChangeGrid
+    from tests.explorer.conftest import shown
+
+    grid = shown(qtbot, HeadChangeGrid(), (600, 300))
+    qtbot.wait(10)  # the view's first range reaches the axes
+    for name in ("left", "bottom"):
+        axis = grid.plot.getAxis(name)
+        assert axis.autoSIPrefixScale == 1.0 and "0.001" not in axis.labelString()
+
+
+def test_compare_without_b_says_what_to_choose(qtbot, tab, checkpoints):
+    tab.field_a.set_folder(checkpoints["a"])
+    tab.compare_button.click()
+    assert tab.status_label.text() == "Choose B (after) first: a checkpoint folder to compare."
+    tab.field_a.set_folder("")
+    tab.compare_button.click()
+    assert "Choose A (before) and B (after) first" in tab.status_label.text()
+
+
+def test_a_cleared_difference_scale_runs_from_minus_to_plus_what_it_says(qtbot):
+    """After a refused comparison the B − A bar said ±1 over ticks from 0 to 1."""
+    from explorer.inspector._qt.token_heatmap import TokenHeatmap
+    from tests.explorer.conftest import shown
+
+    heatmap = shown(qtbot, TokenHeatmap("B − A", value_name="B − A", difference=True), (400, 400))
+    for _ in range(2):  # before anything is shown, and cleared
+        assert tuple(heatmap.color_bar.levels()) == (-1.0, 1.0)
+        assert "±1" in heatmap.color_bar.getAxis("left").labelText
+        heatmap.clear()
+
+
 def test_a_model_against_its_task_model_compares_the_shared_encoder(qtbot, tab, checkpoints):
     tab.on_pair_changed(TEXT_A, None)
     wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["task"]))

@@ -71,6 +71,8 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.image_item = PictureItem()
         self.plot.addItem(self.image_item)
         self.color_bar = make_scale_bar()
+        if difference:  # from the start: a signed scale, white at 0
+            show_difference_scale(self.color_bar, (-1.0, 1.0), f"{value_name}, ±1")
         insert_scale_bar(self.plot, self.color_bar)
         self.row_band = highlight_band(self.plot.vb)
         self.column_band = highlight_band(self.plot.vb)
@@ -157,7 +159,8 @@ class TokenHeatmap(HoverReadout, QWidget):
             QTimer.singleShot(0, self, self._fit_square)  # the axes' widths changed with their labels
 
     def clear(self) -> None:
-        self.set_matrix(np.zeros((0, 0), np.float32), [], np.zeros(0, np.intp), (0.0, 1.0))
+        levels = (-1.0, 1.0) if self.difference else (0.0, 1.0)  # a difference's scale is symmetric about 0
+        self.set_matrix(np.zeros((0, 0), np.float32), [], np.zeros(0, np.intp), levels)
         self.hover_label.setText(" ")
         self.highlight_position(-1)
 

@@ -72,6 +72,7 @@ class HeadChangeGrid(QWidget):
         scene = self.graphics.scene()
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
         scene.sigMouseMoved.connect(self._on_mouse_moved)
+        self.clear()  # axes for no heads (left to themselves, they count -0.5..0.5 in thousandths)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -92,6 +93,7 @@ class HeadChangeGrid(QWidget):
         self.numbers.set_cells([[f"{value:.3f}" for value in row] for row in values], fractions > BRIGHT_FRACTION)
         if self.selected[0] >= num_layers or self.selected[1] >= num_heads:
             self.select(-1, -1)
+        self.hover_label.setText(self.HINT)  # what it said was a value of the comparison before
 
     def _build(self, num_layers: int, num_heads: int) -> None:
         """The axes and the view for a new grid shape."""
@@ -132,6 +134,10 @@ class HeadChangeGrid(QWidget):
 
     def describe(self, layer: int, head: int) -> str:
         return f"layer {layer + 1}, head {head + 1}: {self.values[layer, head]:.4f} bits"
+
+    def leaveEvent(self, event) -> None:
+        self.hover_label.setText(self.HINT)  # no head is under the mouse any more
+        super().leaveEvent(event)
 
     def _on_mouse_clicked(self, event) -> None:
         layer, head = self.cell_at(event.scenePos())

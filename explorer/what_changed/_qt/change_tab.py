@@ -179,7 +179,11 @@ class ChangeTab(WindowTab):
         """Compute for the folders and the pair there are now: at once when shown (or `force`d), else when shown."""
         if not (self.field_a.folder() and self.field_b.folder()):
             self._pending = None
-            self.status_label.setText(IDLE_TEXT)
+            missing = " and ".join(name for name, field in (("A (before)", self.field_a), ("B (after)", self.field_b))
+                                   if not field.folder())
+            # asked to compare (the button), it says what is missing; otherwise what the tab is for
+            self.status_label.setText(f"Choose {missing} first: a checkpoint folder to compare." if force
+                                      else IDLE_TEXT)
             return
         if not self.text_a.strip():
             self._pending = None
