@@ -374,6 +374,20 @@ def test_text_past_the_maximum_length_shows_the_truncation(qtbot, window):
 
 
 @pytest.mark.slow
+def test_a_paste_longer_than_a_field_holds_says_it_was_cut(qtbot, window):
+    """A newcomer pasted a 951 KB text: the field kept its first 32,767 characters, and the notes spoke of that
+    part's tokens as if they were the paste's."""
+    edit = find(window, QLineEdit, "sentenceAEdit")
+    edit.setText("the king " * 5000)  # 45,000 characters
+    window.inspect_tab.flush_input()
+    warning = find(window, QLabel, "warningLabel")
+    qtbot.waitUntil(warning.isVisible, timeout=WAIT_MS)
+    assert len(edit.text()) == edit.maxLength()
+    assert f"Sentence A holds at most {edit.maxLength():,} characters" in warning.text()
+    assert window.inspect_tab.state.encoding.truncation.message in warning.text()
+
+
+@pytest.mark.slow
 def test_characters_the_vocabulary_lacks_are_flagged(qtbot, window):
     type_pair(qtbot, window, "a snowman ☃ in the snow", None)
     warning = find(window, QLabel, "warningLabel")

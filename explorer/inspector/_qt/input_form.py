@@ -135,6 +135,12 @@ class InputForm(QWidget):
         text_b = self.sentence_b_edit.text()
         return self.sentence_a_edit.text(), text_b if text_b.strip() else None
 
+    def full_fields(self) -> list[str]:
+        """The notes for fields whose text reached the most a field holds (a long paste is cut there, silently)."""
+        return [f"{name} holds at most {edit.maxLength():,} characters: the text pasted into it was cut there"
+                for name, edit in (("Sentence A", self.sentence_a_edit), ("Sentence B", self.sentence_b_edit))
+                if len(edit.text()) >= edit.maxLength()]
+
     def seed(self) -> int:
         return self.seed_spin.value()
 

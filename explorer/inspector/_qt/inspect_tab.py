@@ -290,7 +290,7 @@ class InspectTab(QWidget):
             self._show_model(state.model_info)
         elif what is Change.INPUT:
             self.clear_error()
-            notes = state.input_notes()
+            notes = self.input_form.full_fields() + state.input_notes()
             self.warning_label.setText("\n".join(notes))
             self.warning_label.setVisible(bool(notes))
         elif what is Change.HEAD_MASK:
