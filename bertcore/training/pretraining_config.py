@@ -18,6 +18,18 @@ OBJECTIVES = {"mlm+nsp": "bert", "mlm": "roberta", "mlm+sop": "albert", "rtd": "
 ARCHITECTURES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")
 
 
+def new_model_family(arch: str | None, objective: str | None) -> str:
+    """A new model's family: `arch`, else `objective`'s own family, else bert."""
+    return arch or OBJECTIVES[objective or "mlm+nsp"]
+
+
+def new_model_objective(arch: str | None, objective: str | None) -> str:
+    """A new model's objective: `objective`, else its family's own (bertcore.models.families)."""
+    from bertcore.models.families import pretraining_objectives
+
+    return objective or pretraining_objectives(new_model_family(arch, objective))[0]
+
+
 @dataclass(frozen=True)
 class TrainingConfig:
     corpus: str = ""  # a .txt, .txt.gz, .jsonl(.gz), .parquet or .arrow file or a folder of them; "" = Tiny Shakespeare
@@ -121,15 +133,13 @@ class TrainingConfig:
     @property
     def resolved_arch(self) -> str:
         """The new model's family: arch, else the objective's own family, else bert."""
-        return self.arch or OBJECTIVES[self.objective or "mlm+nsp"]
+        return new_model_family(self.arch, self.objective)
 
     @property
     def resolved_objective(self) -> str:
         """The objective of a new model: objective, else the architecture's own (bertcore.models.families). A run
         continuing init_from without an objective trains what its folder's class was trained for (the task says)."""
-        from bertcore.models.families import pretraining_objectives
-
-        return self.objective or pretraining_objectives(self.resolved_arch)[0]
+        return new_model_objective(self.arch, self.objective)
 
     @property
     def resolved_warmup_steps(self) -> int:

@@ -102,3 +102,18 @@ def test_at_its_suggestion_rtds_discriminator_finds_replaced_tokens_with_the_tab
     assert last["step"] == 150 and last["discriminator_loss"] < first["discriminator_loss"]
     # "always original" scores 0.0 and 1.0
     assert last["replaced_accuracy"] > 0.25 and last["original_accuracy"] > 0.85
+
+
+def test_the_automatic_objective_and_architecture_say_what_they_stand_for(form):
+    """A newcomer read "Objective: the architecture's own" over "Architecture: the objective's own" and could not
+    tell what would be trained: each automatic item names its choice, following the other box."""
+    objective, arch = form.objective_combo, form.arch_combo
+    assert (objective.currentText(), arch.currentText()) == ("mlm+nsp (bert's own)", "bert (the default)")
+    choose(arch, "electra")
+    assert objective.currentText() == "rtd (electra's own)"
+    choose(arch, None)
+    choose(objective, "mlm")
+    assert arch.currentText() == "roberta (the objective's own)"
+    choose(objective, None)
+    choose(form.model_combo, CONTINUE_LOADED)
+    assert objective.currentText() == "what the loaded model was trained for"

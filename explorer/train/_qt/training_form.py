@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
 from bertcore.data.sources import FORMATS
+from bertcore.training.pretraining_config import new_model_family, new_model_objective
 from explorer.common.message_text import sentence_case
 from explorer.runs._qt.form_fields import (
     DeviceCombo,
@@ -84,6 +85,8 @@ class TrainingForm(RunForm):
         self.model_combo.currentIndexChanged.connect(self._check)  # a loaded model takes no architecture
         for combo in (self.objective_combo, self.arch_combo, self.model_combo):
             combo.currentIndexChanged.connect(self._suggest_learning_rate)
+            combo.currentIndexChanged.connect(self._name_the_automatic_choices)
+        self._name_the_automatic_choices()
         self.lr_edit.textEdited.connect(lambda _: setattr(self, "_learning_rate_is_chosen", True))
         self.device_combo.currentIndexChanged.connect(lambda _: self.deviceChanged.emit(self.device_label()))
         for widget, name in ((self.corpus_edit, "Corpus file or folder"), (self.model_combo, "Model to train"),
@@ -94,6 +97,16 @@ class TrainingForm(RunForm):
                              (self.device_combo, "Device"), (self.seed_spin, "Seed"),
                              (self.probe_every_spin, "Probe every N steps"), (self.out_edit, "Run folder")):
             widget.setAccessibleName(name)
+
+    def _name_the_automatic_choices(self, *_) -> None:
+        """The boxes' first items say what they stand for now (each follows the other box): "the architecture's own"
+        over "the objective's own" named neither."""
+        objective, arch = self.objective_combo.currentData(), self.arch_combo.currentData()
+        self.arch_combo.setItemText(0, f"{new_model_family(None, objective)} (the objective's own)" if objective
+                                    else f"{new_model_family(None, None)} (the default)")
+        self.objective_combo.setItemText(
+            0, "what the loaded model was trained for" if self.model_combo.currentData() == CONTINUE_LOADED
+            else f"{new_model_objective(arch, None)} ({new_model_family(arch, None)}'s own)")
 
     def _build_corpus_box(self) -> QGroupBox:
         box = QGroupBox("Corpus")
@@ -142,7 +155,7 @@ class TrainingForm(RunForm):
         form.addRow("Model", self.model_combo)
         self.objective_combo = QComboBox()
         self.objective_combo.setObjectName("objectiveCombo")
-        self.objective_combo.addItem("the architecture's own", None)
+        self.objective_combo.addItem("automatic", None)  # named by _name_the_automatic_choices
         for name, description in OBJECTIVE_CHOICES:
             self.objective_combo.addItem(f"{name} · {description}", name)
         self.objective_combo.setToolTip("What the model learns: BERT's masked LM + next-sentence prediction, RoBERTa's "
@@ -151,7 +164,7 @@ class TrainingForm(RunForm):
         form.addRow("Objective", self.objective_combo)
         self.arch_combo = QComboBox()
         self.arch_combo.setObjectName("archCombo")
-        self.arch_combo.addItem("the objective's own", None)
+        self.arch_combo.addItem("automatic", None)  # named by _name_the_automatic_choices
         for name in ARCH_CHOICES:
             self.arch_combo.addItem(name, name)
         self.arch_combo.setToolTip("The new model's family, at the chosen size, saved in its transformers layout; "
