@@ -234,10 +234,11 @@ def colour_gamma(scale: str) -> float:
 
 
 def describe_scale(scale: str, levels: tuple[float, float]) -> str:
-    """The colour scale in a few words, for the colour bar: what the brightest colour means."""
+    """The colour scale in a few words, for the colour bar: what the brightest colour means (short enough to run
+    along a bar ~150 px tall; the colour box's tooltip says the rest: rounded up, above it saturated)."""
     _check_scale(scale)
     top = f"{levels[1]:.3g}"
-    return {"p99": f"0 … {top} (99th pct, rounded up; above: saturated)", "sqrt": f"√ scale, 0 … {top}",
+    return {"p99": f"0 … {top} (99th pct)", "sqrt": f"√ scale, 0 … {top}",
             "max": f"0 … {top} (max)", "fixed": "0 … 1"}[scale]
 
 

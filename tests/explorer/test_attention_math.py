@@ -142,6 +142,9 @@ def test_colours_follow_the_scale_and_the_bar_names_it():
     assert attention_math.colour_gamma("sqrt") == 0.5 and attention_math.colour_gamma("p99") == 1.0
     assert "99th pct" in attention_math.describe_scale("p99", (0.0, 0.0183)) and "0.0183" in \
         attention_math.describe_scale("p99", (0.0, 0.0183))
+    # it runs along the colour bar: longer, it was cut off at the top of a head of 512 tokens at 1400 × 900
+    assert max(len(attention_math.describe_scale(scale, (0.0, 0.0183))) for scale in attention_math.COLOUR_SCALES) \
+        <= 22
     assert attention_math.describe_scale("sqrt", (0.0, 1.0)).startswith("√")
 
 

@@ -499,3 +499,22 @@ def test_a_new_token_count_does_not_lay_the_head_grid_out_again(panel, qtbot, mo
         assert abs(shown.width() - cell.width()) < 1e-6 and abs(shown.left() - cell.left()) < 1e-6
     assert grid.cell_of(grid.cell_centre(2, 12, 7)) == (2, 12, 7)
     assert grid.cell_of(grid.cell_centre(0, 0, 12)) == (0, 0, 12)
+
+
+def test_a_heatmap_under_a_title_wider_than_its_square_stays_square_with_its_colour_bar_in_view(qtbot):
+    """A newcomer's rollout of 454 tokens: its title ("Rollout through layer 3 / 6 (36 of 36 heads on)") was wider
+    than the square the height allowed, and pyqtgraph held the plot as wide as the title: the image sat off-centre
+    in a wide view and the colour bar was pushed out of sight."""
+    from explorer.inspector._qt.token_heatmap import TokenHeatmap
+
+    heatmap = shown(qtbot, TokenHeatmap("Rollout through layer 3 / 6 (36 of 36 heads on) — a long title"),
+                    (900, 260))
+    tokens = [f"token{i}" for i in range(40)]
+    heatmap.set_matrix(np.full((40, 40), 1 / 40, np.float32), tokens, np.arange(40), (0.0, 0.05), "fixed")
+
+    def square() -> bool:
+        view = heatmap.plot.vb.sceneBoundingRect()
+        return abs(view.width() - view.height()) <= 2
+    qtbot.waitUntil(square, timeout=3_000)
+    bar = heatmap.color_bar.sceneBoundingRect()
+    assert bar.right() <= heatmap.graphics.viewport().width(), "the colour bar is cut off"

@@ -78,6 +78,31 @@ def clear_curve(curve: pg.PlotCurveItem) -> None:
         curve.setData([], [])
 
 
+class OverflowingTitle(pg.LabelItem):
+    """A plot title that asks for its text's width but makes do with less, drawn centred over its column and past
+    its ends: a plot kept square (a heatmap) stays square under a title wider than it, where pyqtgraph's title
+    held the plot at least as wide as its text (a long title pushed the image off-centre and the colour bar out
+    of sight)."""
+
+    def updateMin(self) -> None:
+        super().updateMin()
+        self.setMinimumWidth(0)
+        self._sizeHint[Qt.SizeHint.MinimumSize] = (0, self._sizeHint[Qt.SizeHint.MinimumSize][1])
+        self.updateGeometry()
+
+
+def let_title_overflow(plot: pg.PlotItem) -> None:
+    """Give `plot` an `OverflowingTitle` in place of its own title, in the same cell (before any title is set)."""
+    own = plot.titleLabel
+    plot.layout.removeItem(own)
+    own.setParentItem(None)
+    if own.scene() is not None:
+        own.scene().removeItem(own)
+    plot.titleLabel = OverflowingTitle("", size="11pt", parent=plot)
+    plot.layout.addItem(plot.titleLabel, 0, 1)
+    plot.setTitle(None)  # hidden, as a new plot's is
+
+
 def show_title(plot: pg.PlotItem, title: str) -> None:
     label = plot.titleLabel
     shown = label.isVisible() and label.text == title

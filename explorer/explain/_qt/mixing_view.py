@@ -136,7 +136,7 @@ class MixingView(QWidget):
                 image.setVisible(False)
                 show_title(plot, "")
         show_scale(self.bar, "sqrt", self.levels)
-        self.bar.getAxis("left").setLabel(f"√ scale, 0 … {self.levels[1]:.3g} (99th pct; above: saturated)",
+        self.bar.getAxis("left").setLabel(f"√ scale, 0 … {self.levels[1]:.3g} (99th pct)",
                                           **CAPTION_STYLE)
         self.note.setText(note or ("Each row is a query position at this layer, each column a key it mixes in, as a "
                                    "share of the row; the four maps share one colour scale. Rollout multiplies "

@@ -27,7 +27,7 @@ from explorer.common._qt.heatmap_style import (
     show_scale,
 )
 from explorer.common._qt.picture_item import PictureItem
-from explorer.common._qt.plot_style import show_title, style_canvas, style_plot
+from explorer.common._qt.plot_style import let_title_overflow, show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
@@ -64,6 +64,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.bottom_axis = TokenAxis("bottom")
         self.plot = self.graphics.addPlot(viewBox=ZoomViewBox(),
                                           axisItems={"left": self.left_axis, "bottom": self.bottom_axis})
+        let_title_overflow(self.plot)  # kept square, the plot may be narrower than its title
         show_title(self.plot, title)
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)  # square cells: a head's pattern keeps its shape
