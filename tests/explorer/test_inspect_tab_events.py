@@ -26,6 +26,7 @@ def test_the_masking_note_describes_the_snapshot_shown_not_the_live_input(qtbot,
         window.show_external_inspection(masked_snapshot(tokenizer), "training step 1200")
     assert note.text().startswith("Masking (snapshot"), note.text()
     assert "2 of 6 tokens" in note.text()
+    assert "[CLS], [SEP] and padding are never masked" in note.toolTip()  # what the count leaves out
     window.inspect_tab.input_form.sentence_a_edit.setText("back to the live model")
     assert note.text().startswith("No masking: click a token"), note.text()
 

@@ -98,6 +98,9 @@ class InputForm(QWidget):
         self.masking_label = self.masking_line.label
         self.masking_label.setObjectName("maskingLabel")
         self.masking_label.setAccessibleName("Masking summary")
+        # "68 of 454 tokens" where the table has 457 positions: the count is of the tokens a masking may pick
+        self.masking_label.setToolTip("What the masking picked, of the tokens it may pick: [CLS], [SEP] and "
+                                      "padding are never masked, so they are not counted")
         controls = QHBoxLayout()
         for widget in (self.mask_button, self.recipe_combo, self.seed_spin, self.reroll_button, self.clear_masks_button,
                        self.pad_spin):
