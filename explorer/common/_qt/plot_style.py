@@ -80,9 +80,9 @@ def clear_curve(curve: pg.PlotCurveItem) -> None:
 
 class OverflowingTitle(pg.LabelItem):
     """A plot title that asks for its text's width but makes do with less, drawn centred over its column and past
-    its ends: a plot kept square (a heatmap) stays square under a title wider than it, where pyqtgraph's title
-    held the plot at least as wide as its text (a long title pushed the image off-centre and the colour bar out
-    of sight)."""
+    its ends. pyqtgraph's title holds its plot at least as wide as its text: a square heatmap under a longer title
+    sat off-centre in a wide view, and a canvas of several such plots grew wider than itself (its colour bar
+    drawn past the edge)."""
 
     def updateMin(self) -> None:
         super().updateMin()
@@ -98,7 +98,7 @@ def let_title_overflow(plot: pg.PlotItem) -> None:
     own.setParentItem(None)
     if own.scene() is not None:
         own.scene().removeItem(own)
-    plot.titleLabel = OverflowingTitle("", size="11pt", parent=plot)
+    plot.titleLabel = OverflowingTitle("", size=TITLE_SIZE, parent=plot)
     plot.layout.addItem(plot.titleLabel, 0, 1)
     plot.setTitle(None)  # hidden, as a new plot's is
 

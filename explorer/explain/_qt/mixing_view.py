@@ -18,7 +18,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import colour_lookup, make_scale_bar, show_scale
-from explorer.common._qt.plot_style import CAPTION_STYLE, TITLE_SIZE, show_title, style_canvas, style_plot
+from explorer.common._qt.plot_style import CAPTION_STYLE, let_title_overflow, show_title, style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.common._qt.widget_names import named
@@ -28,27 +28,6 @@ MIXING_NAMES = {"value_norm": "value norms (Kobayashi et al. 2020)", "globenc": 
                 "alti": "ALTI (Ferrando et al. 2022)", "attention": "raw attention only"}
 SLOTS = 4
 TOP_PERCENTILE = 99.0  # the house "p99" scale: attention sinks ([CLS], [SEP]) fill whole columns
-
-
-class _Title(pg.LabelItem):
-    """A plot title that does not claim its text's width as the plot's minimum width. pyqtgraph's does, and the
-    four maps' titles then made the canvas' layout wider than the canvas: the colour bar and its tick labels
-    were drawn past its right edge ("0.01" for 0.010 … 0.016). Narrower than its text, the title overhangs."""
-
-    def updateMin(self) -> None:
-        super().updateMin()
-        self.setMinimumWidth(0)
-
-
-def _shrinkable_title(plot: pg.PlotItem) -> None:
-    """Put a `_Title` where the plot's own title label sits (row 0, column 1 of its layout)."""
-    own = plot.titleLabel
-    plot.layout.removeItem(own)
-    if own.scene() is not None:
-        own.scene().removeItem(own)
-    plot.titleLabel = _Title("", size=TITLE_SIZE, parent=plot)  # show_title keeps it so
-    plot.layout.addItem(plot.titleLabel, 0, 1)
-    plot.setTitle(None)
 
 
 class MixingView(QWidget):
@@ -76,7 +55,7 @@ class MixingView(QWidget):
             left, bottom = TokenAxis("left"), TokenAxis("bottom")
             plot = self.canvas.addPlot(row=slot // 2, col=slot % 2, axisItems={"left": left, "bottom": bottom})
             style_plot(plot, mouse=True)
-            _shrinkable_title(plot)
+            let_title_overflow(plot)  # four titles wider than their maps kept the colour bar out of sight
             plot.invertY(True)
             plot.setAspectLocked(True)
             image = pg.ImageItem(axisOrder="row-major")
