@@ -372,3 +372,26 @@ def test_albert_sentence_order_why_is_explained_as_sop(qtbot, monkeypatch, setti
         button.click()
     assert shown.args == [("sop", 0)] and "SOP" in window.explain_tab.target_label.text()
     window.close()
+
+
+def test_the_mixing_maps_titles_stay_clear_of_the_colour_bar(qtbot):
+    """A newcomer's 457 tokens at 1400 × 900: "value norm rolled out to layer 6" ran under the colour bar and
+    "attention rollout to layer 6" into its label. A title wider than its map now ends at the map's right end and
+    runs out to the left."""
+    view = MixingView()
+    qtbot.addWidget(view)
+    view.resize(680, 680)
+    view.show()
+    qtbot.waitExposed(view)
+    rng = np.random.default_rng(3)
+    layers, length = 6, 120
+    results = [SimpleNamespace(method=method, per_layer=rng.random((layers, length, length)),
+                               rollout=rng.random((layers, length, length))) for method in ("value_norm", "attention")]
+    tokens = [f"tok{i}" for i in range(length)]
+    view.set_choices("value_norm", 5, layers)
+    view.show_maps(tokens, mixing_maps(*results, 5), 5, layers)
+    qtbot.wait(50)  # the canvas lays its four plots out
+    bar_left = view.bar.sceneBoundingRect().left()
+    for slot in (1, 3):  # the right-hand maps, beside the bar
+        title = view.plots[slot].titleLabel.item.sceneBoundingRect()
+        assert title.right() <= bar_left, (slot, title.right(), bar_left)

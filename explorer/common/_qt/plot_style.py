@@ -79,16 +79,23 @@ def clear_curve(curve: pg.PlotCurveItem) -> None:
 
 
 class OverflowingTitle(pg.LabelItem):
-    """A plot title that asks for its text's width but makes do with less, drawn centred over its column and past
-    its ends. pyqtgraph's title holds its plot at least as wide as its text: a square heatmap under a longer title
-    sat off-centre in a wide view, and a canvas of several such plots grew wider than itself (its colour bar
-    drawn past the edge)."""
+    """A plot title that asks for its text's width but makes do with less. pyqtgraph's title holds its plot at
+    least as wide as its text: a square heatmap under a longer title sat off-centre in a wide view, and a canvas of
+    several such plots grew wider than itself (its colour bar drawn past the edge). Centred while it fits; wider
+    than its column, it ends at the column's right end and runs out to the left, over the corner above the left
+    axis, clear of what stands to the right (a colour bar)."""
 
     def updateMin(self) -> None:
         super().updateMin()
         self.setMinimumWidth(0)
         self._sizeHint[Qt.SizeHint.MinimumSize] = (0, self._sizeHint[Qt.SizeHint.MinimumSize][1])
         self.updateGeometry()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)  # centred
+        text, room = self.itemRect(), self.rect()
+        if text.width() > room.width():
+            self.item.moveBy(room.right() - text.right(), 0)
 
 
 def let_title_overflow(plot: pg.PlotItem) -> None:
