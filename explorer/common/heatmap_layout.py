@@ -1,16 +1,25 @@
-"""Where things go in the attention heatmaps, without Qt: a picture's resolution, thumbnails in a grid, and
-token labels that fit an axis. The Qt views (`explorer.common._qt.token_axis`, `token_heatmap`, `head_grid`) ask
-here and only draw.
+"""Where things go in the attention heatmaps, without Qt: a picture's resolution, thumbnails in a grid, token
+labels that fit an axis, and where a token shows among the ones a view shows. The Qt views
+(`explorer.common._qt.token_axis`, `token_heatmap`, `head_grid`) ask here and only draw.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 PIXEL_QUANTUM = 32  # picture sizes are rounded up to this many pixels, so a small resize reuses them
 GRID_GAP = 0.05  # space between thumbnails, as a fraction of a thumbnail
 MAX_LABEL_CHARS = 12
 NICE_STRIDES = (1, 2, 3, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 256)
+
+
+def shown_index(positions: np.ndarray, position: int) -> int:
+    """Where the token at original `position` is among `positions`, the original positions a view shows (hidden
+    special tokens left out): its row and column there; -1 when it is -1 or hidden."""
+    hits = np.flatnonzero(positions == position) if position >= 0 else ()
+    return int(hits[0]) if len(hits) else -1
 
 
 def picture_pixels(pixels: float) -> int:

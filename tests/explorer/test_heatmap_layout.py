@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from explorer.common.heatmap_layout import (
@@ -11,8 +12,15 @@ from explorer.common.heatmap_layout import (
     label_ticks,
     picture_pixels,
     short_label,
+    shown_index,
     thumbnail_side,
 )
+
+
+def test_a_token_shows_at_its_index_among_the_positions_shown():
+    shown = np.array([1, 2, 3, 5, 6])  # [CLS] (0) and a [SEP] (4) hidden
+    assert [shown_index(shown, position) for position in (1, 3, 5, 6)] == [0, 2, 3, 4]
+    assert shown_index(shown, 0) == shown_index(shown, 4) == shown_index(shown, -1) == -1
 
 
 def test_a_picture_is_rounded_up_so_that_a_small_resize_keeps_it():

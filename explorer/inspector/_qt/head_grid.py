@@ -39,7 +39,7 @@ from explorer.common._qt.plot_style import clear_curve, style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common.attention_math import LayerView, colour_gamma, to_rgba
-from explorer.common.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, thumbnail_side
+from explorer.common.heatmap_layout import GRID_GAP, grid_columns, picture_pixels, shown_index, thumbnail_side
 from explorer.inspector.attention_images import fit
 
 CELL_STEP = 1 + GRID_GAP  # scene units from one thumbnail's corner to the next (each thumbnail is 1 × 1)
@@ -324,8 +324,8 @@ class HeadGrid(HoverReadout, QWidget):
     def _visible_offset(self, position: int) -> float | None:
         """Where the middle of the token at original `position` lies across a thumbnail (0..1); None when it is
         -1 or hidden."""
-        hits = np.flatnonzero(self.positions == position) if position >= 0 else ()
-        return (int(hits[0]) + 0.5) / self._length if len(hits) else None
+        index = shown_index(self.positions, position)
+        return (index + 0.5) / self._length if index >= 0 else None
 
     def cell_of(self, scene_pos: QPointF) -> tuple[int, int, int]:
         """(head, row, column) under a scene point; -1s outside every thumbnail."""

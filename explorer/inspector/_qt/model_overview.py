@@ -27,6 +27,7 @@ from explorer.common._qt.plot_style import clear_curve, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, bin_edges
+from explorer.common.heatmap_layout import shown_index
 from explorer.inspector.attention_images import OverviewPicture
 
 GRID_PEN = pg.mkPen((255, 255, 255), width=1.5, cosmetic=True)
@@ -261,8 +262,8 @@ class ModelOverview(HoverReadout, QWidget):
     def _cell_offset(self, position: int) -> float | None:
         """Where the middle of the token at original `position` lies across a cell, in the cell's (possibly
         downsampled) pixels; None when it is -1 or hidden."""
-        hits = np.flatnonzero(self.positions == position) if position >= 0 else ()
-        return (int(hits[0]) + 0.5) * self.cell / len(self.positions) if len(hits) else None
+        index = shown_index(self.positions, position)
+        return (index + 0.5) * self.cell / len(self.positions) if index >= 0 else None
 
     def _clear_hover_marks(self) -> None:
         self.cellHovered.emit(-1, -1)

@@ -31,7 +31,7 @@ from explorer.common._qt.plot_style import let_title_overflow, show_title, style
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_gamma, to_rgba
-from explorer.common.heatmap_layout import picture_pixels
+from explorer.common.heatmap_layout import picture_pixels, shown_index
 from explorer.inspector.attention_images import MatrixPicture, fit
 
 
@@ -165,16 +165,11 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.hover_label.setText(" ")
         self.highlight_position(-1)
 
-    def _visible_index(self, position: int) -> int:
-        hits = np.flatnonzero(self.positions == position)
-        return int(hits[0]) if hits.size else -1
-
     def highlight_position(self, position: int, key: int | None = None) -> None:
         """The row of the token at original `position` and the column of the one at `key` (by default the same
         token: its row and column); -1 or a hidden token: no band there."""
         key = position if key is None else key
-        self._show_bands(self._visible_index(position) if position >= 0 else -1,
-                         self._visible_index(key) if key >= 0 else -1)
+        self._show_bands(shown_index(self.positions, position), shown_index(self.positions, key))
 
     def _show_bands(self, row: int, column: int) -> None:
         length = len(self.positions)
