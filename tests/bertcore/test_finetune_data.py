@@ -18,6 +18,7 @@ from bertcore.tasks.task_data import split_heldout
 from bertcore.tasks.task_files import TaggedExample, TextExample
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.reference_tokenizers import needs_sound_truncation
 
 WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()
 
@@ -148,6 +149,7 @@ def test_given_labels_fix_the_order(tmp_path, tokenizer):
 # ---- sequence encoding ---------------------------------------------------------------------------------------
 
 
+@needs_sound_truncation
 def test_sequence_features_equal_the_tokenizer_and_transformers(tokenizer, reference_tokenizer):
     rng = random.Random(3)
     examples = [TextExample(sentence(rng, 1, 20), sentence(rng, 1, 20) if i % 2 else None, "x", f"f line {i}")

@@ -12,6 +12,7 @@ from bertcore.tasks.sequence_data import SequenceClassificationData
 from bertcore.tasks.task_files import Answer, QAExample, TaggedExample, TextExample
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.tokenization.pretrained import tokenizer_from_folder
+from tests.reference_tokenizers import needs_sound_truncation
 
 WORDS = "the king and queen of york speak to romeo juliet in verona at night with swords drawn".split()
 
@@ -64,6 +65,7 @@ def qa_example(index: int, rng: random.Random, length: int) -> QAExample:
     return QAExample(f"q{index}", "who is here?", context, [answer], False, f"f line {index}")
 
 
+@needs_sound_truncation
 def test_qa_windows_and_batches_equal_transformers_roberta_tokenizer(roberta_folder):
     """Each window is what run_qa's tokenizer call gives (question, context, only_second, stride), the answer
     target lands on the answer's tokens, and a batch row is the window padded."""

@@ -15,6 +15,7 @@ from bertcore.errors import TokenizerError
 from bertcore.files.resources import default_corpus_path
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.sentencepiece_model import CONTROL, UNKNOWN, family_of, parse_model_proto
+from tests.reference_tokenizers import needs_sound_truncation
 
 TEXTS = [
     "Hello, world!",
@@ -150,6 +151,7 @@ def test_single_sentences_and_pairs_match_transformers(name, folders, references
         references[name](PAIRS[0][0])["input_ids"], skip_special_tokens=True)
 
 
+@needs_sound_truncation
 @pytest.mark.slow
 @pytest.mark.parametrize("max_length", [6, 11, 17])
 def test_truncation_matches_transformers_longest_first(max_length, folders, references):

@@ -11,6 +11,7 @@ from bertcore.tasks.qa_answers import best_spans, postprocess_qa_predictions, wi
 from bertcore.tasks.qa_windows import check_qa_lengths, default_qa_lengths, make_qa_windows
 from bertcore.tasks.task_files import Answer, QAExample
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.reference_tokenizers import needs_sound_truncation
 
 CONTEXT = ("First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You "
            "are all resolved rather to die than to famish? All: Resolved. resolved. First Citizen: First, you know "
@@ -59,6 +60,7 @@ def test_windows_layout_overlap_and_answer_targets(tokenizer):
         assert CONTEXT[start:end] == "Caius Marcius"
 
 
+@needs_sound_truncation
 def test_windows_match_transformers_overflowing_tokens(tokenizer):
     transformers = pytest.importorskip("transformers")
     reference = transformers.BertTokenizerFast.from_pretrained(str(default_checkpoint_dir()))

@@ -12,6 +12,7 @@ from bertcore.errors import TokenizerError
 from bertcore.files.resources import default_corpus_path
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.wordpiece import BertTokenizer
+from tests.reference_tokenizers import needs_sound_truncation
 
 SENTENCES = [
     "Hello, world!",
@@ -157,6 +158,7 @@ def test_single_sentences_and_pairs_match_transformers(name, folders, references
         assert set(got.sequence_ids) == {0, 1, None}
 
 
+@needs_sound_truncation
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SAVERS))
 @pytest.mark.parametrize("max_length", [7, 12, 20])
