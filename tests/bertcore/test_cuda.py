@@ -406,6 +406,42 @@ def test_resume_on_the_device_continues_exactly(tmp_path):
     assert worst <= NOISY_RESUME, f"the resumed run differs by {worst:.2e}: {where}"
 
 
+def test_worker_processes_make_the_batches_on_the_device_and_change_nothing(tmp_path, monkeypatch):
+    """On a GPU the loop makes the coming batches in two worker processes by default (TrainingLoop.batch_workers,
+    1.40× bert-train's tokens/s on an H200), and a run logs what a run making each batch in turn logs: the same
+    tokens and learning rates, the same losses to the device's own run-to-run noise. The CPU dry run asks for the
+    workers, which the CPU does not use by default."""
+    from bertcore.training import loop
+
+    asked = []
+
+    class Spy(loop.BatchesAhead):
+        def __init__(self, make, first_step, last_step, workers):
+            asked.append(workers)
+            super().__init__(make, first_step, last_step, workers)
+
+    monkeypatch.setattr(loop, "BatchesAhead", Spy)
+    if not ON_CUDA:
+        monkeypatch.setitem(loop.TrainingLoop.batch_workers, torch.device(DEVICE).type, 2)
+    config = run_config(tmp_path / "workers")
+    with Trainer(config) as trainer:
+        by_workers = step_values([stats.to_dict() for stats in trainer.steps()])
+    monkeypatch.setattr(loop.TrainingLoop, "batch_workers", {})
+    runs = []
+    for name in ("in-turn", "in-turn-again"):
+        with Trainer(config.replace(out_dir=str(tmp_path / name))) as trainer:
+            runs.append(step_values([stats.to_dict() for stats in trainer.steps()]))
+    assert asked == [2, 0, 0]
+    noise, _ = largest_difference(*runs)
+    if noise == 0:
+        assert by_workers == runs[0]
+        return
+    assert [(r["learning_rate"], r["tokens"]) for r in by_workers] == [(r["learning_rate"], r["tokens"])
+                                                                       for r in runs[0]]
+    worst, where = largest_difference(runs[0], by_workers, CONTINUOUS)
+    assert worst <= NOISY_RESUME, f"the run with batch workers differs by {worst:.2e}: {where}"
+
+
 def subprocess_env() -> dict[str, str]:
     """This checkout importable without installing it (as on the GPU machine), the Hub offline; the prepared-corpus
     cache that tests/conftest.py points at is inherited, so the corpus is prepared once for all processes."""
