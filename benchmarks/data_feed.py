@@ -10,7 +10,7 @@ alone. Compare with the GPU step rate of benchmarks/train_throughput.py at the s
 takes less time than a batch here, the GPU waits for data.
 
 Whether the Trainer overlaps the two: on a GPU, yes. Two worker processes make the coming batches while the
-device computes (bertcore.training.batches_ahead, TrainingLoop.batch_workers), which made bert-train's loop 1.40×
+device computes (bertcore.training.batches_ahead, PretrainingTask.batch_workers), which made bert-train's loop 1.40×
 faster on an H200 (benchmarks/train_loop_speed.py measures it). On the CPU it makes each batch in turn with the
 step, so the time here adds to every step in full. The copy to the device is `non_blocking` from unpinned
 memory, which overlaps nothing.

@@ -25,15 +25,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertcore.files.resources import default_vocab_path
-from bertcore.training.loop import TrainingLoop
-from bertcore.training.pretraining import Trainer, TrainingConfig
+from bertcore.training.pretraining import PretrainingTask, Trainer, TrainingConfig
 
 WORKERS = 2  # batch worker processes in the runs that have them
 
 
 def run(config: TrainingConfig, ahead: bool, device: str) -> tuple[float, float, float]:
     """Tokens/s and mean ms of the run's steps after the first quarter, and the data pipeline's ms per batch."""
-    TrainingLoop.batch_workers = {device.split(":")[0]: WORKERS} if ahead else {}
+    PretrainingTask.batch_workers = {device.split(":")[0]: WORKERS} if ahead else {}
     trainer = Trainer(config)
     steps = list(trainer.steps())[config.steps // 4:]
     start = time.perf_counter()

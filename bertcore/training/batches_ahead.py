@@ -2,11 +2,12 @@
 collation and masking (20.6 ms of a 68.6 ms BERT-base step at 256 × 128 on an H200, measured) could overlap the
 device's work instead of leaving it idle between steps.
 
-On for CUDA with two workers (TrainingLoop.batch_workers). On that H200 (benchmarks/train_loop_speed.py, base at
-256 × 128, runs alternating so that neither order has the first run's warm-up): three runs with two forked workers
-made 290,599–330,135 tokens/s against 216,267–242,036 for three making each batch in turn, 1.40× by the medians.
-An earlier try that timed the workers' run first in one process had them at 0.43×: that was the warm-up. A thread
-instead of processes was 0.37×: it holds the GIL that the training thread needs to launch kernels.
+Two workers on CUDA for pretraining (a task asks for them: PretrainingTask.batch_workers). On that H200
+(benchmarks/train_loop_speed.py, base at 256 × 128, runs alternating so that neither order has the first run's
+warm-up): three runs with two forked workers made 290,599–330,135 tokens/s against 216,267–242,036 for three making
+each batch in turn, 1.40× by the medians. An earlier try that timed the workers' run first in one process had them
+at 0.43×: that was the warm-up. A thread instead of processes was 0.37×: it holds the GIL that the training thread
+needs to launch kernels.
 """
 
 from __future__ import annotations

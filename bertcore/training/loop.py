@@ -66,7 +66,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -103,11 +102,6 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
     run holds it). `resume=True` continues the run in `config.out_dir` from its latest checkpoint; a path
     continues from that checkpoint folder, which must belong to that run.
     """
-
-    # Worker processes that make the coming batches while the device computes (BatchesAhead), per device type:
-    # two on a GPU, where they made bert-train's loop 1.40× faster (measured, see bertcore.training.batches_ahead);
-    # none on the CPU, where they would take cores from the step. benchmarks/train_loop_speed.py sets it.
-    batch_workers: ClassVar[dict[str, int]] = {"cuda": 2}
 
     def __init__(self, config, task: TrainingTask, *, resume: bool | str | Path = False,
                  command: list[str] | None = None):
@@ -298,7 +292,7 @@ class TrainingLoop(LoopStep, LoopCheckpoints, LoopControls):
             self._batches = BatchesAhead(  # inside the try: the run folder's claim is let go if its workers fail
                 functools.partial(_train_batch, self.task, config.batch_size, self.rank, self.world_size),
                 first_step=self.step + 1, last_step=self.total_steps,
-                workers=self.batch_workers.get(self.device.type, 0))
+                workers=self.task.batch_workers.get(self.device.type, 0))
             while self.step < self.total_steps:
                 self._paused_seconds += self._wait_while_paused()
                 if self._stop_agreed():

@@ -30,7 +30,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -209,6 +209,10 @@ class PretrainingTask(TrainingTask):
     metric_names = ("mlm_accuracy", "nsp_accuracy")
     command = "bert-train"
     pretrains = True  # whatever the family: the advice after a NaN uses pretraining's learning rates
+    # Sampling, collating and masking a batch took a quarter of a base step at 256 × 128 on an H200; two workers
+    # made bert-train's loop 1.40× faster there (benchmarks/train_loop_speed.py). Fine-tuning's batches are
+    # features tokenized once, and nobody has measured workers for them.
+    batch_workers: ClassVar[dict[str, int]] = {"cuda": 2}
     objective: Objective  # set by setup: config.objective, or what init_from's folder was trained for
     smaller_model_hint = ", or a smaller --preset"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -42,6 +42,10 @@ class TrainingTask(ABC):
     command: str = "the trainer"  # the command line that runs it, for advice in error messages
     smaller_model_hint: str = ""  # appended to the out-of-memory advice
     pretrains: bool = False  # a pretraining objective: learning-rate advice uses pretraining's usual range
+    # Worker processes that make the coming batches while the device computes (bertcore.training.batches_ahead),
+    # per device type; none unless a measurement of the task's loop shows a gain. Never on the CPU, where they
+    # would take cores from the step.
+    batch_workers: ClassVar[dict[str, int]] = {}
 
     @abstractmethod
     def setup(self, loop: LoopPlace, resume_from: Path | None) -> None:

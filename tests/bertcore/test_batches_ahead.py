@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from bertcore.training.batches_ahead import BatchesAhead
-from bertcore.training.loop import TrainingLoop
-from bertcore.training.pretraining import Trainer
+from bertcore.training.pretraining import PretrainingTask, Trainer
 from tests.bertcore.test_trainer import TINY_MODEL, corpus_path, make_config  # noqa: F401 (a fixture)
 
 
@@ -63,7 +62,7 @@ def test_a_run_with_batch_workers_logs_what_a_run_without_logs(corpus_path, tmp_
                 for stats in Trainer(config, model_config=TINY_MODEL).steps()]
 
     plain = run("plain", steps=6)
-    monkeypatch.setattr(TrainingLoop, "batch_workers", {"cpu": 2})
+    monkeypatch.setattr(PretrainingTask, "batch_workers", {"cpu": 2})
     assert run("workers", steps=6) == plain
     # Stopped after step 3 and resumed: the workers start again at step 4.
     config = make_config(corpus_path, tmp_path / "resumed", length_buckets=2, steps=6, checkpoint_every=3)

@@ -407,11 +407,12 @@ def test_resume_on_the_device_continues_exactly(tmp_path):
 
 
 def test_worker_processes_make_the_batches_on_the_device_and_change_nothing(tmp_path, monkeypatch):
-    """On a GPU the loop makes the coming batches in two worker processes by default (TrainingLoop.batch_workers,
+    """On a GPU pretraining makes the coming batches in two worker processes by default (its task's batch_workers,
     1.40× bert-train's tokens/s on an H200), and a run logs what a run making each batch in turn logs: the same
     tokens and learning rates, the same losses to the device's own run-to-run noise. The CPU dry run asks for the
     workers, which the CPU does not use by default."""
     from bertcore.training import loop
+    from bertcore.training.pretraining import PretrainingTask
 
     asked = []
 
@@ -422,11 +423,11 @@ def test_worker_processes_make_the_batches_on_the_device_and_change_nothing(tmp_
 
     monkeypatch.setattr(loop, "BatchesAhead", Spy)
     if not ON_CUDA:
-        monkeypatch.setitem(loop.TrainingLoop.batch_workers, torch.device(DEVICE).type, 2)
+        monkeypatch.setattr(PretrainingTask, "batch_workers", {torch.device(DEVICE).type: 2})
     config = run_config(tmp_path / "workers")
     with Trainer(config) as trainer:
         by_workers = step_values([stats.to_dict() for stats in trainer.steps()])
-    monkeypatch.setattr(loop.TrainingLoop, "batch_workers", {})
+    monkeypatch.setattr(PretrainingTask, "batch_workers", {})
     runs = []
     for name in ("in-turn", "in-turn-again"):
         with Trainer(config.replace(out_dir=str(tmp_path / name))) as trainer:
