@@ -104,3 +104,27 @@ def test_start_with_a_refused_form_says_why_and_starts_nothing(qtbot):
     qtbot.mouseClick(panel.buttons.start_button, Qt.MouseButton.LeftButton)
     assert "Cannot start: no corpus file or folder is given" in panel.status.status_label.text()
     assert panel.runner.worker is None and panel.buttons.start_button.isEnabled() and panel.form.steps_spin.isEnabled()
+
+
+def test_runs_go_to_one_app_folder_and_runs_where_earlier_versions_put_them_stay_found(qapp, tmp_path, monkeypatch):
+    """Qt's app folder is organisation/application, both "bert-explorer": runs went to …/bert-explorer/bert-explorer/
+    runs. They now go to …/bert-explorer/runs, unless only the earlier folder exists (nothing is moved)."""
+    from PySide6.QtCore import QCoreApplication
+
+    from explorer import APP_NAME
+    from explorer.runs._qt.form_fields import default_runs_dir
+
+    names = QCoreApplication.organizationName(), QCoreApplication.applicationName()
+    QCoreApplication.setOrganizationName(APP_NAME)  # as explorer.app names them
+    QCoreApplication.setApplicationName(APP_NAME)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    try:
+        assert default_runs_dir() == tmp_path / "bert-explorer" / "runs"
+        earlier = tmp_path / "bert-explorer" / "bert-explorer" / "runs"
+        earlier.mkdir(parents=True)
+        assert default_runs_dir() == earlier  # only the earlier folder: it stays the default
+        (tmp_path / "bert-explorer" / "runs").mkdir()
+        assert default_runs_dir() == tmp_path / "bert-explorer" / "runs"
+    finally:
+        QCoreApplication.setOrganizationName(names[0])
+        QCoreApplication.setApplicationName(names[1])

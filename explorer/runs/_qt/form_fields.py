@@ -10,6 +10,7 @@ from typing import Any
 from PySide6.QtCore import QStandardPaths, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QSpinBox, QWidget
 
+from explorer import APP_NAME
 from explorer.common._qt.widget_names import named
 from explorer.common.message_text import sentence_case
 from explorer.runs.training_run import available_devices
@@ -129,6 +130,17 @@ class RunForm(QWidget):
         return self.device_combo.label(device)
 
 def default_runs_dir() -> Path:
-    """Where runs go when the form names no folder (QStandardPaths: the app's local data folder)."""
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
-    return Path(base or Path.home() / ".bert-explorer") / "runs"
+    """Where runs go when the form names no folder: `runs` in the app's folder of the user's data location
+    (~/.local/share/bert-explorer/runs on Linux). Qt's own app folder is one level deeper, under the organisation
+    and the application, both named bert-explorer; earlier versions put runs there
+    (…/bert-explorer/bert-explorer/runs). Where that folder exists and the new one does not, it stays the default,
+    so that no run moves or seems to vanish."""
+    locations = QStandardPaths.StandardLocation
+    data = QStandardPaths.writableLocation(locations.GenericDataLocation)
+    if not data:
+        return Path.home() / ".bert-explorer" / "runs"
+    runs = Path(data) / APP_NAME / "runs"
+    earlier = QStandardPaths.writableLocation(locations.AppLocalDataLocation)
+    if earlier and Path(earlier) / "runs" != runs and (Path(earlier) / "runs").is_dir() and not runs.exists():
+        return Path(earlier) / "runs"
+    return runs
