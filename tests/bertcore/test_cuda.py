@@ -1,6 +1,7 @@
 """The suite on a CUDA GPU (issue 19): parity with transformers in fp32 on the device, bf16 autocast against fp32
-(a forward and a short training run), exact resume, `bert-train` end to end with a `final/` that loads on the CPU,
-torchrun, DistributedDataParallel over NCCL, and a real CUDA out-of-memory turned into a clear error.
+(a forward and a short training run), exact resume, batches made by worker processes, `bert-train` end to end with
+a `final/` that loads on the CPU, torchrun, DistributedDataParallel over NCCL, and a real CUDA out-of-memory turned
+into a clear error.
 
 Every test runs on BERTCORE_TEST_DEVICE (default "cuda"), so without a CUDA GPU the module skips and CI stays
 green. `BERTCORE_TEST_DEVICE=cpu` runs everything that can run on the CPU: the dry run of this file on a machine
