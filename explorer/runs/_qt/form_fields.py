@@ -140,7 +140,6 @@ def default_runs_dir() -> Path:
     if not data:
         return Path.home() / ".bert-explorer" / "runs"
     runs = Path(data) / APP_NAME / "runs"
-    earlier = QStandardPaths.writableLocation(locations.AppLocalDataLocation)
-    if earlier and Path(earlier) / "runs" != runs and (Path(earlier) / "runs").is_dir() and not runs.exists():
-        return Path(earlier) / "runs"
-    return runs
+    app_folder = QStandardPaths.writableLocation(locations.AppLocalDataLocation)
+    earlier = Path(app_folder) / "runs" if app_folder else runs
+    return earlier if earlier != runs and earlier.is_dir() and not runs.exists() else runs
