@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class PreparationBar:
-    """The corpus preparation's progress (MB, MB/s, time left) as a progress bar on stderr, one per phase."""
+    """The corpus preparation's progress (MB, MB/s, time left) as a progress bar on stderr, one per phase. A phase
+    may report its end more than once (the last piece read, then the pass's own closing report): its bar stays open,
+    full, until the next phase starts or the bar is closed."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
@@ -173,8 +175,6 @@ class PreparationBar:
             self.bar = tqdm(total=progress.total_bytes, unit="B", unit_scale=True, unit_divisor=1000,
                             desc=f"bert-train: {label}", file=sys.stderr, leave=True)
         self.bar.update(max(0, progress.done_bytes - self.bar.n))
-        if progress.done_bytes >= progress.total_bytes:
-            self.close()
 
     def close(self) -> None:
         if self.bar is not None:
