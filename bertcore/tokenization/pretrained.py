@@ -201,7 +201,7 @@ class PretrainedTokenizer(TokenizerBase):
         family = family_of(config, model_config)
         known = {token for token, _ in family_vocabulary(model, family)[0]}
         specials = {role: role_token(role, config, special_map, {}, known) for role in ROLES}
-        tokenizer = tokenizer_from_sentencepiece(model, family, config, specials)
+        tokenizer = tokenizer_from_sentencepiece(model, family, config, specials, source=str(path))
         for token in added_tokens(config):
             if tokenizer.token_to_id(token.content) is None:
                 tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
