@@ -74,6 +74,8 @@ class PretrainedTokenizer(TokenizerBase):
     """A `tokenizers.Tokenizer` (from a folder: `from_folder`) with BERT's encoding interface; the layout of a pair
     is whatever the tokenizer's post-processor adds, the token types included."""
 
+    explicit_ids = True  # every id is stated (and checked: id_span), whatever file it was read from
+
     def __init__(self, tokenizer: Tokenizer, special_tokens: Mapping[str, str | None], *, source: str = "the tokenizer",
                  files: Mapping[str, bytes] | None = None, vocab_file: Path | None = None):
         tokenizer.no_truncation()  # a tokenizer.json may carry its own; the layout below decides
