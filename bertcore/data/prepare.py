@@ -6,8 +6,10 @@
 
 How: documents -> sentences (`bertcore.data.corpus.split_sentences`, as `read_corpus` splits them) -> token ids,
 one batched tokenizer call per chunk of about `chunk_chars` characters -> appended to tokens.bin and the two
-offset files. Only one chunk is in memory at a time (its text, its ids), so peak memory does not grow with the
-corpus. Sentences that tokenize to nothing and documents left with no sentence are dropped, as
+offset files. Only one chunk is in memory at a time (its text, its ids), so peak memory grows neither with the
+corpus nor with its longest line or record: a document comes in pieces (bertcore.data.sources), and a "sentence"
+that runs on for more than a piece (4 M characters, or `chunk_chars` where smaller) without a . ! or ? is ended
+there, as though it had one. Sentences that tokenize to nothing and documents left with no sentence are dropped, as
 `tokenize_corpus` drops them, so a prepared corpus holds the same documents as the in-memory path.
 
 The cache: `cache_dir` (default `$XDG_CACHE_HOME/bert-explorer/corpora`, i.e. ~/.cache/...) holds one folder per
@@ -238,10 +240,14 @@ def _write_prepared(source: CorpusSource, tokenizer, staging: Path, progress: Pr
 
         documents_written = [0]  # sentences before the end of the last document written
         carry = ""  # the unfinished last sentence of a document that goes on in the next piece
-        for piece in source.pieces(piece_chars=min(chunk_chars, PIECE_CHARS)):
+        piece_chars = min(chunk_chars, PIECE_CHARS)
+        for piece in source.pieces(piece_chars=piece_chars):
             # carry + a line break + the piece joins as split_sentences joins a document's lines
             sentences = split_sentences(f"{carry}\n{piece.text}" if carry else piece.text)
             carry = "" if piece.ends_document or not sentences else sentences.pop()
+            if len(carry) > piece_chars:  # no sentence end within a piece's length: the sentence ends here
+                sentences.append(carry)
+                carry = ""
             pending.extend(sentences)
             pending_chars += len(piece.text)
             position = piece.position
