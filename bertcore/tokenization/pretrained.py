@@ -55,6 +55,7 @@ from bertcore.tokenization.tokenizer_files import (
     added_tokens,
     check_added_ids,
     check_merges,
+    check_stated_added_ids,
     check_vocab_json,
     id_span,
     json_object,
@@ -142,6 +143,7 @@ class PretrainedTokenizer(TokenizerBase):
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, data: bytes, tokenizer: Tokenizer) -> PretrainedTokenizer:
+        check_stated_added_ids(data, tokenizer, folder / TOKENIZER_JSON_FILE)
         files, config, special_map = read_configs(folder)
         files[TOKENIZER_JSON_FILE] = data
         specials = special_tokens_of(config, special_map, tokenizer)

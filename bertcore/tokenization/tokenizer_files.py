@@ -207,6 +207,23 @@ def check_added_ids(tokenizer: Tokenizer, config: dict, path: Path) -> None:
                                  "ones that came with the model")
 
 
+def check_stated_added_ids(data: bytes, tokenizer: Tokenizer, path: Path) -> None:
+    """A tokenizer.json states each added token's id; the Rust library places one whose id is taken (or out of
+    turn) at the next free id instead, silently: a token the model learned at the stated id would be read at
+    another. TokenizerError naming the token and both ids."""
+    try:
+        stated = json.loads(data).get("added_tokens")
+    except (ValueError, AttributeError, RecursionError):
+        return  # the library read it, so it is JSON; anything odder is the library's to judge
+    for entry in stated if isinstance(stated, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str) and isinstance(entry.get("id"), int):
+            actual = tokenizer.token_to_id(entry["content"])
+            if actual is not None and actual != entry["id"]:
+                raise TokenizerError(f"{path} gives the added token {entry['content']!r} the id {entry['id']}, but "
+                                     f"{tokenizer.id_to_token(entry['id'])!r} has that id, so it would be read at "
+                                     f"{actual}; the file is damaged: use the tokenizer.json that came with the model")
+
+
 def added_token(entry: object, content: str, special: bool = True) -> AddedToken:
     """An AddedToken with the flags of a tokenizer_config.json entry ({"content", "lstrip", ...}), else plain."""
     flags = entry if isinstance(entry, dict) else {}

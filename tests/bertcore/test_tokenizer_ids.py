@@ -101,6 +101,16 @@ def test_a_tokenizer_json_with_a_stray_id_or_a_shared_id_is_named(tmp_path, robe
             tokenizer_from_folder(folder)
 
 
+def test_an_added_token_a_tokenizer_json_places_on_a_taken_id_is_named(tmp_path, roberta_folder):
+    """The Rust library reads it at the next free id (400) instead of the stated 300, which 'Ġg' has."""
+    values = json.loads((roberta_folder / "tokenizer.json").read_text(encoding="utf-8"))
+    values["added_tokens"].append({**values["added_tokens"][-1], "id": 300, "content": "<extra>"})
+    (tmp_path / "tokenizer.json").write_text(json.dumps(values), encoding="utf-8")
+    with pytest.raises(TokenizerError, match=r"tokenizer\.json gives the added token '<extra>' the id 300, but '.+' "
+                                             r"has that id, so it would be read at 400"):
+        tokenizer_from_folder(tmp_path)
+
+
 @pytest.mark.slow
 def test_a_checkpoint_with_such_a_vocab_json_is_a_checkpoint_error_naming_it(roberta, transformers):
     tokenizer = transformers.AutoTokenizer.from_pretrained(roberta)
