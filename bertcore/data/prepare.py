@@ -62,7 +62,7 @@ from bertcore.files.reading import read_json
 
 CHUNK_CHARS = 4 << 20  # characters of text tokenized per batched call (~1M tokens: a few tens of MB of ids)
 KEEP_PER_SOURCE = 2  # preparations of one corpus (path) the cache keeps: the newest, and the one before it
-CACHE_VARIABLE = "$BERT_EXPLORER_DATA_CACHE"
+CACHE_VARIABLE = "BERT_EXPLORER_DATA_CACHE"  # where the cache is, where --data-cache is not given
 DEFAULT_VOCAB_SAMPLE = 32_000_000  # characters of text a vocabulary is trained on, drawn evenly from the corpus
 APP_CACHE = "bert-explorer"
 
@@ -106,8 +106,8 @@ ProgressCallback = Callable[[PreparationProgress], None]
 def default_cache_dir() -> Path:
     """$BERT_EXPLORER_DATA_CACHE (e.g. a file system every DDP node sees; the test suite points it at a temporary
     folder), else $XDG_CACHE_HOME/bert-explorer/corpora, else ~/.cache/bert-explorer/corpora."""
-    if os.environ.get(CACHE_VARIABLE[1:]):
-        return Path(os.environ[CACHE_VARIABLE[1:]])
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / APP_CACHE / "corpora"
 
@@ -167,7 +167,7 @@ def prepare_corpus(source: CorpusSource, tokenizer, *, cache_dir: str | Path | N
         staging.mkdir()
     except OSError as failure:
         raise CorpusError(f"the corpus cache {cache} cannot be written ({failure.strerror or failure}); make it "
-                          f"writable, or point {CACHE_VARIABLE} or --data-cache at a folder that is") from None
+                          f"writable, or point ${CACHE_VARIABLE} or --data-cache at a folder that is") from None
     try:
         meta = _write_prepared(source, tokenizer, staging, progress, chunk_chars)
         meta["key"] = corpus_key(source, tokenizer)
@@ -184,7 +184,7 @@ def prepare_corpus(source: CorpusSource, tokenizer, *, cache_dir: str | Path | N
     except OSError as failure:
         shutil.rmtree(staging, ignore_errors=True)
         raise CorpusError(f"the prepared corpus cannot be written under {cache} ({failure.strerror or failure}); "
-                          f"free some space, or point {CACHE_VARIABLE} or --data-cache at another folder") from None
+                          f"free some space, or point ${CACHE_VARIABLE} or --data-cache at another folder") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -208,7 +208,7 @@ def _set_aside(folder: Path) -> None:
         return  # another process set it aside first
     except OSError as failure:
         raise CorpusError(f"the damaged prepared corpus {folder} cannot be replaced ({failure.strerror or failure}); "
-                          f"delete it, or point {CACHE_VARIABLE} or --data-cache at another cache folder") from None
+                          f"delete it, or point ${CACHE_VARIABLE} or --data-cache at another cache folder") from None
     _remove(aside)
 
 
