@@ -2590,7 +2590,7 @@ def probe_explain(workdir: Path, call: str = "attribute", model: str = "mlm", te
         scores = options.pop("scores", None)
         result = faithfulness(network, tokenizer, encoding, target,
                               np.arange(len(encoding), dtype=np.float64) if scores is None else scores, **options)
-        values = np.asarray([result.deletion_area, result.insertion_area], dtype=np.float64)
+        values = np.concatenate([result.deletion, result.insertion, [result.full_value]]).astype(np.float64)
     if not np.isfinite(values).all():
         return {"problem": f"{int((~np.isfinite(values)).sum())} of {values.size} numbers are NaN or infinite, "
                            "with no word of why"}
