@@ -56,8 +56,10 @@ class BertTokenizer(TokenizerBase):
         self.lowercase = bool(lowercase)
         self.vocab_file: Path | None = None  # the vocab.txt or tokenizer.json it was read from; None when built
         # The WordPiece tokenizer.json it was read from, or that lists the same tokens as its vocab.txt: its ids are
-        # then explicit (TokenizerBase.explicit_ids), and `save` writes it back so that they stay so.
+        # then explicit (`explicit_ids`), and `save` writes it back so that they stay so. One beside a vocab.txt is
+        # read only when asked (~45 ms for bert-base's 30,522 tokens, which most loads never need).
         self._tokenizer_json: bytes | None = None
+        self._unconfirmed: Path | None = None  # a tokenizer.json beside the vocab.txt, not compared with it yet
         self._token_ids = token_ids
         self.pad_token_id = token_ids["[PAD]"]
         self.unk_token_id = token_ids["[UNK]"]
@@ -104,15 +106,23 @@ class BertTokenizer(TokenizerBase):
             )
         tokenizer = cls(vocab, lowercase=lowercase, source=f"{label} {path}")
         tokenizer.vocab_file = path
-        tokenizer._confirm_ids(path.parent / TOKENIZER_JSON_FILE)
+        if present(path.parent / TOKENIZER_JSON_FILE):
+            tokenizer._unconfirmed = path.parent / TOKENIZER_JSON_FILE
         return tokenizer
+
+    @property
+    def explicit_ids(self) -> bool:
+        """Whether its ids are stated by a file (TokenizerBase.explicit_ids): read from a WordPiece tokenizer.json,
+        or from a vocab.txt whose tokenizer.json beside it lists the same tokens at the same ids."""
+        if self._unconfirmed is not None:
+            json_path, self._unconfirmed = self._unconfirmed, None
+            self._confirm_ids(json_path)
+        return self._tokenizer_json is not None
 
     def _confirm_ids(self, json_path: Path) -> None:
         """Where a WordPiece tokenizer.json beside the vocab.txt lists the same tokens at the same ids (what
         transformers saves), the ids are explicit. Any other tokenizer.json (damaged, another model's) confirms
         nothing and is left to bertcore.tokenization.vocab_files.recorded_vocab_sizes to judge."""
-        if not present(json_path):
-            return
         try:
             data = read_bytes(json_path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, what="a tokenizer.json")
             listed = wordpiece_vocab(parse_json(data, json_path, error=TokenizerError))
@@ -121,7 +131,6 @@ class BertTokenizer(TokenizerBase):
         if listed is not None and len(listed) == len(self.vocab) and all(
                 listed.get(token) == index for index, token in enumerate(self.vocab)):
             self._tokenizer_json = data
-            self.explicit_ids = True
 
     @classmethod
     def _from_tokenizer_json(cls, path: Path, lowercase: bool | None) -> BertTokenizer:
@@ -149,7 +158,6 @@ class BertTokenizer(TokenizerBase):
                         source=f"{label} {path}")
         tokenizer.vocab_file = path
         tokenizer._tokenizer_json = data
-        tokenizer.explicit_ids = True
         return tokenizer
 
     @classmethod
@@ -199,7 +207,7 @@ class BertTokenizer(TokenizerBase):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         vocab_path = write_text_atomic(folder / VOCAB_FILE, "".join(token + "\n" for token in self.vocab))
-        if self._tokenizer_json is not None:
+        if self.explicit_ids:  # the tokenizer.json that states its ids, kept beside it
             write_bytes_atomic(folder / TOKENIZER_JSON_FILE, self._tokenizer_json)
         config = {
             # the vocabulary's size apart from its lines: an embedding padded beyond it (vocab_size rounded up)
