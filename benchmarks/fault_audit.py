@@ -2317,16 +2317,19 @@ def _prepare_twice(workdir: Path, damage: Callable[[Path], None]) -> dict:
     from bertcore.data.prepare import prepare_corpus
     from bertcore.data.sources import CorpusSource
 
+    def arrays(prepared) -> list:
+        documents = prepared.documents
+        return [np.array(documents.tokens), np.array(documents.sentence_offsets), np.array(documents.document_offsets)]
+
     tokenizer = _corpus_tokenizer()
     source = CorpusSource.open(workdir / "corpus.txt")
     first = prepare_corpus(source, tokenizer, cache_dir=workdir / "cache")
-    original, folder = np.array(first.documents.tokens), first.folder
+    original, folder = arrays(first), first.folder
     del first
     damage(folder)
     again = prepare_corpus(source, tokenizer, cache_dir=workdir / "cache")
-    tokens = np.array(again.documents.tokens)
-    if tokens.shape != original.shape or not np.array_equal(tokens, original):
-        return {"problem": "the run's tokens are not the corpus's: it read the damaged preparation"}
+    if any(a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(arrays(again), original, strict=True)):
+        return {"problem": "the run's tokens or documents are not the corpus's: it read the damaged preparation"}
     notes = list(getattr(again, "notes", ()))
     return {"problem": None if notes else "prepared again without saying so",
             "detail": "; ".join(notes)[:200] or "the same tokens"}
