@@ -22,7 +22,8 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
       TokenizerError               bad input to the tokenizer, or a broken vocabulary file
       CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
         PreparedCorpusDamaged      a prepared corpus in the cache that is not whole (no meta.json, a file of the
-                                   wrong size, a checksum that does not match): prepare_corpus replaces it
+                                   wrong size, a checksum that does not match, or none: an earlier version's):
+                                   prepare_corpus replaces it
       TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
       ExplainError                 an explanation asked for something the model or input does not have (a target
                                    position past the input, an NSP target on a model without an NSP head)

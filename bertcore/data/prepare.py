@@ -155,7 +155,7 @@ def prepare_corpus(source: CorpusSource, tokenizer, *, cache_dir: str | Path | N
             if not create:
                 raise
             _set_aside(folder)
-            notes.append(f"the prepared corpus {folder} was damaged ({damage.reason}); it was prepared again")
+            notes.append(f"the prepared corpus {folder} could not be used ({damage.reason}); it was prepared again")
     elif not create:
         raise CorpusError(f"the prepared corpus {folder} is not there; rank 0 prepares it, and every rank must see "
                           "the same cache folder (--data-cache on a shared file system) and the same corpus files")

@@ -43,7 +43,10 @@ TOKENS_FILE = "tokens.bin"
 SENTENCE_OFFSETS_FILE = "sentence_offsets.bin"
 DOCUMENT_OFFSETS_FILE = "document_offsets.bin"
 META_FILE = "meta.json"
-FORMAT_VERSION = 2  # bump when the files' layout or the way text becomes sentences changes (2: checksums)
+# Bump when the files' layout or the way text becomes sentences changes (a new key: every corpus prepared again, and
+# a resumed run warns that its corpus changed). The checksums came without a bump: a folder without them is one an
+# earlier version made, prepared again in place under the same key.
+FORMAT_VERSION = 1
 DATA_FILES = (TOKENS_FILE, SENTENCE_OFFSETS_FILE, DOCUMENT_OFFSETS_FILE)
 META_LIMIT = 1 << 20  # meta.json: a few KB (the corpus's file list: one entry per file)
 CHECKSUM_BLOCK = 1 << 20  # bytes read at a time to check a file, into one buffer
@@ -252,6 +255,10 @@ class PreparedCorpus:
             raise damaged(f"its {META_FILE} holds no object")
         if meta.get("format_version") != FORMAT_VERSION:
             raise damaged(f"it has format {meta.get('format_version')!r}, this version reads {FORMAT_VERSION}")
+        if "checksums" not in meta:
+            reason = "it was made by an earlier version, without checksums"
+            raise PreparedCorpusDamaged(f"prepared corpus {folder}: {reason}; it is prepared again by the next run "
+                                        "that needs it (or delete the folder)", folder, reason)
         try:
             counts = {TOKENS_FILE: int(meta["num_tokens"]), SENTENCE_OFFSETS_FILE: int(meta["num_sentences"]) + 1,
                       DOCUMENT_OFFSETS_FILE: int(meta["num_documents"]) + 1}

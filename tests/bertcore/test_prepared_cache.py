@@ -6,6 +6,7 @@ open."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -62,8 +63,8 @@ def test_a_tampered_preparation_is_refused_then_prepared_again(corpus, tokenizer
         prepare(corpus, tokenizer, cache, create=False)
     again = prepare(corpus, tokenizer, cache)
     assert len(again.notes) == 1
-    assert again.notes[0].startswith(f"the prepared corpus {folder} was damaged (tokens.bin does not match the "
-                                     "checksum its preparation recorded")
+    assert again.notes[0].startswith(f"the prepared corpus {folder} could not be used (tokens.bin does not match "
+                                     "the checksum its preparation recorded")
     assert again.notes[0].endswith("it was changed or damaged since); it was prepared again")
     np.testing.assert_array_equal(tokens_of(again), original)
     assert prepare(corpus, tokenizer, cache).notes == ()  # whole again: opened as it is
@@ -88,10 +89,24 @@ def test_a_preparation_that_is_not_whole_is_replaced_and_named(damage, corpus, t
         shutil.rmtree(folder)
         folder.write_text("not a folder")
     again = prepare(corpus, tokenizer, cache)
-    assert len(again.notes) == 1 and again.notes[0].startswith(f"the prepared corpus {folder} was damaged (")
+    assert len(again.notes) == 1 and again.notes[0].startswith(f"the prepared corpus {folder} could not be used (")
     assert again.notes[0].endswith("); it was prepared again")
     np.testing.assert_array_equal(tokens_of(again), original)
     assert not [entry for entry in cache.iterdir() if entry.name.startswith(".")]  # nothing set aside is left
+
+
+def test_a_preparation_by_an_earlier_version_is_prepared_again_under_its_key(corpus, tokenizer, tmp_path):
+    """Made before preparations carried checksums: prepared again in place, the same key (a resumed run sees the
+    same corpus, not a changed one), and said so."""
+    cache = tmp_path / "cache"
+    folder = prepare(corpus, tokenizer, cache).folder
+    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    del meta["checksums"], meta["source_path"], meta["created_ns"]
+    (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    again = prepare(corpus, tokenizer, cache)
+    assert again.folder == folder and again.key == meta["key"]
+    assert again.notes == (f"the prepared corpus {folder} could not be used (it was made by an earlier version, "
+                           "without checksums); it was prepared again",)
 
 
 @contextlib.contextmanager
