@@ -193,4 +193,5 @@ def test_preparing_one_long_line_takes_constant_memory(kind, suffix, tmp_path):
     small, large = results
     assert large["documents"] == small["documents"] and large["tokens"] > small["tokens"], results
     assert large["peak"] < 1.2 * small["peak"] + (1 << 20), results
-    assert large["rss"] < small["rss"] + (8 << 20), results  # 6 MB more line, the same memory (before: +1 GB)
+    # 6 MB more line: the same memory, but for the allocator's noise (±15 MB measured; before: +500 MB)
+    assert large["rss"] < small["rss"] + (32 << 20), results
