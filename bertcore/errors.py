@@ -7,6 +7,8 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
     ValueError
       CheckpointError              a checkpoint folder that is missing, corrupt or does not fit its config
         CheckpointSaveError        `save_pretrained` could not write the folder (disk full, read-only, permissions)
+        CacheEntryError            a repo in the Hugging Face cache that cannot be opened as it is (a ref that is no
+                                   commit hash, no snapshot, no config.json, unreadable); `reason` says why in words
     RuntimeError
       TrainingError                a training run that cannot go on
         NonFiniteLossError         the loss or gradient norm became NaN/inf (no update applied)
@@ -46,6 +48,17 @@ class CheckpointSaveError(CheckpointError):
         super().__init__(message)
         self.path = path
         self.errno = errno
+
+
+class CacheEntryError(CheckpointError):
+    """A repo in the Hugging Face cache that cannot be opened as it is. The message says what is wrong and what to
+    do; `reason` says it in a few words for a list ("refs/main names no snapshot", "no config.json"), and `path`
+    is the file or folder at fault."""
+
+    def __init__(self, message: str, reason: str, path: Path):
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
 
 
 class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it
