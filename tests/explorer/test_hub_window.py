@@ -204,9 +204,10 @@ def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve,
 
 def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, checkpoint_files, hub_env: Path,
                                                                 monkeypatch: pytest.MonkeyPatch):
-    from huggingface_hub import constants
+    from bertcore.models import hub_download
 
-    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # the weights arrive in many chunks
+    monkeypatch.setattr(hub_download, "_READ_BYTES", 1024)  # the weights arrive in many reads,
+    monkeypatch.setattr(hub_download, "_PROGRESS_BYTES", 1024)  # each of them reported
     serve({"org/tiny-bert": checkpoint_files})
 
     def download_held_inside_the_weights(repo_id, *, progress, cancel):
