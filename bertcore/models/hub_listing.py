@@ -61,7 +61,7 @@ class CachedModel:
     num_heads: int | None
     head: str  # "MLM", "pretraining (MLM + NSP)", "sequence classification: 3 labels (neg, neu, pos)", …
     last_used: float  # seconds since the epoch: the newest access time of the snapshot's files, or refs' mtime
-    unsupported_reason: str | None = None  # why it cannot be opened today, when supported_now is False
+    unsupported_reason: str | None = None  # why it cannot be opened today ("no tokenizer file …"), when not supported_now
 
     def describe(self) -> str:
         """One line for a list: '110.1M parameters · 12 layers × 12 heads · MLM · 420 MB'."""
@@ -242,10 +242,10 @@ def _unsupported_reason(config: Mapping, snapshot: Path) -> str | None:
     if not loader_supports(config):
         architectures = config.get("architectures")
         name = architectures[0] if isinstance(architectures, list) and architectures else config.get("model_type")
-        return f"{name} checkpoints cannot be opened yet"
+        return f"{name} is not supported yet"
     if not _has_readable_tokenizer(snapshot):
-        return ("it has no tokenizer files this program reads (vocab.txt, tokenizer.json, vocab.json with "
-                "merges.txt, or a SentencePiece model)")
+        return ("no tokenizer file this program reads (vocab.txt, tokenizer.json, vocab.json with merges.txt, or a "
+                "SentencePiece model)")
     return None
 
 

@@ -215,7 +215,7 @@ def test_a_model_that_cannot_be_opened_yet_says_why(hub_env: Path):
     reasons = {model.repo_id: (model.supported_now, model.unsupported_reason) for model in list_cached_models()}
     assert reasons["org/good"] == (True, None)
     assert reasons["org/no-tokenizer"][0] is False
-    assert reasons["org/no-tokenizer"][1].startswith("it has no tokenizer files this program reads (vocab.txt")
+    assert reasons["org/no-tokenizer"][1].startswith("no tokenizer file this program reads (vocab.txt")
 
 
 def test_the_reasons_are_cache_entry_errors_with_the_path_at_fault(hub_env: Path):
