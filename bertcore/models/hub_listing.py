@@ -61,7 +61,7 @@ class CachedModel:
     num_heads: int | None
     head: str  # "MLM", "pretraining (MLM + NSP)", "sequence classification: 3 labels (neg, neu, pos)", …
     last_used: float  # seconds since the epoch: the newest access time of the snapshot's files, or refs' mtime
-    unsupported_reason: str | None = None  # why it cannot be opened today ("no tokenizer file …"), when not supported_now
+    unsupported_reason: str | None = None  # why it cannot be opened today ("no tokenizer file …"), if not supported_now
 
     def describe(self) -> str:
         """One line for a list: '110.1M parameters · 12 layers × 12 heads · MLM · 420 MB'."""

@@ -314,6 +314,35 @@ def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, ch
     qtbot.waitUntil(lambda: dialog.download_button.isEnabled(), timeout=WAIT_MS)
 
 
+@pytest.mark.slow
+def test_a_stalled_download_says_so_and_cancel_acts_at_once(qtbot, serve, checkpoint_files, hub_env: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """Cancel waited for the stalled read's timeout: 67 s, then a timeout error instead of "cancelled"."""
+    from explorer.window._qt import hub_download_dialog
+
+    monkeypatch.setattr(hub_download_dialog, "QUIET_SECONDS", 1)
+    serve({"org/tiny-bert": checkpoint_files}, bodies={"model.safetensors": "stall"})
+    dialog = HubDownloadDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.start("org/tiny-bert")
+    qtbot.waitUntil(lambda: "nothing received for" in dialog.status_label.text(), timeout=WAIT_MS)
+    assert dialog.status_label.text().startswith("Downloading org/tiny-bert: model.safetensors — nothing received "
+                                                 "for ") and "\u00a0s; the Hub or the network is slow" in (
+        dialog.status_label.text())
+    assert "Cancel stops the download at once" in dialog.status_label.text()
+
+    clicked = time.monotonic()
+    with qtbot.waitSignal(dialog.ended, timeout=WAIT_MS) as ended:
+        qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+
+    assert ended.args == ["cancelled"] and time.monotonic() - clicked < 1.5
+    assert dialog.status_label.text() == "Download cancelled: nothing of org/tiny-bert was kept."
+    storage = hub_env / "models--org--tiny-bert"
+    assert not storage.exists() or not list(storage.rglob("*"))
+    qtbot.waitUntil(lambda: dialog.download_button.isEnabled(), timeout=WAIT_MS)
+
+
 def test_a_failed_download_shows_bertcores_message_as_it_is(qtbot, serve):
     hub = serve({})
     dialog = HubDownloadDialog()
