@@ -326,6 +326,7 @@ def _cached_snapshot(repo_id: str, storage: Path, revision: str) -> Path:
         if not listing.is_file():  # huggingface_hub reads trees/<commit>.json with a blocking open() too
             raise CheckpointError(f"{listing.path} in the Hugging Face cache is not a file; remove it, or download "
                                   f"{repo_id} again with {download}")
+    huggingface_hub_settings()
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
 
@@ -345,10 +346,22 @@ def _cached_snapshot(repo_id: str, storage: Path, revision: str) -> Path:
     except (OSError, ValueError) as error:  # a cached listing that cannot be read or parsed
         raise CheckpointError(f"{repo_id}'s cached file listing in {storage / 'trees'} cannot be read ({error}); "
                               f"remove that folder, or download {repo_id} again with {download}") from None
-    if found != snapshot:
+    if os.path.realpath(found) != os.path.realpath(snapshot):
         raise CheckpointError(f"{repo_id}'s snapshot for '{revision}' was found at {found}, not at {snapshot}; "
                               f"download {repo_id} again with {download}")
     return snapshot
+
+
+def huggingface_hub_settings():
+    """huggingface_hub.constants, imported; CheckpointError when importing it fails: it reads the HF_* environment
+    variables once, when first imported, and one it cannot read (HF_HUB_DOWNLOAD_TIMEOUT=soon) is a ValueError."""
+    try:
+        from huggingface_hub import constants
+    except (ValueError, TypeError) as error:
+        raise CheckpointError(f"huggingface_hub cannot start: {error}; an HF_* environment variable holds a value it "
+                              "cannot read (HF_HUB_DOWNLOAD_TIMEOUT and HF_HUB_ETAG_TIMEOUT are whole seconds): fix "
+                              "or unset it") from None
+    return constants
 
 
 def _shown(value: str, width: int = 80) -> str:

@@ -67,6 +67,7 @@ from bertcore.models.hub import (
     ResolvedModel,
     check_revision_name,
     default_cache_dir,
+    huggingface_hub_settings,
     looks_like_repo_id,
     repo_folder,
     shard_files,
@@ -122,7 +123,8 @@ def download_model(repo_id: str, *, revision: str | None = None, cache_dir: str 
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     transfer = _Transfer(repo_id, progress, cancel)
     transfer.poll()
-    download = _Download(repo_id, revision, cache, endpoint, _request_headers(token), _timeout_seconds())
+    timeout = _timeout_seconds()
+    download = _Download(repo_id, revision, cache, endpoint, _request_headers(token), timeout)
     commit = _run(download, transfer)
     return ResolvedModel(folder=download.snapshot, repo_id=repo_id, revision=commit, display_name=repo_id)
 
@@ -976,6 +978,7 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def _request_headers(token: str | None) -> dict[str, str]:
+    huggingface_hub_settings()
     from huggingface_hub.utils import build_hf_headers  # the token (HF_TOKEN or the saved login), the user agent
 
     return {str(name): str(value) for name, value in

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,31 @@ def test_an_unreadable_cache_is_a_clear_error(hub_env: Path, unreadable: str):
     finally:
         path.chmod(0o755)
     assert not isinstance(caught.value, PermissionError)
+
+
+def test_a_cache_reached_through_a_link_is_the_cache(hub_env: Path, tmp_path: Path):
+    """A cache moved to another disk and linked back: huggingface_hub answers with the real path, which is the
+    same snapshot (the containment check compared a resolved path with an unresolved one and refused it)."""
+    snapshot = cache_repo(hub_env, REPO, {"config.json": hub_config(architectures=["BertForMaskedLM"]),
+                                          "model.safetensors": WEIGHTS, "vocab.txt": b"[PAD]\n"})
+    hub_env.rename(tmp_path / "other-disk")
+    hub_env.symlink_to(tmp_path / "other-disk")
+    assert resolve_model(REPO).folder == snapshot
+    assert [(model.repo_id, model.folder) for model in list_cached_models()] == [(REPO, snapshot)]
+
+
+@pytest.mark.slow
+def test_an_hf_variable_huggingface_hub_cannot_read_is_named(hub_env: Path):
+    """huggingface_hub reads HF_* variables when first imported; HF_HUB_ETAG_TIMEOUT=soon was a raw ValueError."""
+    _two_repos(hub_env)
+    code = ("from bertcore.models.hub import resolve_model\n"
+            "try:\n    resolve_model('org/tiny')\nexcept Exception as error:\n"
+            "    print(type(error).__name__, error)\n")
+    environment = {**os.environ, "HF_HUB_ETAG_TIMEOUT": "soon"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                            timeout=120)
+    assert result.stdout.startswith("CheckpointError huggingface_hub cannot start: invalid literal for int()")
+    assert "HF_HUB_DOWNLOAD_TIMEOUT and HF_HUB_ETAG_TIMEOUT are whole seconds" in result.stdout
 
 
 # ---- the listing: every repo, openable or not -------------------------------------------------------------------
