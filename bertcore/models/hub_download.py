@@ -293,7 +293,7 @@ class _Download:
         self.snapshot = self.storage / "snapshots" / self.commit
         first, weights_index = _files_to_fetch(self.repo_id, sizes)
         with self._writing():
-            self._before = _CacheState.of(self.storage, self.snapshot)  # before anything is written
+            self._before = _CacheState.of(self.storage, self.snapshot, self.cache)  # before anything is written
         self._post(("expect", sum(sizes.get(name) or 0 for name in first)))
         for name in first:
             self._fetch(name, sizes.get(name))
@@ -1102,25 +1102,29 @@ class _Transfer:
 
 @dataclass(frozen=True)
 class _CacheState:
-    """What a repo's cache folder held before a download, to take back what the download added."""
+    """What a repo's cache folder held before a download, to take back what the download added: only ever inside
+    the cache (a folder of it that leads elsewhere through a link is left alone)."""
 
     storage: Path
     snapshot: Path
+    cache: Path
     storage_existed: bool
     snapshot_files: frozenset[str]
     blobs: frozenset[str]
 
     @classmethod
-    def of(cls, storage: Path, snapshot: Path) -> _CacheState:
-        return cls(storage, snapshot, os.path.lexists(storage), frozenset(_names_in(snapshot)),
+    def of(cls, storage: Path, snapshot: Path, cache: Path) -> _CacheState:
+        return cls(storage, snapshot, cache, os.path.lexists(storage), frozenset(_names_in(snapshot)),
                    frozenset(_names_in(storage / "blobs")))
 
     def restore(self, remove_new_blobs: bool) -> None:
-        for name in _names_in(self.snapshot) - self.snapshot_files:
-            _remove(self.snapshot / name)
-        for name in _names_in(self.storage / "blobs") - self.blobs:
-            if remove_new_blobs or name.endswith(".incomplete"):
-                _remove(self.storage / "blobs" / name)
+        if self._inside(self.snapshot):
+            for name in _names_in(self.snapshot) - self.snapshot_files:
+                _remove(self.snapshot / name)
+        if self._inside(self.storage / "blobs"):
+            for name in _names_in(self.storage / "blobs") - self.blobs:
+                if remove_new_blobs or name.endswith(".incomplete"):
+                    _remove(self.storage / "blobs" / name)
         empty_if_new = [self.snapshot, self.snapshot.parent, self.storage / "blobs", self.storage / ".no_exist"]
         if not self.storage_existed:
             empty_if_new.append(self.storage)
@@ -1129,6 +1133,10 @@ class _CacheState:
                 folder.rmdir()  # only when empty: never a folder that holds something of another download
             except OSError:
                 pass
+
+    def _inside(self, folder: Path) -> bool:
+        real, root = Path(os.path.realpath(folder)), Path(os.path.realpath(self.cache))
+        return root in real.parents and not os.path.islink(folder)
 
 
 def _names_in(folder: Path) -> set[str]:

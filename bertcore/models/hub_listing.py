@@ -10,6 +10,7 @@ never just vanishes from the list. Finding the cache and a repo's snapshot is be
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -203,7 +204,8 @@ def _describe_repo(storage: Path, repo_id: str) -> CachedModel:
                     weights) from None
     size_bytes, last_used = _snapshot_usage(snapshot)
     for ref in (storage / "refs").glob("*"):
-        last_used = max(last_used, ref.stat().st_mtime)
+        with contextlib.suppress(OSError):  # another ref that dangles says nothing about this snapshot
+            last_used = max(last_used, ref.stat().st_mtime)
     unsupported = _unsupported_reason(config, snapshot)
     return CachedModel(
         repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=model_type,
@@ -283,7 +285,13 @@ def _snapshot_usage(snapshot: Path) -> tuple[int, float]:
 
 
 def _files_under(folder: Path) -> Iterator[str]:
-    for entry in os.scandir(folder):
+    """The files under `folder`; a subfolder that cannot be read (an ONNX export's, say) is left out of the count,
+    not taken for a broken model: config.json and the weights were read already."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             yield from _files_under(Path(entry.path))
         else:

@@ -256,3 +256,16 @@ def test_the_reasons_are_cache_entry_errors_with_the_path_at_fault(hub_env: Path
     assert entry == BrokenCacheEntry(REPO, snapshot.parent.parent, caught.value.reason, str(caught.value),
                                      entry.last_used)
     shutil.rmtree(snapshot.parent.parent)
+
+
+def test_a_dangling_extra_ref_or_an_unreadable_subfolder_does_not_break_a_model(hub_env: Path):
+    snapshot = cache_repo(hub_env, REPO, {"config.json": _config(), "model.safetensors": WEIGHTS,
+                                          "vocab.txt": b"[PAD]\n", "onnx/model.onnx": b"onnx"})
+    (snapshot.parent.parent / "refs" / "v1.0").symlink_to(snapshot.parent.parent / "refs" / "gone")
+    (snapshot / "onnx").chmod(0)
+    try:
+        with permissions_enforced():
+            listing = scan_cache()
+    finally:
+        (snapshot / "onnx").chmod(0o755)
+    assert [model.repo_id for model in listing.models] == [REPO] and listing.broken == []

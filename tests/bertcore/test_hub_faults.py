@@ -474,3 +474,22 @@ def test_an_endpoint_that_is_no_http_address_is_named(monkeypatch: pytest.Monkey
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     with pytest.raises(CheckpointError, match=r"HF_ENDPOINT is .*, not an http:// or https:// address"):
         download_model(REPO)
+
+
+def test_taking_a_download_back_never_removes_anything_through_a_link_out_of_the_cache(hub_env: Path,
+                                                                                      victims: Path):
+    """What a failed or cancelled download added is removed by name: never in a folder a link leads elsewhere."""
+    from bertcore.models.hub_download import _CacheState
+
+    storage = hub_env / "models--org--tiny"
+    storage.mkdir(parents=True)
+    (storage / "blobs").symlink_to(victims)
+    (storage / "snapshots").mkdir()
+    (storage / "snapshots" / HUB_COMMIT).symlink_to(victims)
+    before = _CacheState.of(storage, storage / "snapshots" / HUB_COMMIT, hub_env)
+    (victims / "written-since").write_text("another program's file")
+
+    before.restore(remove_new_blobs=True)
+
+    assert (victims / "written-since").read_text() == "another program's file"
+    assert (victims / "notes.txt").exists()
