@@ -135,7 +135,8 @@ class FakeHub:
     info_stall: bool = False  # the info API sends nothing at all (not even headers) until the test ends
     extra_listed: dict[str, int] = field(default_factory=dict)  # names (and sizes) listed beyond the repo's files
     redirects: dict[str, str] = field(default_factory=dict)  # request path -> Location of a 302 answered for it
-    status_for: dict[str, int] = field(default_factory=dict)  # per file name, a status that every request gets
+    status_for: dict[str, int] = field(default_factory=dict)  # per file name, a status that every request gets …
+    status_times: dict[str, int] = field(default_factory=dict)  # … or only its first this many requests
     # where resolve requests are redirected (302, with the file's metadata, as the Hub sends large files to its CDN):
     # another FakeHub's url, which serves the same path
     cdn: str | None = None
@@ -175,8 +176,10 @@ class FakeHub:
             content = self.repos.get(repo_id, {}).get(filename)
             if content is None:
                 return self._send(handler, 404, b"", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": self.commit})
-            if filename in self.status_for:
-                return self._send(handler, self.status_for[filename], b"error")
+            if filename in self.status_for and self.status_times.get(filename, 1) > 0:
+                if filename in self.status_times:
+                    self.status_times[filename] -= 1
+                return self._send(handler, self.status_for[filename], b"error", {"Retry-After": "0"})
             if method == "GET" and filename in self.failing_files:
                 return self._send(handler, 500, b"boom")
             headers: dict[str, str | None] = {"X-Repo-Commit": self.commit,

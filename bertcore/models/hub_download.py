@@ -86,6 +86,9 @@ _ATTEMPTS = 3  # tries in a row without a byte gained, per file, when the connec
 _MOST_ATTEMPTS = 20  # tries per file in all (a server that sends a byte and hangs up, again and again)
 _RETRY_WAIT_SECONDS = 1.0
 _MAX_REDIRECTS = 10
+_BUSY = (408, 429, 503)  # "too many requests" and the like: asked again, as huggingface_hub asks again
+_BUSY_RETRIES = 3
+_BUSY_WAIT_LIMIT_SECONDS = 30.0  # the most a Retry-After is honoured
 _LISTING_LIMIT = 64 * 1024 * 1024  # the repo listing is kilobytes for a model repo; more is not a listing
 _DISCARDED_BODY_LIMIT = 64 * 1024  # what is read of a redirect's or an error's body, to keep the connection
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -242,7 +245,7 @@ class _Download:
         self._temporaries: set[Path] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._http = _Http(endpoint, headers, timeout, self._check_stopped)
+        self._http = _Http(endpoint, headers, timeout, self._check_stopped, self._pause)
 
     # ---- the caller's side ----
     def stop(self) -> None:
@@ -453,8 +456,7 @@ class _Download:
             failures_in_a_row = 1 if received > gained_from else failures_in_a_row + 1
             if failures_in_a_row >= _ATTEMPTS or attempts >= _MOST_ATTEMPTS:
                 raise self._stalled(name, failure, attempts) from None
-            if self._stopped.wait(_RETRY_WAIT_SECONDS):
-                raise _Stopped
+            self._pause(_RETRY_WAIT_SECONDS)
 
     def _stalled(self, name: str, failure: _BodyBroken | _Unreachable, attempts: int) -> CheckpointError:
         if failure.timed_out:
@@ -550,6 +552,10 @@ class _Download:
 
     def _check_stopped(self) -> None:
         if self._stopped.is_set():
+            raise _Stopped
+
+    def _pause(self, seconds: float) -> None:
+        if self._stopped.wait(seconds):
             raise _Stopped
 
     def _post(self, event: tuple) -> None:
@@ -705,15 +711,18 @@ class _Http:
     """The download's requests, with http.client: one kept-alive connection per origin, through the proxy the
     environment names (http_proxy, https_proxy, no_proxy), with the system's certificates (and SSL_CERT_FILE,
     REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, certifi's where set or installed). Redirects are followed here, at most
-    _MAX_REDIRECTS, and the token is only ever sent to the endpoint's own origin. `abort()`, from another thread,
-    shuts every socket down, so a read blocked on a stalled server returns at once."""
+    _MAX_REDIRECTS, and the token is only ever sent to the endpoint's own origin; a busy answer (408, 429, 503) is
+    asked again after its Retry-After (at most _BUSY_RETRIES times). `abort()`, from another thread, shuts every
+    socket down, so a read blocked on a stalled server returns at once."""
 
-    def __init__(self, endpoint: str, headers: dict[str, str], timeout: float, check_stopped: Callable[[], None]):
+    def __init__(self, endpoint: str, headers: dict[str, str], timeout: float, check_stopped: Callable[[], None],
+                 pause: Callable[[float], None]):
         self.endpoint_origin = _origin(endpoint)
         self.headers = headers
         self.sends_token = any(name.lower() == "authorization" for name in headers)
         self.timeout = timeout
         self.check_stopped = check_stopped
+        self.pause = pause  # waits, unless the download is stopped
         self._connections: dict[tuple[str, str, int], http.client.HTTPConnection] = {}
         self._proxy_headers: dict[tuple[str, str, int], dict[str, str]] = {}
         self._absolute_targets: set[tuple[str, str, int]] = set()  # origins reached through a plain http proxy
@@ -798,7 +807,8 @@ class _Http:
                  ) -> tuple[http.client.HTTPResponse, tuple[str, str, int], str]:
         """(the response, its origin, where the bytes are) after redirects: every one when `follow_all`, else
         those that stay on the same origin. _Status for an error status."""
-        for _ in range(_MAX_REDIRECTS + 1):
+        redirects = busy = 0
+        while True:
             origin = _origin(url)
             sent = {"Accept-Encoding": "identity", **headers} if headers else {"Accept-Encoding": "identity"}
             for name, value in self.headers.items():
@@ -815,7 +825,17 @@ class _Http:
                 if not follow_all and _origin(target) != origin:
                     return response, origin, target
                 self._finish(response, origin)
+                redirects += 1
+                if redirects > _MAX_REDIRECTS:
+                    raise HubAnswerError(f"{url} redirected more than {_MAX_REDIRECTS} times (a redirect loop); check "
+                                         "HF_ENDPOINT, proxy and firewall settings, and try again later")
                 url = target
+                continue
+            if response.status in _BUSY and busy < _BUSY_RETRIES:
+                wait = _retry_after(response.getheader("Retry-After"), busy)
+                self._finish(response, origin)
+                busy += 1
+                self.pause(wait)
                 continue
             if response.status >= 400:
                 error = _Status(response.status, response.getheader("X-Error-Code"),
@@ -827,8 +847,6 @@ class _Http:
                 raise HubAnswerError(f"{url} answered {response.status} without saying where to go; check "
                                      "HF_ENDPOINT")
             return response, origin, url
-        raise HubAnswerError(f"{url} redirected more than {_MAX_REDIRECTS} times (a redirect loop); check HF_ENDPOINT, "
-                             "proxy and firewall settings, and try again later")
 
     def _send(self, method: str, url: str, origin: tuple[str, str, int],
               headers: dict[str, str]) -> http.client.HTTPResponse:
@@ -921,6 +939,13 @@ def _origin(url: str) -> tuple[str, str, int]:
     except ValueError:
         port = None
     return scheme, (parts.hostname or "").lower(), port or (443 if scheme == "https" else 80)
+
+
+def _retry_after(header: str | None, tries: int) -> float:
+    """Seconds to wait before asking again: the server's Retry-After (in seconds), else 1, 2, 4 s."""
+    text = (header or "").strip()
+    seconds = float(text) if text.isdigit() else float(2 ** tries)
+    return min(seconds, _BUSY_WAIT_LIMIT_SECONDS)
 
 
 def _range_start(content_range: str | None) -> int | None:

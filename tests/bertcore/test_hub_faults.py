@@ -493,3 +493,75 @@ def test_taking_a_download_back_never_removes_anything_through_a_link_out_of_the
 
     assert (victims / "written-since").read_text() == "another program's file"
     assert (victims / "notes.txt").exists()
+
+
+# ---- 6. what huggingface_hub's transfer did, kept: busy answers asked again, proxies ------------------------------
+
+@pytest.mark.parametrize("status", [429, 503, 408])
+def test_a_busy_answer_is_asked_again_after_its_retry_after(serve, hub_env: Path, status: int):
+    hub = serve({REPO: FILES}, status_for={"model.safetensors": status}, status_times={"model.safetensors": 2})
+    resolved = download_model(REPO)
+    assert (resolved.folder / "model.safetensors").read_bytes() == FILES["model.safetensors"]
+    assert len([path for method, path in hub.requests if path.endswith("/model.safetensors")]) == 4  # 2 busy
+
+
+def test_a_server_busy_every_time_is_a_clear_error(serve, hub_env: Path):
+    hub = serve({REPO: FILES}, status_for={"model.safetensors": 429})
+    with pytest.raises(CheckpointError, match=r"answered 429 while downloading org/tiny; try again later"):
+        download_model(REPO)
+    assert len([path for method, path in hub.requests if path.endswith("/model.safetensors")]) == 4  # 1 + 3 retries
+    assert_nothing_opened(hub_env)
+
+
+def test_downloads_go_through_the_proxy_the_environment_names(serve, hub_env: Path, monkeypatch: pytest.MonkeyPatch):
+    """httpx, under huggingface_hub, honoured http_proxy; the transfer that replaced it must too."""
+    import http.client
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import urlsplit
+
+    hub = serve({REPO: FILES})
+    forwarded: list[tuple[str, str | None]] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def forward(self, method: str) -> None:
+            target = urlsplit(self.path)  # a proxy is asked for the whole address
+            forwarded.append((self.path, self.headers.get("Proxy-Authorization")))
+            upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
+            headers = {name: value for name, value in self.headers.items() if name.lower() != "proxy-authorization"}
+            upstream.request(method, target.path + (f"?{target.query}" if target.query else ""), headers=headers)
+            answer = upstream.getresponse()
+            body = answer.read()
+            self.send_response(answer.status)
+            for name, value in answer.getheaders():
+                if name.lower() not in ("connection", "transfer-encoding"):
+                    self.send_header(name, value)
+            self.end_headers()
+            if method != "HEAD":
+                self.wfile.write(body)
+            upstream.close()
+
+        def do_GET(self):
+            self.forward("GET")
+
+        def do_HEAD(self):
+            self.forward("HEAD")
+
+        def log_message(self, *args):
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    proxy.daemon_threads = True
+    threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        monkeypatch.setenv("http_proxy", f"http://user:p%40ss@127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        resolved = download_model(REPO)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert all((resolved.folder / name).read_bytes() == content for name, content in FILES.items())
+    assert forwarded and all(path.startswith(hub.url + "/") for path, _ in forwarded)
+    assert {authorization for _, authorization in forwarded} == {"Basic dXNlcjpwQHNz"}  # user:p@ss
