@@ -2117,6 +2117,7 @@ def _start_fake_hub(repos: dict, options: dict):
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def do_GET(self):
             hub.answer(self, "GET")

@@ -39,6 +39,7 @@ def serve(repos: dict[str, dict[str, bytes]]) -> tuple[FakeHub, ThreadingHTTPSer
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def do_GET(self):
             hub.answer(self, "GET")

@@ -259,6 +259,7 @@ def serve_fixture(monkeypatch: pytest.MonkeyPatch):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as a Hub answers: a client must not rely on the close
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms wait for the client's ACK
 
             def do_GET(self):
                 hub.answer(self, "GET")

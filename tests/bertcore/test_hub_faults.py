@@ -239,6 +239,7 @@ def test_a_body_that_does_not_have_its_etags_hash_is_not_kept(serve, hub_env: Pa
     assert_nothing_opened(hub_env)
 
 
+@pytest.mark.slow
 def test_a_small_file_is_checked_against_its_git_blob_hash(serve, hub_env: Path):
     """A Hub's ETag for a file kept in git (not LFS) is the file's git blob SHA-1 (git hash-object)."""
     config_blob = git_blob_sha1(FILES["config.json"])
@@ -262,7 +263,11 @@ def test_a_size_that_disagrees_with_the_listing_is_refused(serve, hub_env: Path)
     assert_nothing_opened(hub_env)
 
 
-def test_a_connection_that_drops_once_is_resumed_where_it_stopped(serve, hub_env: Path):
+def test_a_connection_that_drops_once_is_resumed_where_it_stopped(serve, hub_env: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    from bertcore.models import hub_download
+
+    monkeypatch.setattr(hub_download, "_RETRY_WAIT_SECONDS", 0.01)
     hub = serve({REPO: FILES}, bodies={"model.safetensors": "truncated once"})
 
     resolved = download_model(REPO)

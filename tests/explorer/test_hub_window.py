@@ -190,6 +190,7 @@ def broken_cache(picker_cache: Path, checkpoint_files: dict[str, bytes]) -> Path
     locked.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_the_picker_lists_what_it_cannot_open_greyed_with_the_reason(qtbot, broken_cache: Path):
     """Broken entries were left out silently: a model the user had downloaded was simply not there."""
     picker = ModelPicker()
@@ -280,6 +281,7 @@ def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve,
                                                            / HUB_COMMIT)
 
 
+@pytest.mark.slow
 def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, checkpoint_files, hub_env: Path,
                                                                 monkeypatch: pytest.MonkeyPatch):
     from bertcore.models import hub_download
