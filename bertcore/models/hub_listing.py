@@ -162,7 +162,7 @@ def _describe_repo(storage: Path, repo_id: str) -> CachedModel:
     download = DOWNLOAD_HINT.format(repo_id=repo_id)
 
     def fault(reason: str, detail: str, path: Path) -> CacheEntryError:
-        return CacheEntryError(f"{repo_id}: {detail}; download it again with {download}", reason=reason, path=path)
+        return CacheEntryError(f"{detail}; download {repo_id} again with {download}", reason=reason, path=path)
 
     status = os.stat(storage)
     if not stat.S_ISDIR(status.st_mode):
