@@ -7,6 +7,7 @@ The front door for a run's curves, Qt-free (`explorer.runs.curve_files`, `explor
     smooth(values, weight)  TensorBoard's smoothing, exactly
 """
 
+from explorer.runs.curve_files import Curve, CurveReadError, RunCurves, find_runs, open_run, read_curves
 from explorer.runs.smoothing import smooth
 
-__all__ = ["smooth"]
+__all__ = ["Curve", "CurveReadError", "RunCurves", "find_runs", "open_run", "read_curves", "smooth"]
