@@ -237,13 +237,19 @@ class SeriesView:
         chart scaling"); held-out points always whole (a handful, each of them meant)."""
         if len(self.y) == 0:
             return None
-        key = (self.version, ignore_outliers and not self.held_out)
-        if key != self._range_key:
-            if key[1] and len(self.y) >= 20:
+        # While a live curve grows, its percentiles are taken again once it has grown by a fiftieth: they barely
+        # move, and taking them at every new batch cost a live redraw more than its drawing.
+        outliers = ignore_outliers and not self.held_out
+        size = len(self.y)
+        stale = (self._range_key is None or self._range_key[:2] != (self._key, outliers)
+                 or (self._range_key[2] != self.version and not (outliers and self._range_key[3] <= size
+                                                                 <= self._range_key[3] * 1.02)))
+        if stale:
+            if outliers and size >= 20:
                 low, high = np.percentile(self.y, OUTLIER_PERCENTILES)
             else:
                 low, high = np.min(self.y), np.max(self.y)
-            self._range, self._range_key = (float(low), float(high)), key
+            self._range, self._range_key = (float(low), float(high)), (self._key, outliers, self.version, size)
         return self._range
 
 

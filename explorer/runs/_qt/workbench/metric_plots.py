@@ -22,7 +22,7 @@ from datetime import datetime
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
@@ -33,6 +33,7 @@ PLOT_HEIGHT = 260
 COLUMNS = 2
 HOVER_ROWS = 12  # runs named in a hover readout; the rest are counted
 LEGEND_UP_TO = 8  # runs a plot's legend names
+KEPT_AS_PIXELS = QGraphicsItem.CacheMode.DeviceCoordinateCache  # axes: repainted from a picture while they hold
 
 
 class DurationAxis(pg.AxisItem):
@@ -76,6 +77,10 @@ class MetricPlotView(QWidget):
         self.drawn: dict[tuple[int, str], tuple] = {}
         self.following = True
         self.dirty = True
+        self.x_shown: tuple | None = None  # the ranges set while following (set again only when they change)
+        self.y_shown: tuple | None = None
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setCacheMode(KEPT_AS_PIXELS)
         self.plot.getViewBox().sigRangeChangedManually.connect(self._user_moved)
         self.plot.getViewBox().sigXRangeChanged.connect(self._x_moved)
         self.hover_line = pg.InfiniteLine(angle=90, movable=False, pen=curve_pen("#888888", dotted=True))
@@ -101,7 +106,8 @@ class MetricPlotView(QWidget):
         header.setContentsMargins(4, 0, 0, 0)
         header.addWidget(self.title, 1)
         header.addWidget(self.export)
-        self.legend = add_legend(self.plot, (-8, 4), backdrop=True)
+        self.legend = add_legend(self.plot, (-8, 4))
+        self.legend.setBrush(pg.mkBrush(255, 255, 255))  # opaque: a translucent box blended at every repaint
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(1)
@@ -125,6 +131,7 @@ class MetricPlotView(QWidget):
             self.readout.setVisible(False)
         elif event.type() == event.Type.MouseButtonDblClick:
             self.following = True
+            self.x_shown = self.y_shown = None
             self.dirty = True
             if self.on_x_moved is not None:
                 self.on_x_moved(self)
@@ -150,10 +157,10 @@ class MetricPlotView(QWidget):
                                       symbolBrush=colour, symbolPen="k")
                 smooth = None
             else:
-                faint = pg.mkColor(colour)
-                faint.setAlpha(70)
-                raw = pg.PlotCurveItem(pen=curve_pen(faint), skipFiniteCheck=True)
-                smooth = pg.PlotCurveItem(pen=curve_pen(colour, width=1.5), skipFiniteCheck=True)
+                # Faint as a lighter colour, not a translucent one: blending every segment doubled a repaint's cost,
+                # and so did a pen wider than a pixel (benchmarks/runs_redraw.py, its live part).
+                raw = pg.PlotCurveItem(pen=curve_pen(pg.mkColor(colour).lighter(170)), skipFiniteCheck=True)
+                smooth = pg.PlotCurveItem(pen=curve_pen(colour), skipFiniteCheck=True)
             for item in (raw, smooth):
                 if item is not None:
                     self.plot.addItem(item)
@@ -199,7 +206,9 @@ class MetricPlotView(QWidget):
         self.plot.getAxis("bottom").setLogMode(log_x)
         self.plot.getAxis("left").setLogMode(log_y)
         self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.plot.getAxis("bottom").setCacheMode(KEPT_AS_PIXELS)
         self.following = True
+        self.x_shown = self.y_shown = None
 
     # ---- hover
     def _mouse_moved(self, position: QPointF) -> None:
@@ -233,6 +242,18 @@ class MetricPlotView(QWidget):
         axis = self.axis_key[0] if self.axis_key else STEP
         where = _x_words(x, axis, self.axis_key[1] if self.axis_key else False)
         return f"<span style='color:#555'>{where}</span> · " + " · ".join(text for _, text in shown) + more
+
+
+def _steady(low: float, high: float) -> tuple[float, float]:
+    """[low, high] widened to a grid of a twentieth of its order of magnitude (a flat range: one step around it)."""
+    span = high - low
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return (0.0, 1.0)
+    if span <= 0:
+        span = abs(high) * 0.1 or 1.0
+        low, high = low - span / 2, high + span / 2
+    step = 10.0 ** math.floor(math.log10(span)) / 20
+    return math.floor(low / step) * step, math.ceil(high / step) * step
 
 
 def _x_words(x: float, axis: str, log_x: bool) -> str:
@@ -283,7 +304,7 @@ class MetricPlots(QWidget):
         self._timer.timeout.connect(self.redraw)
         self._layout_stale = True
         self.scroll.verticalScrollBar().valueChanged.connect(self.schedule)
-        state.ticks_changed.connect(self._on_layout_change)
+        state.ticks_changed.connect(self._on_ticks)
         state.curves_changed.connect(self._on_curves)
         state.view_changed.connect(self._on_view)
         state.runs_changed.connect(self._on_layout_change)
@@ -292,6 +313,11 @@ class MetricPlots(QWidget):
     def _on_layout_change(self, *_args) -> None:
         self._layout_stale = True
         self.schedule()
+
+    def _on_ticks(self) -> None:
+        for plot in self.plots.values():
+            plot.dirty = True
+        self._on_layout_change()
 
     def _on_curves(self, run_ids: set) -> None:
         for plot in self.plots.values():
@@ -411,17 +437,24 @@ class MetricPlots(QWidget):
         return min(low for low, _ in extents), max(high for _, high in extents)
 
     def _follow(self, widget: MetricPlotView, views: list[SeriesView], x_range) -> None:
+        """Span what is drawn on a steady grid (`steady_range`): a live run's axes then change only when its data
+        cross a grid line, and an axis that keeps its range is repainted from its cached picture."""
         ranges = [extent for extent in (view.y_extent(self.state.ignore_outliers) for view in views)
                   if extent is not None]
         widget._moved_by_code = True
         try:
             if x_range is not None:
-                low, high = x_range
-                widget.plot.setXRange(low, high if high > low else low + 1, padding=0.02)
+                wanted = _steady(*x_range)
+                if wanted != widget.x_shown:
+                    widget.x_shown = wanted
+                    widget.plot.setXRange(*wanted, padding=0.0)
             if ranges:
                 low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
                 span = high - low or abs(high) * 0.1 or 1.0
-                widget.plot.setYRange(low - 0.05 * span, high + 0.05 * span, padding=0)
+                wanted = _steady(low - 0.05 * span, high + 0.05 * span)
+                if wanted != widget.y_shown:
+                    widget.y_shown = wanted
+                    widget.plot.setYRange(*wanted, padding=0.0)
         finally:
             widget._moved_by_code = False
 
