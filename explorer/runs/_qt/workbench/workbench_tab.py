@@ -67,6 +67,7 @@ class ConfigTable(QTableWidget):
         self.setAccessibleName("Settings of the ticked runs")
         self.state = state
         self.differing_only = False
+        self._stale = False  # changed while hidden: filled in when shown
         self.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.verticalHeader().setDefaultSectionSize(20)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -102,7 +103,7 @@ class ConfigTable(QTableWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if getattr(self, "_stale", False):
+        if self._stale:
             self.refresh()
 
 
