@@ -66,8 +66,9 @@ class RunFacts:
 
     @property
     def size(self) -> str:
-        """"1.53M parameters · L2/H128", or what is known of it."""
-        parts = [f"{self.parameters / 1e6:.3g}M" if self.parameters else "", self.shape]
+        """"1.53M · L2/H128" (parameters, layers and width), or what is known of it."""
+        count = self.parameters or 0
+        parts = [f"{count / 1e6:.3g}M" if count >= 1e6 else f"{count / 1e3:.3g}k" if count else "", self.shape]
         return " · ".join(part for part in parts if part)
 
 
