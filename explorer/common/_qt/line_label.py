@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
+from explorer.common._qt.plain_text import plain_label
+
 
 class LineLabel(QWidget):
     """A QLabel in a box that its layout sizes (`label` is the QLabel: name it, style it, set its text).
@@ -17,7 +19,7 @@ class LineLabel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.label = QLabel(self)
+        self.label = plain_label(QLabel(self))
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def sizeHint(self) -> QSize:

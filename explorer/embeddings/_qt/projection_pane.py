@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.common._qt.widget_names import named
 from explorer.embeddings.requests import marked_sentence
@@ -51,8 +52,8 @@ class ProjectionPane(QWidget):
         self.hover_marker = pg.ScatterPlotItem(size=POINT_SIZE + 8, pen=curve_pen("k", width=2), brush=None)
         self.hover_marker.setZValue(10)
         self.scatter_plot.addItem(self.hover_marker, ignoreBounds=True)
-        self.legend_label = named(QLabel(" "), "projectionLegend", "projection legend")
-        self.projection_hover = named(QLabel(" "), "projectionHoverLabel", "point under the mouse")
+        self.legend_label = plain_label(named(QLabel(" "), "projectionLegend", "projection legend"))
+        self.projection_hover = plain_label(named(QLabel(" "), "projectionHoverLabel", "point under the mouse"))
         self.projection_hover.setWordWrap(True)
         self.projection_hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.projection_hover.setMinimumHeight(2 * self.fontMetrics().height() + 6)

@@ -21,6 +21,7 @@ A failure is a sentence in the tab (`explainMessage`), never a traceback.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from PySide6.QtWidgets import (
 from bertcore.explain.attribution import ATTRIBUTION_METHODS
 from bertcore.tokenization.pieces import readable_tokens
 from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
@@ -79,9 +81,10 @@ class ExplainTab(WindowTab):
         self._redraw_timer.setInterval(REDRAW_INTERVAL_MS)
         self._redraw_timer.timeout.connect(self._redraw_stale)
 
-        self.target_label = named(QLabel(INTRO), "explainTarget", "what is explained")
+        self.target_label = named(QLabel(html.escape(INTRO, quote=False)), "explainTarget", "what is explained")
+        self.target_label.setTextFormat(Qt.TextFormat.RichText)  # the target in bold; what it quotes is escaped
         self.target_label.setWordWrap(True)
-        self.message_label = named(QLabel(), "explainMessage", "what went wrong")
+        self.message_label = plain_label(named(QLabel(), "explainMessage", "what went wrong"))
         self.message_label.setWordWrap(True)
         self.message_label.setStyleSheet(MESSAGE_STYLE)
         self.message_label.hide()
@@ -98,7 +101,7 @@ class ExplainTab(WindowTab):
         self.progress = named(QProgressBar(), "explainProgress", "progress of the explanation")
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(220)
-        self.status_label = named(QLabel(), "explainStatus", "what is being computed")
+        self.status_label = plain_label(named(QLabel(), "explainStatus", "what is being computed"))
         # its text changes with every step of the work: a fixed width keeps each change from laying the tab out again
         self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.status_label.setMinimumWidth(420)
@@ -122,7 +125,8 @@ class ExplainTab(WindowTab):
         self.corrupted_a = named(QLineEdit(), "corruptedA", "corrupted sentence A",
                                  "A copy of sentence A to edit: change a word, keep the number of tokens")
         self.corrupted_b = named(QLineEdit(), "corruptedB", "corrupted sentence B")
-        self.corrupted_note = named(QLabel(), "corruptedNote", "whether the corrupted input can be patched")
+        self.corrupted_note = plain_label(named(QLabel(), "corruptedNote",
+                                                "whether the corrupted input can be patched"))
         self.corrupted_note.setWordWrap(True)
         self.patch_button = named(QPushButton("Run patching"), "runPatching", "run activation patching",
                                   "Copy each activation of the clean run into the corrupted run, one at a time, "
@@ -239,15 +243,17 @@ class ExplainTab(WindowTab):
     # ---- the state's announcements ----
     def _on_state_changed(self, state: ExplainState, what: ExplainChange) -> None:
         if what is ExplainChange.MODEL:
-            self.target_label.setText(INTRO)
+            self.target_label.setText(html.escape(INTRO, quote=False))
             self._show_attributions()
             self._show_mixing()
             self._show_corrupted()
             self._show_patching()
         elif what is ExplainChange.TARGET:
             what_text = f"Explaining {state.target_text}" if state.target is not None else "Context mixing"
-            self.target_label.setText(f"<b>{what_text}</b> — {state.model_name or 'the loaded model'}, "
-                                      f"{len(state.encoding)} tokens")
+            # bold on purpose, so the model's words are escaped: "MLM: '<mask>' …", a folder's name
+            model_name = state.model_name or "the loaded model"
+            self.target_label.setText(f"<b>{html.escape(what_text, quote=False)}</b> — "
+                                      f"{html.escape(model_name, quote=False)}, {len(state.encoding)} tokens")
             self._show_attributions()
             self.jobs.submit(state.attribution_job())
             if state.mixing is None:

@@ -16,6 +16,7 @@ from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import diverging_color_map, diverging_lookup
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import curve_pen, show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.common._qt.widget_names import named
@@ -83,9 +84,9 @@ class PatchingView(QWidget):
         self.frame.setPen(pen)
         self.frame.setVisible(False)
         self.heads_plot.addItem(self.frame, ignoreBounds=True)
-        self.caption = named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show")
+        self.caption = plain_label(named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show"))
         self.caption.setWordWrap(True)
-        self.hover_label = named(QLabel(" "), "patchingHover", "the cell under the mouse")
+        self.hover_label = plain_label(named(QLabel(" "), "patchingHover", "the cell under the mouse"))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.canvas, 1)

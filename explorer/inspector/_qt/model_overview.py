@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import clear_curve, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
@@ -83,7 +84,7 @@ class ModelOverview(HoverReadout, QWidget):
         self.color_bar = make_scale_bar()
         insert_scale_bar(self.plot, self.color_bar)
 
-        self.hover_label = QLabel(" ")
+        self.hover_label = plain_label(QLabel(" "))
         self.hover_label.setObjectName("overviewHoverLabel")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -34,6 +34,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.common._qt.scientific_axis import ScientificAxis
 from explorer.common._qt.signal_blocker import blocked
@@ -128,7 +129,7 @@ class LossPlots(QWidget):
         self.smoothing_spin.setToolTip("How much each smoothed point keeps of the one before (0 = no smoothing, "
                                        "0.99 = very smooth)")
         self.smoothing_spin.editingFinished.connect(lambda: self.set_smoothing(self.smoothing_spin.value()))
-        self.summary_label = QLabel("no steps yet")
+        self.summary_label = plain_label(QLabel("no steps yet"))
         self.summary_label.setObjectName("lossSummaryLabel")
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import CAPTION_STYLE, style_canvas, style_plot
 from explorer.common.attention_math import to_rgba
 
@@ -61,7 +62,7 @@ class HeadChangeGrid(QWidget):
         self.color_bar.getAxis("left").setLabel(UNIT, **CAPTION_STYLE)
         insert_scale_bar(self.plot, self.color_bar)
 
-        self.hover_label = QLabel(self.HINT)
+        self.hover_label = plain_label(QLabel(self.HINT))
         self.hover_label.setObjectName("headChangeHoverLabel")
         self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout = QVBoxLayout(self)

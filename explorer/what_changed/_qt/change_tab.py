@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.latest_job import LatestJobWorker
@@ -92,7 +93,7 @@ class ChangeTab(WindowTab):
         self.swap_button = named(QPushButton("⇄"), "swapCheckpoints", "swap A and B", "Swap A and B")
         self.compare_button = named(QPushButton("Compare"), "compareButton", "compare A and B",
                                     "Compare A and B on the Inspect tab's input")
-        self.status_label = named(QLabel(IDLE_TEXT), "changeStatus", "what changed: status")
+        self.status_label = plain_label(named(QLabel(IDLE_TEXT), "changeStatus", "what changed: status"))
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.grid = HeadChangeGrid()
@@ -104,7 +105,7 @@ class ChangeTab(WindowTab):
         for heatmap, name in ((self.heatmap_a, "changeHeatmapA"), (self.heatmap_b, "changeHeatmapB"),
                               (self.heatmap_difference, "changeHeatmapDifference")):
             heatmap.setObjectName(name)
-        self.detail_label = named(QLabel(" "), "changeDetailCaption", "the clicked head")
+        self.detail_label = plain_label(named(QLabel(" "), "changeDetailCaption", "the clicked head"))
 
         # layout
         folders = QHBoxLayout()
@@ -236,8 +237,8 @@ class ChangeTab(WindowTab):
         self.grid.select(layer, head)
         detail = self.result.head_detail(layer, head)
         names = self.result.names
-        self.heatmap_a.setToolTip(f"A (before): {names[0]}")
-        self.heatmap_b.setToolTip(f"B (after): {names[1]}")
+        self.heatmap_a.setToolTip(plain_tooltip(f"A (before): {names[0]}"))
+        self.heatmap_b.setToolTip(plain_tooltip(f"B (after): {names[1]}"))
         self.heatmap_a.set_matrix(detail.attention_a, detail.tokens, detail.positions, detail.levels)
         self.heatmap_b.set_matrix(detail.attention_b, detail.tokens, detail.positions, detail.levels)
         self.heatmap_difference.set_matrix(detail.difference, detail.tokens, detail.positions,

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTa
 import explorer.common._qt.shortcuts as shortcuts
 from explorer import APP_NAME, __version__
 from explorer.common._qt.gui_gc import freeze_long_lived
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.embeddings._qt.embedding_view import EmbeddingView
@@ -82,7 +83,7 @@ class MainWindow(QMainWindow):
         self.inspect_tab = InspectTab(throttle_ms)
         self.tab_actions: list[QAction] = []  # View ▸ one per tab, Ctrl+N for the N-th
         self.tab_shortcuts: list[shortcuts.Shortcut] = []
-        self.model_label = named(QLabel(), "modelLabel", "Loaded model")
+        self.model_label = plain_label(named(QLabel(), "modelLabel", "Loaded model"))  # a folder's name is not markup
         self.timing_label = named(QLabel(), "timingLabel", "Inspection time",
                                   "Time of the last inspection: the model's forward pass, then drawing every view")
         self.statusBar().addPermanentWidget(self.timing_label)
@@ -278,7 +279,7 @@ class MainWindow(QMainWindow):
             return
         where = f" — {info.path}" if info.path else ""
         self.model_label.setText(info.label)
-        self.model_label.setToolTip(f"{info.label}{where}")
+        self.model_label.setToolTip(plain_tooltip(f"{info.label}{where}"))
         self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
 
     def choose_checkpoint(self) -> None:
@@ -342,6 +343,7 @@ class MainWindow(QMainWindow):
             self.error_box = QMessageBox(QMessageBox.Icon.Warning, dialog_title, message,
                                          QMessageBox.StandardButton.Ok, self)
             self.error_box.setObjectName("errorBox")
+            self.error_box.setTextFormat(Qt.TextFormat.PlainText)  # a folder's or a token's name is not markup
             self.error_box.open()  # window-modal but not blocking: workers keep delivering
 
     # -- closing ------------------------------------------------------------------------------------------------
