@@ -36,7 +36,7 @@ from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.failure import Failure
 from explorer.common.message_text import sentence_case
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
-from explorer.what_changed._qt.change_grid import HeadChangeGrid
+from explorer.what_changed._qt.change_grid import HeadChangeGrid, bits_text
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest, HeadChange
 
 IDLE_TEXT = ("Choose two checkpoints of the same shape, A (before) and B (after), e.g. a model and the model "
@@ -243,6 +243,6 @@ class ChangeTab(WindowTab):
         self.heatmap_b.set_matrix(detail.attention_b, detail.tokens, detail.positions, detail.levels)
         self.heatmap_difference.set_matrix(detail.difference, detail.tokens, detail.positions,
                                            detail.difference_levels)
-        self.detail_label.setText(f"Layer {layer + 1}, head {head + 1}: {detail.divergence:.4f} bits "
+        self.detail_label.setText(f"Layer {layer + 1}, head {head + 1}: {bits_text(detail.divergence)} "
                                   "(mean Jensen–Shannon divergence of its query rows). Rows are queries, columns "
                                   "keys; A and B share one colour scale.")
