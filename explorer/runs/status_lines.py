@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from explorer.common.message_text import format_duration
 from explorer.runs.lifecycle import ENDED, Notice, RunLifecycle, RunState, ShownRun
-from explorer.runs.run_descriptions import format_duration
 
 
 def status_line(lifecycle: RunLifecycle) -> Notice:
