@@ -37,6 +37,8 @@ def status_line(lifecycle: RunLifecycle) -> Notice:
     if state == RunState.STOPPING:
         return Notice("Stopping at the next step and saving a checkpoint…")
     if state == RunState.WATCHING:
+        if shown.last_step is None and shown.waiting:
+            return Notice(shown.waiting)
         described = f" ({shown.description})" if shown.description else ""
         return Notice(f"Watching {shown.run_dir}{described}")
     if state in ENDED and shown.watched:
