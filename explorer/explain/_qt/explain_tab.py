@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.explain.attribution import ATTRIBUTION_METHODS
 from bertcore.tokenization.pieces import readable_tokens
-from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.exporting import WrittenInBackground, export_button, export_png, export_svg
 from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
@@ -53,7 +53,7 @@ from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
 from explorer.explain._qt.job_runner import ExplainJobs
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
-from explorer.explain.exports import save_explanation_npz, write_attributions_csv
+from explorer.explain.exports import explanation_npz_writing, save_explanation_npz, write_attributions_csv
 from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
 
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
@@ -145,7 +145,8 @@ class ExplainTab(WindowTab):
 
         self.export = export_button(self, "explainExport", [
             ("Attributions as CSV…", "attributions.csv", self.write_csv),
-            ("Everything as NPZ…", "explanation.npz", self.write_npz),
+            ("Everything as NPZ…", "explanation.npz",
+             WrittenInBackground(lambda path: explanation_npz_writing(path, self.state))),
             ("Attributions and curves as PNG…", "attributions.png",
              lambda path: export_png([self.attribution_view, self.faithfulness_plot], path)),
             ("Attributions and curves as SVG…", "attributions.svg",

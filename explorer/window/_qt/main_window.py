@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTa
 
 import explorer.common._qt.shortcuts as shortcuts
 from explorer import APP_NAME, __version__
+from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.widget_names import named
@@ -352,6 +353,7 @@ class MainWindow(QMainWindow):
         self.closing.emit()  # the tabs added beside Inspect shut down (a training run saves a checkpoint)
         self.inspect_tab.shutdown()
         self.loader.shutdown()
+        BackgroundWrite.shutdown_all()  # an export still writing stops, and leaves no part of its file
         if self.error_box is not None:
             self.error_box.close()
         self.settings.setValue(GEOMETRY_KEY, self.saveGeometry())
