@@ -34,6 +34,7 @@ from explorer import APP_NAME, __version__
 from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common._qt.gui_gc import freeze_long_lived
 from explorer.common._qt.plain_text import plain_label, plain_tooltip
+from explorer.common._qt.theme import use_light_palette
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.embeddings._qt.embedding_view import EmbeddingView
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings | None = None, *, device: str = "cpu",
                  throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
         super().__init__(parent)
+        use_light_palette()  # the views are drawn for light: a dark desktop theme's palette made them unreadable
         self.setObjectName("mainWindow")
         self.settings = settings if settings is not None else default_settings()
         self.error_box: QMessageBox | None = None
