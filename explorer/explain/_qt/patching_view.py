@@ -19,6 +19,7 @@ from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import diverging_color_map, diverging_lookup
+from explorer.common._qt.line_label import ElidedLabel
 from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import curve_pen, show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
@@ -90,7 +91,7 @@ class PatchingView(QWidget):
         self.heads_plot.addItem(self.frame, ignoreBounds=True)
         self.caption = plain_label(named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show"))
         self.caption.setWordWrap(True)
-        self.hover_label = plain_label(named(QLabel(" "), "patchingHover", "the cell under the mouse"))
+        self.hover_label = named(ElidedLabel(" "), "patchingHover", "the cell under the mouse")  # never wider
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.canvas, 1)

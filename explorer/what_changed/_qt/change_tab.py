@@ -106,6 +106,7 @@ class ChangeTab(WindowTab):
                               (self.heatmap_difference, "changeHeatmapDifference")):
             heatmap.setObjectName(name)
         self.detail_label = plain_label(named(QLabel(" "), "changeDetailCaption", "the clicked head"))
+        self.detail_label.setWordWrap(True)  # a long sentence takes two lines, not the window's width
 
         # layout
         folders = QHBoxLayout()
