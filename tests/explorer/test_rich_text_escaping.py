@@ -102,3 +102,24 @@ def test_robertas_tokens_and_a_folder_named_in_markup_read_as_written_everywhere
     window.show_about().close()
 
     assert swallowed_markup(window) == []
+
+
+def test_the_projection_legend_keeps_its_coloured_dots_and_shows_label_names_as_written(qtbot):
+    """A legend that is rich text on purpose (coloured dots) escapes the task's label names it quotes."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from explorer.embeddings._qt.projection_pane import ProjectionPane
+
+    pane = ProjectionPane()
+    qtbot.addWidget(pane)
+    sample = SimpleNamespace(labels=np.array(["<i>glad", "sad", "<i>glad"]), segment=np.array([0, 1, 0]),
+                             kind=np.array(["word", "word", "word"]))
+    projection = SimpleNamespace(sample=sample, points=np.zeros((3, 2), np.float32),
+                                 explained_variance_ratio=np.array([0.5, 0.2]))
+    pane.set_colour_by("label")
+    pane.show_projection(projection, [])
+    legend = pane.legend_label
+    read = as_read(legend.text(), legend.textFormat())
+    assert "● <i>glad" in read and "● sad" in read and "span" not in read, read
