@@ -62,7 +62,9 @@ POSITIONED = ("mlm", "tag", "start", "end", "rtd")  # target kinds whose second 
 VIEW_OF_KIND = {"attribution": "attributions", "mixing": "mixing", "patching": "patching"}  # job kind → its view
 INTRO = ("Click an output in the Inspect tab (a masked token's guess, the NSP line, a class, a tag, an answer's "
          "start or end) to see which tokens it rests on, or mix the Inspect tab's input to see its context mixing.")
-CANCELLED_TEXT = "Cancelled before {what} came: click the output in the Inspect tab again to compute them."
+CANCELLED_TEXT = "Cancelled before {what} came: {again} to compute {them} again."
+AGAIN_OUTPUT = "click the output in the Inspect tab"
+AGAIN_MIX = "press “Mix the Inspect tab's input”"
 NO_TARGETS = ("This model has no head whose output could be explained (a bare encoder): context mixing and attention "
               "still work — press “Mix the Inspect tab's input”.")
 
@@ -345,7 +347,7 @@ class ExplainTab(WindowTab):
         elif state.computing("attribution"):
             placeholder = "Computing the attributions…"
         elif "attribution" in state.stopped:
-            placeholder = CANCELLED_TEXT.format(what="the attributions")
+            placeholder = CANCELLED_TEXT.format(what="the attributions", again=AGAIN_OUTPUT, them="them")
         else:
             placeholder = "No attributions for this output."
         self.attribution_view.show_attributions(state.readable_tokens, columns, marked, specials, placeholder)
@@ -364,7 +366,8 @@ class ExplainTab(WindowTab):
         if maps:
             note = ""
         elif "mixing" in state.stopped and not state.computing("mixing"):
-            note = CANCELLED_TEXT.format(what="the context mixing")
+            note = CANCELLED_TEXT.format(what="the context mixing", them="it",
+                                         again=AGAIN_OUTPUT if state.target is not None else AGAIN_MIX)
         else:
             note = "Computing the context mixing…"
         self.mixing_view.show_maps(state.readable_tokens, maps, state.layer, state.num_layers, note)
