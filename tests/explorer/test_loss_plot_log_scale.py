@@ -107,3 +107,16 @@ def test_pyqtgraphs_transforms_menu_is_not_offered(qtbot):
     for plot in plots.plots:
         visible = {action.text() for action in plot.ctrlMenu.actions() if action.isVisible()}
         assert "Transforms" not in visible, visible
+
+
+def test_a_short_log_axis_labels_only_what_has_room(qtbot):
+    from explorer.common._qt.log_axis import MIN_TICK_GAP_PX, LogValueAxis
+
+    axis = LogValueAxis("left")
+    axis.set_log(True)
+    for size_px, decades in ((60, 1), (100, 1), (400, 1), (200, 4), (120, 4)):
+        levels = axis.logTickValues(0.0, float(decades), size_px, [])
+        values = sorted(value for _, level in levels for value in level)
+        gaps = np.diff(values) * size_px / decades
+        assert values and gaps.min() >= MIN_TICK_GAP_PX - 1e-9, (size_px, decades, values)
+    assert len(axis.logTickValues(0.0, 1.0, 400, [])[1][1]) == 8  # room for 2 … 9 in one tall decade

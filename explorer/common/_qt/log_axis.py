@@ -3,13 +3,18 @@
 pyqtgraph's own log mode labels its ticks "10⁻²"-style and, with its SI prefix on, names the axis "loss (x1e+09)";
 and its PlotItem log switch (the generic Transforms menu) transforms only the items that know how, so a plot of
 bare curves and held-out points showed half of them as logs. Here the plot's owner draws log10 of its values into
-every item itself and switches this axis with `set_log`; the axis places its ticks as pyqtgraph does in log mode
-(decades, and 2 … 9 between them when few decades are in view) and writes each as the value it stands for.
+every item itself and switches this axis with `set_log`; the axis places its ticks at the decades and, between them,
+at as many of 2 … 9, or of 2 and 5, as have room for their text, and writes each as the value it stands for.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pyqtgraph as pg
+
+MIN_TICK_GAP_PX = 16  # between two labelled ticks of a vertical log axis (a line of 8-point text and some air)
 
 
 def value_text(value: float) -> str:
@@ -37,6 +42,23 @@ class LogValueAxis(pg.AxisItem):
     def set_log(self, on: bool) -> None:
         if bool(on) != self.is_log:
             self.setLogMode(bool(on))
+
+    def logTickValues(self, minVal, maxVal, size, stdTicks):
+        """Decades, then 2 … 9 between them where each has MIN_TICK_GAP_PX, else 2 and 5, else none (pyqtgraph's
+        own put 2 … 9 everywhere, their labels written over each other on a short axis)."""
+        low, high = sorted((float(minVal), float(maxVal)))
+        if not (math.isfinite(low) and math.isfinite(high)) or high <= low or size <= 0:
+            return []
+        px_per_decade = size / (high - low)
+        decades = list(range(math.floor(low), math.ceil(high) + 1))
+        levels = [(1.0, [float(decade) for decade in decades if low <= decade <= high])]
+        for multiples in ((2, 3, 4, 5, 6, 7, 8, 9), (2, 5)):
+            gaps = np.diff(np.log10([1, *multiples, 10])) * px_per_decade
+            if gaps.min() >= MIN_TICK_GAP_PX:
+                minor = [decade + math.log10(multiple) for decade in decades for multiple in multiples]
+                levels.append((None, [value for value in minor if low <= value <= high]))
+                break
+        return levels
 
     def logTickStrings(self, values, scale, spacing):
         return [value_text(10.0 ** float(value) * scale) for value in values]

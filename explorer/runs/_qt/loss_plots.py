@@ -424,7 +424,7 @@ class LossPlots(QWidget):
             return
         self._log_loss = on
         self.loss_plot.getAxis("left").set_log(on)
-        self.loss_plot.setLabel("left", "loss (log scale)" if on else "loss")
+        self.loss_plot.setLabel("left", "loss (log)" if on else "loss")
         self._value_ranges.pop(LOSS_PLOT, None)
         self._redraw()
         if not self._follow_steps:  # a zoomed value range means nothing on the other scale: fit what is drawn
