@@ -4,6 +4,8 @@ labels, and ModernBERT's layer label is shown whole ("· global", not "· globa"
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from PySide6.QtWidgets import QApplication, QComboBox, QLabel, QPushButton
 
@@ -12,6 +14,7 @@ from tests.explorer.conftest import open_window, show_model
 WIDTH, HEIGHT = 1400, 900  # the window's default size
 LONG = ("a sentence as long as any status a run, a model or an explanation may write: " * 6).strip()
 LONG_NAME = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2-finetuned-on-a-long-dataset-name"
+NUMBER = re.compile(r"[-+0-9.,:%\s]+")  # a spin's or a slider's value beside it: never long
 
 
 @pytest.fixture
@@ -25,6 +28,11 @@ def window(qtbot, settings, tiny_model, tokenizer):
     window.add_tab(FinetunePanel(), "Fine-tune")
     yield window
     window.close()
+
+
+def may_grow(label: QLabel) -> bool:
+    """A label whose text may run long: named (what a view writes into), one line, and not a number ("0.600")."""
+    return bool(label.objectName()) and not label.wordWrap() and not NUMBER.fullmatch(label.text())
 
 
 def needed(window) -> int:
@@ -49,7 +57,7 @@ def test_no_text_a_view_shows_makes_the_window_wider(qtbot, window):
     assert widest_needed(window, qtbot) <= WIDTH
     pushing = []
     for label in window.findChildren(QLabel):
-        if not label.objectName() or label.wordWrap():
+        if not may_grow(label):
             continue
         before = label.text()
         label.setText(LONG)
@@ -77,7 +85,7 @@ def test_the_width_kept_for_the_next_start_is_the_one_the_user_gave(qtbot, windo
 
     window.show_status(LONG, 0)
     for label in window.findChildren(QLabel):
-        if label.objectName() and not label.wordWrap():
+        if may_grow(label):
             label.setText(LONG)
     widest_needed(window, qtbot)
     widths = []
