@@ -87,6 +87,7 @@ def test_folders_that_may_still_become_a_run_are_watched_saying_what_for(tmp_pat
     assert not verdict.watch and "open it in the Train tab" in verdict.message
 
 
+@pytest.mark.slow  # (making its 3,300 entries takes most of a second on busy cores)
 def test_a_large_folder_picked_by_mistake_answers_at_once(tmp_path):
     import time
 
