@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.tasks.kinds import TASK_KINDS
 from bertcore.training.finetuning_config import DEMO_SETTINGS
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.finetune.finetune_run import (
@@ -103,7 +104,7 @@ class FinetuneForm(RunForm):
         for name in DEMO_SETTINGS:
             self.demo_combo.addItem(f"{name} demo", name)
         self.demo_combo.addItem("My own data files…", OWN_DATA)
-        self.demo_label = named(QLabel(), "demoDescriptionLabel", "What the task's labels are")
+        self.demo_label = plain_label(named(QLabel(), "demoDescriptionLabel", "What the task's labels are"))
         self.demo_label.setWordWrap(True)
         self.demo_label.setStyleSheet("color: #555;")
         self.task_combo = named(QComboBox(), "taskCombo", "Task",
@@ -228,7 +229,7 @@ class FinetuneForm(RunForm):
             self.task_combo.setCurrentIndex(self.task_combo.findData(demo.task))
         self.demo_label.setText("Your own files: pick the task and the training file (Formats… says what each "
                                 "task reads)." if own or demo is None else f"Labels: {demo.description}")
-        self.demo_combo.setToolTip(self.demo_label.text())
+        self.demo_combo.setToolTip(plain_tooltip(self.demo_label.text()))
         self._enable_data_fields(self._editable)
 
     _editable = True
