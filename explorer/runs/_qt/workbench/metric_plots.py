@@ -294,6 +294,7 @@ class MetricPlots(QWidget):
         self.empty = QLabel("Tick runs on the left to draw them here.")
         self.empty.setObjectName("plotsEmptyLabel")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)  # its text changes (what the filters leave out): never widen the window
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.empty)

@@ -136,6 +136,7 @@ class RunsWorkbench(WindowTab):
         self.run_filter.textChanged.connect(self._run_filter_changed)
         self.run_filter_error = named(QLabel(""), "runFilterError", "Run filter error")
         self.run_filter_error.setStyleSheet("color: #cf222e")
+        self.run_filter_error.setWordWrap(True)  # a regex's error names the pattern: never widen the window
         self.run_filter_error.setVisible(False)
         self.run_list = RunList(self.state)
         self.run_list.runActivated.connect(self.open_in_tab)
@@ -201,6 +202,7 @@ class RunsWorkbench(WindowTab):
                                                                       self.state.export_csv))
         self.metric_filter_error = named(QLabel(""), "metricFilterError", "Metric filter error")
         self.metric_filter_error.setStyleSheet("color: #cf222e")
+        self.metric_filter_error.setWordWrap(True)
         self.metric_filter_error.setVisible(False)
         self.message_label = named(QLabel(""), "workbenchMessage", "Runs tab message")
         self.message_label.setWordWrap(True)
