@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks._common import autocast, synchronize
 from bertcore.models.modernbert import ModernBertForMaskedLM
 from bertcore.models.modernbert_config import ModernBertConfig
-from bertcore.training.setup import is_out_of_memory
+from bertcore.training.loop import is_out_of_memory
 
 TINY = {"vocab_size": 101, "hidden_size": 48, "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4,
         "local_attention": 16, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "cls_token_id": 1,

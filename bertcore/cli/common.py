@@ -137,7 +137,7 @@ def init_distributed(device_name: str | None) -> bool:
 
 def process_group_note() -> str:
     """" over nccl" (or gloo) for a process in a torchrun process group, else "": for the run's first line."""
-    from bertcore.training.setup import process_group_backend
+    from bertcore.training.loop import process_group_backend
 
     backend = process_group_backend()
     return f" over {backend}" if backend else ""
