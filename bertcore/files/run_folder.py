@@ -123,6 +123,37 @@ class RunFolder:
         """The folder's lock, taken (RunFolderBusyError when another holds it); release it when done."""
         return RunLock(self.lock_path).acquire()
 
+    def start(self, resume: bool | str | os.PathLike = False, *,
+              judge: Callable[[Path], bool] | None = None) -> ResumeChoice | None:
+        """Where a run in this folder starts: None for a new run, else the checkpoint a resume continues from
+        (`resume=True`: the newest sane one, see `resume_choice`; a path: that checkpoint), with the newest one known
+        to be sane (`ResumeChoice.last_good`). Touches nothing. RunFolderError when checkpoints/ or final/ is a link
+        or there is nothing to resume; ValueError when a new run would start where a run has checkpoints."""
+        self.refuse_linked_folders()
+        if resume:
+            return self.resume_choice(None if resume is True else resume, judge=judge)
+        if self.checkpoint_folders():
+            raise ValueError(f"{self.path} already holds a run with checkpoints; resume it (--resume) or choose "
+                             "another output folder (--out)")
+        return None
+
+    def begin(self, tokenizer, run_config: dict[str, Any], *, resumed_at_step: int | None = None,
+              note: str | None = None) -> MetricsLog:
+        """Make the folder ready for a run's writes (under its lock) and open its metrics: the folder made and
+        cleared of what a crashed writer left, the vocabulary and run_config.json written for a new run (a resumed
+        one keeps its own, unless they are missing), metrics.jsonl started afresh for a new run or cut after
+        `resumed_at_step` for a resumed one, and `note` (what a resume passed over) as its "warning" record."""
+        self.create()
+        new = resumed_at_step is None
+        if new or not self.vocab_path.exists():  # a new run: not a killed run's vocabulary
+            self.write_vocabulary(tokenizer)
+        if new or not self.run_config_path.exists():
+            self.write_run_config(run_config)
+        metrics = self.open_metrics(resumed_at_step, fresh=new)
+        if note is not None:
+            metrics.write({"kind": "warning", "step": resumed_at_step or 0, "message": note})
+        return metrics
+
     def create(self) -> None:
         """Make the folder and checkpoints/, and delete what a crashed writer left (call it under the lock).
         RunFolderError when checkpoints/ or final/ is a symbolic link (`refuse_linked_folders`)."""
@@ -359,14 +390,16 @@ class RunFolder:
             if not self.is_resumable(folder):
                 raise RunFolderError(f"{folder} is not a complete checkpoint (it needs {CONFIG_FILE} and "
                                      f"{TRAINER_STATE_FILE}); resume another one, or the run folder's latest")
-            return ResumeChoice(folder, (), self._judged(folder, judge))
+            sane = self._judged(folder, judge)
+            last_good = folder if sane is not False else self.newest_sane_checkpoint(before=folder)
+            return ResumeChoice(folder, (), sane, last_good)
         candidates = self.resume_candidates()
         if not candidates:
             raise RunFolderError(f"there is no checkpoint to resume in {self.path}; start a new run without --resume")
         skipped: list[Path] = []
         for folder in candidates:
             if self._judged(folder, judge) is not False:
-                return ResumeChoice(folder, tuple(skipped), True)
+                return ResumeChoice(folder, tuple(skipped), True, folder)
             skipped.append(folder)
         raise RunFolderError(
             f"every checkpoint in {self.checkpoints_dir} ({', '.join(f.name for f in skipped)}) was written after "
@@ -403,6 +436,9 @@ class ResumeChoice:
     folder: Path
     skipped: tuple[Path, ...] = ()  # newer checkpoints passed over: written after the loss went bad, newest first
     sane: bool | None = True  # whether its loss was sane (False only for a named one; None: it does not say)
+    # The newest checkpoint known to be sane: `folder`, or, when it was written after the loss went bad, the newest
+    # sane one before it (the one to go back to after a NaN or a divergence); None when there is none.
+    last_good: Path | None = None
 
     def note(self) -> str | None:
         """A sentence about what was passed over (or that a named checkpoint is not sane), or None."""

@@ -89,7 +89,7 @@ from bertcore.errors import (
 from bertcore.files.file_names import TRAINER_STATE_FILE
 from bertcore.files.metrics_log import MetricsLog
 from bertcore.files.reading import open_regular_file
-from bertcore.files.run_folder import RunClaim, RunFolder
+from bertcore.files.run_folder import ResumeChoice, RunClaim, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.batches_ahead import BatchesAhead
 from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice
@@ -131,7 +131,7 @@ class TrainingLoop:
         self._unpaused = threading.Event()
         self._unpaused.set()
         self._checkpoint_requested = threading.Event()
-        self.resumed_from: Path | None = None  # the checkpoint this run continued from (set by _choose_resume)
+        self.resumed_from: Path | None = None  # the checkpoint this run continued from (set by _choose_start)
         self.resume_note: str | None = None  # which checkpoints a resume passed over (after a NaN or divergence)
         # What is being written right now ("the checkpoint", "the final weights"), or None: a second Ctrl-C
         # waits for such a write instead of aborting it (bertcore.cli.common).
@@ -146,11 +146,7 @@ class TrainingLoop:
 
     def _set_up(self, resume: bool | str | Path, command: list[str] | None) -> None:
         config, task = self.config, self.task
-        self.run_folder.refuse_linked_folders()  # before the task spends its setup on a run that cannot be written
-        if not resume and self.run_folder.checkpoint_folders():
-            raise ValueError(f"{self.out_dir} already holds a run with checkpoints; resume it (--resume) or "
-                             "choose another output folder (--out)")
-        state, resumed_sane = self._choose_resume(resume)
+        state, start = self._choose_start(resume)  # before the task spends its setup on a folder it cannot use
         task.setup(self, self.resumed_from)
         self.config = config = task.config  # as the task resolved it (e.g. fine-tuning's steps from epochs)
         self.tokenizer = task.tokenizer
@@ -168,13 +164,10 @@ class TrainingLoop:
         self.last_checkpoint: Path | None = self.resumed_from  # the newest checkpoint written (or resumed)
         # The newest checkpoint known to be sane: written while the run was not rising, and whose weights gave a
         # sane loss at the next step (or the loop ended without a fault). Never pruned.
-        self.last_good_checkpoint: Path | None = self.resumed_from
+        self.last_good_checkpoint: Path | None = start.last_good if start else None
         self._unconfirmed_checkpoint: Path | None = None  # written while sane; its loss comes with the next step
-        if self.resumed_from is not None:
-            if resumed_sane:  # the first step's loss shows whether its weights really are (rank 0 keeps the folder)
-                self._unconfirmed_checkpoint = self.resumed_from if self.is_main else None
-            else:  # a named checkpoint written after the loss went bad: the one before it is the one to go back to
-                self.last_good_checkpoint = self.run_folder.newest_sane_checkpoint(before=self.resumed_from)
+        if start is not None and start.sane is not False and self.is_main:
+            self._unconfirmed_checkpoint = start.folder  # the first step's loss shows whether its weights really are
         if state is not None:
             self._restore(state)
         self._train_model: nn.Module = self.model  # what the step runs: maybe DDP-wrapped and/or compiled
@@ -193,11 +186,9 @@ class TrainingLoop:
         if self.world_size > 1:
             dist.barrier()
 
-    def _choose_resume(self, resume: bool | str | Path) -> tuple[dict[str, Any] | None, bool]:
-        """Set resumed_from and resume_note from `resume` (False, True: the newest sane checkpoint, or a named
-        one); returns its trainer state (None for a new run) and whether it was written while the loss was sane."""
-        if not resume:
-            return None, False
+    def _choose_start(self, resume: bool | str | Path) -> tuple[dict[str, Any] | None, ResumeChoice | None]:
+        """Where the run starts (the run folder's `start`: None for a new run, else the checkpoint a resume continues
+        from, and the newest one known to be sane), with its trainer state; sets resumed_from and resume_note."""
         judged: dict[Path, dict[str, Any]] = {}
 
         def sane_by_state(folder: Path) -> bool:
@@ -206,10 +197,11 @@ class TrainingLoop:
             judged[folder] = read_trainer_state(folder / TRAINER_STATE_FILE)
             return bool(judged[folder].get("sane", True))
 
-        choice = self.run_folder.resume_choice(None if resume is True else resume, judge=sane_by_state)
-        self.resumed_from, self.resume_note = choice.folder, choice.note()
-        state = judged.get(choice.folder) or read_trainer_state(self.resumed_from / TRAINER_STATE_FILE)
-        return state, choice.sane is not False
+        start = self.run_folder.start(resume, judge=sane_by_state)
+        if start is None:
+            return None, None
+        self.resumed_from, self.resume_note = start.folder, start.note()
+        return judged.get(start.folder) or read_trainer_state(start.folder / TRAINER_STATE_FILE), start
 
     def _restore(self, state: dict[str, Any]) -> None:
         path = self.resumed_from / TRAINER_STATE_FILE
@@ -224,23 +216,15 @@ class TrainingLoop:
             self._divergence.load_state_dict(state["divergence"])
 
     def _prepare_run_folder(self, command: list[str] | None) -> None:
-        folder = self.run_folder
-        folder.create()  # also clears what a crashed writer left behind
-        if self.resumed_from is None or not folder.vocab_path.exists():  # a new run: not a killed run's vocabulary
-            folder.write_vocabulary(self.tokenizer)
-        if self.resumed_from is None or not folder.run_config_path.exists():
-            folder.write_run_config({
-                "training": self.config.to_dict(), **self.task.run_config(),
-                "num_parameters": self.model.num_parameters(), "world_size": self.world_size,
-                "process_group": process_group_backend(), "device": str(self.device),
-                "torch_version": torch.__version__,
-                "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            })
-        # A fresh run in an old folder starts a fresh curve; a resumed one drops the records after its step.
-        self._metrics = folder.open_metrics(self.step if self.resumed_from else None, fresh=self.resumed_from is None)
-        if self.resume_note is not None:
-            self._metrics.write({"kind": "warning", "step": self.step, "message": self.resume_note})
-
+        run_config = {
+            "training": self.config.to_dict(), **self.task.run_config(),
+            "num_parameters": self.model.num_parameters(), "world_size": self.world_size,
+            "process_group": process_group_backend(), "device": str(self.device), "torch_version": torch.__version__,
+            "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        self._metrics = self.run_folder.begin(self.tokenizer, run_config,
+                                              resumed_at_step=self.step if self.resumed_from else None,
+                                              note=self.resume_note)
 
     # ---- the run folder's lock -----------------------------------------------------------------------------------
 
