@@ -63,8 +63,7 @@ from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation
 from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
-from bertcore.training.records import metric_numbers, step_record
-from bertcore.training.task import LoopPlace, TrainingTask
+from bertcore.training.task import LoopPlace, TrainingTask, metric_numbers, step_record
 
 # The kind of head each task trains; the class is the checkpoint's family's (BertForSequenceClassification,
 # RobertaForSequenceClassification, …: bertcore.models.task_heads.task_model_class).

@@ -659,7 +659,6 @@ def _train_batch(task: TrainingTask, batch_size: int, rank: int, world_size: int
 
 
 # ---- what a loop is set up with: the device, bf16 autocast, the process group, AdamW and its decay groups, and
-
 # the checkpoint's trainer state
 
 def warm_up() -> float:

@@ -67,8 +67,7 @@ from bertcore.training.loop import (  # re-exported: their home before bertcore.
 )
 from bertcore.training.objectives import Objective, family_config, family_of, objective_for
 from bertcore.training.pretraining_config import TrainingConfig
-from bertcore.training.records import metric_numbers, step_record
-from bertcore.training.task import LoopPlace, TrainingTask
+from bertcore.training.task import LoopPlace, TrainingTask, metric_numbers, step_record
 
 
 @dataclass(frozen=True)

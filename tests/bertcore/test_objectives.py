@@ -15,8 +15,7 @@ from bertcore.cli.train import main
 from bertcore.data.segments import FullSentenceSampler, SentenceOrderSampler
 from bertcore.models.config import preset
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
-from bertcore.training.electra_pretraining import ElectraPretraining, generator_config
-from bertcore.training.objectives import GENERATOR_FOLDER
+from bertcore.training.objectives import GENERATOR_FOLDER, ElectraPretraining, generator_config
 from bertcore.training.pretraining import Trainer, TrainingConfig
 from tests.bertcore.resume_check import assert_resumes_exactly
 from tests.bertcore.test_data import WORDS
