@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import parse_json
+from bertcore.models.families import supported_model_types
 from bertcore.models.hub import (
     SAFETENSORS_INDEX_FILE,
     default_cache_dir,
@@ -25,9 +26,6 @@ from bertcore.models.hub import (
     weights_file,
 )
 
-# The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
-# narrower: see loader_supports.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
 _LABELS_SHOWN = 6
@@ -65,7 +63,7 @@ class CachedModel:
 
 
 def list_cached_models(cache_dir: str | Path | None = None) -> list[CachedModel]:
-    """Every cached model repo whose config.json names a family in SUPPORTED_MODEL_TYPES and which has weights,
+    """Every cached model repo whose config.json names a family of bertcore.models.families and which has weights,
     newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises for
     a broken repo: one without config.json or weights, with bad JSON, or whose links dangle is left out."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -94,7 +92,7 @@ def _describe_repo(storage: Path) -> CachedModel | None:
         return None
     config_path = snapshot / CONFIG_FILE
     config = parse_json(read_bytes(config_path, limit=1024 * 1024), config_path)
-    if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_MODEL_TYPES:
+    if not isinstance(config, dict) or config.get("model_type") not in supported_model_types():
         return None
     weights = weights_file(snapshot)
     if weights is None:
