@@ -34,7 +34,8 @@ __version__ = "0.1.0"  # the one place the project's version is written (pyproje
 # Public name -> the module that defines it. Adding a name to the package is one line here.
 _EXPORTS = {
     "BertConfig": "bertcore.models.config",
-    "TrainingConfig": "bertcore.training.pretraining_config",
+    "TrainingConfig": "bertcore.training.settings",
+    "LoopSettings": "bertcore.training.settings",  # the settings every run shares, each with its help
     "preset": "bertcore.models.config",
     "BertModel": "bertcore.models.bert",
     "BertForPreTraining": "bertcore.models.bert",
@@ -65,7 +66,7 @@ _EXPORTS = {
     "demo_task": "bertcore.tasks.demos.registry",
     "postprocess_qa_predictions": "bertcore.tasks.qa_answers",
     # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
-    "FinetuneConfig": "bertcore.training.finetuning_config",
+    "FinetuneConfig": "bertcore.training.settings",
     "Finetuner": "bertcore.training.finetuning",
     "TaskStepStats": "bertcore.training.finetuning",
     "TaskEvalStats": "bertcore.training.finetuning",

@@ -33,24 +33,21 @@ import sys
 import time
 
 from bertcore.cli.common import (
-    SHARED_OPTION_FIELDS,
-    add_optimisation_options,
-    add_run_options,
+    add_run_control_options,
+    add_setting_options,
     drive,
     fmt,
-    given_options,
+    given_settings,
     process_group_note,
     resume_argument,
     resumed_run_dir,
     run_command,
 )
 from bertcore.files.run_folder import RunFolder
-from bertcore.tasks.kinds import QA_TASK, TASK_KINDS
-from bertcore.training.finetuning_config import DEMO_SETTINGS
+from bertcore.tasks.kinds import QA_TASK
+from bertcore.training.settings import FinetuneConfig
 
 PROG = "bert-finetune"
-OPTION_FIELDS = {**SHARED_OPTION_FIELDS, "task": "task", "train": "train", "eval": "eval", "demo": "demo",
-                 "epochs": "epochs"}
 # The data's options (FinetuneConfig.task_options): option -> (type, help).
 DATA_OPTIONS = {
     "format": (str, "the files' format when their extension does not say: csv, tsv, jsonl (sequence); conll, jsonl "
@@ -71,44 +68,31 @@ DATA_OPTIONS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """bert-finetune's options: one per FinetuneConfig field (bertcore.training.settings), then the data's options,
+    --resume and --no-progress. An option left out keeps the default (a demo's settings, or, with --resume, the
+    value recorded in the run's run_config.json)."""
     parser = argparse.ArgumentParser(
         prog=PROG, argument_default=None,
         description="Fine-tune a BERT on a task: a label per text or pair (sequence), a tag per word (token), or "
                     "answer spans (qa, SQuAD), starting from a checkpoint (default: the shipped default model).",
     )
-    task = parser.add_argument_group("task and data")
-    task.add_argument("--task", choices=TASK_KINDS, help="sequence, token or qa")
-    task.add_argument("--train", help="training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)")
-    task.add_argument("--eval", help="evaluation file, same format (default: hold out --heldout-fraction of --train)")
-    task.add_argument("--demo", choices=tuple(DEMO_SETTINGS),
-                      help="a shipped demo task (assets/tasks): sets --task, --train, --eval and its measured steps, "
-                           "batch size, sequence length and learning rate (options given override them)")
-    task.add_argument("--seq-len", type=int, help="longest input in tokens, specials included (default 128)")
-    task.add_argument("--heldout-fraction", type=float, help="held out when there is no --eval (default 0.1)")
-    task.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many steps, "
-                                                         "so padding is small; 1 = off (default 8)")
+    sections = add_setting_options(parser, FinetuneConfig,
+                                   groups={"data": "task and data", "model": "model", "optimisation": "optimisation",
+                                           "run": "run"},
+                                   shown={"out_dir": "runs/finetune-<task>-<date>-<time>"})
+    task = sections["data"]
     for name, (kind, words) in DATA_OPTIONS.items():
         task.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, help=words)
     task.add_argument("--allow-no-answer", action="store_true", default=None,
                       help="qa: the model may answer \"\" (default: when the data has unanswerable questions)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--init-from", help="the checkpoint to start from, of any family (BERT, RoBERTa, DistilBERT, "
-                                           "ELECTRA, ALBERT, ModernBERT; default: the shipped default model); one "
-                                           "with this task's head for the same labels is trained further")
-    optim = add_optimisation_options(parser, steps="default: --epochs passes over the training data",
-                                     lr="default 2e-4 for the small default model; 2e-5..5e-5 for BERT-base")
-    optim.add_argument("--epochs", type=float, help="passes over the training data when --steps is not given "
-                                                    "(default 3)")
-    add_run_options(parser, out="runs/finetune-<task>-<date>-<time>", eval_every="default: once per epoch")
+    add_run_control_options(sections["run"])
     return parser
 
 
 def make_config(args: argparse.Namespace):
     """The FinetuneConfig: defaults (a demo's settings, or the resumed run's recorded values) with the given
     options on top; --epochs without --steps drops a recorded or demo step count."""
-    from bertcore.training.finetuning_config import FinetuneConfig
-
-    given = given_options(args, OPTION_FIELDS)
+    given = given_settings(args, FinetuneConfig)
     options = {name: getattr(args, name) for name in [*DATA_OPTIONS, "allow_no_answer"]
                if getattr(args, name) is not None}
     if args.epochs is not None and args.steps is None:

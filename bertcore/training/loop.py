@@ -93,7 +93,7 @@ from bertcore.files.run_folder import ResumeChoice, RunClaim, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.batches_ahead import BatchesAhead
 from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice
-from bertcore.training.loop_settings import linear_schedule
+from bertcore.training.settings import linear_schedule
 from bertcore.training.task import TrainingTask
 
 TRAINER_STATE_VERSION = 1

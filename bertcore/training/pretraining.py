@@ -66,7 +66,7 @@ from bertcore.training.loop import (  # re-exported: their home before bertcore.
     weight_decay_groups,
 )
 from bertcore.training.objectives import Objective, family_config, family_of, objective_for
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import TrainingConfig
 from bertcore.training.task import LoopPlace, TrainingTask, metric_numbers, step_record
 
 

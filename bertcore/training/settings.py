@@ -113,7 +113,7 @@ class LoopSettings:
     seed: int = setting(0, "seed of the model's init, the held-out split, the batches, masks and dropout",
                         group="optimisation")
     device: str = setting("auto", "auto, cpu, cuda, cuda:N or mps", group="run",
-                          shown="auto: CUDA, then MPS, then CPU")
+                          shown="auto, which picks CUDA, then MPS, then CPU")
     precision: str = setting("auto", "auto = bf16 autocast on CUDA where it is supported, else fp32",
                              group="run", choices=PRECISIONS)
     heldout_fraction: float = setting(0.02, "documents held out for evaluation", group="data")
@@ -269,7 +269,7 @@ class TrainingConfig(LoopSettings):
     short_seq_prob: float = setting(0.1, "fraction of examples with a shorter random target length (as the paper)",
                                     group="data", option=None)
     eval_batches: int = setting(4, "held-out batches per evaluation (a fixed set)", group="run")
-    preset: str = setting("mini", f"model size: {', '.join(PRESETS)} (bertcore.models.config.PRESETS); ignored "
+    preset: str = setting("mini", f"model size: {', '.join(PRESETS)}; ignored "
                           "with --init-from", group="model")
     # What the model learns and which family it is (see resolved_objective / resolved_arch): None = the other's own
     # (both None: BERT's mlm+nsp on a BERT). init_from's folder decides the family itself.
@@ -394,7 +394,7 @@ class FinetuneConfig(LoopSettings):
         "init_from", None, help="the checkpoint to start from, of any family bertcore loads; one with this task's "
         "head for the same labels is trained further", shown="the shipped default model")
     steps: int | None = changed("steps", None, help="optimisation steps", shown="--epochs passes over the training "
-                                "data (resolved once the data is read)")
+                                "data")
     lr: float = changed("lr", 2e-4, help="peak learning rate: the default suits the small default model; 2e-5..5e-5 "
                         "suit BERT-base and larger")
     adam_eps: float = changed("adam_eps", 1e-8)

@@ -100,7 +100,7 @@ def test_a_family_checkpoint_with_this_task_head_is_trained_further(mood_tokeniz
     """An ELECTRA already fine-tuned on these labels keeps its head; RoBERTa's usable positions bound seq_len."""
     from bertcore.models.electra import ElectraForSequenceClassification
     from bertcore.training.finetuning import Finetuner
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
 
     config = pretrained_model("electra", mood_tokenizer.vocab_size).config.replace(
         id2label={0: "exclamation", 1: "question", 2: "statement"}, architectures=())

@@ -465,7 +465,7 @@ def test_unknown_recipe_and_missing_words_are_named(wordpiece):
 
 
 def test_the_training_config_checks_the_recipe():
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
 
     assert TrainingConfig().masking == "token"
     assert TrainingConfig(masking="span", mlm_probability=0.3).masking == "span"
@@ -497,7 +497,7 @@ def test_bert_train_takes_masking_and_mlm_probability(capsys):
 def test_a_run_resumes_on_the_same_masks(tmp_path, recipe, objective):
     """Stopped at step 3 and resumed, a whole-word or span run continues exactly as one that never stopped."""
     from bertcore.models.config import preset
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
     from tests.bertcore.resume_check import assert_resumes_exactly
 
     corpus_file = tmp_path / "corpus.txt"

@@ -11,7 +11,7 @@ from bertcore.tasks.qa_data import QuestionAnsweringData
 from bertcore.tasks.sequence_data import SequenceClassificationData
 from bertcore.tasks.token_data import TokenClassificationData
 from bertcore.training.finetuning import TASK_MODELS
-from bertcore.training.finetuning_config import TASK_OPTIONS, FinetuneConfig
+from bertcore.training.settings import TASK_OPTIONS, FinetuneConfig
 
 
 def test_the_kinds_are_what_users_type():
