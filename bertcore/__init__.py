@@ -42,7 +42,7 @@ _EXPORTS = {
     "BertForSequenceClassification": "bertcore.models.task_heads",
     "BertForTokenClassification": "bertcore.models.task_heads",
     "BertForQuestionAnswering": "bertcore.models.task_heads",
-    "start_from_pretrained": "bertcore.models.weight_transfer",
+    "start_from_pretrained": "bertcore.models.task_heads",
     "BertTokenizer": "bertcore.tokenization.wordpiece",
     "PretrainedTokenizer": "bertcore.tokenization.pretrained",
     "tokenizer_from_folder": "bertcore.tokenization.pretrained",

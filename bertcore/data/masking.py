@@ -33,7 +33,7 @@ import torch
 from bertcore.data.masking_recipes import check_recipe
 from bertcore.data.word_boundaries import continues_word
 from bertcore.data.word_masking import pick_spans, pick_whole_words, span_lengths_from_uniform
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 BERT_MASK_FRACTION, BERT_RANDOM_FRACTION = 0.8, 0.1  # of the picked units: [MASK], a random token (the rest: kept)

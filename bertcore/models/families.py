@@ -147,11 +147,11 @@ FAMILIES: dict[str, Family] = {
                     "mlm": "bertcore.models.albert:AlbertForMaskedLM"},
     ),
     "modernbert": Family(
-        config="bertcore.models.modernbert_config:ModernBertConfig",
+        config="bertcore.models.modernbert:ModernBertConfig",
         architectures={
             "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
             "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
-            **_task_heads("ModernBert", "bertcore.models.modernbert_task_heads"),
+            **_task_heads("ModernBert", "bertcore.models.modernbert"),
         },
         default="ModernBertForMaskedLM",
         fallback="ModernBertForMaskedLM",

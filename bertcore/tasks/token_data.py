@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
 from bertcore.tasks.kinds import TOKEN_TASK
 from bertcore.tasks.metrics import (
     get_entities,

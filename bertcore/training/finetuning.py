@@ -49,15 +49,16 @@ from typing import Any
 
 import torch
 
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     TaskModel,
+    WeightTransfer,
+    start_from_pretrained,
     task_model_class,
 )
-from bertcore.models.weight_transfer import WeightTransfer, start_from_pretrained
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation

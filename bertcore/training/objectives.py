@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.data.segments import ELECTRA_FULL_SENTENCES, FULL_SENTENCES, SENTENCE_ORDER, ExampleRecipe
-from bertcore.models.bert import IGNORE_INDEX
 from bertcore.models.families import pretraining_class, pretraining_objectives
+from bertcore.models.parts import IGNORE_INDEX
 
 GENERATOR_FOLDER = "generator"  # rtd: the generator's own folder inside a checkpoint and final/ (transformers layout)
 
@@ -80,7 +80,7 @@ def family_config(arch: str, sizes, *, vocab_size: int, pad_token_id: int, cls_t
         return AlbertConfig(**shape, max_position_embeddings=positions, embedding_size=min(128, sizes.hidden_size),
                             hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if arch == "modernbert":
-        from bertcore.models.modernbert_config import ModernBertConfig
+        from bertcore.models.modernbert import ModernBertConfig
 
         # GeGLU halves 1.5 × hidden wide (ModernBERT-base: 1152 of 768); the MLM head on labelled rows only.
         return ModernBertConfig(**{**shape, "intermediate_size": sizes.hidden_size * 3 // 2},

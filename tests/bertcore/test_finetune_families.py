@@ -18,8 +18,7 @@ from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
 from bertcore.tasks.demos.registry import demo_task
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
