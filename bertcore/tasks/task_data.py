@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bertcore.data.batches import step_rng
-from bertcore.data.buckets import LengthBuckets
+from bertcore.data.batches import LengthBuckets, step_rng
 from bertcore.errors import TaskDataError
 from bertcore.tasks.qa_windows import QAWindow
 

@@ -1,7 +1,7 @@
 """The family's pretraining objectives, one class each: what a model learns from, its loss, and its metrics.
 
 - `MaskedLmNextSentence` ("mlm+nsp", BERT, Devlin et al. 2019): masked LM + next-sentence prediction on
-  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.pairs).
+  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.segments).
 - `MaskedLm` ("mlm", RoBERTa, Liu et al. 2019): masked LM alone on full sentences packed across documents
   (bertcore.data.segments.FULL_SENTENCES); any family's masked-LM class.
 - `MaskedLmSentenceOrder` ("mlm+sop", ALBERT, Lan et al. 2020): masked LM + sentence-order prediction on two

@@ -19,10 +19,17 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bertcore.data.batches import PretrainingData
 from bertcore.data.corpus import read_corpus
-from bertcore.data.masking import MaskDecision, mask_like_bert, mask_tokens
+from bertcore.data.masking import (
+    MaskDecision,
+    continuation_mask,
+    continues_word,
+    infer_piece_style,
+    mask_like_bert,
+    mask_tokens,
+    span_length_distribution,
+    span_lengths_from_uniform,
+)
 from bertcore.data.masking_recipes import check_recipe
-from bertcore.data.word_boundaries import continuation_mask, continues_word, infer_piece_style
-from bertcore.data.word_masking import span_length_distribution, span_lengths_from_uniform
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE
