@@ -64,7 +64,7 @@ _EXPORTS = {
     # fine-tuning data in the formats people have, and the metrics as the field defines them
     "load_finetuning_data": "bertcore.tasks.finetune_data",
     "demo_task": "bertcore.tasks.demos.registry",
-    "postprocess_qa_predictions": "bertcore.tasks.qa_answers",
+    "postprocess_qa_predictions": "bertcore.tasks.qa",
     # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
     "FinetuneConfig": "bertcore.training.settings",
     "Finetuner": "bertcore.training.finetuning",

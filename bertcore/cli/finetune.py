@@ -9,7 +9,7 @@ consumer of bertcore.training.finetuning).
     bert-finetune --out runs/reviews --resume                     # continue from checkpoints/latest
     python -m bertcore.cli.finetune ...                           # the same
 
-Tasks and their files (bertcore.tasks.task_files): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
+Tasks and their files (bertcore.tasks.task_data): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
 `text_b` and `label` (a number with a fraction makes it a regression); token = CoNLL (word and tag per line, a
 blank line between sentences) or JSONL with `tokens` and `tags`; qa = SQuAD v1.1 / v2.0 JSON. Without --eval, a
 seeded 10% of the training file is held out. --init-from defaults to the shipped default model; a folder of any

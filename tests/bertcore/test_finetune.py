@@ -22,7 +22,7 @@ from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.task_heads import BertForSequenceClassification, BertForTokenClassification
 from bertcore.tasks.metrics import squad_metrics
-from bertcore.tasks.qa_files import read_squad
+from bertcore.tasks.qa import read_squad
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.finetuning import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
 from bertcore.training.settings import FinetuneConfig
