@@ -74,6 +74,14 @@ def test_no_part_reaches_what_it_must_never_reach(never):
     assert broken == [], f"{source} must never reach {target} ({why}): " + "; ".join(broken)
 
 
+def test_bertcore_never_imports_explorer():
+    """The whiteboard's nevers name the pairs that matter most; every file of bertcore is held to the whole rule."""
+    reached = [f"{path.relative_to(REPO)} imports {imported.relative_to(REPO)}"
+               for path in source_files() if path.relative_to(REPO).parts[0] == "bertcore"
+               for imported in imported_files(path) if imported.relative_to(REPO).parts[0] == "explorer"]
+    assert reached == []
+
+
 def test_the_check_sees_a_broken_rule():
     """A self-test: the Qt views do import the plain state, so the rule read backwards must be found broken."""
     views = [path for path in source_files() if part_of(path) == "AppQt"]

@@ -90,7 +90,7 @@ class FinetuneSettings:
 
     @classmethod
     def for_demo(cls, name: str, **changes: Any) -> FinetuneSettings:
-        """A demo task with its measured settings (finetuning_config.DEMO_SETTINGS), `changes` on top."""
+        """A demo task with its measured settings (bertcore.training.settings.DEMO_SETTINGS), `changes` on top."""
         measured = DEMO_SETTINGS[name]
         return cls(**{"demo": name, "steps": measured["steps"], "batch_size": measured["batch_size"],
                       "seq_len": measured["seq_len"], "learning_rate": measured["lr"], **changes})
