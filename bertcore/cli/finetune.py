@@ -45,26 +45,9 @@ from bertcore.cli.common import (
 )
 from bertcore.files.run_folder import RunFolder
 from bertcore.tasks.kinds import QA_TASK
-from bertcore.training.settings import FinetuneConfig
+from bertcore.training.settings import TASK_OPTION_SETTINGS, FinetuneConfig
 
 PROG = "bert-finetune"
-# The data's options (FinetuneConfig.task_options): option -> (type, help).
-DATA_OPTIONS = {
-    "format": (str, "the files' format when their extension does not say: csv, tsv, jsonl (sequence); conll, jsonl "
-                    "(token)"),
-    "text_column": (str, "sequence: the column of the text (default text)"),
-    "text_b_column": (str, "sequence: the column of the second text of a pair (default text_b)"),
-    "label_column": (str, "sequence: the column of the label (default label)"),
-    "problem_type": (str, "sequence: single_label_classification or regression (default: regression when a "
-                          "label is a number with a fraction)"),
-    "tokens_field": (str, "token, JSONL: the field of the words (default tokens)"),
-    "tags_field": (str, "token, JSONL: the field of the tags (default tags)"),
-    "max_query_length": (int, "qa: question tokens kept (default min(64, (seq-len - 3) // 2))"),
-    "doc_stride": (int, "qa: overlap in tokens between the windows of a long context (default seq-len // 3)"),
-    "max_answer_length": (int, "qa: longest answer in tokens (default 30)"),
-    "null_score_diff_threshold": (float, "qa, SQuAD 2.0: answer \"\" when the null score beats the best span by "
-                                         "more than this (default 0)"),
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,11 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    groups={"data": "task and data", "model": "model", "optimisation": "optimisation",
                                            "run": "run"},
                                    shown={"out_dir": "runs/finetune-<task>-<date>-<time>"})
-    task = sections["data"]
-    for name, (kind, words) in DATA_OPTIONS.items():
-        task.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, help=words)
-    task.add_argument("--allow-no-answer", action="store_true", default=None,
-                      help="qa: the model may answer \"\" (default: when the data has unanswerable questions)")
+    for name, option in TASK_OPTION_SETTINGS.items():  # FinetuneConfig.task_options, by name
+        flag, help_text = "--" + name.replace("_", "-"), option.help.replace("%", "%%")
+        if option.type is bool:
+            sections["data"].add_argument(flag, action="store_true", default=None, dest=name, help=help_text)
+        else:
+            sections["data"].add_argument(flag, type=option.type, dest=name, help=help_text)
     add_run_control_options(sections["run"])
     return parser
 
@@ -93,8 +77,7 @@ def make_config(args: argparse.Namespace):
     """The FinetuneConfig: defaults (a demo's settings, or the resumed run's recorded values) with the given
     options on top; --epochs without --steps drops a recorded or demo step count."""
     given = given_settings(args, FinetuneConfig)
-    options = {name: getattr(args, name) for name in [*DATA_OPTIONS, "allow_no_answer"]
-               if getattr(args, name) is not None}
+    options = {name: getattr(args, name) for name in TASK_OPTION_SETTINGS if getattr(args, name) is not None}
     if args.epochs is not None and args.steps is None:
         given["steps"] = None
     if args.resume:

@@ -11,8 +11,8 @@ lock, the resume, AdamW with decay groups, DistributedDataParallel, torch.compil
 another thread may use, evaluation, `steps()`, one optimisation step (its schedule, re-seeded dropout, gradient
 clipping and the NaN/OOM/divergence errors), the checkpoints (atomic, with trainer_state.pt; which one is known to
 be sane; final/) and summary.json; then the plain functions the loop is set up with. It is one class because it is
-one thing: every part reads and writes the same state, which `__init__` and `_set_up` name in one place. It runs
-past 800 lines for the same reason nanoGPT's train.py is one file: the loop reads best whole.
+one thing: every part reads and writes the same state, which `__init__` and `_set_up` name in one place, and, as
+nanoGPT's train.py, the loop reads best whole.
 
 A task owns what the numbers mean (see `TrainingTask`): it builds or loads the model and its data, gives the
 batch of a step, turns one forward pass into numbers that add up over batches and processes (`batch_sums`),

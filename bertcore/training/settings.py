@@ -351,12 +351,40 @@ class TrainingConfig(LoopSettings):
 
 # ---- fine-tuning ---------------------------------------------------------------------------------------------
 
-# Options of the task's data (bertcore.tasks.finetune_data.load_finetuning_data), by task.
-TASK_OPTIONS = {
-    SEQUENCE_TASK: ("format", "problem_type", "text_column", "text_b_column", "label_column"),
-    TOKEN_TASK: ("format", "tokens_field", "tags_field"),
-    QA_TASK: ("max_query_length", "doc_stride", "max_answer_length", "null_score_diff_threshold", "allow_no_answer"),
+@dataclass(frozen=True)
+class TaskOption:
+    """An option of a task's data (FinetuneConfig.task_options; bertcore.tasks.finetune_data.load_finetuning_data
+    reads it), declared once: the tasks that take it, its type and the help `bert-finetune --help` shows."""
+
+    tasks: tuple[str, ...]
+    type: type
+    help: str
+
+
+# The data's options by name, in the order --help lists them; each is an option of bert-finetune.
+TASK_OPTION_SETTINGS: dict[str, TaskOption] = {
+    "format": TaskOption((SEQUENCE_TASK, TOKEN_TASK), str, "the files' format when their extension does not say: "
+                         "csv, tsv, jsonl (sequence); conll, jsonl (token)"),
+    "text_column": TaskOption((SEQUENCE_TASK,), str, "sequence: the column of the text (default text)"),
+    "text_b_column": TaskOption((SEQUENCE_TASK,), str, "sequence: the column of the second text of a pair (default "
+                                "text_b)"),
+    "label_column": TaskOption((SEQUENCE_TASK,), str, "sequence: the column of the label (default label)"),
+    "problem_type": TaskOption((SEQUENCE_TASK,), str, "sequence: single_label_classification or regression "
+                               "(default: regression when a label is a number with a fraction)"),
+    "tokens_field": TaskOption((TOKEN_TASK,), str, "token, JSONL: the field of the words (default tokens)"),
+    "tags_field": TaskOption((TOKEN_TASK,), str, "token, JSONL: the field of the tags (default tags)"),
+    "max_query_length": TaskOption((QA_TASK,), int, "qa: question tokens kept (default min(64, (seq-len - 3) // 2))"),
+    "doc_stride": TaskOption((QA_TASK,), int, "qa: overlap in tokens between the windows of a long context "
+                             "(default seq-len // 3)"),
+    "max_answer_length": TaskOption((QA_TASK,), int, "qa: longest answer in tokens (default 30)"),
+    "null_score_diff_threshold": TaskOption((QA_TASK,), float, 'qa, SQuAD 2.0: answer "" when the null score beats '
+                                            "the best span by more than this (default 0)"),
+    "allow_no_answer": TaskOption((QA_TASK,), bool, 'qa: the model may answer "" (default: when the data has '
+                                  "unanswerable questions)"),
 }
+# The options each task takes.
+TASK_OPTIONS = {task: tuple(name for name, option in TASK_OPTION_SETTINGS.items() if task in option.tasks)
+                for task in TASK_KINDS}
 
 
 # Settings measured for each demo task (bertcore.tasks.demos) from the shipped default model on a shared 2-core CPU
@@ -412,8 +440,8 @@ class FinetuneConfig(LoopSettings):
                                "--eval and its measured steps, batch size, sequence length and learning rate (options "
                                "given override them)", group="data", choices=tuple(DEMO_SETTINGS))
     epochs: float = setting(3.0, "passes over the training data when --steps is not given", group="optimisation")
-    task_options: Mapping[str, Any] = setting(FrozenMapping({}), "the data's options by name (TASK_OPTIONS)",
-                                              group="data", option=None)
+    task_options: Mapping[str, Any] = setting(FrozenMapping({}), "the data's options by name (TASK_OPTION_SETTINGS: "
+                                              "each is an option of bert-finetune)", group="data", option=None)
 
     def __post_init__(self) -> None:
         super().__post_init__()

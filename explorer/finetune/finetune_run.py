@@ -140,8 +140,7 @@ def warm_up_finetuning() -> None:
 
     warm_up_engine()
     for name in ("bertcore.training.finetuning", "bertcore.tasks.finetune_data", "bertcore.models.task_heads",
-                 "bertcore.tasks.outputs", "bertcore.tasks.qa",
-                 "bertcore.tasks.qa", "bertcore.analysis.attention_change"):
+                 "bertcore.tasks.outputs", "bertcore.tasks.qa", "bertcore.analysis.attention_change"):
         importlib.import_module(name)
 
 
