@@ -336,13 +336,6 @@ def run_write_error(path: Path, what: str):
                                   error.errno) from error
 
 
-def link_target(path: Path) -> str:
-    try:
-        return os.readlink(path)
-    except OSError as error:
-        return f"? ({describe_os_error(error)})"
-
-
 def _advice(error: OSError) -> str:
     if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
         return "something else is in its place: move it away"

@@ -57,7 +57,6 @@ from bertcore.errors import (
 from bertcore.files.atomic import (
     NotAFileError,
     describe_os_error,
-    link_target,
     open_plain_file,
     remove_atomically,
     remove_leftovers,
@@ -453,7 +452,16 @@ class ResumeChoice:
         return None
 
 
+def link_target(path: Path) -> str:
+    """Where a symbolic link leads, for a message (what reading it failed with, when it cannot be read)."""
+    try:
+        return os.readlink(path)
+    except OSError as error:
+        return f"? ({describe_os_error(error)})"
+
+
 # ---- reading a run folder (the app's run watcher) ---------------------------------------------------------
+
 def read_run_config(run_dir: str | os.PathLike) -> dict:
     """The run's `run_config.json` as a dict; ValueError naming the file when it is missing or unreadable (not a
     regular file, too big, not JSON)."""

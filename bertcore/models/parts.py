@@ -22,7 +22,7 @@ from bertcore.models.config import BertConfig
 
 IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
 
-
+# The activations config.json's hidden_act names, as transformers computes them.
 ACTIVATION_FUNCTIONS = {
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
