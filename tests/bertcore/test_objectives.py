@@ -288,3 +288,15 @@ def test_a_nan_in_any_objective_gets_pretrainings_learning_rate_advice(ordered_c
                       model_config=SIZES)
     with pytest.raises(NonFiniteLossError, match="for pretraining a small BERT"):
         list(trainer.steps())
+
+
+def test_the_objectives_offered_are_the_ones_trained_each_its_familys_own_recipe():
+    """bertcore.training.settings.OBJECTIVES (what the command line and the app offer) and the objective classes agree,
+    and the family each names as its own trains it first (the family registry)."""
+    from bertcore.models.families import pretraining_objectives
+    from bertcore.training.objectives import OBJECTIVE_CLASSES
+    from bertcore.training.settings import OBJECTIVES
+
+    assert list(OBJECTIVE_CLASSES) == list(OBJECTIVES)
+    assert {name: pretraining_objectives(objective.family)[0] for name, objective in OBJECTIVES.items()} == {
+        name: name for name in OBJECTIVES}
