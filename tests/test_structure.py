@@ -5,6 +5,7 @@ function. A new file is covered as soon as it sits in a part's folder."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def module_file(module: str) -> Path | None:
     return None
 
 
-def imported_files(path: Path) -> set[Path]:
+@functools.cache  # every rule reads the same files: each is parsed once
+def imported_files(path: Path) -> frozenset[Path]:
     """Every file of this tree that `path` imports anywhere (module level, functions, `import a.b as c`)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -54,7 +56,7 @@ def imported_files(path: Path) -> set[Path]:
                     if target is not None:
                         found.add(target)
                         break
-    return found
+    return frozenset(found)
 
 
 def source_files() -> list[Path]:
