@@ -2,7 +2,8 @@
 
 Masking is dynamic: `bertcore.data.masking.mask_tokens` draws fresh masks every time an example is drawn. A batch
 is padded only to its longest sequence; with `length_buckets > 1` batches are cut from a length-sorted pool of
-that many batches, so sequences of similar length share a batch and little is padding.
+that many batches (`LengthBuckets`, which fine-tuning's batches use too), so sequences of similar length share a
+batch and little is padding.
 
 Sampling is with replacement and stateless: the batch for training step `s` on rank `r` is a pure function
 of `(seed, r, s)` (see `step_rng`), so "the data position" of a run is simply its step, and a resumed run
