@@ -1,6 +1,6 @@
-"""What `bert-train` (bertcore.cli.train) and `bert-finetune` (bertcore.cli.finetune) share: the optimisation and run
-options, finding the run a --resume continues, joining a torchrun process group, and driving a training loop
-with a progress bar, Ctrl-C handling and the exit codes:
+"""What `bert-train` (bertcore.cli.train) and `bert-finetune` (bertcore.cli.finetune) share: their options, generated
+from the settings' fields (bertcore.training.settings), finding the run a --resume continues, joining a torchrun
+process group, and driving a training loop with a progress bar, Ctrl-C handling and the exit codes:
 
     0  finished, or stopped (Ctrl-C or SIGTERM once: after the current step, with a checkpoint)
     1  training failed (NaN or diverging loss, out of memory, a checkpoint or file that could not be written),
@@ -17,76 +17,88 @@ Torch-free at import, so that `--help` answers at once: torch comes in when a ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from bertcore.files.file_names import CHECKPOINTS_DIR, LOCK_FILE, METRICS_FILE, RUN_CONFIG_FILE, VOCAB_FILE
 from bertcore.files.run_folder import RunFolder
-
-# Option -> config field, for the options both commands have (TrainingConfig and FinetuneConfig share the names).
-SHARED_OPTION_FIELDS = {
-    "out": "out_dir", "init_from": "init_from", "steps": "steps", "batch_size": "batch_size", "seq_len": "seq_len",
-    "lr": "lr", "warmup_steps": "warmup_steps", "weight_decay": "weight_decay", "max_grad_norm": "max_grad_norm",
-    "seed": "seed", "device": "device", "precision": "precision", "heldout_fraction": "heldout_fraction",
-    "length_buckets": "length_buckets", "eval_every": "eval_every", "checkpoint_every": "checkpoint_every",
-    "keep_checkpoints": "keep_checkpoints", "compile": "compile", "num_threads": "num_threads",
-    "divergence_factor": "divergence_factor",
-}
+from bertcore.training.settings import help_of
 
 
-def add_optimisation_options(parser: argparse.ArgumentParser, *, steps: str, lr: str) -> argparse._ArgumentGroup:
-    """--steps, --batch-size, --lr, --warmup-steps, --weight-decay, --max-grad-norm, --seed, --divergence-factor;
-    `steps` and `lr` are the help's words for their defaults."""
-    optim = parser.add_argument_group("optimisation")
-    optim.add_argument("--steps", type=int, help=f"optimisation steps in total ({steps})")
-    optim.add_argument("--batch-size", type=int, help="sequences per step per process (default 32)")
-    optim.add_argument("--lr", type=float, help=f"peak learning rate ({lr})")
-    optim.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default: 10%% of --steps)")
-    optim.add_argument("--weight-decay", type=float, help="AdamW weight decay (default 0.01)")
-    optim.add_argument("--max-grad-norm", type=float, help="gradient clipping norm, 0 = off (default 1.0)")
-    optim.add_argument("--seed", type=int, help="seed of init, data, masks and dropout (default 0)")
-    optim.add_argument("--divergence-factor", type=float,
-                       help="stop when the smoothed loss stays this many times above its best value for 10 steps "
-                            "(a learning rate far too high); 0 = never (default 4)")
-    return optim
+def add_setting_options(parser: argparse.ArgumentParser, config_class: type, *, groups: Mapping[str, str],
+                        shown: Mapping[str, str] | None = None) -> dict[str, argparse._ArgumentGroup]:
+    """One option per field of `config_class` that has one (bertcore.training.settings.setting), as transformers'
+    HfArgumentParser makes them: named after the field (`--batch-size`, or the field's own option name), with its
+    type, its choices and its help, the default said in the help. argparse's own default is None, so that an
+    option left out keeps the config's default, or, with --resume, the resumed run's value (`given_settings`).
+
+    `groups` titles the --help sections, in their order (a field's group -> title); `shown` says the defaults the
+    command picks itself (a fresh, dated run folder). Returns the sections by group, for the command's own options."""
+    sections = {group: parser.add_argument_group(title) for group, title in groups.items()}
+    hints = typing.get_type_hints(config_class)
+    inherited = {field.name for base in config_class.__mro__[1:] if dataclasses.is_dataclass(base)
+                 for field in dataclasses.fields(base)}
+    # The command's own settings lead each section, then those every run shares.
+    for field in sorted(dataclasses.fields(config_class), key=lambda field: field.name in inherited):
+        meta = field.metadata
+        if not meta or meta["option"] is None:
+            continue
+        option = meta["option"] or "--" + field.name.replace("_", "-")
+        words = (shown or {}).get(field.name, meta["shown"])
+        if words is not None:
+            words = f"default: {words}"
+        elif field.default is not None and field.default is not False:
+            words = f"default {field.default:g}" if isinstance(field.default, float) else f"default {field.default}"
+        help_text = help_of(config_class, field.name) + (f" ({words})" if words else "")
+        kind = _option_type(hints[field.name])
+        keywords: dict[str, Any] = {"dest": field.name, "default": None, "help": help_text.replace("%", "%%")}
+        if kind is bool:
+            keywords["action"] = "store_true"
+        else:
+            choices = meta["choices"]
+            keywords.update(type=None if kind is str else kind, choices=choices() if callable(choices) else choices,
+                            metavar=None if choices else option.lstrip("-").replace("-", "_").upper())
+        sections[meta["group"]].add_argument(option, **keywords)
+    return sections
 
 
-def add_run_options(parser: argparse.ArgumentParser, *, out: str, eval_every: str) -> argparse._ArgumentGroup:
-    """--out, --resume, --device, --precision, --eval-every, --checkpoint-every, --keep-checkpoints,
-    --num-threads, --compile, --no-progress."""
-    run = parser.add_argument_group("run")
-    run.add_argument("--out", help=f"run folder (default {out})")
+def _option_type(hint: Any) -> type:
+    """The type an option's text becomes: the field's, without its None (`int | None` -> int)."""
+    kinds = [kind for kind in typing.get_args(hint) if kind is not type(None)] or [hint]
+    if len(kinds) != 1 or kinds[0] not in (bool, int, float, str):
+        raise TypeError(f"a setting of type {hint} cannot be an option; declare it with option=None")
+    return kinds[0]
+
+
+def given_settings(args: argparse.Namespace, config_class: type) -> dict[str, Any]:
+    """{field: value} of the settings given on the command line (the options left out are None)."""
+    return {field.name: getattr(args, field.name) for field in dataclasses.fields(config_class)
+            if getattr(args, field.name, None) is not None}
+
+
+def add_run_control_options(run: argparse._ArgumentGroup) -> None:
+    """--resume and --no-progress: how the command runs, which no setting records."""
     run.add_argument("--resume", nargs="?", const=True,
                      help="continue the run in --out from checkpoints/latest, or from the given checkpoint folder")
-    run.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps (default auto: CUDA, then MPS, then CPU)")
-    run.add_argument("--precision", choices=("auto", "fp32", "bf16"), help="default auto (bf16 autocast on CUDA)")
-    run.add_argument("--eval-every", type=int, help=f"held-out evaluation every N steps ({eval_every})")
-    run.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps (default 500)")
-    run.add_argument("--keep-checkpoints", type=int, help="newest checkpoints kept (default 2)")
-    run.add_argument("--num-threads", type=int, help="CPU threads for PyTorch (default: PyTorch's choice)")
-    run.add_argument("--compile", action="store_true", default=None, help="torch.compile the model")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (one line per evaluation)")
-    return run
-
-
-def given_options(args: argparse.Namespace, fields: dict[str, str]) -> dict:
-    """{config field: value} of the options given on the command line."""
-    return {field: getattr(args, option) for option, field in fields.items() if getattr(args, option) is not None}
 
 
 def resumed_run_dir(args: argparse.Namespace, prog: str) -> Path:
     """The run folder --resume continues: --out, or the run folder --resume names, or the one holding the
     checkpoint it names (<run>/checkpoints/step-N; the loop refuses one that resolves outside it)."""
     if args.resume is True:
-        if args.out is None:
+        if args.out_dir is None:
             raise ValueError("--resume without a folder needs --out RUN_FOLDER (the run to continue)")
-        run_dir = Path(args.out)
-    elif args.out:
-        run_dir = Path(args.out)
+        run_dir = Path(args.out_dir)
+    elif args.out_dir:
+        run_dir = Path(args.out_dir)
     else:
         named = Path(args.resume).absolute()
         run_dir = named if RunFolder(named).run_config_path.is_file() else named.parent.parent
@@ -115,7 +127,8 @@ def resume_argument(args: argparse.Namespace) -> bool | str:
     if args.resume is True:
         return True
     named = Path(args.resume)
-    if RunFolder(named).run_config_path.is_file() and (args.out is None or Path(args.out).resolve() == named.resolve()):
+    if RunFolder(named).run_config_path.is_file() and (args.out_dir is None
+                                                       or Path(args.out_dir).resolve() == named.resolve()):
         return True  # --resume RUN_FOLDER continues from its latest checkpoint
     return args.resume  # a checkpoint folder; the loop refuses one outside the run folder
 
@@ -137,7 +150,7 @@ def init_distributed(device_name: str | None) -> bool:
 
 def process_group_note() -> str:
     """" over nccl" (or gloo) for a process in a torchrun process group, else "": for the run's first line."""
-    from bertcore.training.setup import process_group_backend
+    from bertcore.training.loop import process_group_backend
 
     backend = process_group_backend()
     return f" over {backend}" if backend else ""

@@ -22,6 +22,7 @@ from pathlib import Path
 from bertcore.errors import CacheEntryError
 from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
 from bertcore.files.reading import file_kind, parse_json
+from bertcore.models.families import supported_model_types
 from bertcore.models.hub import (
     DOWNLOAD_HINT,
     PYTORCH_INDEX_FILE,
@@ -38,9 +39,6 @@ from bertcore.models.hub import (
     unreadable_reason,
 )
 
-# The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
-# narrower: see loader_supports.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
 _LABELS_SHOWN = 6
@@ -101,7 +99,7 @@ class CacheListing:
 
 
 def list_cached_models(cache_dir: str | Path | None = None) -> list[CachedModel]:
-    """Every cached model repo whose config.json names a family in SUPPORTED_MODEL_TYPES and which has weights,
+    """Every cached model repo whose config.json names a family of bertcore.models.families and which has weights,
     newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises;
     the repos it leaves out, with their reasons, are in scan_cache(cache_dir).broken."""
     return scan_cache(cache_dir).models
@@ -188,9 +186,9 @@ def _describe_repo(storage: Path, repo_id: str) -> CachedModel:
     model_type = config.get("model_type")
     if not isinstance(model_type, str):
         raise fault(f"{CONFIG_FILE} names no model_type", f"{config_path} has no model_type", config_path)
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in supported_model_types():
         raise CacheEntryError(f"{repo_id} is a {model_type!r} model, not one of the BERT family this program opens "
-                              f"({', '.join(SUPPORTED_MODEL_TYPES)})", reason=f"model_type {model_type!r} is not a "
+                              f"({', '.join(supported_model_types())})", reason=f"model_type {model_type!r} is not a "
                               "BERT family", path=config_path)
     weights = _weights(snapshot, repo_id, fault)
     try:

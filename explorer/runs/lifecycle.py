@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.files.file_names import checkpoint_name
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import list_checkpoints
 from explorer.common.events import Event
 from explorer.runs.training_run import StepPace
 

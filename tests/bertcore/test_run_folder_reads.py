@@ -27,7 +27,7 @@ from bertcore.models.config import BertConfig
 from bertcore.models.hub_listing import list_cached_models
 from bertcore.files.metrics_log import MetricsTail
 from bertcore.files.run_folder import RunFolder, read_run_config
-from bertcore.training.setup import read_trainer_state
+from bertcore.training.loop import read_trainer_state
 for name, expression, path in cases():
     try:
         result = ["returned", repr(eval(expression, globals(), {"path": Path(path)}))]

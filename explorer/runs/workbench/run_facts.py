@@ -152,7 +152,7 @@ def _lock_held(folder: Path) -> bool:
 def bert_run_facts(folder: Path, kind: str, error: str | None, last_step: int | None) -> RunFacts:
     """A bert-train or bert-finetune run's facts; `error` is its error record's message, `last_step` the newest step
     its metrics show."""
-    from bertcore.files.run_lookup import list_checkpoints
+    from bertcore.files.run_folder import list_checkpoints
 
     config = _read_json(folder / RUN_CONFIG_FILE)
     config = config if isinstance(config, dict) else {}
