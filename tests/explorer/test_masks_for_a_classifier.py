@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from bertcore.analysis.inspection import inspect_encoding
-from bertcore.models.task_heads import BertForSequenceClassification
-from bertcore.models.task_heads import start_from_pretrained
+from bertcore.models.task_heads import BertForSequenceClassification, start_from_pretrained
 from explorer.inspector.model_info import describe_model
 from explorer.inspector.state import MaskingMode
 from tests.explorer.conftest import make_tiny_model, paired_state, show_model
