@@ -13,6 +13,7 @@ Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_
 `use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
 `add_tab(tab, title)`, `change_tab`, `explain_tab`, `explain_output(target)` (an output clicked in the Inspect tab),
+`runs_tab` (every run on one set of axes) and `open_run_folder(folder, title)` (its "open in the Train tab"),
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
 `modelLoadFailed`, `closing`.
 """
@@ -42,6 +43,7 @@ from explorer.head_lab._qt.head_lab_tab import HeadLabTab
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer.inspector._qt.inspect_tab import InspectTab
 from explorer.inspector.model_info import LoadedModel, describe_model
+from explorer.runs._qt.workbench.workbench_tab import RunsWorkbench
 from explorer.what_changed._qt.change_tab import ChangeTab
 from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.menus import add_action, build_menus
@@ -98,6 +100,8 @@ class MainWindow(QMainWindow):
         self.add_tab(EmbeddingView(), "Embeddings")
         self.change_tab = self.add_tab(ChangeTab(), "What changed")
         self.explain_tab = self.add_tab(ExplainTab(), "Explain")
+        self.runs_tab = self.add_tab(RunsWorkbench(), "Runs")
+        self.runs_tab.openRunFolder.connect(self.open_run_folder)
         self.inspect_tab.predictions.explainRequested.connect(self.explain_output)
         self.inspect_tab.task_output.explainRequested.connect(self.explain_output)
         self.inspect_tab.token_table.explainRequested.connect(self.explain_output)  # ELECTRA's "replaced?" cells
@@ -233,6 +237,17 @@ class MainWindow(QMainWindow):
         """Compare two checkpoints (before, after) in the What changed tab on the current input, and show it."""
         self.change_tab.compare(folder_a, folder_b)
         self.tabs.setCurrentWidget(self.change_tab)
+
+    def open_run_folder(self, folder: str, title: str) -> None:
+        """The Runs tab's "open this run": watch it in the tab named `title` (Train, Fine-tune) and show that tab,
+        where it opens the run or says why not."""
+        page = next((self.tabs.widget(index) for index in range(self.tabs.count())
+                     if self.tabs.tabText(index) == title), None)
+        if page is None:
+            self.runs_tab.say(f"There is no {title} tab in this window (bert-explorer --no-training-tab)", "error")
+            return
+        page.watch_run_folder(folder)
+        self.tabs.setCurrentWidget(page)
 
     def explain_output(self, target: tuple) -> None:
         """An output clicked in the Inspect tab: explain it in the Explain tab, on the input (and masking) it was
