@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu",
                         help="torch device for the model, e.g. cpu or cuda (default: cpu)")
     parser.add_argument("--no-training-tab", action="store_true",
-                        help="open only the Inspect tab (no pretraining from the window)")
+                        help="open without the Train and Fine-tune tabs (no training from the window)")
     parser.add_argument("--version", action="version", version=f"bert-explorer {__version__}")
     return parser
 
