@@ -39,7 +39,7 @@ from bertcore.data.prepare import prepare_corpus
 from bertcore.data.sources import CorpusSource
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.tokenization.wordpiece import BertTokenizer
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import TrainingConfig
 
 
 def parse_case(text: str) -> tuple[int, int]:

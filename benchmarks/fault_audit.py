@@ -1758,7 +1758,600 @@ def _examples_read(stderr: str) -> int | None:
     return int(match.group(1)) + int(match.group(2)) if match else None
 
 
-# ==== families 4 to 6 (issue 34): tokenizer files, corpora and the prepared cache, the Explain API =============
+# ==== family 4: the Hugging Face cache and the Hub download (issue 34) ===========================================
+# Each case lays a cache out in a folder of its own, beside a victims/ folder (Victims, plus a site-packages folder
+# where a planted .pth file would run at the next Python start), and for a download starts a fake Hub on 127.0.0.1
+# (tests/hub_fixtures.FakeHub, loaded by its path) that answers as a broken or hostile endpoint would: names in its
+# headers and listing that lead out of the cache, HTML pages, redirect loops, stalls, trickles, cut bodies, wrong
+# sizes and hashes, error statuses. One call (resolve_model, the listing, download_model) then runs in a child
+# interpreter (`--_hub-case`) that imports bertcore as PYTHONPATH finds it: point PYTHONPATH at another checkout to
+# audit that code (the "before" table of issue 34). Cases about permissions drop root's CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH in the child, so permission bits count. The outcomes read, for this family:
+#   clear    a CheckpointError; the listing names the repo as not openable (or says the cache cannot be read); a
+#            cancel raised DownloadCancelled within HUB_CANCEL_S and left nothing of the download behind
+#   silent   opened (or listed) another snapshot than the repo's own, left a broken repo out of the listing without
+#            a word, kept bytes that are not the file, finished although cancelled, a cancel that left files
+#   hang     no answer within HUB_TIMEOUT_S, or a cancel that took longer than HUB_CANCEL_S to act
+#   victim   a file outside the cache was changed or created (a planted .pth among them)
+
+HUB_TIMEOUT_S = 60.0
+HUB_CANCEL_S = 1.5  # issue 34: "about a second, whatever the server does"
+HUB_READ_TIMEOUT = "2"  # HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT in the child: a stall is seen in seconds
+HUB_REPO, HUB_OTHER = "org/tiny", "org/other"
+HUB_A, HUB_B = "a" * 40, "b" * 40
+HUB_SERVED = "0123456789abcdef0123456789abcdef01234567"  # the fake Hub's commit (tests/hub_fixtures.HUB_COMMIT)
+
+
+def _hub_fixtures():
+    """tests/hub_fixtures.py of this checkout, loaded by its path: the fake Hub is this audit's, whichever bertcore
+    PYTHONPATH makes the child import."""
+    with _HUB_FIXTURES_LOCK:  # two cases at once must not see it half loaded
+        return _load_hub_fixtures()
+
+
+_HUB_FIXTURES_LOCK = threading.Lock()
+
+
+def _load_hub_fixtures():
+    if "fault_audit_hub_fixtures" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("fault_audit_hub_fixtures", REPO / "tests" / "hub_fixtures.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look themselves up here
+        spec.loader.exec_module(module)
+    return sys.modules["fault_audit_hub_fixtures"]
+
+
+def hub_files() -> dict[str, bytes]:
+    """The files of the repo every case serves or caches: small, and valid."""
+    fixtures = _hub_fixtures()
+    return {"config.json": fixtures.hub_config(architectures=["BertForMaskedLM"]),
+            "model.safetensors": fixtures.safetensors_bytes({"bert.embeddings.word_embeddings.weight":
+                                                             ((6, 4), "F32")}),
+            "vocab.txt": "\n".join([*SPECIALS, "the", "cat"]).encode() + b"\n",
+            "tokenizer_config.json": b'{"do_lower_case": true}'}
+
+
+@dataclass
+class HubWorld:
+    """One case's folder: the cache, the victims beside it, the fake Hub (for a download)."""
+
+    folder: Path
+    cache: Path
+    victims: Path
+    files: dict[str, bytes]
+    hub: object = None
+
+    def storage(self, repo_id: str = HUB_REPO) -> Path:
+        return self.cache / ("models--" + repo_id.replace("/", "--"))
+
+    def snapshot(self, repo_id: str = HUB_REPO, commit: str = HUB_A) -> Path:
+        return self.storage(repo_id) / "snapshots" / commit
+
+
+@dataclass
+class HubCase:
+    name: str
+    expect: str  # "ok", "fail" or "any"
+    call: str  # "resolve", "list", "download" or "cancel"
+    lay_out: Callable[[HubWorld], None] | None = None  # damages the cache (after the hub started, for a download)
+    hub: dict | None = None  # FakeHub options; "{victims}" in a string is the victims folder
+    revision: str | None = None
+    unprivileged: bool = False  # permission bits count in the child
+    cancel: tuple[str, float] | None = None  # cancel `seconds` after the first report of `file` ("": the start)
+    environment: dict = field(default_factory=dict)
+
+
+def _ref(content: str | bytes | Callable[[HubWorld], str]) -> Callable[[HubWorld], None]:
+    def lay_out(world: HubWorld) -> None:
+        value = content(world) if callable(content) else content
+        ref = world.storage() / "refs" / "main"
+        ref.write_bytes(value if isinstance(value, bytes) else value.encode())
+    return lay_out
+
+
+def _replace(relative: str, kind: str, *, in_storage: bool = True) -> Callable[[HubWorld], None]:
+    """Put something else at storage/relative (or cache/relative): fifo, zero (a link to /dev/zero), folder,
+    dangling (a link to nothing), outside (a link to a victims file), binary, file, unreadable (mode 0)."""
+    def lay_out(world: HubWorld) -> None:
+        path = (world.storage() if in_storage else world.cache) / relative if relative else (
+            world.storage() if in_storage else world.cache)
+        if kind == "unreadable":
+            path.chmod(0)
+            return
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "zero":
+            path.symlink_to("/dev/zero")
+        elif kind == "folder":
+            path.mkdir()
+        elif kind == "dangling":
+            path.symlink_to(world.folder / "nothing-here")
+        elif kind == "outside":
+            path.symlink_to(world.victims / "precious.txt")
+        elif kind == "outside folder":
+            path.symlink_to(world.victims / "folder")
+        elif kind == "binary":
+            path.write_bytes(b"\xff\xfe\x00\x81" * 64)
+        elif kind == "file":
+            path.write_text("a file where a folder belongs")
+        elif kind != "missing":
+            raise ValueError(kind)
+    return lay_out
+
+
+def _steps(*lay_outs: Callable[[HubWorld], None]) -> Callable[[HubWorld], None]:
+    def lay_out(world: HubWorld) -> None:
+        for step in lay_outs:
+            step(world)
+    return lay_out
+
+
+def _snapshot_links_to_other(world: HubWorld) -> None:
+    shutil.rmtree(world.snapshot())
+    world.snapshot().symlink_to(world.snapshot(HUB_OTHER, HUB_B))
+
+
+def _index_naming(shard: str) -> Callable[[HubWorld], None]:
+    def lay_out(world: HubWorld) -> None:
+        snapshot = world.snapshot()
+        (snapshot / "model.safetensors").unlink()
+        (snapshot / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": shard}}))
+    return lay_out
+
+
+def _cache_is(kind: str) -> Callable[[HubWorld], None]:
+    def lay_out(world: HubWorld) -> None:
+        if kind == "link to a good cache":
+            world.cache.rename(world.folder / "real-cache")
+            world.cache.symlink_to(world.folder / "real-cache")
+            return
+        shutil.rmtree(world.cache)
+        if kind == "file":
+            world.cache.write_text("not a cache")
+        elif kind == "fifo":
+            os.mkfifo(world.cache)
+    return lay_out
+
+
+def _second_snapshot(commit: str) -> Callable[[HubWorld], None]:
+    def lay_out(world: HubWorld) -> None:
+        _hub_fixtures().cache_repo(world.cache, HUB_REPO, world.files, commit=commit, ref=None)
+    return lay_out
+
+
+def _hostile_download(name: str, hub: dict, expect: str = "fail", **options) -> HubCase:
+    return HubCase(name, expect, "download", hub=hub, **options)
+
+
+def hub_cases() -> list[HubCase]:
+    cases: list[HubCase] = []
+    # -- the cache as it is read: each damage resolved by repo id, and listed ----------------------------------
+    damages: list[tuple[str, str, str, Callable[[HubWorld], None], bool]] = [
+        # (name, resolve expects, list expects, lay-out, unprivileged)
+        ("refs/main holds a path into another repo", "fail", "fail",
+         _ref(f"../../models--org--other/snapshots/{HUB_B}"), False),
+        ("refs/main holds an absolute path to another repo's snapshot", "fail", "fail",
+         _ref(lambda world: str(world.snapshot(HUB_OTHER, HUB_B))), False),
+        ("refs/main holds binary bytes", "fail", "fail", _ref(b"\xff\xfe\x00\x81" * 8), False),
+        ("refs/main is empty", "fail", "fail", _ref(b""), False),
+        ("refs/main holds 39 hex digits", "fail", "fail", _ref("a" * 39), False),
+        ("refs/main holds the hash in capitals", "fail", "fail", _ref("A" * 40), False),
+        ("refs/main holds the hash and a line end (as git writes it)", "ok", "ok", _ref(HUB_A + "\n"), False),
+        ("refs/main names a snapshot that is not there", "fail", "fail", _ref("c" * 40), False),
+        ("refs/main holds 10 MB", "fail", "fail", _ref(b"a" * 10_000_000), False),
+        ("refs/main is a FIFO", "fail", "fail", _replace("refs/main", "fifo"), False),
+        ("refs/main links to /dev/zero", "fail", "fail", _replace("refs/main", "zero"), False),
+        ("refs/main is a folder", "fail", "fail", _replace("refs/main", "folder"), False),
+        ("refs/main is a dangling link", "fail", "fail", _replace("refs/main", "dangling"), False),
+        ("refs/main links to a file outside the cache", "fail", "fail", _replace("refs/main", "outside"), False),
+        ("refs/main is unreadable", "fail", "fail", _replace("refs/main", "unreadable"), True),
+        ("refs/ is unreadable", "fail", "fail", _replace("refs", "unreadable"), True),
+        ("no refs/main: the newest snapshot", "ok", "ok", _replace("refs/main", "missing"), False),
+        ("the snapshot is a link to another repo's snapshot", "fail", "fail", _snapshot_links_to_other, False),
+        ("the snapshot is a file", "fail", "fail", _replace(f"snapshots/{HUB_A}", "file"), False),
+        ("the snapshot is unreadable", "fail", "fail", _replace(f"snapshots/{HUB_A}", "unreadable"), True),
+        ("snapshots/ is unreadable", "fail", "fail", _replace("snapshots", "unreadable"), True),
+        ("blobs/ is unreadable", "fail", "fail", _replace("blobs", "unreadable"), True),
+        ("the repo folder is unreadable", "fail", "fail", _replace("", "unreadable"), True),
+        ("the repo folder is a file", "fail", "fail", _replace("", "file"), False),
+        ("the repo folder is a link to a folder outside the cache", "fail", "fail", _replace("", "outside folder"),
+         False),
+        ("the repo folder is empty", "fail", "fail", _steps(_replace("", "missing"), _replace("", "folder")), False),
+        ("trees/ holds a FIFO", "fail", "ok", _replace(f"trees/{HUB_A}.json", "fifo"), False),
+        ("trees/<commit>.json is garbage", "any", "ok", _replace(f"trees/{HUB_A}.json", "binary"), False),
+        ("the cache is unreadable", "fail", "fail", _replace("", "unreadable", in_storage=False), True),
+        ("the cache is a file", "fail", "fail", _cache_is("file"), False),
+        ("the cache is a FIFO", "fail", "fail", _cache_is("fifo"), False),
+        ("the cache is a link to a good cache", "ok", "ok", _cache_is("link to a good cache"), False),
+    ]
+    for file in ("config.json", "model.safetensors"):
+        for kind in ("fifo", "zero", "dangling", "binary", "folder", "missing", "unreadable"):
+            # resolving looks the files up (a FIFO is not a file); reading them is the loader's (checkpoint family)
+            resolve_expect = "fail" if file == "config.json" and kind not in ("binary", "unreadable") else "any"
+            damages.append((f"{file}: {kind}", resolve_expect, "fail", _replace(f"snapshots/{HUB_A}/{file}", kind),
+                            kind == "unreadable"))
+    damages += [
+        ("config.json names gpt2", "any", "fail",
+         lambda world: _replace(f"snapshots/{HUB_A}/config.json", "missing")(world) or (
+             world.snapshot() / "config.json").write_bytes(_hub_fixtures().hub_config("gpt2")), False),
+        ("the weights index names a missing shard", "any", "fail", _index_naming("model-1.safetensors"), False),
+        ("the weights index names ../x", "any", "fail", _index_naming("../../../x.safetensors"), False),
+    ]
+    for name, resolve_expect, list_expect, lay_out, unprivileged in damages:
+        cases.append(HubCase(f"resolve: {name}", resolve_expect, "resolve", lay_out, unprivileged=unprivileged))
+        cases.append(HubCase(f"list: {name}", list_expect, "list", lay_out, unprivileged=unprivileged))
+    # -- revisions a user types -------------------------------------------------------------------------------
+    for revision, expect, lay_out in [
+        ("../../models--org--other/refs/main", "fail", None),
+        ("{victims}/precious.txt", "fail", None),
+        ("..", "fail", None),
+        ("with space", "fail", None),
+        ("refs/pr/1", "ok", lambda world: (world.storage() / "refs" / "refs" / "pr").mkdir(parents=True) or (
+            world.storage() / "refs" / "refs" / "pr" / "1").write_text(HUB_A)),
+        ("aaaaaaa", "ok", None),
+        ("aaaaaaa (two snapshots start so)", "fail", _second_snapshot("a" * 39 + "c")),
+        ("c" * 40 + " (not cached)", "fail", None),
+        ("v9 (a tag never downloaded)", "fail", None),
+    ]:
+        cases.append(HubCase(f"resolve revision {revision}", expect, "resolve", lay_out,
+                             revision=revision.split(" (")[0]))
+    # -- downloads from a hostile or broken Hub ----------------------------------------------------------------
+    for header in ("ETag", "X-Linked-Etag"):
+        for name, etag in [("an absolute path into site-packages", "{victims}/site-packages/x.pth"),
+                           ("a relative path out of the cache", "../../../../victims/site-packages/x.pth"),
+                           ("'..'", ".."), ("empty", ""), ("a/b", "a/b"), ("not a hash", "x.pth"),
+                           ("39 hex digits", "0" * 39), ("a NUL", "a\x00b")]:
+            cases.append(_hostile_download(f"{header} of vocab.txt is {name}",
+                                           {"file_headers": {"vocab.txt": {header: f'"{etag}"'}}}))
+    cases += [
+        _hostile_download("ETag of vocab.txt is missing", {"file_headers": {"vocab.txt": {"ETag": None}}}),
+        _hostile_download("ETag is weak (W/), otherwise right", {"file_headers": {}}, "ok",
+                          lay_out=lambda world: world.hub.file_headers.update(
+                              {"vocab.txt": {"ETag": 'W/"' + hashlib.sha256(world.files["vocab.txt"]).hexdigest()
+                                             + '"'}})),
+        _hostile_download("ETag of the weights names other bytes (the body is substituted)",
+                          {"file_headers": {"model.safetensors": {"ETag": '"' + "0" * 64 + '"'}}}),
+        _hostile_download("X-Repo-Commit is a path out of the cache",
+                          {"file_headers": {"vocab.txt": {"X-Repo-Commit": "../../../../victims/commit"}}}),
+        _hostile_download("X-Repo-Commit is an absolute path",
+                          {"file_headers": {"vocab.txt": {"X-Repo-Commit": "{victims}/commit"}}}),
+        _hostile_download("X-Repo-Commit is another commit",
+                          {"file_headers": {"vocab.txt": {"X-Repo-Commit": HUB_B}}}),
+        _hostile_download("X-Repo-Commit is missing", {"file_headers": {"vocab.txt": {"X-Repo-Commit": None}}}, "any"),
+        _hostile_download("the listing's commit is a path", {"commit": "../../../victims"}),
+        _hostile_download("the listing's commit is not hex", {"commit": "z" * 40}),
+        _hostile_download("the listing names ../../x", {"extra_listed": {"../../x": 3}}),
+        _hostile_download("the listing names an absolute path", {"extra_listed": {"/etc/passwd": 3}}),
+        _hostile_download("the listing names a/../../b", {"extra_listed": {"a/../../b": 3}}),
+        _hostile_download("the listing is an HTML page", {"info": (200, b"<!DOCTYPE html><html>Sign in</html>",
+                                                                   "text/html")}),
+        _hostile_download("the listing is empty", {"info": (200, b"", "application/json")}),
+        _hostile_download("the listing is a JSON list", {"info": (200, b"[1, 2]", "application/json")}),
+        _hostile_download("the listing is cut JSON", {"info": (200, b'{"sha": "01', "application/json")}),
+        _hostile_download("the listing's files are a string", {"info": (200, json.dumps(
+            {"sha": HUB_A, "siblings": "all"}).encode(), "application/json")}),
+        _hostile_download("a listed size is text", {"info": (200, json.dumps(
+            {"sha": HUB_A, "siblings": [{"rfilename": "config.json", "size": "big"}]}).encode(), "application/json")}),
+        _hostile_download("the listing redirects to itself", {"redirects": {"/api/models/org/tiny":
+                                                                            "/api/models/org/tiny"}}),
+        _hostile_download("a file redirects to itself", {"redirects": {
+            f"/org/tiny/resolve/{HUB_SERVED}/vocab.txt": f"/org/tiny/resolve/{HUB_SERVED}/vocab.txt"}}),
+        _hostile_download("a file redirects to file:///etc/passwd", {"redirects": {
+            f"/org/tiny/resolve/{HUB_SERVED}/vocab.txt": "file:///etc/passwd"}}),
+        _hostile_download("a file redirects to a closed port", {"redirects": {
+            f"/org/tiny/resolve/{HUB_SERVED}/vocab.txt": "http://127.0.0.1:9/x"}}),
+        _hostile_download("large files come from a CDN on another port", {"cdn": "{cdn}"}, "ok"),
+        _hostile_download("the weights stall (no cancel)", {"bodies": {"model.safetensors": "stall"}}),
+        _hostile_download("the weights trickle, a byte per 10 ms (no cancel)",
+                          {"bodies": {"model.safetensors": "trickle"}, "trickle_seconds": 0.01}, "ok"),
+        _hostile_download("the weights are cut every time", {"bodies": {"model.safetensors": "truncated"}}),
+        _hostile_download("the weights are cut once", {"bodies": {"model.safetensors": "truncated once"}}, "ok"),
+        _hostile_download("the weights come twice under one Content-Length",
+                          {"bodies": {"model.safetensors": "longer"}}, "any"),
+        _hostile_download("the weights' size disagrees with the listing",
+                          {"file_headers": {"model.safetensors": {"Content-Length": "100000"}}}),
+        _hostile_download("the weights' Content-Length is not a number",
+                          {"file_headers": {"model.safetensors": {"Content-Length": "many"}}}),
+        _hostile_download("401 without a token", {"token": "hf_secret"}),
+        _hostile_download("401 for a wrong token", {"token": "hf_secret"}, environment={"HF_TOKEN": "hf_wrong"}),
+        _hostile_download("the right token", {"token": "hf_secret"}, "ok", environment={"HF_TOKEN": "hf_secret"}),
+        _hostile_download("403 everywhere", {"forbidden": True}),
+        _hostile_download("404 for vocab.txt", {"status_for": {"vocab.txt": 404}}),
+        _hostile_download("500 for the weights", {"status_for": {"model.safetensors": 500}}),
+        _hostile_download("429 for the weights", {"status_for": {"model.safetensors": 429}}),
+        _hostile_download("no such repo (404)", {}, revision=None, lay_out=lambda world: world.hub.repos.clear()),
+        _hostile_download("the repo has no config.json", {}, lay_out=lambda world: world.hub.repos[HUB_REPO].pop(
+            "config.json")),
+        _hostile_download("revision is an absolute path to a file outside", {}, revision="{victims}/precious.txt"),
+        _hostile_download("revision leads out of refs/", {}, revision="../../../../victims/precious.txt"),
+        _hostile_download("revision is '..'", {}, revision=".."),
+        _hostile_download("revision has a space", {}, revision="a b"),
+        _hostile_download("revision ends with .lock", {}, revision="x.lock"),
+        _hostile_download("revision v1.0", {}, "ok", revision="v1.0"),
+        _hostile_download("revision refs/pr/1", {}, "ok", revision="refs/pr/1"),
+        _hostile_download("revision is a commit the Hub answers with another", {}, revision=HUB_B),
+        _hostile_download("the cache is read-only", {}, unprivileged=True,
+                          lay_out=lambda world: world.cache.chmod(0o555)),
+        _hostile_download("the cache is a file", {}, lay_out=_cache_is("file")),
+        _hostile_download("blobs/ is a link outside the cache", {}, lay_out=lambda world: (
+            world.storage().mkdir(parents=True), (world.storage() / "blobs").symlink_to(world.victims / "folder"))),
+        _hostile_download("snapshots/ is a link outside the cache", {}, lay_out=lambda world: (
+            world.storage().mkdir(parents=True),
+            (world.storage() / "snapshots").symlink_to(world.victims / "folder"))),
+        _hostile_download("refs/ is a link outside the cache", {}, lay_out=lambda world: (
+            world.storage().mkdir(parents=True), (world.storage() / "refs").symlink_to(world.victims / "folder"))),
+        _hostile_download("a blob's .incomplete is a link to a file outside", {}, "any", lay_out=lambda world: (
+            (world.storage() / "blobs").mkdir(parents=True),
+            (world.storage() / "blobs" / (hashlib.sha256(world.files["vocab.txt"]).hexdigest() + ".incomplete"))
+            .symlink_to(world.victims / "precious.txt"))),
+        _hostile_download("a snapshot file is a link to a file outside", {}, "ok", lay_out=lambda world: (
+            (world.storage() / "snapshots" / HUB_SERVED).mkdir(parents=True),
+            (world.storage() / "snapshots" / HUB_SERVED / "vocab.txt").symlink_to(world.victims /
+                                                                                      "precious.txt"))),
+        _hostile_download("HF_ENDPOINT is ftp://", {}, environment={"HF_ENDPOINT": "ftp://mirror.example"}),
+        _hostile_download("HF_ENDPOINT is a closed port", {}, environment={"HF_ENDPOINT": "http://127.0.0.1:9"}),
+        _hostile_download("HF_HUB_DOWNLOAD_TIMEOUT is 'soon'", {}, "any",
+                          environment={"HF_HUB_DOWNLOAD_TIMEOUT": "soon"}),
+        _hostile_download("a plain download", {}, "ok"),
+    ]
+    # -- cancel, whatever the server does -----------------------------------------------------------------------
+    cases += [
+        HubCase("cancel while the weights stall", "fail", "cancel",
+                hub={"bodies": {"model.safetensors": "stall"}}, cancel=("model.safetensors", 1.0)),
+        HubCase("cancel while the weights trickle (a byte every 0.5 s)", "fail", "cancel",
+                hub={"bodies": {"model.safetensors": "trickle"}, "trickle_seconds": 0.5},
+                cancel=("model.safetensors", 2.0)),
+        HubCase("cancel while vocab.txt stalls", "fail", "cancel", hub={"bodies": {"vocab.txt": "stall"}},
+                cancel=("vocab.txt", 1.0)),
+        HubCase("cancel while the listing never answers", "fail", "cancel", hub={"info_stall": True},
+                cancel=("", 1.0)),
+        HubCase("cancel as the weights start", "fail", "cancel", hub={}, cancel=("model.safetensors", 0.0)),
+    ]
+    return cases
+
+
+
+def _start_fake_hub(repos: dict, options: dict):
+    """A FakeHub serving `repos` on 127.0.0.1, and its server (to shut down)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hub = _hub_fixtures().FakeHub(repos, **options)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_GET(self):
+            hub.answer(self, "GET")
+
+        def do_HEAD(self):
+            hub.answer(self, "HEAD")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.block_on_close = False
+    server.handle_error = lambda request, address: None
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    return hub, server
+
+
+def run_hub_case(case: HubCase, root: Path) -> Outcome:
+    fixtures = _hub_fixtures()
+    folder = Path(tempfile.mkdtemp(dir=root, prefix="hub-"))
+    victims = Victims(folder)
+    (victims.root / "site-packages").mkdir()
+    victims.before = victims.snapshot()
+    world = HubWorld(folder, folder / "hf_home" / "hub", victims.root, hub_files())
+    world.cache.mkdir(parents=True)
+    servers = []
+    try:
+        if case.call in ("resolve", "list"):
+            fixtures.cache_repo(world.cache, HUB_REPO, world.files, commit=HUB_A)
+            fixtures.cache_repo(world.cache, HUB_OTHER, {**world.files, "vocab.txt": b"[PAD]\nother\n"}, commit=HUB_B)
+        endpoint = "http://127.0.0.1:9"  # nothing listens on the discard port: a look-up never reaches a Hub
+        if case.call in ("download", "cancel"):
+            options = _formatted(dict(case.hub or {}), world)
+            if options.get("cdn") == "{cdn}":
+                cdn, server = _start_fake_hub({HUB_REPO: dict(world.files)}, {})
+                servers.append((cdn, server))
+                options["cdn"] = cdn.url
+            world.hub, server = _start_fake_hub({HUB_REPO: dict(world.files)}, options)
+            servers.append((world.hub, server))
+            endpoint = world.hub.url
+        if case.lay_out is not None:
+            case.lay_out(world)
+        request = {"call": case.call, "repo_id": HUB_REPO, "unprivileged": case.unprivileged,
+                   "revision": _formatted(case.revision, world), "cancel": case.cancel,
+                   "result": str(folder / "hub-result.json")}
+        (folder / "hub-request.json").write_text(json.dumps(request))
+        environment = dict(os.environ, HF_HOME=str(world.cache.parent), HF_HUB_CACHE=str(world.cache),
+                           HF_ENDPOINT=endpoint, HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1",
+                           HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DOWNLOAD_TIMEOUT=HUB_READ_TIMEOUT,
+                           HF_HUB_ETAG_TIMEOUT=HUB_READ_TIMEOUT, PYTHONUNBUFFERED="1")
+        for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HUGGINGFACE_HUB_CACHE"):
+            environment.pop(name, None)
+        environment.update(_formatted(case.environment, world))
+        process = subprocess.Popen([PYTHON, __file__, "--_hub-case", str(folder / "hub-request.json")], cwd=folder,
+                                   env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+        proc = finish(process, HUB_TIMEOUT_S)
+    finally:
+        for hub, server in servers:
+            hub.released.set()
+            server.shutdown()
+            server.server_close()
+        subprocess.run(["chmod", "-R", "u+rwX", str(folder)], capture_output=True)  # what a case made unreadable
+    damage = victims.damage()
+    if damage:
+        return Outcome("victim", damage)
+    planted = [str(path.relative_to(folder)) for path in folder.rglob("*.pth")
+               if world.cache.parent not in path.parents]  # in the cache it is a blob's name, and never runs
+    if planted:
+        return Outcome("victim", f"a .pth file was planted: {', '.join(planted[:3])}")
+    if proc.timed_out:
+        return Outcome("hang", f"no answer within {HUB_TIMEOUT_S:.0f} s; last: {last_line(proc.stderr)}")
+    result_path = folder / "hub-result.json"
+    result = json.loads(result_path.read_text()) if result_path.is_file() and result_path.stat().st_size else {}
+    if not result:
+        return Outcome("traceback", f"the child died (exit {proc.rc}): {error_line(proc.stderr)}")
+    return _judge_hub(case, world, result)
+
+
+def _formatted(value, world: HubWorld):
+    """'{victims}' in the strings of `value` (any nesting) is the victims folder."""
+    if isinstance(value, str):
+        return value.replace("{victims}", str(world.victims))
+    if isinstance(value, dict):
+        return {key: _formatted(item, world) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_formatted(item, world) for item in value)
+    return value
+
+
+def _judge_hub(case: HubCase, world: HubWorld, result: dict) -> Outcome:
+    status, message = result["status"], (result.get("message") or "").replace("\n", " ")[:220]
+    if status == "exception":
+        return Outcome("traceback", f"{result['type']}: {message} ({result.get('where', '')})")
+    if case.call == "cancel":
+        latency = result.get("latency")
+        if status == "cancelled":
+            left = _download_leftovers(world)
+            if left:
+                return Outcome("silent", f"cancelled, but left {', '.join(left[:3])}")
+            if latency is None or latency > HUB_CANCEL_S:
+                return Outcome("hang", f"cancel took {latency or 0:.1f} s to act")
+            return Outcome("clear", f"cancelled {latency:.2f} s after it was asked, nothing left")
+        if status == "refused":
+            return Outcome("hang", f"cancel did not act: {result['seconds']:.0f} s in, it failed instead: {message}")
+        return Outcome("silent", "the download finished although it was cancelled")
+    refused = "refused" if case.expect == "ok" else "clear"
+    if status == "refused":
+        if case.call == "download" and _download_leftovers(world, refs_only=True):
+            return Outcome("silent", f"refused, but a ref names the failed download: {message}")
+        return Outcome(refused, message)
+    value = result.get("value") or {}
+    if case.call == "list":
+        if value.get("problem"):
+            return Outcome(refused, f"the listing says the cache cannot be read: {value['problem'][:180]}")
+        models, broken = dict(value["models"]), dict(value["broken"] or [])
+        if HUB_REPO in models:
+            if Path(os.path.realpath(models[HUB_REPO])).parent != Path(os.path.realpath(world.storage() /
+                                                                                      "snapshots")):
+                return Outcome("silent", f"listed {HUB_REPO} with {models[HUB_REPO]}, not one of its snapshots")
+            if case.expect == "fail":
+                return Outcome("silent", f"listed {HUB_REPO} as a model to open although it is broken")
+            return Outcome("ok", f"listed {HUB_REPO}")
+        if HUB_REPO in broken:
+            return Outcome(refused, f"listed as not openable: {broken[HUB_REPO]}")
+        return Outcome("silent", f"{HUB_REPO} is left out of the listing without a word")
+    problem = _hub_problem(case, world, value)
+    if problem:
+        return Outcome("silent", problem)
+    if case.expect == "fail":
+        return Outcome("silent", f"worked although the input is wrong: {json.dumps(value)[:180]}")
+    return Outcome("ok", json.dumps(value)[:200])
+
+
+def _hub_problem(case: HubCase, world: HubWorld, value: dict) -> str | None:
+    """What is wrong with a look-up or a download that returned, or None."""
+    if case.call == "resolve":
+        folder = Path(os.path.realpath(value["folder"]))
+        if folder.parent != Path(os.path.realpath(world.storage() / "snapshots")):
+            return f"opened {folder} under {HUB_REPO}'s name: not one of its own snapshots"
+        return None
+    snapshot = Path(value["folder"])
+    wrong = [name for name, content in world.files.items()
+             if not (snapshot / name).is_file() or (snapshot / name).read_bytes() != content]
+    if wrong:
+        return f"downloaded, but {', '.join(wrong)} in the snapshot is not the file served"
+    return None
+
+
+def _download_leftovers(world: HubWorld, refs_only: bool = False) -> list[str]:
+    storage = world.storage()
+    if refs_only:
+        refs = storage / "refs"
+        return [str(path.relative_to(world.cache)) for path in refs.rglob("*")
+                if path.is_file()] if refs.is_dir() and not refs.is_symlink() else []
+    left = [str(path.relative_to(world.cache)) for path in storage.rglob("*")] if storage.is_dir() else []
+    left += [str(path.relative_to(world.cache)) for path in world.cache.rglob("*.incomplete")]
+    return left
+
+
+def hub_case_child(request_path: str) -> None:
+    """`--_hub-case`: one call, its outcome as JSON (run in a child: a hang or a crash is counted, not suffered)."""
+    request = json.loads(Path(request_path).read_text())
+    outcome: dict = {}
+    started = time.monotonic()
+    cancel_state: dict = {"seen": None, "at": None}
+    file, delay = request["cancel"] or ("", 0.0)
+
+    def progress(done: int, total: int, name: str) -> None:
+        if name == file and cancel_state["seen"] is None:
+            cancel_state["seen"] = time.monotonic()
+
+    def cancel() -> bool:
+        if cancel_state["at"] is None and request["cancel"] is not None:
+            since = started if not file else cancel_state["seen"]
+            if since is not None and time.monotonic() - since >= delay:
+                cancel_state["at"] = time.monotonic()
+        return cancel_state["at"] is not None
+
+    enforce = _hub_fixtures().permissions_enforced() if request["unprivileged"] else contextlib.nullcontext()
+    try:
+        from bertcore.errors import CheckpointError, DownloadCancelled
+
+        with enforce:
+            outcome = {"status": "ok", "value": _hub_call(request, progress, cancel)}
+    except DownloadCancelled as error:
+        outcome = {"status": "cancelled", "message": str(error)}
+    except CheckpointError as error:
+        outcome = {"status": "refused", "message": str(error)}
+    except BaseException as error:
+        frames = traceback.extract_tb(error.__traceback__)
+        outcome = {"status": "exception", "type": f"{type(error).__module__}.{type(error).__qualname__}",
+                   "message": str(error)[:400],
+                   "where": f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""}
+    outcome["seconds"] = time.monotonic() - started
+    if cancel_state["at"] is not None:
+        outcome["latency"] = time.monotonic() - cancel_state["at"]
+    Path(request["result"]).write_text(json.dumps(outcome))
+
+
+def _hub_call(request: dict, progress: Callable, cancel: Callable) -> dict:
+    if request["call"] == "resolve":
+        from bertcore.models.hub import resolve_model
+
+        resolved = resolve_model(request["repo_id"], revision=request["revision"] or "main")
+        return {"folder": str(resolved.folder), "name": resolved.display_name}
+    if request["call"] == "list":
+        try:
+            from bertcore.models.hub_listing import scan_cache
+        except ImportError:  # before issue 34: the models only, broken repos left out
+            from bertcore.models.hub_listing import list_cached_models
+
+            return {"models": [[model.repo_id, str(model.folder)] for model in list_cached_models()], "broken": None}
+        listing = scan_cache()
+        return {"models": [[model.repo_id, str(model.folder)] for model in listing.models],
+                "broken": [[entry.name, entry.reason] for entry in listing.broken], "problem": listing.problem}
+    from bertcore.models.hub_download import download_model
+
+    resolved = download_model(request["repo_id"], revision=request["revision"], progress=progress, cancel=cancel)
+    return {"folder": str(resolved.folder)}
+
+
+# ==== families 5 to 7 (issue 34): tokenizer files, corpora and the prepared cache, the Explain API =============
 #
 # A section of its own: everything below is named probe_*, tok_*, corpus_*, explain_* or Probe*, and main() reaches
 # it through PROBE_FAMILIES. Each case runs one probe (a function of this module) in a forked child of a "probe
@@ -1934,7 +2527,7 @@ def _mutations(data: bytes, count: int, seed: str) -> list[tuple[str, bytes]]:
     return damaged
 
 
-# ---- family 4: tokenizer files ---------------------------------------------------------------------------------
+# ---- family 5: tokenizer files ---------------------------------------------------------------------------------
 
 def build_tokenizer_bases(root: Path) -> Path:
     """roberta (tokenizer.json + vocab.json + merges.txt + configs, as transformers saves it), roberta-files
@@ -2229,7 +2822,7 @@ def tokenizer_mutation_cases(bases: Path) -> list[ProbeCase]:
     return cases
 
 
-# ---- family 5: corpora and the prepared-corpus cache ------------------------------------------------------------
+# ---- family 6: corpora and the prepared-corpus cache ------------------------------------------------------------
 
 def build_corpus_bases(root: Path) -> Path:
     """A small text corpus in every format, and a 64 KB .txt.gz of 64 MB of zeros (made once)."""
@@ -2522,7 +3115,7 @@ def corpus_cases() -> list[ProbeCase]:
     return cases
 
 
-# ---- family 6: the Explain API ---------------------------------------------------------------------------------
+# ---- family 7: the Explain API ---------------------------------------------------------------------------------
 
 _EXPLAIN: dict = {}
 
@@ -2727,7 +3320,8 @@ def report(results: list[Result], family: str, seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", choices=("checkpoint", "run", "finetune", *PROBE_FAMILIES, "all"), default="all")
+    parser.add_argument("--family", choices=("checkpoint", "run", "finetune", "hub", *PROBE_FAMILIES, "all"),
+                        default="all")
     parser.add_argument("--quick", action="store_true", help="every third case of each family")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     parser.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
@@ -2735,10 +3329,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print every case's outcome")
     parser.add_argument("--_load-server", action="store_true", dest="load_server", help=argparse.SUPPRESS)
     parser.add_argument("--_load-one", nargs=3, dest="load_one", help=argparse.SUPPRESS)
+    parser.add_argument("--_hub-case", dest="hub_case", help=argparse.SUPPRESS)
     parser.add_argument("--_probe-server", dest="probe_server", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load_server:
         load_server()
+        return 0
+    if args.hub_case:
+        hub_case_child(args.hub_case)
         return 0
     if args.probe_server:
         probe_server(args.probe_server)
@@ -2750,7 +3348,7 @@ def main(argv: list[str] | None = None) -> int:
         _child_load(*args.load_one)
         return 0
 
-    families = ("checkpoint", "run", "finetune", *PROBE_FAMILIES) if args.family == "all" else (args.family,)
+    families = ("checkpoint", "run", "finetune", "hub", *PROBE_FAMILIES) if args.family == "all" else (args.family,)
     def pick(cases: list) -> list:
         cases = [case for case in cases if args.only is None or args.only in case.name]
         return cases[::3] if args.quick else cases
@@ -2764,7 +3362,7 @@ def main(argv: list[str] | None = None) -> int:
             WORKSPACE = Workspace(root / "workspace")
             if args.list:
                 for family, cases in (("checkpoint", checkpoint_cases()), ("run", run_cases()),
-                                      ("finetune", finetune_cases(finetune_sources()))):
+                                      ("finetune", finetune_cases(finetune_sources())), ("hub", hub_cases())):
                     if family in families:
                         for case in pick(cases):
                             print(f"{family:10s} {case.expect:4s} {case.name}")
@@ -2792,6 +3390,8 @@ def main(argv: list[str] | None = None) -> int:
                     results = run_family(family, pick(checkpoint_cases()), load_case, args.jobs)
                     for server in made:
                         server.close()
+                elif family == "hub":
+                    results = run_family(family, pick(hub_cases()), lambda case: run_hub_case(case, root), args.jobs)
                 elif family in PROBE_FAMILIES:
                     results = run_probe_family(family, root, pick, args.jobs)
                 elif family == "run":

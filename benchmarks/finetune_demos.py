@@ -1,7 +1,7 @@
 """Demo fine-tuning tasks from the shipped default model: the held-out metric against training wall time.
 
 Runs `bertcore.training.finetuning.Finetuner` on each demo task named (default: mood and next-line) with its measured
-settings (bertcore.training.finetuning_config.DEMO_SETTINGS) or the ones given, evaluating on the whole eval set
+settings (bertcore.training.settings.DEMO_SETTINGS) or the ones given, evaluating on the whole eval set
 every --eval-every steps, and prints step, training seconds (evaluation excluded, as the run's elapsed_seconds
 counts it) and the task's metrics, then the load average before and after (the machine may be shared: compare
 runs of one sitting).
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import load_average
 from bertcore.training.finetuning import Finetuner
-from bertcore.training.finetuning_config import DEMO_SETTINGS, FinetuneConfig
+from bertcore.training.settings import DEMO_SETTINGS, FinetuneConfig
 
 
 def run(demo: str, args: argparse.Namespace) -> None:

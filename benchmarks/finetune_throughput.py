@@ -13,7 +13,7 @@ few of the other) so that load from other processes hits both alike. Reported: t
 
 Where bertcore's speed comes from: the classifier reads only the pooled [CLS] vector, so the last layer runs
 its queries and feed-forward at [CLS] alone, and no layer runs its dense work (projections, feed-forward,
-LayerNorms) on padding (bertcore.models.token_rows.TokenRows); both are exact.
+LayerNorms) on padding (bertcore.models.parts.TokenRows); both are exact.
 """
 
 from __future__ import annotations

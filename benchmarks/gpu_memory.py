@@ -3,7 +3,7 @@ when a batch does not.
 
 One step is the training loop's: zero_grad(set_to_none) -> bertcore BertForPreTraining forward with MLM + NSP
 labels under bf16 autocast -> backward -> clip grad norm 1.0 -> the fused AdamW of
-bertcore.training.setup.make_optimizer, on full-length random batches (benchmarks.train_throughput's
+bertcore.training.loop.make_optimizer, on full-length random batches (benchmarks.train_throughput's
 full_length_batches: no padding, 15% of positions labelled). For each sequence length the batch size doubles
 from --start until the device runs out of memory (or --max-batch, or the time budget). Each size gets one untimed
 step, then torch.cuda.reset_peak_memory_stats and --steps timed steps: the peak of torch.cuda.max_memory_allocated
@@ -42,7 +42,7 @@ from benchmarks._common import synchronize
 from benchmarks.train_throughput import full_length_batches, training_step
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.config import preset
-from bertcore.training.setup import is_out_of_memory, make_optimizer, weight_decay_groups
+from bertcore.training.loop import is_out_of_memory, make_optimizer, weight_decay_groups
 
 GIB = 1024 ** 3
 

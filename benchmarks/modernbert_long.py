@@ -7,7 +7,7 @@ fused attention kernel, no maps, batches with padding, forward and backward — 
 is meant to pay. transformers' ModernBertForMaskedLM runs with attn_implementation="sdpa" (the padded grid;
 flash_attention_2, its unpadded path, is not installed on the GPU machine).
 
-Both models: ModernBERT-base's layout (bertcore.models.modernbert_config.ModernBertConfig's defaults: 22 layers,
+Both models: ModernBERT-base's layout (bertcore.models.modernbert.ModernBertConfig's defaults: 22 layers,
 768 wide, 12 heads, GeGLU 1152, 8,192 positions, local window 128 on two layers of three, vocab 50,368), the same
 random weights, sparse_prediction on (the released training recipe: the MLM head runs on the labelled 15% only).
 
@@ -39,9 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks._common import autocast, synchronize
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
-from bertcore.training.setup import is_out_of_memory
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
+from bertcore.training.loop import is_out_of_memory
 
 TINY = {"vocab_size": 101, "hidden_size": 48, "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4,
         "local_attention": 16, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "cls_token_id": 1,

@@ -4,7 +4,7 @@ Each variant is a twin of the same bertcore model (same weights, same batches), 
 one process, as train_throughput.py times bertcore against transformers:
 
   bertcore              as shipped: every dropout (hidden and attention) keeps a value where 16 random bits (four to
-                        each 64-bit draw) are ≥ p · 2^16 (bertcore.models.dropout), and CPU training attention runs
+                        each 64-bit draw) are ≥ p · 2^16 (bertcore.models.parts), and CPU training attention runs
                         the explicit softmax path so that its probabilities go through that dropout.
   float32 uniform mask  the previous mask: one float32 uniform draw per value, kept where it is ≥ p.
   torch's dropout       the lever undone: nn.Dropout's bernoulli_ mask, and SDPA with dropout_p (its math

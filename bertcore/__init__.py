@@ -34,14 +34,15 @@ __version__ = "0.1.0"  # the one place the project's version is written (pyproje
 # Public name -> the module that defines it. Adding a name to the package is one line here.
 _EXPORTS = {
     "BertConfig": "bertcore.models.config",
-    "TrainingConfig": "bertcore.training.pretraining_config",
+    "TrainingConfig": "bertcore.training.settings",
+    "LoopSettings": "bertcore.training.settings",  # the settings every run shares, each with its help
     "preset": "bertcore.models.config",
     "BertModel": "bertcore.models.bert",
     "BertForPreTraining": "bertcore.models.bert",
     "BertForSequenceClassification": "bertcore.models.task_heads",
     "BertForTokenClassification": "bertcore.models.task_heads",
     "BertForQuestionAnswering": "bertcore.models.task_heads",
-    "start_from_pretrained": "bertcore.models.weight_transfer",
+    "start_from_pretrained": "bertcore.models.task_heads",
     "BertTokenizer": "bertcore.tokenization.wordpiece",
     "PretrainedTokenizer": "bertcore.tokenization.pretrained",
     "tokenizer_from_folder": "bertcore.tokenization.pretrained",
@@ -63,9 +64,9 @@ _EXPORTS = {
     # fine-tuning data in the formats people have, and the metrics as the field defines them
     "load_finetuning_data": "bertcore.tasks.finetune_data",
     "demo_task": "bertcore.tasks.demos.registry",
-    "postprocess_qa_predictions": "bertcore.tasks.qa_answers",
+    "postprocess_qa_predictions": "bertcore.tasks.qa",
     # fine-tuning on the pretraining loop's machinery, and what a fine-tuned model says about an input
-    "FinetuneConfig": "bertcore.training.finetuning_config",
+    "FinetuneConfig": "bertcore.training.settings",
     "Finetuner": "bertcore.training.finetuning",
     "TaskStepStats": "bertcore.training.finetuning",
     "TaskEvalStats": "bertcore.training.finetuning",

@@ -7,6 +7,10 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
     ValueError
       CheckpointError              a checkpoint folder that is missing, corrupt or does not fit its config
         CheckpointSaveError        `save_pretrained` could not write the folder (disk full, read-only, permissions)
+        CacheEntryError            a repo in the Hugging Face cache that cannot be opened as it is (a ref that is no
+                                   commit hash, no snapshot, no config.json, unreadable); `reason` says why in words
+        HubAnswerError             the Hub endpoint answered what a Hub never sends (a name that would lead out of
+                                   the cache, an HTML page, a body that does not match its hash); nothing was kept
     RuntimeError
       TrainingError                a training run that cannot go on
         NonFiniteLossError         the loss or gradient norm became NaN/inf (no update applied)
@@ -49,6 +53,23 @@ class CheckpointSaveError(CheckpointError):
         super().__init__(message)
         self.path = path
         self.errno = errno
+
+
+class CacheEntryError(CheckpointError):
+    """A repo in the Hugging Face cache that cannot be opened as it is. The message says what is wrong and what to
+    do; `reason` says it in a few words for a list ("refs/main names no snapshot", "no config.json"), and `path`
+    is the file or folder at fault."""
+
+    def __init__(self, message: str, reason: str, path: Path):
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
+
+
+class HubAnswerError(CheckpointError):
+    """The Hub endpoint (HF_ENDPOINT: the Hub, a mirror, or whatever answers in between) answered what a Hugging
+    Face Hub never sends: a file or commit name that would lead out of the cache, a listing that is not JSON, a
+    redirect loop, a body whose size or hash is not the one announced. Nothing of what it sent was kept."""
 
 
 class DownloadCancelled(Exception):  # a user's choice, not a failure: no CheckpointError handler may swallow it

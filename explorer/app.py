@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu",
                         help="torch device for the model, e.g. cpu or cuda (default: cpu)")
     parser.add_argument("--no-training-tab", action="store_true",
-                        help="open only the Inspect tab (no pretraining from the window)")
+                        help="open without the Train and Fine-tune tabs (no training from the window)")
     parser.add_argument("--version", action="version", version=f"bert-explorer {__version__}")
     return parser
 
@@ -52,10 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     # (Qt's font set-up, ~1 s on a small machine) runs in C++ in the event loop, outside the interpreter's lock.
     from PySide6.QtWidgets import QApplication
 
+    from explorer.common._qt.theme import use_light_palette
     from explorer.window._qt.splash import Splash, StartupClock, when_done
     from explorer.window.preload import Preloader
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    use_light_palette(app)  # before the splash: one light palette whatever the desktop's theme (see theme.py)
     app.setOrganizationName(APP_NAME)
     app.setApplicationName(APP_NAME)
     app.setApplicationDisplayName(APP_NAME)

@@ -9,7 +9,7 @@ consumer of bertcore.training.finetuning).
     bert-finetune --out runs/reviews --resume                     # continue from checkpoints/latest
     python -m bertcore.cli.finetune ...                           # the same
 
-Tasks and their files (bertcore.tasks.task_files): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
+Tasks and their files (bertcore.tasks.task_data): sequence = CSV/TSV with a header, or JSONL, with `text`, optional
 `text_b` and `label` (a number with a fraction makes it a regression); token = CoNLL (word and tag per line, a
 blank line between sentences) or JSONL with `tokens` and `tags`; qa = SQuAD v1.1 / v2.0 JSON. Without --eval, a
 seeded 10% of the training file is held out. --init-from defaults to the shipped default model; a folder of any
@@ -33,84 +33,51 @@ import sys
 import time
 
 from bertcore.cli.common import (
-    SHARED_OPTION_FIELDS,
-    add_optimisation_options,
-    add_run_options,
+    add_run_control_options,
+    add_setting_options,
     drive,
     fmt,
-    given_options,
+    given_settings,
     process_group_note,
     resume_argument,
     resumed_run_dir,
     run_command,
 )
 from bertcore.files.run_folder import RunFolder
-from bertcore.tasks.kinds import QA_TASK, TASK_KINDS
-from bertcore.training.finetuning_config import DEMO_SETTINGS
+from bertcore.tasks.kinds import QA_TASK
+from bertcore.training.settings import TASK_OPTION_SETTINGS, FinetuneConfig
 
 PROG = "bert-finetune"
-OPTION_FIELDS = {**SHARED_OPTION_FIELDS, "task": "task", "train": "train", "eval": "eval", "demo": "demo",
-                 "epochs": "epochs"}
-# The data's options (FinetuneConfig.task_options): option -> (type, help).
-DATA_OPTIONS = {
-    "format": (str, "the files' format when their extension does not say: csv, tsv, jsonl (sequence); conll, jsonl "
-                    "(token)"),
-    "text_column": (str, "sequence: the column of the text (default text)"),
-    "text_b_column": (str, "sequence: the column of the second text of a pair (default text_b)"),
-    "label_column": (str, "sequence: the column of the label (default label)"),
-    "problem_type": (str, "sequence: single_label_classification or regression (default: regression when a "
-                          "label is a number with a fraction)"),
-    "tokens_field": (str, "token, JSONL: the field of the words (default tokens)"),
-    "tags_field": (str, "token, JSONL: the field of the tags (default tags)"),
-    "max_query_length": (int, "qa: question tokens kept (default min(64, (seq-len - 3) // 2))"),
-    "doc_stride": (int, "qa: overlap in tokens between the windows of a long context (default seq-len // 3)"),
-    "max_answer_length": (int, "qa: longest answer in tokens (default 30)"),
-    "null_score_diff_threshold": (float, "qa, SQuAD 2.0: answer \"\" when the null score beats the best span by "
-                                         "more than this (default 0)"),
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """bert-finetune's options: one per FinetuneConfig field (bertcore.training.settings), then the data's options,
+    --resume and --no-progress. An option left out keeps the default (a demo's settings, or, with --resume, the
+    value recorded in the run's run_config.json)."""
     parser = argparse.ArgumentParser(
         prog=PROG, argument_default=None,
         description="Fine-tune a BERT on a task: a label per text or pair (sequence), a tag per word (token), or "
                     "answer spans (qa, SQuAD), starting from a checkpoint (default: the shipped default model).",
     )
-    task = parser.add_argument_group("task and data")
-    task.add_argument("--task", choices=TASK_KINDS, help="sequence, token or qa")
-    task.add_argument("--train", help="training file: CSV/TSV/JSONL (sequence), CoNLL/JSONL (token), SQuAD JSON (qa)")
-    task.add_argument("--eval", help="evaluation file, same format (default: hold out --heldout-fraction of --train)")
-    task.add_argument("--demo", choices=tuple(DEMO_SETTINGS),
-                      help="a shipped demo task (assets/tasks): sets --task, --train, --eval and its measured steps, "
-                           "batch size, sequence length and learning rate (options given override them)")
-    task.add_argument("--seq-len", type=int, help="longest input in tokens, specials included (default 128)")
-    task.add_argument("--heldout-fraction", type=float, help="held out when there is no --eval (default 0.1)")
-    task.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many steps, "
-                                                         "so padding is small; 1 = off (default 8)")
-    for name, (kind, words) in DATA_OPTIONS.items():
-        task.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, help=words)
-    task.add_argument("--allow-no-answer", action="store_true", default=None,
-                      help="qa: the model may answer \"\" (default: when the data has unanswerable questions)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--init-from", help="the checkpoint to start from, of any family (BERT, RoBERTa, DistilBERT, "
-                                           "ELECTRA, ALBERT, ModernBERT; default: the shipped default model); one "
-                                           "with this task's head for the same labels is trained further")
-    optim = add_optimisation_options(parser, steps="default: --epochs passes over the training data",
-                                     lr="default 2e-4 for the small default model; 2e-5..5e-5 for BERT-base")
-    optim.add_argument("--epochs", type=float, help="passes over the training data when --steps is not given "
-                                                    "(default 3)")
-    add_run_options(parser, out="runs/finetune-<task>-<date>-<time>", eval_every="default: once per epoch")
+    sections = add_setting_options(parser, FinetuneConfig,
+                                   groups={"data": "task and data", "model": "model", "optimisation": "optimisation",
+                                           "run": "run"},
+                                   shown={"out_dir": "runs/finetune-<task>-<date>-<time>"})
+    for name, option in TASK_OPTION_SETTINGS.items():  # FinetuneConfig.task_options, by name
+        flag, help_text = "--" + name.replace("_", "-"), option.help.replace("%", "%%")
+        if option.type is bool:
+            sections["data"].add_argument(flag, action="store_true", default=None, dest=name, help=help_text)
+        else:
+            sections["data"].add_argument(flag, type=option.type, dest=name, help=help_text)
+    add_run_control_options(sections["run"])
     return parser
 
 
 def make_config(args: argparse.Namespace):
     """The FinetuneConfig: defaults (a demo's settings, or the resumed run's recorded values) with the given
     options on top; --epochs without --steps drops a recorded or demo step count."""
-    from bertcore.training.finetuning_config import FinetuneConfig
-
-    given = given_options(args, OPTION_FIELDS)
-    options = {name: getattr(args, name) for name in [*DATA_OPTIONS, "allow_no_answer"]
-               if getattr(args, name) is not None}
+    given = given_settings(args, FinetuneConfig)
+    options = {name: getattr(args, name) for name in TASK_OPTION_SETTINGS if getattr(args, name) is not None}
     if args.epochs is not None and args.steps is None:
         given["steps"] = None
     if args.resume:

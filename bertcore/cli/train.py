@@ -26,95 +26,47 @@ import sys
 import time
 
 from bertcore.cli.common import (
-    SHARED_OPTION_FIELDS,
-    add_optimisation_options,
-    add_run_options,
+    add_run_control_options,
+    add_setting_options,
     drive,
     fmt,
-    given_options,
+    given_settings,
     process_group_note,
     resume_argument,
     resumed_run_dir,
     run_command,
 )
-from bertcore.data.masking_recipes import MASKING_RECIPES, RECIPE_DESCRIPTIONS
 from bertcore.files.run_folder import RunFolder
+from bertcore.training.settings import TrainingConfig
 
-OBJECTIVE_CHOICES = ("mlm+nsp", "mlm", "mlm+sop", "rtd")  # bertcore.training.pretraining_config.OBJECTIVES
-ARCH_CHOICES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")  # ... .ARCHITECTURES
-
-# Command-line option -> TrainingConfig field. Options left out keep the default (or, with --resume, the
-# value recorded in the run's run_config.json).
-OPTION_FIELDS = {
-    **SHARED_OPTION_FIELDS, "corpus": "corpus", "preset": "preset", "vocab": "vocab", "vocab_size": "vocab_size",
-    "mlm_probability": "mlm_probability", "masking": "masking", "eval_batches": "eval_batches",
-    "text_field": "text_field", "vocab_sample": "vocab_sample", "data_cache": "data_cache",
-    "objective": "objective", "arch": "arch", "generator_width": "generator_width",
-    "discriminator_weight": "discriminator_weight",
-}
-
-
-# Model-size options that override fields of the --preset (new runs only).
+# Model-size options that override fields of the --preset (new runs only): the model's config, not the run's.
 MODEL_OPTIONS = {"--hidden-size": "hidden_size", "--num-layers": "num_hidden_layers",
                  "--num-heads": "num_attention_heads", "--intermediate-size": "intermediate_size"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """bert-train's options: one per TrainingConfig field (bertcore.training.settings), then the model-size
+    overrides, --resume and --no-progress. An option left out keeps the default (or, with --resume, the value
+    recorded in the run's run_config.json)."""
     parser = argparse.ArgumentParser(
         prog="bert-train", description="Pretrain a BERT-family model on a text corpus with its objective: BERT's "
         "masked LM + next-sentence prediction (default), RoBERTa's masked LM, ALBERT's sentence order, ELECTRA's "
         "replaced-token detection.",
         argument_default=None,
     )
-    data = parser.add_argument_group("data")
-    data.add_argument("--corpus", help="a corpus file or a folder of them: .txt or .txt.gz (blank lines separate "
-                                       "documents), .jsonl or .jsonl.gz (one document per record), .parquet or "
-                                       ".arrow (one per row; needs pyarrow); default: the built-in Tiny Shakespeare")
-    data.add_argument("--text-field", help="the text field of .jsonl records and Parquet/Arrow tables "
-                                           "(default text)")
-    data.add_argument("--data-cache", help="folder of prepared corpora: a corpus is tokenized once into it and "
-                                           "reused by later runs, resumes and every process (default "
-                                           "$XDG_CACHE_HOME/bert-explorer/corpora)")
-    data.add_argument("--vocab-sample", type=int, help="characters of the corpus, drawn evenly from all of it, "
-                                                       "that a vocabulary is trained on (default 32000000)")
-    data.add_argument("--vocab", help="reuse this tokenizer instead of training a WordPiece vocabulary on the "
-                      "corpus: a vocab.txt, a tokenizer.json, or a model folder's tokenizer (RoBERTa's byte-level BPE, "
-                      "ALBERT's SentencePiece, ...)")
-    data.add_argument("--vocab-size", type=int, help="size of the WordPiece vocabulary trained when no --vocab "
-                                                     "(default 8000)")
-    data.add_argument("--seq-len", type=int, help="longest sequence in tokens, [CLS]/[SEP] included (default 128)")
-    data.add_argument("--heldout-fraction", type=float, help="documents held out for evaluation (default 0.02)")
-    data.add_argument("--mlm-probability", type=float, help="fraction of tokens masked (default 0.15)")
-    data.add_argument("--masking", choices=MASKING_RECIPES, help="what is masked: " + "; ".join(
-        f"{name} = {description}" for name, description in RECIPE_DESCRIPTIONS.items()) + " (default token)")
-    data.add_argument("--length-buckets", type=int, help="cut batches from a length-sorted pool of this many "
-                                                         "batches, so padding is small; 1 = off (default 8)")
-    model = parser.add_argument_group("model")
-    model.add_argument("--objective", choices=OBJECTIVE_CHOICES, help="what the model learns: mlm+nsp = BERT's masked "
-                       "LM + next-sentence prediction; mlm = RoBERTa's masked LM on full sentences packed across "
-                       "documents; mlm+sop = ALBERT's masked LM + sentence-order prediction; rtd = ELECTRA's "
-                       "replaced-token detection with a small generator (default: the architecture's own, mlm+nsp)")
-    model.add_argument("--arch", choices=ARCH_CHOICES, help="a new model's family, at the --preset size, saved in "
-                       "its transformers layout (default: the objective's own, bert)")
-    model.add_argument("--generator-width", type=float, help="rtd: the generator's width as a share of the "
-                                                               "discriminator's (default 0.25)")
-    model.add_argument("--discriminator-weight", type=float, help="rtd: weight of the discriminator's loss "
-                                                                    "(default 50)")
-    model.add_argument("--preset", help="tiny, mini, small, medium or base (default mini)")
-    model.add_argument("--init-from", help="a checkpoint folder to train further (its weights and vocabulary)")
+    sections = add_setting_options(parser, TrainingConfig,
+                                   groups={"data": "data", "model": "model", "optimisation": "optimisation",
+                                           "run": "run"},
+                                   shown={"out_dir": "runs/bert-<date>-<time>"})
     for option, field in MODEL_OPTIONS.items():
-        model.add_argument(option, type=int, dest=field, help=f"override the preset's {field}")
-    add_optimisation_options(parser, steps="default 1000", lr="default 5e-4")
-    run = add_run_options(parser, out="runs/bert-<date>-<time>", eval_every="default 100")
-    run.add_argument("--eval-batches", type=int, help="held-out batches per evaluation (default 4)")
+        sections["model"].add_argument(option, type=int, dest=field, help=f"override the preset's {field}")
+    add_run_control_options(sections["run"])
     return parser
 
 
 def make_config(args: argparse.Namespace):
     """The TrainingConfig: defaults (or the resumed run's recorded values) with the given options on top."""
-    from bertcore.training.pretraining_config import TrainingConfig
-
-    given = given_options(args, OPTION_FIELDS)
+    given = given_settings(args, TrainingConfig)
     if args.resume:
         base = TrainingConfig.from_dict(RunFolder(resumed_run_dir(args, "bert-train")).read_training_settings())
     else:

@@ -2,7 +2,8 @@
 
 Masking is dynamic: `bertcore.data.masking.mask_tokens` draws fresh masks every time an example is drawn. A batch
 is padded only to its longest sequence; with `length_buckets > 1` batches are cut from a length-sorted pool of
-that many batches, so sequences of similar length share a batch and little is padding.
+that many batches (`LengthBuckets`, which fine-tuning's batches use too), so sequences of similar length share a
+batch and little is padding.
 
 Sampling is with replacement and stateless: the batch for training step `s` on rank `r` is a pure function
 of `(seed, r, s)` (see `step_rng`), so "the data position" of a run is simply its step, and a resumed run
@@ -16,15 +17,15 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import torch
 
-from bertcore.data.buckets import LengthBuckets
 from bertcore.data.corpus import Corpus, split_document_ids, tokenize_corpus
-from bertcore.data.pairs import PairExample, PairSampler
 from bertcore.data.prepared import PreparedCorpus, TokenizedDocuments
+from bertcore.data.segments import PairExample, PairSampler
 from bertcore.errors import CorpusError
 
 
@@ -87,8 +88,7 @@ def make_batch(
 ) -> Batch:
     """Collate and mask (fresh masks from `generator`, with the `masking` recipe of bertcore.data.masking) a list
     of examples into a `Batch`."""
-    from bertcore.data.masking import mask_tokens
-    from bertcore.data.word_boundaries import continues_word
+    from bertcore.data.masking import continues_word, mask_tokens
 
     columns = collate_pairs(examples, cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
                             pad_token_id=tokenizer.pad_token_id)
@@ -105,6 +105,53 @@ def make_batch(
         num_tokens=int(columns["attention_mask"].sum()),
     )
 
+
+# ---- length buckets: batches of similar length, so that padding to a batch's longest sequence wastes little.
+# Steps come in groups of k (`length_buckets`): one pool of examples is drawn per group, sorted by length (stably:
+# ties keep the pool's order) and cut into batches that are dealt out in a seeded random order. Every batch is a
+# pure function of the group's seed, so a run resumed mid-group gets the very batches it would have had.
+# Pretraining (below) and fine-tuning (bertcore.tasks.task_data) both batch this way.
+
+Item = TypeVar("Item")
+
+
+def length_sorted_batches(items: Sequence[Item], lengths: Sequence[int], batch_size: int,
+                          rng: random.Random) -> list[list[Item]]:
+    """`items` sorted by `lengths` (stable), cut into batches of `batch_size` (the last may be short), shuffled
+    by `rng`."""
+    if len(items) != len(lengths):
+        raise ValueError(f"{len(items)} items but {len(lengths)} lengths; give one length per item")
+    order = sorted(range(len(items)), key=lengths.__getitem__)
+    batches = [[items[i] for i in order[start : start + batch_size]] for start in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+class LengthBuckets(Generic[Item]):
+    """The batches of the current group of `length_buckets` steps, drawn once and kept until another group (or
+    another batch size, rank or world size: any change of `key`) is asked for."""
+
+    def __init__(self, length_buckets: int):
+        if length_buckets < 1:
+            raise ValueError(f"length_buckets is {length_buckets}; it must be >= 1 (1 = no length bucketing)")
+        self.length_buckets = length_buckets
+        self._group: tuple[Hashable, list[list[Item]]] | None = None
+
+    def locate(self, step: int) -> tuple[int, int]:
+        """(group, slot) of training step `step` (1-based): its group of steps and its place in it."""
+        return divmod(step - 1, self.length_buckets)
+
+    def batches(self, key: Hashable, draw: Callable[[], tuple[Sequence[Item], Sequence[int], random.Random]],
+                batch_size: int) -> list[list[Item]]:
+        """The group's batches; `draw()` gives its pool, each item's length and the random source that deals the
+        batches out, and is called only when `key` names another group than the one kept."""
+        if self._group is None or self._group[0] != key:
+            items, lengths, rng = draw()
+            self._group = (key, length_sorted_batches(items, lengths, batch_size, rng))
+        return self._group[1]
+
+
+# ---- a pretraining run's data
 
 class PretrainingData:
     """Train and held-out pair samplers over one tokenized corpus, with a seeded, stateless batch source."""
@@ -172,3 +219,5 @@ class PretrainingData:
             return []
         return [self._batch(self.heldout, step_rng(self.seed, rank, i, "heldout"), batch_size)
                 for i in range(num_batches)]
+
+

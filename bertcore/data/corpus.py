@@ -2,7 +2,7 @@
 
 A corpus is a plain-text file or a folder of `.txt` files; blank lines separate documents (a file boundary is a
 document boundary too); each document is split into sentences (Devlin et al. 2019, appendix A.1). Sentence pairs
-are drawn in bertcore.data.pairs, batches in bertcore.data.batches.
+are drawn in bertcore.data.segments, batches in bertcore.data.batches.
 
     corpus = read_corpus("assets/corpus/tinyshakespeare.txt")        # Corpus of documents of sentences
     tokenizer = BertTokenizer.from_vocab_file("assets/vocab.txt")

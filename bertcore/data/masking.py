@@ -17,23 +17,25 @@ unchanged with 0.1, the whole unit alike: SpanBERT decides per span, and a word 
 give itself away. Random replacements are drawn per token. The labels hold the original id at picked positions
 and -100 elsewhere, so the loss is computed only where the model had to guess.
 
-Word boundaries come from the vocabulary (`bertcore.data.word_boundaries.continues_word`); a token after a
-special always starts a word.
+Word boundaries come from the vocabulary (`continues_word`, below); a token after a special always starts a word.
+The recipes' names and descriptions, torch-free for configs and forms, are bertcore.data.masking_recipes.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from bertcore.data.masking_recipes import check_recipe
-from bertcore.data.word_boundaries import continues_word
-from bertcore.data.word_masking import pick_spans, pick_whole_words, span_lengths_from_uniform
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
+from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE, WORDPIECE_CONTINUATION
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 
 BERT_MASK_FRACTION, BERT_RANDOM_FRACTION = 0.8, 0.1  # of the picked units: [MASK], a random token (the rest: kept)
@@ -186,6 +188,219 @@ def _replacement_ids(vocab_size: int, excluded_ids: tuple[int, ...]) -> torch.Te
     return ids
 
 
+# ---- where words begin, from a tokenizer's vocabulary: WordPiece marks continuations with "##", byte-level BPE
+# (RoBERTa, ModernBERT) and SentencePiece (ALBERT, XLM-R) mark word starts with "Ġ" and "▁"; a vocabulary
+# without marks counts every token as a word
+
+def infer_piece_style(tokens: Iterable[str]) -> str:
+    """How a bare vocabulary marks words, by counting its marks (a tokenizer says it as `piece_style`):
+    "wordpiece" ("##" continuations), "byte_level" ("Ġ" after a space), "sentencepiece" ("▁" word starts), or
+    "plain" (no marks: every token counts as a word)."""
+    counts = {"wordpiece": 0, "byte_level": 0, "sentencepiece": 0}
+    for token in tokens:
+        if token.startswith(WORDPIECE_CONTINUATION) and len(token) > len(WORDPIECE_CONTINUATION):
+            counts["wordpiece"] += 1
+        elif token.startswith(BYTE_LEVEL_SPACE):
+            counts["byte_level"] += 1
+        elif token.startswith(SENTENCEPIECE_SPACE):
+            counts["sentencepiece"] += 1
+    style, count = max(counts.items(), key=lambda item: item[1])
+    return style if count else "plain"
+
+
+def continuation_mask(tokens: list[str], piece_style: str | None = None) -> torch.Tensor:
+    """(V,) bool: True at the ids whose token carries on the word of the token before it. piece_style is the
+    tokenizer's (bertcore.tokenization.pieces); None infers it from the tokens."""
+    style = piece_style or infer_piece_style(tokens)
+    if style == "wordpiece":
+        continues = [token.startswith(WORDPIECE_CONTINUATION) and len(token) > 2 for token in tokens]
+    elif style in ("byte_level", "sentencepiece"):
+        marker = BYTE_LEVEL_SPACE if style == "byte_level" else SENTENCEPIECE_SPACE
+        continues = [not token.startswith(marker) for token in tokens]
+    else:
+        continues = [False] * len(tokens)
+    return torch.tensor(continues, dtype=torch.bool)
+
+
+def _vocabulary(tokenizer) -> list[str]:
+    """Every id's token; "" for an id the tokenizer has no token for (a gap among added tokens)."""
+    try:
+        return tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+    except ValueError:
+        tokens = []
+        for token_id in range(tokenizer.vocab_size):
+            try:
+                tokens.append(tokenizer.id_to_token(token_id))
+            except ValueError:
+                tokens.append("")
+        return tokens
+
+
+# One mask per tokenizer object, computed on first use: a 250k-token vocabulary takes ~50 ms to scan. Weak keys, so
+# a tokenizer the app drops takes its mask with it; the lock because the app's training thread and its GUI thread
+# can ask at once.
+_continuations: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_continuations_lock = threading.Lock()
+
+
+def continues_word(tokenizer) -> torch.Tensor:
+    """(V,) bool for `tokenizer`'s vocabulary: True where a token continues the previous token's word
+    (`continuation_mask`, by the tokenizer's `piece_style` where it has one), cached per tokenizer. Treat it as
+    read-only."""
+    def compute() -> torch.Tensor:
+        return continuation_mask(_vocabulary(tokenizer), getattr(tokenizer, "piece_style", None))
+
+    with _continuations_lock:
+        try:
+            cached = _continuations.get(tokenizer)
+        except TypeError:  # not weakly referable: computed every time
+            return compute()
+        if cached is None:
+            cached = _continuations[tokenizer] = compute()
+        return cached
+
+
+# ---- how the whole-word and span recipes pick their units: whole words vectorised in torch on the batch's
+# device, SpanBERT's spans row by row, and the span lengths, geometric as SpanBERT draws them
+
+SPAN_GEOMETRIC_P = 0.2  # SpanBERT's p: P(L = k) ∝ p (1 - p)^(k - 1)
+SPAN_MAX_WORDS = 10  # SpanBERT's longest span, in words
+
+
+def span_length_distribution(p: float = SPAN_GEOMETRIC_P, max_words: int = SPAN_MAX_WORDS) -> np.ndarray:
+    """(max_words,) P(L = 1..max_words): the geometric distribution cut at max_words and renormalised."""
+    lengths = np.arange(1, max_words + 1)
+    weights = p * (1 - p) ** (lengths - 1)
+    return weights / weights.sum()
+
+
+def span_lengths_from_uniform(uniform: np.ndarray) -> np.ndarray:
+    """Span lengths in words (int64, same shape) by inverting the cumulative distribution at `uniform` in [0, 1)."""
+    cumulative = np.cumsum(span_length_distribution())
+    return np.minimum(np.searchsorted(cumulative, uniform, side="right"), SPAN_MAX_WORDS - 1) + 1
+
+
+def _word_bounds(candidates: torch.Tensor, continues: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, ends), both (B, T): starts[b, p] is True where a word begins (a candidate that does not continue a
+    candidate before it); ends[b, p] is where the word or gap at p ends (the next word start or non-candidate)."""
+    seq_len = candidates.shape[1]
+    positions = torch.arange(seq_len, device=candidates.device)
+    previous_is_candidate = torch.zeros_like(candidates)
+    previous_is_candidate[:, 1:] = candidates[:, :-1]
+    starts = candidates & ~(continues & previous_is_candidate)
+    boundary_at = torch.where(starts | ~candidates, positions, seq_len)  # (B, T)
+    # the first boundary at or after each position, then shifted: the first one strictly after it
+    at_or_after = boundary_at.flip(1).cummin(dim=1).values.flip(1)
+    ends = torch.full_like(boundary_at, seq_len)
+    ends[:, :-1] = at_or_after[:, 1:]
+    return starts, ends
+
+
+def pick_whole_words(
+    candidates: torch.Tensor, continues: torch.Tensor, priority: torch.Tensor, decision_draw: torch.Tensor,
+    budgets: torch.Tensor, boundary_draw: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whole words, vectorised on the tensors' device: laid end to end in the order of their first piece's
+    priority, the words that start before the threshold budget - m - 1/2 + u are picked (u = boundary_draw, m =
+    Σ L² / 2 Σ L over the row's word lengths L: the mean half-length of the word the threshold falls in), so a
+    row's count is its budget in expectation.
+
+    Where a word starts hardly depends on its own length, so tokens of 2- and 3-piece words are picked at the rate
+    of 1-piece words' and those of longer words at 1.05-1.15 times it (measured on Tiny Shakespeare). Passing over
+    words that would overrun the budget, as Google's whole-word code does, hits it exactly but picks 4-piece words
+    at about half the rate; taking the crossing word by chance, as spans do, at about 0.7.
+
+    Returns units (B, T) long (0 = not picked, else the word's number in its row) and, per position, the decision
+    draw of its word's first piece, so one word gets one decision."""
+    seq_len = candidates.shape[1]
+    positions = torch.arange(seq_len, device=candidates.device)
+    starts, ends = _word_bounds(candidates, continues)
+    lengths = torch.where(starts, ends - positions, 0)  # (B, T) a word's length at its first piece, else 0
+    order = priority.masked_fill(~starts, 2.0).argsort(dim=1)  # (B, T) word starts by priority, then the rest
+    laid_out = lengths.gather(1, order)
+    offsets = laid_out.cumsum(dim=1) - laid_out  # (B, T) where each word starts, laid end to end
+    count_dtype = torch.float32 if candidates.device.type == "mps" else torch.float64
+    squares = (lengths.to(count_dtype) ** 2).sum(dim=1)
+    half_length = squares / (2 * lengths.sum(dim=1).clamp(min=1).to(count_dtype))  # (B,)
+    threshold = budgets.to(count_dtype) - half_length - 0.5 + boundary_draw.to(count_dtype)  # (B,)
+    is_word = starts.gather(1, order)
+    chosen = is_word & (offsets.to(count_dtype) < threshold.unsqueeze(1))  # (B, T) in laid-out order
+    # at least one word per row with a budget, as the token recipe picks at least one token
+    chosen[:, 0] |= ~chosen.any(dim=1) & (budgets > 0) & is_word[:, 0]
+    numbers = chosen.long().cumsum(dim=1) * chosen  # (B, T) 1, 2, .. in laid-out order
+    number_at_start = torch.zeros_like(numbers).scatter(1, order, numbers)  # (B, T) at each word's first piece
+    word_start = torch.where(starts, positions, -1).cummax(dim=1).values.clamp(min=0)  # (B, T) its word's start
+    units = torch.where(candidates, number_at_start.gather(1, word_start), 0)
+    return units, decision_draw.gather(1, word_start)
+
+
+def pick_spans(
+    candidates: np.ndarray, continues: np.ndarray, priority: np.ndarray, decision_draw: np.ndarray,
+    budgets: np.ndarray, span_words: np.ndarray, boundary_draw: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SpanBERT's spans of whole words (span_words[b, i] the length of row b's i-th span), row by row: from anchor
+    words in the order of their first piece's priority until each row's budget is spent, the word that would
+    cross it taken with probability (budget left) / (its length) (boundary_draw (B,)), so a row's count is its
+    budget in expectation.
+
+    Returns units (B, T) int64 (0 = not picked, else the span's number in its row) and, per position, the
+    decision draw of its span's first position, so one span gets one decision."""
+    starts_word, ends_at = (array.numpy() for array in _word_bounds(torch.from_numpy(candidates),
+                                                                     torch.from_numpy(continues)))
+    units = np.zeros(candidates.shape, dtype=np.int64)
+    unit_draw = decision_draw.copy()
+    for row in range(len(candidates)):
+        budget = int(budgets[row])
+        starts = np.flatnonzero(starts_word[row])  # (W,) first position of each word
+        if budget == 0 or len(starts) == 0:
+            continue
+        ends = ends_at[row, starts]  # (W,)
+        order = np.argsort(priority[row, starts], kind="stable")  # (W,) words by priority
+        spans = _spans_to_budget(starts, ends, order, budget, span_words[row], float(boundary_draw[row]))
+        for number, (first, last) in enumerate(spans, start=1):
+            begin, end = int(starts[first]), int(ends[last - 1])
+            units[row, begin:end] = number
+            unit_draw[row, begin:end] = decision_draw[row, begin]
+    return units, unit_draw
+
+
+def _spans_to_budget(
+    starts: np.ndarray, ends: np.ndarray, order: np.ndarray, budget: int, span_words: np.ndarray, draw: float,
+) -> list[tuple[int, int]]:
+    """One row's spans (first word, last word + 1): from each anchor word in `order` not yet taken, up to
+    span_words[i] words to the right, stopping at a gap (a special between them), a taken word or the budget."""
+    lengths = (ends - starts).tolist()
+    follows = np.append(starts[1:] == ends[:-1], False).tolist()  # word i+1 begins where word i ends
+    taken = [False] * len(lengths)
+    spans: list[tuple[int, int]] = []
+    count = 0
+    for attempt, first in enumerate(order.tolist()):
+        if count >= budget:
+            break
+        if taken[first]:
+            continue
+        last, crossed = first, False
+        while last - first < int(span_words[attempt]) and last < len(lengths) and not taken[last] and (
+                last == first or follows[last - 1]):
+            if count + lengths[last] > budget:
+                crossed = True
+                # at least one span per row, as the token recipe picks at least one token
+                if draw * lengths[last] < budget - count or (not spans and last == first):
+                    count += lengths[last]
+                    last += 1
+                break
+            count += lengths[last]
+            last += 1
+        if last > first:
+            taken[first:last] = [True] * (last - first)
+            spans.append((first, last))
+        if crossed:
+            break
+    return spans
+
+
+# ---- one example's masking, for inspection and the app
+
 @dataclass(frozen=True)
 class Masking:
     """One example's masking in plain python, position by position, for inspection and the UI."""
@@ -314,3 +529,5 @@ def mask_exactly(encoding: Encoding, tokenizer: BertTokenizer, positions: Iterab
         masked_tokens=tokenizer.convert_ids_to_tokens(masked_ids),
         seed=None,
     )
+
+

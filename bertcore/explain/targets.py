@@ -9,7 +9,7 @@
     ("start", position)           extractive QA: the answer-start score of a position
     ("end", position)             extractive QA: the answer-end score of a position
 
-Which kinds a model has is read from what its class says it carries (bertcore.models.heads: `has_mlm_head`,
+Which kinds a model has is read from what its class says it carries (bertcore.models.parts: `has_mlm_head`,
 `has_nsp_head`, `has_sop_head`, `has_replaced_token_head`), not from a list of classes, and a task head by
 transformers' class-name suffix (`...ForSequenceClassification`,
 `...ForTokenClassification`, `...ForQuestionAnswering`) read through its forward's `logits` / `start_logits` /
@@ -36,7 +36,7 @@ from torch import nn
 
 from bertcore.errors import ExplainError
 from bertcore.models.families import base_model_name
-from bertcore.models.heads import ModelHeads
+from bertcore.models.parts import ModelHeads
 
 Target = tuple  # ("mlm", position, token_id), ("nsp", label), ...: see the module docstring
 

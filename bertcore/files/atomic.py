@@ -20,6 +20,9 @@ refuses a link, a folder, a FIFO or a device there (NotAFileError) instead of wr
 Written files get ordinary permissions, 0o666 & ~umask, whatever the writing library did. The umask is read
 without changing it: `os.umask()` can only read it by setting it, process-wide, for a moment in which another
 thread creating a file would get the wrong permissions.
+
+A failed write in a run folder says which file, why, and what the user can do about it (`run_write_error`, at the
+end): the atomic writes' own errors, in the run folder's words.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from bertcore.errors import RunFolderError, RunFolderWriteError
 
 # Suffixes of the hidden temporaries below; a folder's leftovers of a crash match `.*<suffix>`.
 TEMPORARY_SUFFIXES = (".tmp", ".partial", ".old")
@@ -311,3 +316,30 @@ def remove_leftovers(folder: str | os.PathLike) -> list[Path]:
                     entry.unlink()
             removed.append(entry)
     return removed
+
+
+# ---- what a failed write in a run folder says: which file, why, and what the user can do about it
+
+@contextlib.contextmanager
+def run_write_error(path: Path, what: str):
+    """Turn an OSError while writing one of a run's files into the run folder's errors: RunFolderError for a link,
+    folder, FIFO or device in the file's place; RunFolderWriteError (its errno kept) with advice otherwise."""
+    try:
+        yield
+    except NotAFileError as error:
+        raise RunFolderError(
+            f"cannot write {what} {path}: {error.strerror}. bertcore never writes through a link, nor into a folder, "
+            "FIFO or device where one of a run's files belongs; delete it or move it away (what a link leads to is "
+            "left alone), then try again") from None
+    except OSError as error:
+        raise RunFolderWriteError(f"could not write {what} {path}: {describe_os_error(error)}; {_advice(error)}", path,
+                                  error.errno) from error
+
+
+def _advice(error: OSError) -> str:
+    if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+        return "something else is in its place: move it away"
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ("the run folder must be writable: fix its permissions (or remount it read-write), or copy it to a "
+                "writable place")
+    return "free disk space or fix the folder's permissions"

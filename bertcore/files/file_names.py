@@ -15,7 +15,7 @@ checkpoint folder (config.json, model.safetensors, vocab.txt, ...). Torch-free, 
     <run>/final/                   the final weights in the standard layout, when the run reached its last step
                                    (a QA fine-tuning run adds predictions.json: question id -> answer text)
     <run>/summary.json             last step, held-out metrics, last checkpoint, ...; written at the end
-    <run>/run.lock                 held (flock, bertcore.files.run_lock) by the process training in the folder; its pid
+    <run>/run.lock                 held (flock: run_folder.RunLock) by the process training in the folder; its pid
 """
 
 from __future__ import annotations

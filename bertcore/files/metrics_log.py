@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.errors import RunFolderError
-from bertcore.files.atomic import describe_os_error, open_plain_file, write_text_atomic
+from bertcore.files.atomic import describe_os_error, open_plain_file, run_write_error, write_text_atomic
 from bertcore.files.reading import open_regular_file
-from bertcore.files.run_write_errors import run_write_error
 
 
 class MetricsLog:

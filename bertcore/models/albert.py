@@ -25,7 +25,6 @@ from torch import nn
 
 from bertcore.checks import check_int, check_number
 from bertcore.models.bert import (
-    ACTIVATION_FUNCTIONS,
     BertModelOutput,
     BertPreTrainedModel,
     BertSelfAttention,
@@ -33,15 +32,20 @@ from bertcore.models.bert import (
     masked_lm_loss,
 )
 from bertcore.models.config import BertConfig
-from bertcore.models.dropout import Dropout
-from bertcore.models.electra import ElectraEmbeddings, fields_of_family, prepare_encoder_inputs
-from bertcore.models.heads import PretrainingHeads
+from bertcore.models.electra import ElectraEmbeddings
+from bertcore.models.parts import (
+    ACTIVATION_FUNCTIONS,
+    Dropout,
+    PretrainingHeads,
+    TokenRows,
+    fields_of_family,
+    prepare_encoder_inputs,
+)
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
 )
-from bertcore.models.token_rows import TokenRows
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ BertForMaskedLM (the MLM head alone, as fill-mask checkpoints are published).
 
 Attention probabilities are only materialised when the caller asks for them (`output_attentions=True`);
 otherwise the fused `scaled_dot_product_attention` kernel runs. Inside the encoder the hidden states are a flat
-(N, D) stack of token rows (`bertcore.models.token_rows`): all B × T positions, or, when a head says which
+(N, D) stack of token rows (`bertcore.models.parts.TokenRows`): all B × T positions, or, when a head says which
 positions it reads (`query_positions`), only the real tokens, so that the dense layers skip padding.
 The task heads (classification, tagging, QA) are in `bertcore.models.task_heads`.
 """
@@ -24,20 +24,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.models.config import BertConfig
-from bertcore.models.dropout import Dropout
-from bertcore.models.heads import ModelHeads, PretrainingHeads
-from bertcore.models.input_checks import check_inputs
-from bertcore.models.token_rows import TokenRows
-
-IGNORE_INDEX = -100  # the label of a position left out of a loss (MLM, tagging): masking, data and heads share it
-
-ACTIVATION_FUNCTIONS = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-}
+from bertcore.models.parts import (
+    ACTIVATION_FUNCTIONS,
+    IGNORE_INDEX,
+    Dropout,
+    ModelHeads,
+    PretrainingHeads,
+    TokenRows,
+    check_inputs,
+)
 
 
 class BertEmbeddings(nn.Module):

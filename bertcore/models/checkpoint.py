@@ -13,14 +13,14 @@ a bare BertModel, with or without its pooler), BertForMaskedLM, BertForSequenceC
 BertForTokenClassification or BertForQuestionAnswering, whose head (and, for sequence classification, pooler)
 must be in the file; a model_type or architecture of no supported family is refused by name. Weights may be one
 file or shards listed by `model.safetensors.index.json` / `pytorch_model.bin.index.json`
-(read by bertcore.models.weight_files).
+(read by bertcore.models.weights).
 `read_checkpoint` gives the checked tensors without building a model (to start a task
-model from them, bertcore.models.weight_transfer.start_from_pretrained).
+model from them, bertcore.models.task_heads.start_from_pretrained).
 
 A folder that cannot be used is a CheckpointError naming the file, field or tensor (bertcore.models.checkpoint_checks):
 a config with a wrong type or sizes its weights do not have (checked before anything is allocated), a vocabulary
 that is not UTF-8 or does not fit vocab_size, weights that are missing, misshapen, NaN/inf, not tensors, or of no
-BERT architecture. How the file's tensor names meet the model's is bertcore.models.checkpoint_names.
+BERT architecture. How the file's tensor names meet the model's is bertcore.models.weights too.
 Every file is read only as a regular file (links followed) of a bounded size (bertcore.files.reading): a FIFO,
 a device, a socket or a folder in a file's place is named as what it is, never opened to block or read forever.
 Saving writes the whole folder beside the target and swaps it in (bertcore.files.atomic): never half a checkpoint.
@@ -47,18 +47,18 @@ from bertcore.models.checkpoint_checks import (
     read_config,
     vocabulary_mismatch,
 )
-from bertcore.models.checkpoint_names import (
-    BUFFER_SUFFIXES,
-    encoder_prefix,
-    heads_may_be_absent,
-    standard_names,
-    tied_names,
-)
 from bertcore.models.config import BertConfig
 from bertcore.models.families import UnsupportedModelError
 from bertcore.models.hub import looks_like_repo_id, resolve_model
 from bertcore.models.task_heads import model_class_for
-from bertcore.models.weight_files import read_weights
+from bertcore.models.weights import (
+    BUFFER_SUFFIXES,
+    encoder_prefix,
+    heads_may_be_absent,
+    read_weights,
+    standard_names,
+    tied_names,
+)
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError
 

@@ -13,16 +13,16 @@ from bertcore.errors import CheckpointError
 from bertcore.files.file_names import CONFIG_FILE, TOKENIZER_CONFIG_FILE, VOCAB_FILE
 from bertcore.files.reading import CONFIG_JSON_LIMIT, read_json
 from bertcore.models.bert import BertPreTrainedModel
-from bertcore.models.checkpoint_names import (
+from bertcore.models.config import BertConfig
+from bertcore.models.families import UnsupportedModelError, family_for
+from bertcore.models.weights import (
     BUFFER_SUFFIXES,
     FAMILY_HEAD_PREFIXES,
     encoder_prefix,
     heads_may_be_absent,
+    some_names,
     tied_names,
 )
-from bertcore.models.config import BertConfig
-from bertcore.models.families import UnsupportedModelError, family_for
-from bertcore.models.weight_files import some_names
 from bertcore.tokenization.pretrained import PretrainedTokenizer
 from bertcore.tokenization.vocab_files import recorded_vocab_sizes
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError

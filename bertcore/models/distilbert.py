@@ -20,23 +20,21 @@ import torch
 from torch import nn
 
 from bertcore.checks import check_number
-from bertcore.models.bert import (
-    ACTIVATION_FUNCTIONS,
-    BertModelOutput,
-    BertPreTrainedModel,
-    BertSelfAttention,
-    MaskedLMForward,
-)
+from bertcore.models.bert import BertModelOutput, BertPreTrainedModel, BertSelfAttention, MaskedLMForward
 from bertcore.models.config import BertConfig
-from bertcore.models.electra import fields_of_family, prepare_encoder_inputs
-from bertcore.models.heads import PretrainingHeads
+from bertcore.models.parts import (
+    ACTIVATION_FUNCTIONS,
+    PretrainingHeads,
+    TokenRows,
+    fields_of_family,
+    prepare_encoder_inputs,
+)
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     split_span_logits,
 )
-from bertcore.models.token_rows import TokenRows
 
 LAYER_NORM_EPS = 1e-12  # fixed in DistilBERT: config.json has no field for it
 # config.json's DistilBERT field -> the BertConfig field that holds it

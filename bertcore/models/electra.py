@@ -9,8 +9,8 @@ people fine-tune.
 
 Class and parameter names are those of transformers' `modeling_electra.py`, so its `state_dict`s load as they
 are: config -> embeddings -> ElectraModel -> discriminator head -> ElectraForPreTraining -> generator head ->
-ElectraForMaskedLM. The embeddings and `prepare_encoder_inputs` are shared with ALBERT (`bertcore.models.albert`),
-which factorises its embeddings the same way.
+ElectraForMaskedLM. The embeddings are shared with ALBERT (`bertcore.models.albert`), which factorises its
+embeddings the same way; what every family shares is in bertcore.models.parts.
 """
 
 from __future__ import annotations
@@ -23,18 +23,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.checks import check_int
-from bertcore.models.bert import (
-    ACTIVATION_FUNCTIONS,
-    BertEmbeddings,
-    BertEncoder,
-    BertModelOutput,
-    BertPreTrainedModel,
-    MaskedLMForward,
-)
+from bertcore.models.bert import BertEmbeddings, BertEncoder, BertModelOutput, BertPreTrainedModel, MaskedLMForward
 from bertcore.models.config import BertConfig
-from bertcore.models.dropout import Dropout
-from bertcore.models.heads import PretrainingHeads
-from bertcore.models.input_checks import check_inputs
+from bertcore.models.parts import (
+    ACTIVATION_FUNCTIONS,
+    Dropout,
+    PretrainingHeads,
+    fields_of_family,
+    prepare_encoder_inputs,
+)
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForTokenClassification,
@@ -64,15 +61,6 @@ class ElectraConfig(BertConfig):
         return super().from_dict(fields_of_family(cls, values, "electra"))
 
 
-def fields_of_family(config_class: type, values: dict[str, Any], model_type: str) -> dict[str, Any]:
-    """A config.json's values without model_type, for BertConfig.from_dict to read; an error naming the
-    family when they belong to another one."""
-    if values.get("model_type", model_type) != model_type:
-        raise ValueError(f"model_type is {values['model_type']!r}; {config_class.__name__} reads {model_type!r} "
-                         "configs — build this model from the config class of its own family")
-    return {key: value for key, value in values.items() if key != "model_type"}
-
-
 class ElectraEmbeddings(BertEmbeddings):
     """BERT's embeddings (the same sum, LayerNorm and dropout), with tables embedding_size wide instead of
     hidden_size: BertEmbeddings sizes everything by hidden_size, so only the construction differs."""
@@ -93,36 +81,6 @@ class ElectraForPreTrainingOutput:
     logits: torch.Tensor  # (B, T): > 0 says "replaced", < 0 says "original"
     hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 of (B, T, D): projected embeddings, then each layer
     attentions: tuple[torch.Tensor, ...] | None  # L of (B, nh, T, T)
-
-
-def prepare_encoder_inputs(
-    config: BertConfig,
-    input_ids: torch.Tensor,
-    token_type_ids: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    head_mask: torch.Tensor | None,
-    num_attention_layers: int,
-    dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """What BertModel.forward checks and derives before its embeddings, for a model around another encoder:
-    (token_type_ids (B, T), key_padding_mask (B, 1, 1, T) or None, head_mask in the model's dtype or None)."""
-    check_inputs(config, input_ids, token_type_ids, attention_mask)
-    seq_len = input_ids.size(1)
-    if seq_len > config.max_position_embeddings:
-        raise ValueError(f"the input has {seq_len} positions; this model accepts at most "
-                         f"{config.max_position_embeddings} — truncate it (tokenizer.encode(max_length=...))")
-    if token_type_ids is None:
-        token_type_ids = torch.zeros_like(input_ids)
-    key_padding_mask = None
-    if attention_mask is not None and not bool(attention_mask.all()):
-        key_padding_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = may attend
-    if head_mask is not None:
-        expected = (num_attention_layers, config.num_attention_heads)
-        if tuple(head_mask.shape) != expected:
-            raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; this model takes one multiplier per "
-                             f"(attention layer, head): {expected}")
-        head_mask = head_mask.to(device=input_ids.device, dtype=dtype)
-    return token_type_ids, key_padding_mask, head_mask
 
 
 class ElectraModel(nn.Module):

@@ -3,8 +3,10 @@
 One entry per family in FAMILIES: its model_type (as config.json spells it), its config class, and its
 architecture names (transformers' class names) mapped to bertcore's classes. Everything is named by import path
 ("module:Class") and imported only when asked for, so reading this module (the Hub browser, the app's menus)
-never imports torch. Adding a family is adding one entry; the loader (bertcore.models.checkpoint) and
-`bertcore.models.hub.loader_supports` ask this registry and nothing else.
+never imports torch. Adding a family is adding one entry: this registry is the one place a family is named. The
+loader (bertcore.models.checkpoint), `bertcore.models.hub.loader_supports`, the Hugging Face cache listing
+(`supported_model_types`), `bert-train --arch` and the app's Train tab (`family_names`) ask it and nothing else,
+and the order of its entries is the order a user is offered them in.
 """
 
 from __future__ import annotations
@@ -87,17 +89,32 @@ FAMILIES: dict[str, Family] = {
         class_prefix="Bert",
         objectives={"mlm+nsp": f"{_BERT}:BertForPreTraining", "mlm": f"{_BERT}:BertForMaskedLM"},
     ),
-    "modernbert": Family(
-        config="bertcore.models.modernbert_config:ModernBertConfig",
+    # XLM-RoBERTa is RoBERTa's layout with another vocabulary; a bare encoder loads as the MLM class, heads absent.
+    "roberta": Family(
+        config=f"{_ROBERTA}:RobertaConfig",
         architectures={
-            "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
-            "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
-            **_task_heads("ModernBert", "bertcore.models.modernbert_task_heads"),
+            "RobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
+            "RobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
+            "XLMRobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
+            "XLMRobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
+            **_task_heads("Roberta", _ROBERTA),
+            **_task_heads("XLMRoberta", _ROBERTA, class_prefix="Roberta"),
         },
-        default="ModernBertForMaskedLM",
-        fallback="ModernBertForMaskedLM",
-        class_prefix="ModernBert",
-        objectives={"mlm": "bertcore.models.modernbert:ModernBertForMaskedLM"},
+        default="RobertaForMaskedLM",
+        class_prefix="Roberta",
+        objectives={"mlm": f"{_ROBERTA}:RobertaForMaskedLM"},
+        aliases=("xlm-roberta",),
+    ),
+    "distilbert": Family(
+        config=f"{_DISTILBERT}:DistilBertConfig",
+        architectures={
+            "DistilBertForMaskedLM": f"{_DISTILBERT}:DistilBertForMaskedLM",
+            "DistilBertModel": f"{_DISTILBERT}:DistilBertForMaskedLM",
+            **_task_heads("DistilBert", _DISTILBERT),
+        },
+        default="DistilBertForMaskedLM",
+        class_prefix="DistilBert",
+        objectives={"mlm": f"{_DISTILBERT}:DistilBertForMaskedLM"},
     ),
     # The discriminator is the ELECTRA people fine-tune, so a bare or fine-tuned encoder loads as it.
     "electra": Family(
@@ -129,32 +146,17 @@ FAMILIES: dict[str, Family] = {
         objectives={"mlm+sop": "bertcore.models.albert:AlbertForPreTraining",
                     "mlm": "bertcore.models.albert:AlbertForMaskedLM"},
     ),
-    # XLM-RoBERTa is RoBERTa's layout with another vocabulary; a bare encoder loads as the MLM class, heads absent.
-    "roberta": Family(
-        config=f"{_ROBERTA}:RobertaConfig",
+    "modernbert": Family(
+        config="bertcore.models.modernbert:ModernBertConfig",
         architectures={
-            "RobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
-            "RobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
-            "XLMRobertaForMaskedLM": f"{_ROBERTA}:RobertaForMaskedLM",
-            "XLMRobertaModel": f"{_ROBERTA}:RobertaForMaskedLM",
-            **_task_heads("Roberta", _ROBERTA),
-            **_task_heads("XLMRoberta", _ROBERTA, class_prefix="Roberta"),
+            "ModernBertForMaskedLM": "bertcore.models.modernbert:ModernBertForMaskedLM",
+            "ModernBertModel": "bertcore.models.modernbert:ModernBertForMaskedLM",
+            **_task_heads("ModernBert", "bertcore.models.modernbert"),
         },
-        default="RobertaForMaskedLM",
-        class_prefix="Roberta",
-        objectives={"mlm": f"{_ROBERTA}:RobertaForMaskedLM"},
-        aliases=("xlm-roberta",),
-    ),
-    "distilbert": Family(
-        config=f"{_DISTILBERT}:DistilBertConfig",
-        architectures={
-            "DistilBertForMaskedLM": f"{_DISTILBERT}:DistilBertForMaskedLM",
-            "DistilBertModel": f"{_DISTILBERT}:DistilBertForMaskedLM",
-            **_task_heads("DistilBert", _DISTILBERT),
-        },
-        default="DistilBertForMaskedLM",
-        class_prefix="DistilBert",
-        objectives={"mlm": f"{_DISTILBERT}:DistilBertForMaskedLM"},
+        default="ModernBertForMaskedLM",
+        fallback="ModernBertForMaskedLM",
+        class_prefix="ModernBert",
+        objectives={"mlm": "bertcore.models.modernbert:ModernBertForMaskedLM"},
     ),
 }
 
@@ -192,7 +194,14 @@ def supports(values: Mapping[str, Any]) -> bool:
     return True
 
 
+def family_names() -> tuple[str, ...]:
+    """Every family by its model_type, in the registry's order: what a new model's family is picked from
+    (`bert-train --arch`, the app's Train tab)."""
+    return tuple(FAMILIES)
+
+
 def supported_model_types() -> tuple[str, ...]:
+    """Every model_type a config.json may give, aliases included (the Hugging Face cache listing's filter)."""
     return tuple(name for key, family in FAMILIES.items() for name in (key, *family.aliases))
 
 

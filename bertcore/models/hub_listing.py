@@ -1,33 +1,44 @@
 """The models the Hugging Face cache holds, for the model picker: each repo described from its config.json and the
 headers of its weights (parameters, layers × heads, head, size, last use), no tensor loaded and no file waited on.
-Finding the cache and a repo's snapshot is bertcore.models.hub's."""
+A repo that cannot be opened is listed too, with the reason in a few words ("no config.json", "refs/main names no
+snapshot", "model_type 'gpt2' is not a BERT family", "unreadable: permission denied"): a model the user downloaded
+never just vanishes from the list. Finding the cache and a repo's snapshot is bertcore.models.hub's.
+
+    listing = scan_cache()                 # CacheListing: models, broken entries, and why the cache could not be read
+    models = list_cached_models()          # the models alone
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcore.errors import CacheEntryError
 from bertcore.files.file_names import CONFIG_FILE, PYTORCH_FILE, SAFETENSORS_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
-from bertcore.files.reading import parse_json
+from bertcore.files.reading import file_kind, parse_json
+from bertcore.models.families import supported_model_types
 from bertcore.models.hub import (
+    DOWNLOAD_HINT,
+    PYTORCH_INDEX_FILE,
     SAFETENSORS_INDEX_FILE,
     default_cache_dir,
     loader_supports,
     open_without_touching,
     read_bytes,
+    read_ref,
     repo_id_of_storage,
     shard_files,
+    snapshot_folder,
     snapshot_for,
-    weights_file,
+    unreadable_reason,
 )
 
-# The encoder families whose checkpoints are listed (config.json's model_type); what the loader opens today is
-# narrower: see loader_supports.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "modernbert")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024  # real headers are kilobytes; a larger length field is corruption
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}  # parameters; I64 position_ids are buffers
 _LABELS_SHOWN = 6
@@ -49,6 +60,7 @@ class CachedModel:
     num_heads: int | None
     head: str  # "MLM", "pretraining (MLM + NSP)", "sequence classification: 3 labels (neg, neu, pos)", …
     last_used: float  # seconds since the epoch: the newest access time of the snapshot's files, or refs' mtime
+    unsupported_reason: str | None = None  # why it cannot be opened today ("no tokenizer file …"), if not supported_now
 
     def describe(self) -> str:
         """One line for a list: '110.1M parameters · 12 layers × 12 heads · MLM · 420 MB'."""
@@ -64,53 +76,182 @@ class CachedModel:
         return " · ".join(parts)
 
 
+@dataclass(frozen=True)
+class BrokenCacheEntry:
+    """A repo folder of the cache (models--org--name) that cannot be opened, and why."""
+
+    name: str  # the repo id its folder's name spells, else the folder's name
+    folder: Path  # the models--org--name folder
+    reason: str  # a few words for a list: "no config.json", "refs/main names no snapshot", …
+    detail: str  # the whole story: what is wrong, where, and what to do
+    last_used: float  # the folder's modification time (seconds since the epoch), 0 when it cannot be read
+
+
+@dataclass(frozen=True)
+class CacheListing:
+    """What the cache at `cache` holds: the models that can be described, newest-used first, the repo folders that
+    cannot be opened (with their reasons), and why the cache itself could not be read (None when it could)."""
+
+    cache: Path
+    models: list[CachedModel]
+    broken: list[BrokenCacheEntry]
+    problem: str | None = None
+
+
 def list_cached_models(cache_dir: str | Path | None = None) -> list[CachedModel]:
-    """Every cached model repo whose config.json names a family in SUPPORTED_MODEL_TYPES and which has weights,
-    newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises for
-    a broken repo: one without config.json or weights, with bad JSON, or whose links dangle is left out."""
+    """Every cached model repo whose config.json names a family of bertcore.models.families and which has weights,
+    newest-used first. Reads config.json and the weights' headers only (no tensor is loaded) and never raises;
+    the repos it leaves out, with their reasons, are in scan_cache(cache_dir).broken."""
+    return scan_cache(cache_dir).models
+
+
+def scan_cache(cache_dir: str | Path | None = None) -> CacheListing:
+    """The models of the cache and the repo folders that cannot be opened (each with its reason), newest first.
+    Never raises: a cache that cannot be read is said in `problem`; a folder that is not a model repo (datasets--…,
+    spaces--…, .locks) is not listed."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     try:
-        entries = [entry for entry in os.scandir(cache) if entry.name.startswith("models--")]
-    except OSError:
-        return []
-    models = []
-    for entry in entries:
-        try:
-            model = _describe_repo(Path(entry.path))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, struct.error, RecursionError):
-            model = None  # a repo another program is writing, or one damaged by hand: not openable
-        if model is not None:
-            models.append(model)
+        entries = [Path(entry.path) for entry in os.scandir(cache) if entry.name.startswith("models--")]
+    except FileNotFoundError:
+        return CacheListing(cache, [], [])
+    except NotADirectoryError:
+        return CacheListing(cache, [], [], f"{cache} is a file, not a folder; set HF_HUB_CACHE (or HF_HOME) to the "
+                                           "folder of your Hugging Face cache")
+    except OSError as error:
+        return CacheListing(cache, [], [], f"{cache} cannot be read ({error.strerror}); check its permissions, or "
+                                           "set HF_HUB_CACHE (or HF_HOME) to a cache you can read")
+    models: list[CachedModel] = []
+    broken: list[BrokenCacheEntry] = []
+    for storage in entries:
+        examined = _examine(storage)
+        (models if isinstance(examined, CachedModel) else broken).append(examined)
     models.sort(key=lambda model: (-model.last_used, model.repo_id))
-    return models
+    broken.sort(key=lambda entry: (-entry.last_used, entry.name))
+    return CacheListing(cache, models, broken)
 
 
-def _describe_repo(storage: Path) -> CachedModel | None:
+def _examine(storage: Path) -> CachedModel | BrokenCacheEntry:
     repo_id = repo_id_of_storage(storage.name)
-    if repo_id is None or not storage.is_dir():
-        return None
-    snapshot = snapshot_for(storage, "main")
-    if snapshot is None:
-        return None
+
+    def broken(reason: str, detail: str) -> BrokenCacheEntry:
+        try:
+            last_used = os.lstat(storage).st_mtime
+        except OSError:
+            last_used = 0.0
+        return BrokenCacheEntry(repo_id or storage.name, storage, reason, detail, last_used)
+
+    if repo_id is None:
+        return broken("not a repo folder", f"{storage} is not named as a download names a model's folder "
+                                           "(models--org--name); it was made by hand or by another program")
+    try:
+        return _describe_repo(storage, repo_id)
+    except CacheEntryError as error:
+        return broken(error.reason, str(error))
+    except OSError as error:  # a folder or file on the way that cannot be read
+        where = error.filename or storage
+        return broken(unreadable_reason(error), f"{where} cannot be read ({error.strerror}); check its permissions")
+    except (ValueError, TypeError, KeyError, AttributeError, struct.error, RecursionError) as error:
+        # a repo another program is writing, or one damaged by hand
+        return broken("damaged", f"{repo_id} in {storage} is damaged ({_first_line(error)}); download it again with "
+                                 f"{DOWNLOAD_HINT.format(repo_id=repo_id)}")
+
+
+def _describe_repo(storage: Path, repo_id: str) -> CachedModel:
+    download = DOWNLOAD_HINT.format(repo_id=repo_id)
+
+    def fault(reason: str, detail: str, path: Path) -> CacheEntryError:
+        return CacheEntryError(f"{detail}; download {repo_id} again with {download}", reason=reason, path=path)
+
+    status = os.stat(storage)
+    if not stat.S_ISDIR(status.st_mode):
+        raise CacheEntryError(f"{storage} is {file_kind(status.st_mode)} where the folder of {repo_id} belongs; it "
+                              "is not a download: remove it", reason=f"not a folder ({file_kind(status.st_mode)})",
+                              path=storage)
+    commit = read_ref(storage, "main", repo_id)
+    if commit is not None:
+        snapshot = snapshot_folder(storage, commit, repo_id, "refs/main")
+    else:
+        found = snapshot_for(storage, "main")
+        if found is None:
+            raise fault("nothing downloaded (no snapshot)", f"{storage} holds no snapshot", storage / "snapshots")
+        snapshot = found
     config_path = snapshot / CONFIG_FILE
-    config = parse_json(read_bytes(config_path, limit=1024 * 1024), config_path)
-    if not isinstance(config, dict) or config.get("model_type") not in SUPPORTED_MODEL_TYPES:
-        return None
-    weights = weights_file(snapshot)
-    if weights is None:
-        return None
-    parameters, estimated = _count_parameters(weights)
+    _check_file(config_path, repo_id, fault, missing=f"no {CONFIG_FILE}")
+    try:
+        config = parse_json(read_bytes(config_path, limit=1024 * 1024), config_path)
+    except ValueError as error:
+        raise fault(f"{CONFIG_FILE} is not valid JSON", str(error), config_path) from None
+    if not isinstance(config, dict):
+        raise fault(f"{CONFIG_FILE} is not a JSON object", f"{config_path} holds no settings object", config_path)
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise fault(f"{CONFIG_FILE} names no model_type", f"{config_path} has no model_type", config_path)
+    if model_type not in supported_model_types():
+        raise CacheEntryError(f"{repo_id} is a {model_type!r} model, not one of the BERT family this program opens "
+                              f"({', '.join(supported_model_types())})", reason=f"model_type {model_type!r} is not a "
+                              "BERT family", path=config_path)
+    weights = _weights(snapshot, repo_id, fault)
+    try:
+        parameters, estimated = _count_parameters(weights)
+    except FileNotFoundError as error:
+        name = Path(error.filename or "").name or "a shard"
+        raise fault(f"{name} is missing", f"{weights.name} names {name}, which is not in {snapshot}",
+                    weights) from None
+    except (ValueError, TypeError, KeyError, AttributeError, struct.error, RecursionError) as error:
+        raise fault(f"{weights.name} is damaged", f"{weights} cannot be read as weights ({_first_line(error)})",
+                    weights) from None
     size_bytes, last_used = _snapshot_usage(snapshot)
     for ref in (storage / "refs").glob("*"):
-        last_used = max(last_used, ref.stat().st_mtime)
+        with contextlib.suppress(OSError):  # another ref that dangles says nothing about this snapshot
+            last_used = max(last_used, ref.stat().st_mtime)
+    unsupported = _unsupported_reason(config, snapshot)
     return CachedModel(
-        repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=config["model_type"],
-        supported_now=loader_supports(config) and _has_readable_tokenizer(snapshot),
-        size_bytes=size_bytes, parameters=parameters,
+        repo_id=repo_id, folder=snapshot, revision=snapshot.name, model_type=model_type,
+        supported_now=unsupported is None, size_bytes=size_bytes, parameters=parameters,
         parameters_estimated=estimated, num_layers=_int_field(config, "num_hidden_layers", "n_layers"),
         num_heads=_int_field(config, "num_attention_heads", "n_heads"), head=describe_head(config),
-        last_used=last_used)
+        last_used=last_used, unsupported_reason=unsupported)
 
+
+def _check_file(path: Path, repo_id: str, fault, *, missing: str) -> None:
+    """CacheEntryError (via `fault`) unless a regular file is at `path` (links followed), never opening it."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise fault(f"{path.name} is a broken link (its blob is missing)", f"{path} links to "
+                        f"{os.readlink(path)}, which is not there", path) from None
+        raise fault(missing, f"{path.parent} has no {path.name}: only part of the repo was downloaded",
+                    path) from None
+    if not stat.S_ISREG(status.st_mode):
+        raise fault(f"{path.name} is {file_kind(status.st_mode)}", f"{path} is {file_kind(status.st_mode)}, not a "
+                    "file", path)
+
+
+def _weights(snapshot: Path, repo_id: str, fault) -> Path:
+    names = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE, PYTORCH_INDEX_FILE)
+    for name in names:
+        if os.path.lexists(snapshot / name):
+            _check_file(snapshot / name, repo_id, fault, missing=f"no {name}")
+            return snapshot / name
+    raise fault(f"no weights ({SAFETENSORS_FILE} or {PYTORCH_FILE})", f"{snapshot} has no weights "
+                f"({', '.join(names)}): only part of the repo was downloaded (e.g. a tokenizer alone)", snapshot)
+
+
+def _unsupported_reason(config: Mapping, snapshot: Path) -> str | None:
+    if not loader_supports(config):
+        architectures = config.get("architectures")
+        name = architectures[0] if isinstance(architectures, list) and architectures else config.get("model_type")
+        return f"{name} is not supported yet"
+    if not _has_readable_tokenizer(snapshot):
+        return ("no tokenizer file this program reads (vocab.txt, tokenizer.json, vocab.json with merges.txt, or a "
+                "SentencePiece model)")
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
 
 
 def _has_readable_tokenizer(snapshot: Path) -> bool:
@@ -142,7 +283,13 @@ def _snapshot_usage(snapshot: Path) -> tuple[int, float]:
 
 
 def _files_under(folder: Path) -> Iterator[str]:
-    for entry in os.scandir(folder):
+    """The files under `folder`; a subfolder that cannot be read (an ONNX export's, say) is left out of the count,
+    not taken for a broken model: config.json and the weights were read already."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             yield from _files_under(Path(entry.path))
         else:

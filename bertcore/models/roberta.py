@@ -29,8 +29,7 @@ from bertcore.models.bert import (
     MaskedLMForward,
 )
 from bertcore.models.config import BertConfig
-from bertcore.models.electra import prepare_encoder_inputs
-from bertcore.models.heads import PretrainingHeads
+from bertcore.models.parts import PretrainingHeads, prepare_encoder_inputs
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForTokenClassification,

@@ -19,7 +19,7 @@ Three kinds of task, named as the model heads they feed:
   for `is_split_into_words=True`, so the word of every sub-token is known exactly), the word's tag goes to its
   first sub-token and every other position is labelled -100 (ignored by the loss). A word that normalises
   to nothing (e.g. a lone zero-width character) becomes one [UNK] so that every word has a position.
-- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.tasks.qa_windows`); one feature per
+- "qa" (`QuestionAnsweringData`): SQuAD questions cut into windows (`bertcore.tasks.qa`); one feature per
   window, held compactly (`QAWindows`: int32 arrays, a window built only when a batch or a decoding reads it), so a
   SQuAD-sized file costs its tokens' bytes, not Python lists per window.
 
@@ -42,13 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bertcore.tasks.kinds import SEQUENCE_TASK, TASK_KINDS, TOKEN_TASK
-from bertcore.tasks.qa_data import QuestionAnsweringData
-from bertcore.tasks.qa_files import read_squad
-from bertcore.tasks.sequence_data import SequenceClassificationData, infer_problem_type, label_vocabulary
-from bertcore.tasks.sequence_files import read_text_examples
+from bertcore.tasks.qa import QuestionAnsweringData, read_squad
+from bertcore.tasks.sequence import SequenceClassificationData, infer_problem_type, label_vocabulary, read_text_examples
 from bertcore.tasks.task_data import FinetuningData, split_heldout
-from bertcore.tasks.token_data import TokenClassificationData
-from bertcore.tasks.token_files import read_tagged_examples
+from bertcore.tasks.token import TokenClassificationData, read_tagged_examples
 
 
 def load_finetuning_data(

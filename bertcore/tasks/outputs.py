@@ -22,7 +22,7 @@ from bertcore.models.task_heads import (
     EncoderForTokenClassification,
 )
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
-from bertcore.tasks.qa_answers import MAX_ANSWER_LENGTH, best_spans
+from bertcore.tasks.qa import MAX_ANSWER_LENGTH, best_spans
 from bertcore.tokenization.pieces import continues_word
 
 

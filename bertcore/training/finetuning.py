@@ -1,6 +1,6 @@
 """Fine-tuning: the `FinetuningTask` of the shared training loop, and `Finetuner`, the loop running it.
 
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
     from bertcore.training.finetuning import Finetuner
 
     config = FinetuneConfig.for_demo("mood", out_dir="runs/mood")       # or FinetuneConfig(task=..., train=...)
@@ -49,22 +49,22 @@ from typing import Any
 
 import torch
 
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
 from bertcore.models.task_heads import (
     EncoderForQuestionAnswering,
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     TaskModel,
+    WeightTransfer,
+    start_from_pretrained,
     task_model_class,
 )
-from bertcore.models.weight_transfer import WeightTransfer, start_from_pretrained
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tasks.task_data import FinetuningData, TaskEvaluation
-from bertcore.training.finetuning_config import FinetuneConfig
 from bertcore.training.loop import TrainingLoop
-from bertcore.training.records import metric_numbers, step_record
-from bertcore.training.task import LoopPlace, TrainingTask
+from bertcore.training.settings import FinetuneConfig
+from bertcore.training.task import LoopPlace, TrainingTask, metric_numbers, step_record
 
 # The kind of head each task trains; the class is the checkpoint's family's (BertForSequenceClassification,
 # RobertaForSequenceClassification, …: bertcore.models.task_heads.task_model_class).

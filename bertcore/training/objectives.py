@@ -1,7 +1,7 @@
 """The family's pretraining objectives, one class each: what a model learns from, its loss, and its metrics.
 
 - `MaskedLmNextSentence` ("mlm+nsp", BERT, Devlin et al. 2019): masked LM + next-sentence prediction on
-  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.pairs).
+  `[CLS] A [SEP] B [SEP]` pairs whose B follows A half of the time (bertcore.data.segments).
 - `MaskedLm` ("mlm", RoBERTa, Liu et al. 2019): masked LM alone on full sentences packed across documents
   (bertcore.data.segments.FULL_SENTENCES); any family's masked-LM class.
 - `MaskedLmSentenceOrder` ("mlm+sop", ALBERT, Lan et al. 2020): masked LM + sentence-order prediction on two
@@ -9,7 +9,8 @@
 - `ReplacedTokenDetection` ("rtd", ELECTRA, Clark et al. 2020): a small generator (an ElectraForMaskedLM of
   `generator_width` the discriminator's width, sharing its embeddings) fills the masked positions with tokens
   sampled from its softmax; the discriminator (ElectraForPreTraining) says of every token whether it was replaced.
-  Both train together on loss = generator MLM loss + `discriminator_weight` × discriminator loss (50 in the paper).
+  Both train together on loss = generator MLM loss + `discriminator_weight` × discriminator loss (50 in the paper),
+  as one module (`ElectraPretraining`, beside its objective).
 
 An objective gives the pretraining task (bertcore.training.pretraining.PretrainingTask) four things: the model (built
 from a size preset in the family's transformers layout, or adopted from a loaded folder: `build`, `adopt`), the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertcore.data.segments import ELECTRA_FULL_SENTENCES, FULL_SENTENCES, SENTENCE_ORDER, ExampleRecipe
-from bertcore.models.bert import IGNORE_INDEX
 from bertcore.models.families import pretraining_class, pretraining_objectives
-from bertcore.training.electra_pretraining import ElectraPretraining, ReplacedTokenDetectionOutput, generator_config
+from bertcore.models.parts import IGNORE_INDEX
 
 GENERATOR_FOLDER = "generator"  # rtd: the generator's own folder inside a checkpoint and final/ (transformers layout)
 
@@ -79,7 +80,7 @@ def family_config(arch: str, sizes, *, vocab_size: int, pad_token_id: int, cls_t
         return AlbertConfig(**shape, max_position_embeddings=positions, embedding_size=min(128, sizes.hidden_size),
                             hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     if arch == "modernbert":
-        from bertcore.models.modernbert_config import ModernBertConfig
+        from bertcore.models.modernbert import ModernBertConfig
 
         # GeGLU halves 1.5 × hidden wide (ModernBERT-base: 1152 of 768); the MLM head on labelled rows only.
         return ModernBertConfig(**{**shape, "intermediate_size": sizes.hidden_size * 3 // 2},
@@ -280,6 +281,75 @@ class MaskedLmSentenceOrder(Objective):
         return sums[0] / sums[2] + sums[3] / sums[5]
 
 
+# ---- ELECTRA's pretraining model: a small generator fills the masked positions with samples from its softmax,
+# the discriminator says of every token whether it was replaced; both train together as one module, sharing
+# the embeddings. The "rtd" objective below builds, saves and scores it.
+
+@dataclass
+class ReplacedTokenDetectionOutput:
+    loss: torch.Tensor  # () generator_loss + discriminator_weight × discriminator_loss
+    generator_loss: torch.Tensor  # () mean cross-entropy over the masked positions
+    discriminator_loss: torch.Tensor  # () mean binary cross-entropy over the real (unpadded) positions
+    generator_logits: torch.Tensor  # (N, V) at the masked positions, in the row-major order of labels[labelled]
+    discriminator_logits: torch.Tensor  # (B, T): > 0 says "replaced"
+    replaced: torch.Tensor  # (B, T) bool: the discriminator's input differs from the original there
+
+
+class ElectraPretraining(nn.Module):
+    """ELECTRA's generator and discriminator trained together, sharing one embedding module (token, position and
+    segment tables and their LayerNorm, as the paper shares them); the generator's decoder is tied to the shared
+    word embeddings. `config` is the discriminator's: it is the model people fine-tune."""
+
+    def __init__(self, discriminator: nn.Module, generator: nn.Module, discriminator_weight: float = 50.0):
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = generator
+        self.discriminator_weight = discriminator_weight
+        shared = discriminator.electra.embeddings
+        generator.electra.embeddings = shared
+        generator.generator_lm_head.weight = shared.word_embeddings.weight  # tied; the bias stays the generator's
+        self.config = discriminator.config
+
+    def num_parameters(self) -> int:
+        return sum(parameter.numel() for parameter in self.parameters())  # shared tensors count once
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                ) -> ReplacedTokenDetectionOutput:
+        """input_ids (B, T) masked; labels (B, T) the original ids at the masked positions, -100 elsewhere."""
+        if labels is None:
+            raise ValueError("replaced-token detection needs labels: the original ids at the masked positions")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        labelled = labels != IGNORE_INDEX  # (B, T)
+        hidden = self.generator.electra(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, Dg)
+        generator_logits = self.generator.mlm_logits(hidden[labelled])  # (N, V): the masked rows only
+        generator_loss = F.cross_entropy(generator_logits.float(), labels[labelled])
+        with torch.no_grad():  # the sample is an input to the discriminator, not a path for gradients
+            sampled = torch.multinomial(F.softmax(generator_logits.detach().float(), dim=-1), 1).squeeze(1)  # (N,)
+        originals = torch.where(labelled, labels, input_ids)  # (B, T)
+        corrupted = originals.masked_scatter(labelled, sampled.to(originals.dtype))  # (B, T)
+        real = attention_mask.bool()
+        replaced = (corrupted != originals) & real  # a sample equal to the original counts as original
+        discriminator_logits = self.discriminator(corrupted, token_type_ids, attention_mask).logits  # (B, T)
+        discriminator_loss = F.binary_cross_entropy_with_logits(discriminator_logits[real].float(),
+                                                                replaced[real].float())
+        loss = generator_loss + self.discriminator_weight * discriminator_loss
+        return ReplacedTokenDetectionOutput(loss, generator_loss, discriminator_loss, generator_logits,
+                                            discriminator_logits, replaced)
+
+
+def generator_config(discriminator_config, width: float):
+    """The generator's config: the discriminator's with hidden size, heads and FFN scaled by `width` (the paper's
+    1/4 for small, 1/3 for base), the same depth and embedding width (the embeddings are shared)."""
+    hidden = max(1, round(discriminator_config.hidden_size * width))
+    heads = max(1, min(hidden, round(discriminator_config.num_attention_heads * width)))
+    while hidden % heads:
+        heads -= 1
+    return discriminator_config.replace(hidden_size=hidden, num_attention_heads=heads,
+                                        intermediate_size=max(1, round(discriminator_config.intermediate_size * width)))
+
+
 class ReplacedTokenDetection(Objective):
     """ELECTRA's: see the module's notes. Trains an `ElectraPretraining`; saves the discriminator (an
     ElectraForPreTraining) as the model and the generator (an ElectraForMaskedLM) in generator/."""
@@ -368,3 +438,5 @@ def objective_for(name: str, config: Any = None) -> Objective:
     if name == ReplacedTokenDetection.name and config is not None:
         return ReplacedTokenDetection(config.discriminator_weight)
     return OBJECTIVE_CLASSES[name]()
+
+

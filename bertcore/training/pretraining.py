@@ -56,19 +56,18 @@ from bertcore.files.file_names import (  # re-exported: their home before bertco
     TRAINER_STATE_FILE,
 )
 from bertcore.files.metrics_log import MetricsLog  # re-exported, as above: its home before bertcore.files
-from bertcore.files.run_lookup import find_checkpoint
+from bertcore.files.run_folder import find_checkpoint
 from bertcore.models.families import pretraining_class, pretraining_objectives
-from bertcore.training.loop import TrainingLoop
-from bertcore.training.objectives import Objective, family_config, family_of, objective_for
-from bertcore.training.pretraining_config import TrainingConfig
-from bertcore.training.records import metric_numbers, step_record
-from bertcore.training.setup import (  # re-exported: their home before bertcore.training.setup
+from bertcore.training.loop import (  # re-exported: their home before bertcore.training.loop
+    TrainingLoop,
     make_optimizer,
     resolve_device,
     warm_up,
     weight_decay_groups,
 )
-from bertcore.training.task import LoopPlace, TrainingTask
+from bertcore.training.objectives import Objective, family_config, family_of, objective_for
+from bertcore.training.settings import TrainingConfig
+from bertcore.training.task import LoopPlace, TrainingTask, metric_numbers, step_record
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,17 @@
 """The seam between the shared training loop and what it trains: a `TrainingTask` says what a model, a batch,
 a step's statistics and an evaluation are; `bertcore.training.loop.TrainingLoop` does everything else.
 
-Two tasks exist: `bertcore.training.pretraining.PretrainingTask` (MLM + NSP) and
+Two tasks exist: `bertcore.training.pretraining.PretrainingTask` (its objectives: bertcore.training.objectives) and
 `bertcore.training.finetuning.FinetuningTask` (sequence classification, token classification, extractive QA).
+Below the seam, how a task's step statistics become metrics.jsonl records and back (`step_record`,
+`metric_numbers`), for the records that carry their metrics by name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -103,3 +106,21 @@ class TrainingTask(ABC):
     def summary(self) -> dict[str, Any]:
         """Fields of summary.json besides the loop's own."""
         return {}
+
+
+# ---- a step's statistics as a metrics.jsonl record and back, for the statistics that carry their metrics by
+# name (a fine-tuning task's, a pretraining objective's other than mlm+nsp): one flat JSON object per record
+
+def step_record(stats: Any) -> dict[str, Any]:
+    """A step dataclass with a `metrics` mapping as a flat "step" record: its fields, then its metrics by name; its
+    evaluation, checkpoint and warning are records of their own."""
+    values = {"kind": "step", **dataclasses.asdict(stats)}
+    for name in ("metrics", "eval", "checkpoint", "warning"):
+        del values[name]
+    return {**values, **stats.metrics}
+
+
+def metric_numbers(record: Mapping[str, Any], leave_out: set[str]) -> dict[str, float]:
+    """The record's numbers outside `leave_out` (a record's fixed fields): its metrics by name."""
+    return {key: float(value) for key, value in record.items()
+            if key not in leave_out and isinstance(value, int | float) and not isinstance(value, bool)}

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from explorer.common.export_data import _replace_atomically
+from explorer.common.export_data import _replace_atomically, npz_writing
 
 
 def write_attributions_csv(path, encoding: Any, attributions: dict[str, Any], methods) -> Path:
@@ -58,11 +58,13 @@ def explanation_arrays(state: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
+def explanation_npz_writing(path, state: Any):
+    """The NPZ of everything shown, as a generator of (fraction, what) for a worker thread (the arrays are taken
+    now, in the calling thread): the mixing maps of a 512-token input are tens of megabytes to compress."""
+    return npz_writing(path, explanation_arrays(state))
+
+
 def save_explanation_npz(path, state: Any) -> Path:
-    arrays = explanation_arrays(state)
-
-    def write(target: Path) -> None:
-        with open(target, "wb") as handle:  # a file handle keeps numpy from appending ".npz" to ".partial"
-            np.savez_compressed(handle, **arrays)
-
-    return _replace_atomically(Path(path), write)
+    for _ in explanation_npz_writing(path, state):
+        pass
+    return Path(path)

@@ -7,6 +7,10 @@ fresh id, and each job's records arrive through `arrived`. Only the newest job o
 older one is dropped when it arrives (`arrived` says so). The corrupted copy patching needs is state too: it must
 keep the clean input's token count, and `corrupted_problem` says in words when it does not.
 
+A job is in `work` from the moment it is asked for (0 %, waiting for the thread) until it ends, so Cancel can act
+at once; a job cancelled before its results came is in `stopped` (its views say so, not "Computing…"), and once a
+job has sent a few records over a couple of seconds its line says how long is left (`seconds_left`).
+
 Every mutator announces what it changed on `changed(state, what)`, `what` an `ExplainChange`; the Qt views
 (explorer/explain/_qt/) subscribe and redraw from it. Nothing here imports Qt.
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +30,15 @@ from bertcore.data.masking import Masking
 from bertcore.tokenization.pieces import readable_tokens
 from bertcore.tokenization.wordpiece import Encoding
 from explorer.common.events import Event
+from explorer.common.message_text import format_duration
 from explorer.explain.jobs import JOB_KINDS, AttributionJob, JobRecord, MixingJob, PatchingJob, method_words
 
 DEFAULT_METHODS = ("integrated_gradients", "gradient_x_input")
 DEFAULT_MIXING_METHOD = "value_norm"
 DEFAULT_STEPS = 64  # integrated gradients: evaluations at most (the method stops early once it is exact enough)
+WAITING_TEXT = "waiting to start…"  # a job asked for, before its thread has sent anything
+ESTIMATE_AFTER_RECORDS = 3  # records after a job's first before its time left is given ...
+ESTIMATE_AFTER_S = 2.0  # ... and seconds after it: a quick job never shows a jittering estimate
 
 
 class ExplainChange(str, enum.Enum):
@@ -58,6 +68,25 @@ class ExplainRequest:
     masking: Masking | None = None  # the masking the model saw it with
     text_a: str = ""
     text_b: str | None = None
+
+
+@dataclass
+class Pace:
+    """How fast one job moves: its first record after the start (time, fraction), its newest, and how many came."""
+
+    first_time: float
+    first_fraction: float
+    time: float
+    fraction: float
+    records: int = 1
+
+    def seconds_left(self) -> float | None:
+        """The rest of the job at the pace since its first record; None until that pace is known (a few records
+        over a couple of seconds) or while nothing moves."""
+        elapsed, moved = self.time - self.first_time, self.fraction - self.first_fraction
+        if self.records <= ESTIMATE_AFTER_RECORDS or elapsed < ESTIMATE_AFTER_S or moved <= 0:
+            return None
+        return max(0.0, 1.0 - self.fraction) * elapsed / moved
 
 
 def model_input(encoding: Encoding, masking: Masking | None) -> Encoding:
@@ -93,9 +122,12 @@ class ExplainState:
     corrupted_over_masking: tuple[int, ...] = ()  # positions masked in the clean input that the edit changed
     patching: dict[str, Any] = field(default_factory=dict)  # "residual" / "heads" → Patching
     patch_layer: int | None = None  # the layer whose heads the patching view details
-    work: dict[str, tuple[float, str]] = field(default_factory=dict)  # kind → (fraction, text) of running jobs
+    work: dict[str, tuple[float, str]] = field(default_factory=dict)  # kind → (fraction, text) of jobs asked for
+    stopped: set[str] = field(default_factory=set)  # kinds cancelled before their results came
     message: str = ""
     changed: Event = field(default_factory=Event, repr=False, compare=False)  # (state, ExplainChange)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)  # seconds, for the pace
+    _pace: dict[str, Pace] = field(default_factory=dict, repr=False)  # kind → how fast its job moves
     _latest: dict[str, int] = field(default_factory=dict, repr=False)  # kind → id of its newest job
     _next_id: int = field(default=0, repr=False)
 
@@ -110,6 +142,7 @@ class ExplainState:
         self._clear_results()
         self.patching = {}
         self.layer, self.patch_layer = max(0, self.num_layers - 1), None  # the last: rollout through every layer
+        self.stopped = set()
         self._supersede_all()
         self._announce(ExplainChange.MODEL)
         self.set_message("")
@@ -282,6 +315,11 @@ class ExplainState:
         if not self.is_current(record.kind, record.request_id):
             return False
         self.work[record.kind] = (record.fraction, record.text)
+        now, pace = self.clock(), self._pace.get(record.kind)
+        if pace is None:
+            self._pace[record.kind] = Pace(now, record.fraction, now, record.fraction)
+        else:
+            pace.time, pace.fraction, pace.records = now, record.fraction, pace.records + 1
         if record.item is not None:
             what, key, value = record.item
             if what == "attribution":
@@ -308,6 +346,9 @@ class ExplainState:
         if not self.is_current(kind, request_id):
             return
         self.work.pop(kind, None)
+        self._pace.pop(kind, None)
+        if outcome == "stopped":
+            self.stopped.add(kind)
         self._announce(ExplainChange.WORK)
         if outcome == "failed":
             self.set_message(f"The {kind} could not be computed: {message}")
@@ -315,20 +356,32 @@ class ExplainState:
             self.set_message(f"The {kind} was cancelled; what arrived before stays.")
 
     def cancel_all(self) -> None:
-        """Every job in flight becomes stale (the tab stops them): the status line empties."""
+        """Every job asked for becomes stale (the tab stops them) and is `stopped`: the status line empties."""
+        self.stopped |= set(self.work)
         self._supersede_all()
-        if self.work:
-            self.work = {}
-            self._announce(ExplainChange.WORK)
         self.set_message("Cancelled; what arrived before stays.")
 
+    def computing(self, kind: str) -> bool:
+        """A job of `kind` is asked for and not ended: its view says it is computing."""
+        return kind in self.work
+
     def work_line(self) -> str:
-        """The status of the jobs in progress, e.g. "attribution 40% (integrated gradients: 24 of 64 …)"."""
-        return " · ".join(f"{kind} {round(100 * fraction)}% ({text})" for kind, (fraction, text) in self.work.items())
+        """The status of the jobs asked for, e.g. "attribution 40% (integrated gradients: 24 of 64 …), 0:42 left"."""
+        parts = []
+        for kind, (fraction, text) in self.work.items():
+            if text == WAITING_TEXT:  # one job runs at a time: the others wait their turn
+                parts.append(f"then {kind}" if parts else f"{kind}: starting…")
+                continue
+            pace = self._pace.get(kind)
+            left = None if pace is None else pace.seconds_left()
+            parts.append(f"{kind} {round(100 * fraction)}% ({text})" + ("" if left is None else
+                                                                         f", {format_duration(left)} left"))
+        return " · ".join(parts)
 
     def progress(self) -> float | None:
-        """The least-advanced job's fraction, or None when nothing runs."""
-        return min(fraction for fraction, _ in self.work.values()) if self.work else None
+        """How far the work asked for is, as a whole (jobs run one after another: the mean of their fractions), or
+        None when none is asked for."""
+        return sum(fraction for fraction, _ in self.work.values()) / len(self.work) if self.work else None
 
     def set_message(self, text: str) -> None:
         if text != self.message:
@@ -336,14 +389,23 @@ class ExplainState:
             self._announce(ExplainChange.MESSAGE)
 
     def _new_id(self, kind: str) -> int:
+        """A job of `kind` is asked for: it is work from now on (Cancel acts on it before its thread starts)."""
         self._next_id += 1
         self._latest[kind] = self._next_id
-        self.work.pop(kind, None)
+        self.work[kind] = (0.0, WAITING_TEXT)
+        self._pace.pop(kind, None)
+        self.stopped.discard(kind)
+        self._announce(ExplainChange.WORK)
         return self._next_id
 
     def _supersede_all(self) -> None:
+        """Every job asked for so far is stale: its records are dropped and it leaves the status line."""
         self._next_id += 1
         self._latest = {kind: self._next_id for kind in JOB_KINDS}
+        self._pace = {}
+        if self.work:
+            self.work = {}
+            self._announce(ExplainChange.WORK)
 
     def _announce(self, what: ExplainChange) -> None:
         self.changed.emit(self, what)

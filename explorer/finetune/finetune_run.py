@@ -2,7 +2,7 @@
 
 - `FinetuneSettings`: what the tab's form asks for (a demo task or the user's files, where to start from, the
   loop's settings), each value checked by FinetuneConfig itself (`finetune_problems`: its own messages, field by
-  field); `to_config` makes the engine's `bertcore.training.finetuning_config.FinetuneConfig` of it.
+  field); `to_config` makes the engine's `bertcore.training.settings.FinetuneConfig` of it.
 - `make_finetune_run`: `bertcore.training.finetuning.Finetuner` behind the `EngineRun` interface the Train tab's runner
   drives (its `TaskStepStats`, with their `TaskEvalStats`, reach the GUI as they are). Resuming is exactly
   `bert-finetune --out RUN --resume`: the run folder's recorded configuration, `resume=True`.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
-from bertcore.training.finetuning_config import DEMO_SETTINGS
+from bertcore.training.settings import DEMO_SETTINGS, FinetuneConfig, config_field_problems, default_of
 from explorer.runs.form_words import CONFIG_NAMES
 from explorer.runs.training_run import EngineRun, LoopRun, warm_up_engine, with_app_checks
 
@@ -46,9 +46,6 @@ CONFIG_FIELDS = ("steps", "epochs", "batch_size", "seq_len", "learning_rate", "w
 def finetune_problems(**values: Any) -> dict[str, str]:
     """{field: what is wrong} for the fields given, in their order: FinetuneConfig's own message for a field it
     checks (a run given in steps ignores its epochs), then what the app asks beyond it (the Train tab's APP_CHECKS)."""
-    from bertcore.training.config_fields import config_field_problems
-    from bertcore.training.finetuning_config import FinetuneConfig
-
     checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS
                and not (name == "epochs" and values.get("steps") is not None)}
     return with_app_checks(values, config_field_problems(FinetuneConfig, checked, names=CONFIG_NAMES,
@@ -65,15 +62,16 @@ class FinetuneSettings:
     eval: str | None = None  # None: hold out 10% of the training file
     init_from: str = DEFAULT_START  # DEFAULT_START, LOADED_START, or a checkpoint folder
     steps: int | None = DEMO_SETTINGS["mood"]["steps"]  # None: `epochs` passes over the training data
-    epochs: float = 3.0
+    epochs: float = default_of(FinetuneConfig, "epochs")
     batch_size: int = DEMO_SETTINGS["mood"]["batch_size"]
     seq_len: int = DEMO_SETTINGS["mood"]["seq_len"]
     learning_rate: float = DEMO_SETTINGS["mood"]["lr"]
-    warmup_steps: int | None = None  # None: 10% of the steps
-    seed: int = 0
-    device: str = "cpu"
-    checkpoint_every: int = 100  # the run's checkpoints: each one can go to the inspector or be compared
-    eval_every: int | None = None  # evaluate every N steps and at the end; None: once an epoch; 0: only at the end
+    warmup_steps: int | None = default_of(FinetuneConfig, "warmup_steps")  # None: 10% of the steps
+    seed: int = default_of(FinetuneConfig, "seed")
+    device: str = "cpu"  # the app's runs start on the CPU, which every machine has; the form offers the others
+    # The run's checkpoints: each one can go to the inspector or be compared, so the app keeps more than bert-finetune.
+    checkpoint_every: int = 100
+    eval_every: int | None = default_of(FinetuneConfig, "eval_every")  # None: once an epoch; 0: only at the end
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
     resume_from: str | None = None  # a fine-tuning run folder to continue, as `bert-finetune --resume`
     probe_every: int = 0  # (the Train tab's probes; a fine-tuning run is not probed)
@@ -85,8 +83,6 @@ class FinetuneSettings:
                                      eval_every=self.eval_every)
         if problems:
             raise ValueError(next(iter(problems.values())))
-        from bertcore.training.finetuning_config import FinetuneConfig
-
         own = self.demo is None  # a demo's task and files are its own: only the user's are checked
         FinetuneConfig(demo=self.demo, task=self.task if own else None, train=(self.train or None) if own else None)
         if not self.init_from:
@@ -94,7 +90,7 @@ class FinetuneSettings:
 
     @classmethod
     def for_demo(cls, name: str, **changes: Any) -> FinetuneSettings:
-        """A demo task with its measured settings (finetuning_config.DEMO_SETTINGS), `changes` on top."""
+        """A demo task with its measured settings (bertcore.training.settings.DEMO_SETTINGS), `changes` on top."""
         measured = DEMO_SETTINGS[name]
         return cls(**{"demo": name, "steps": measured["steps"], "batch_size": measured["batch_size"],
                       "seq_len": measured["seq_len"], "learning_rate": measured["lr"], **changes})
@@ -106,8 +102,6 @@ class FinetuneSettings:
 
     def to_config(self, init_from: str | None):
         """The engine's FinetuneConfig, starting from the checkpoint folder `init_from` (None: the default)."""
-        from bertcore.training.finetuning_config import FinetuneConfig
-
         values = dict(init_from=init_from, out_dir=self.out_dir, steps=self.steps, epochs=self.epochs,
                       batch_size=self.batch_size, seq_len=self.seq_len, lr=self.learning_rate,
                       warmup_steps=self.warmup_steps, seed=self.seed, device=self.device,
@@ -121,8 +115,6 @@ def resume_finetune_config(run_dir: str | os.PathLike):
     """The FinetuneConfig a fine-tuning run folder recorded, pointed at that folder: what
     `bert-finetune --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
     from bertcore.files.run_folder import RunFolder
-    from bertcore.training.finetuning_config import FinetuneConfig
-
     return FinetuneConfig.from_dict(RunFolder(run_dir).read_training_settings())
 
 
@@ -148,8 +140,7 @@ def warm_up_finetuning() -> None:
 
     warm_up_engine()
     for name in ("bertcore.training.finetuning", "bertcore.tasks.finetune_data", "bertcore.models.task_heads",
-                 "bertcore.tasks.outputs", "bertcore.tasks.qa_windows",
-                 "bertcore.tasks.qa_answers", "bertcore.analysis.attention_change"):
+                 "bertcore.tasks.outputs", "bertcore.tasks.qa", "bertcore.analysis.attention_change"):
         importlib.import_module(name)
 
 

@@ -25,12 +25,14 @@ import numpy as np
 from bertcore.analysis.inspection import max_input_length
 from bertcore.data.masking import Masking, mask_exactly, mask_like_bert
 from bertcore.data.masking_recipes import check_recipe
+from bertcore.tasks.kinds import QA_TASK, SEQUENCE_TASK, TOKEN_TASK
 from bertcore.tokenization.wordpiece import BertTokenizer, Encoding
 from explorer.common.events import Event
 from explorer.inspector.masking_summary import masking_line, recipe_name
 from explorer.inspector.model_info import ModelInfo
 
 DEFAULT_TOP_K = 5
+TASK_WORDS = {SEQUENCE_TASK: "classification", TOKEN_TASK: "tagging", QA_TASK: "question-answering"}
 
 
 class Change(str, enum.Enum):
@@ -94,6 +96,7 @@ class ExplorerState:
     inspection: Any = None  # the last live inspection (bertcore.analysis.inspection.Inspection)
     pictures: Any = None  # the attention pictures the worker drew with `inspection` (attention_images.PanelPictures)
     snapshot: Snapshot | None = None  # shown instead of `inspection` until the live input changes
+    masking_note: str = ""  # why the masking is gone: a fine-tuned model took over a masked input (until masked again)
     changed: Event = field(default_factory=Event, repr=False, compare=False)  # (state, Change)
     _next_request_id: int = field(default=0, repr=False)
     _shown_request_id: int = field(default=0, repr=False)  # the request whose inspection `inspection` is
@@ -102,13 +105,21 @@ class ExplorerState:
 
     def set_model(self, model: Any, tokenizer: BertTokenizer, info: ModelInfo) -> None:
         """Swap in a model (`MODEL`). The pair stays; it is re-encoded with the new vocabulary when that works
-        (`INPUT`). Inspections requested for the previous model are dropped when they arrive."""
+        (`INPUT`), its masking redrawn for it, except for a fine-tuned model (a task head): it was trained on text
+        as typed, so the masks drawn for a masked LM are cleared and `masking_note` says so (a token masked by hand
+        afterwards is the user's own question). Inspections requested for the previous model are dropped when they
+        arrive."""
         self.model, self.tokenizer, self.model_info = model, tokenizer, info
         self.head_mask = None  # a head mask belongs to one architecture
         self.inspection = self.pictures = None
         self.snapshot = None
         self.encoding = None
         self.masking = None
+        self.masking_note = ""
+        if info.task is not None and self.masking_mode is not MaskingMode.NONE:
+            self.masking_mode, self.manual_positions = MaskingMode.NONE, ()
+            self.masking_note = (f"Masks cleared for {info.name}: a fine-tuned {TASK_WORDS.get(info.task, 'task')} "
+                                 "model reads the input as typed.")
         self._shown_request_id = self._next_request_id
         self._announce(Change.MODEL)
         if self.text_a.strip():
@@ -174,7 +185,7 @@ class ExplorerState:
             self.masking_recipe = check_recipe(recipe)
         if seed is not None:
             self.seed = int(seed)
-        self.masking_mode = MaskingMode.BERT
+        self.masking_mode, self.masking_note = MaskingMode.BERT, ""
         self.leave_snapshot()
         self._remask()
         self._announce(Change.MASKING)
@@ -220,6 +231,7 @@ class ExplorerState:
         masking = mask_exactly(self.encoding, self.tokenizer, sorted(current))
         self.leave_snapshot()
         self.masking_mode, self.manual_positions, self.masking = MaskingMode.MANUAL, tuple(sorted(current)), masking
+        self.masking_note = ""
         self._announce(Change.MASKING)
         return masking
 
@@ -229,6 +241,7 @@ class ExplorerState:
             return None
         self.leave_snapshot()
         self.masking_mode, self.manual_positions, self.masking = MaskingMode.NONE, (), None
+        self.masking_note = ""
         self._announce(Change.MASKING)
         return None
 
@@ -243,7 +256,7 @@ class ExplorerState:
             how = "snapshot, by hand" if seed is None else f"snapshot, {recipe_name(shown.masking)}, seed {seed}"
             return masking_line(how, shown.encoding, shown.masking)
         if self.masking is None:
-            return "No masking: click a token to mask it, or press “Mask like BERT”."
+            return self.masking_note or "No masking: click a token to mask it, or press “Mask like BERT”."
         how = f"{recipe_name(self.masking)}, seed {self.seed}" if self.masking_mode is MaskingMode.BERT else "by hand"
         mask_token = None if self.tokenizer is None else self.tokenizer.mask_token
         return masking_line(how, self.encoding, self.masking, mask_token)

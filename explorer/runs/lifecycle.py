@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.files.file_names import checkpoint_name
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import list_checkpoints
 from explorer.common.events import Event
 from explorer.runs.training_run import StepPace
 
@@ -85,6 +85,7 @@ class ShownRun:
     resumed_at: int | None = None  # the step it continues from, when it was resumed
     watched: bool = False  # written elsewhere, followed through its folder
     description: str = ""  # a watched run's configuration in one line
+    waiting: str = ""  # what a watched folder awaits before its first step, in words ("" once it has one)
     ended_as: str | None = None  # "finished" | "stopped" | "failed"; None while it may go on
     end_message: str = ""  # how a failed run failed, in words
 
@@ -249,10 +250,12 @@ class RunLifecycle:
         self._transition(RunState.FAILED)
 
     # ---- a run folder watched ----
-    def watch(self, run_dir: Path, planned_steps: int | None, description: str = "") -> None:
+    def watch(self, run_dir: Path, planned_steps: int | None, description: str = "", waiting: str = "") -> None:
+        """Show the run in `run_dir`, written elsewhere; `waiting` says what is awaited before its first step (an
+        empty folder, a run only just started), said until that step comes."""
         self._require("open a run folder", AT_REST)
         self.starting = None
-        self._show(ShownRun(Path(run_dir), planned_steps, watched=True, description=description))
+        self._show(ShownRun(Path(run_dir), planned_steps, watched=True, description=description, waiting=waiting))
         self._transition(RunState.WATCHING)
 
     def watched_steps(self, records: list) -> None:

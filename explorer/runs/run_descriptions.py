@@ -1,6 +1,6 @@
 """A run in words, for the run tabs' status lines and captions: what a run folder's recorded configuration says
-(`describe_config`, either kind of run), how long is left (`format_duration`), an evaluation, and a failure with
-what was kept (`describe_failure`). Plain functions of plain data, without Qt.
+(`describe_config`, either kind of run), an evaluation, and a failure with what was kept (`describe_failure`). Plain
+functions of plain data, without Qt. (How long is left is written by `explorer.common.message_text.format_duration`.)
 """
 
 from __future__ import annotations
@@ -77,14 +77,6 @@ def describe_run_config(config: dict) -> str:
     if config.get("device"):
         parts.append(str(config["device"]))
     return ", ".join(parts)
-
-
-def format_duration(seconds: float) -> str:
-    """"1:02:03" or "2:03"."""
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
 
 
 def describe_finetune_config(config: dict) -> str:

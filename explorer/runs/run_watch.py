@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertcore.files.file_names import checkpoint_step
-from bertcore.files.run_folder import RunFolder
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import RunFolder, list_checkpoints
 
 if TYPE_CHECKING:
     from bertcore.training.pretraining import EvalStats, StepStats

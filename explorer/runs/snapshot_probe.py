@@ -15,7 +15,7 @@ from explorer.runs.probe_history import ProbePair
 
 @dataclass(frozen=True)
 class ProbeMasking:
-    """How a run masks its text (bertcore.training.pretraining_config's `masking` and `mlm_probability`): the probe
+    """How a run masks its text (bertcore.training.settings's `masking` and `mlm_probability`): the probe
     pairs are masked the same way, so the predictions shown are the kind the run is learning to make."""
 
     recipe: str = "token"

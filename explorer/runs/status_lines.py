@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from explorer.common.message_text import format_duration
 from explorer.runs.lifecycle import ENDED, Notice, RunLifecycle, RunState, ShownRun
-from explorer.runs.run_descriptions import format_duration
 
 
 def status_line(lifecycle: RunLifecycle) -> Notice:
@@ -37,6 +37,8 @@ def status_line(lifecycle: RunLifecycle) -> Notice:
     if state == RunState.STOPPING:
         return Notice("Stopping at the next step and saving a checkpoint…")
     if state == RunState.WATCHING:
+        if shown.last_step is None and shown.waiting:
+            return Notice(shown.waiting)
         described = f" ({shown.description})" if shown.description else ""
         return Notice(f"Watching {shown.run_dir}{described}")
     if state in ENDED and shown.watched:

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertcore.models.config import PRESETS
+from bertcore.training.settings import OBJECTIVES, TrainingConfig, config_field_problems, default_of
 from explorer.runs.form_words import CONFIG_NAMES
 from explorer.runs.probe_history import ProbePair
 from explorer.runs.snapshot_probe import ProbeMasking, WeightsJob
 
-PRESET_NAMES = ("tiny", "mini", "small", "medium", "base")
+PRESET_NAMES = tuple(PRESETS)  # bertcore's model sizes, smallest first
 CONTINUE_LOADED = "continue the loaded model"
 DEFAULT_PROBE = ProbePair("the king is dead. long live the king.", "my lord, the queen is come.")
 
@@ -42,11 +44,9 @@ MAX_SEED = 2**31 - 1  # what the form's seed field holds
 # The form's fields that TrainingConfig checks (its messages are the ones shown), and their names there.
 CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every",
                  "objective", "arch", "masking", "mlm_probability")
-# The objectives and families the form offers, with what each is (bertcore.training.pretraining_config's names).
-OBJECTIVE_CHOICES = (("mlm+nsp", "BERT: masked LM + next sentence"), ("mlm", "RoBERTa: masked LM, full sentences"),
-                     ("mlm+sop", "ALBERT: masked LM + sentence order"),
-                     ("rtd", "ELECTRA: replaced-token detection"))
-ARCH_CHOICES = ("bert", "roberta", "distilbert", "electra", "albert", "modernbert")
+# The objectives the form offers, with what each is (bertcore.training.settings.OBJECTIVES); its families are the
+# family registry's (bertcore.models.families.family_names), asked when the form is built.
+OBJECTIVE_CHOICES = tuple((name, objective.summary) for name, objective in OBJECTIVES.items())
 
 
 def _at_least(name: str, low: int, value, high: int | None = None, why: str = "") -> str | None:
@@ -78,9 +78,6 @@ APP_CHECKS: dict[str, Callable[[Any], str | None]] = {
 def field_problems(**values: Any) -> dict[str, str]:
     """{field: what is wrong with it} for the fields given (empty when all are fine), in their order: TrainingConfig's
     own message for a field it checks, then what the app asks beyond it (APP_CHECKS)."""
-    from bertcore.training.config_fields import config_field_problems
-    from bertcore.training.pretraining_config import TrainingConfig
-
     checked = {name: value for name, value in values.items() if name in CONFIG_FIELDS}
     return with_app_checks(values, config_field_problems(TrainingConfig, checked, names=CONFIG_NAMES))
 
@@ -96,25 +93,36 @@ def with_app_checks(values: dict[str, Any], problems: dict[str, str]) -> dict[st
     return {name: problems[name] for name in values if name in problems}
 
 
+# Where the Train tab's first run differs from bert-train's defaults (TrainingConfig's), so that a run the user
+# watches finishes on a 2-core CPU in about a minute; every other default is bert-train's.
+QUICK_RUN = {"preset": "tiny", "steps": 300, "batch_size": 16, "seq_len": 64, "lr": 1e-3, "device": "cpu",
+             "checkpoint_every": 100, "eval_every": 50}
+
+
+def _default(name: str):
+    """The form's default for TrainingConfig's field `name`: the quick run's, else bert-train's."""
+    return QUICK_RUN[name] if name in QUICK_RUN else default_of(TrainingConfig, name)
+
+
 @dataclass(frozen=True)
 class TrainingSettings:
-    """What the panel's form asks for; the defaults finish a visible run on a 2-core CPU in about a minute."""
+    """What the panel's form asks for; the defaults are bert-train's, but for the quick run's (QUICK_RUN)."""
 
     corpus: str | None = None  # a .txt file or a folder of them; None = the default corpus
-    preset: str = "tiny"  # a bertcore preset name, or CONTINUE_LOADED to train the inspector's model further
-    steps: int = 300
-    batch_size: int = 16
-    seq_len: int = 64
-    learning_rate: float = 1e-3
-    device: str = "cpu"
-    seed: int = 0
+    preset: str = _default("preset")  # a bertcore preset name, or CONTINUE_LOADED to train the inspector's model
+    steps: int = _default("steps")
+    batch_size: int = _default("batch_size")
+    seq_len: int = _default("seq_len")
+    learning_rate: float = _default("lr")
+    device: str = _default("device")
+    seed: int = _default("seed")
     probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
-    checkpoint_every: int = 100  # checkpoint every this many steps (and at the end)
-    eval_every: int = 50  # held-out loss every this many steps
-    objective: str | None = None  # "mlm+nsp", "mlm", "mlm+sop", "rtd"; None = the architecture's own
-    arch: str | None = None  # a new model's family; None = the objective's own (bert for mlm+nsp)
-    masking: str = "token"  # what is masked (bertcore.data.masking_recipes): "token", "whole-word", "span"
-    mlm_probability: float = 0.15  # the share of tokens masked, whatever the recipe
+    checkpoint_every: int = _default("checkpoint_every")  # checkpoint every this many steps (and at the end)
+    eval_every: int = _default("eval_every")  # held-out loss every this many steps
+    objective: str | None = _default("objective")  # one of OBJECTIVE_CHOICES; None = the architecture's own
+    arch: str | None = _default("arch")  # a new model's family; None = the objective's own (bert for mlm+nsp)
+    masking: str = _default("masking")  # what is masked (bertcore.data.masking_recipes)
+    mlm_probability: float = _default("mlm_probability")  # the share of tokens masked, whatever the recipe
     out_dir: str | None = None  # the run folder; None = a fresh timestamped folder under the app's data
     # A run folder to resume from its latest checkpoint, exactly as `bert-train --out DIR --resume` does
     # (its recorded configuration; the fields above only describe it); None = a new run.
@@ -131,8 +139,6 @@ def resume_config(run_dir: str | os.PathLike):
     """The `bertcore.training.pretraining.TrainingConfig` a run folder was started with, pointed at that folder: what
     `bert-train --out RUN --resume` continues (ValueError naming the file when it cannot be read)."""
     from bertcore.files.run_folder import RunFolder
-    from bertcore.training.pretraining_config import TrainingConfig
-
     return TrainingConfig.from_dict(RunFolder(run_dir).read_training_settings())
 
 

@@ -13,6 +13,7 @@ in words, and one head's matrices with their difference.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,22 @@ from explorer.common.model_names import display_name
 
 MOST_CHANGED_COUNT = 3  # heads named in the summary line
 NAMES = ("A", "B")
+SMALLEST_PLAIN = 0.01  # a largest value below this is written in a power of ten: three decimals read "0.00x"
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def value_exponent(largest: float) -> int:
+    """The power of ten the grid writes its numbers in: 0 (bits, three decimals) while the largest value has two
+    significant digits there, else the largest value's own exponent, so a comparison of two checkpoints that barely
+    differ reads "4.65" (× 10⁻⁵ bits, named on the colour bar) instead of "0.000" in every cell."""
+    if not math.isfinite(largest) or largest <= 0 or largest >= SMALLEST_PLAIN:
+        return 0
+    return math.floor(math.log10(largest))
+
+
+def power_of_ten(exponent: int) -> str:
+    """"10⁻⁵" for -5."""
+    return "10" + str(exponent).translate(SUPERSCRIPT)
 
 
 @dataclass(frozen=True)

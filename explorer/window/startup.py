@@ -49,7 +49,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
 
     resolved = resolve_model(path)
     folder = Path(resolved.folder).absolute()  # remembered and reopened from any working directory
-    name = resolved.display_name if resolved.repo_id is not None else display_name(folder)
+    name = display_name(folder)  # a cached snapshot by its repo id, as everywhere a model is named
     model, tokenizer = load_pretrained(folder, device=device)
     return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder), tokenizer=tokenizer))
 

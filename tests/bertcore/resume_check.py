@@ -12,7 +12,7 @@ import pytest
 
 from bertcore.models.config import BertConfig
 from bertcore.training.pretraining import Trainer
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import TrainingConfig
 
 TIMINGS = {"tokens_per_second", "elapsed_seconds", "kind"}
 

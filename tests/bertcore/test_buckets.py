@@ -1,10 +1,10 @@
-"""Length buckets (bertcore.data.buckets), the one batching by length that pretraining and fine-tuning share."""
+"""Length buckets (bertcore.data.batches), the one batching by length that pretraining and fine-tuning share."""
 
 import random
 
 import pytest
 
-from bertcore.data.buckets import LengthBuckets, length_sorted_batches
+from bertcore.data.batches import LengthBuckets, length_sorted_batches
 
 
 def test_batches_hold_neighbours_in_length_and_every_item_once():

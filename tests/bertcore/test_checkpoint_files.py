@@ -358,12 +358,12 @@ def test_weights_the_file_system_refuses_are_not_called_corrupt(saved, tmp_path,
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("bertcore.models.weight_files.load_file", refused)
+    monkeypatch.setattr("bertcore.models.weights.load_file", refused)
     with pytest.raises(CheckpointError, match=r"model\.safetensors cannot be read \(Permission denied\)"):
         load_pretrained(folder)
     torch.save({}, folder / "pytorch_model.bin")
     (folder / "model.safetensors").unlink()
-    monkeypatch.setattr("bertcore.models.weight_files.torch.load", refused)
+    monkeypatch.setattr("bertcore.models.weights.torch.load", refused)
     with pytest.raises(CheckpointError, match=r"pytorch_model\.bin cannot be read \(Permission denied\)"):
         load_pretrained(folder)
 

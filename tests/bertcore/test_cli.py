@@ -87,7 +87,7 @@ def test_divergence_exits_1_naming_the_step(corpus_path, tmp_path, capsys):
 
 HOLD_A_RUN = """
 import sys
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import TrainingConfig
 from bertcore.training.pretraining import Trainer
 trainer = Trainer(TrainingConfig(corpus=sys.argv[1], out_dir=sys.argv[2], vocab_size=70, preset="tiny", steps=2,
                                  seq_len=32, batch_size=4))

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from bertcore.models.config import PRESETS, BertConfig, preset
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import TrainingConfig
 
 
 def test_presets_are_the_published_miniatures():
@@ -211,14 +211,14 @@ def test_transformers_reads_our_config_and_we_read_theirs(tmp_path):
      r"null_score_diff_threshold must be a finite number"),
 ])
 def test_finetune_settings_that_would_overflow_are_refused_by_name(changes, message):
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
 
     with pytest.raises(ValueError, match=message):
         FinetuneConfig(**{"task": "sequence", "train": "train.csv", **changes})
 
 
 def test_training_settings_that_would_overflow_are_refused_by_name():
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
 
     for changes, message in [(dict(weight_decay=1e30), r"weight_decay is 1e\+30.*must be in \[0, 2,000\)"),
                              (dict(steps=10**400), r"steps is about 10\^400"),

@@ -1,8 +1,6 @@
-"""A config's own checks, field by field (bertcore.training.config_fields), for forms that show them as typed."""
+"""A config's own checks, field by field (bertcore.training.settings), for forms that show them as typed."""
 
-from bertcore.training.config_fields import config_field_problems
-from bertcore.training.finetuning_config import FinetuneConfig
-from bertcore.training.pretraining_config import TrainingConfig
+from bertcore.training.settings import FinetuneConfig, TrainingConfig, config_field_problems
 
 
 def refusal(config_class, **values) -> str:

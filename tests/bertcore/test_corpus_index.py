@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bertcore.data.corpus import split_document_ids
-from bertcore.data.pairs import PairSampler
 from bertcore.data.prepared import SentenceStarts, TokenizedDocuments, running_counts
+from bertcore.data.segments import PairSampler
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import torch
 
 from bertcore.data.batches import PretrainingData, collate_pairs, make_batch, step_rng
 from bertcore.data.corpus import CorpusError, read_corpus, split_document_ids, split_documents, split_sentences
-from bertcore.data.pairs import PairExample, PairSampler
+from bertcore.data.segments import PairExample, PairSampler
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",

@@ -12,9 +12,9 @@ from bertcore.tasks.demos.files import build_demo_files
 from bertcore.tasks.demos.registry import demo_task, demo_tasks
 from bertcore.tasks.demos.rules import character_names, read_speeches
 from bertcore.tasks.finetune_data import load_finetuning_data
-from bertcore.tasks.qa_files import read_squad
-from bertcore.tasks.sequence_files import read_text_examples
-from bertcore.tasks.token_files import read_tagged_examples
+from bertcore.tasks.qa import read_squad
+from bertcore.tasks.sequence import read_text_examples
+from bertcore.tasks.token import read_tagged_examples
 from bertcore.tokenization.wordpiece import BertTokenizer
 
 

@@ -8,8 +8,7 @@ import torch.nn.functional as F
 
 from bertcore.models.bert import BertForPreTraining, BertSelfAttention
 from bertcore.models.config import preset
-from bertcore.models.dropout import Dropout, dropout
-from bertcore.models.token_rows import TokenRows
+from bertcore.models.parts import Dropout, TokenRows, dropout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -15,8 +15,7 @@ import torch
 from bertcore.errors import ExplainError
 from bertcore.explain.mixing import MIXING_METHODS, context_mixing, context_mixing_progress
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.tokenization.wordpiece import Encoding
 from tests.tiny_configs import tiny_bert
 

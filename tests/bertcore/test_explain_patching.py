@@ -12,8 +12,7 @@ from bertcore.explain.mixing import encoder_layers
 from bertcore.explain.patching import activation_patching, activation_patching_progress, output_projection
 from bertcore.explain.targets import SEQUENCE_TARGETS, model_inputs, target_logit
 from bertcore.models.bert import BertForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from tests.bertcore.test_explain_mixing import encoding_of, randomise_norms_and_biases, tiny_family_model
 from tests.tiny_configs import tiny_bert
 

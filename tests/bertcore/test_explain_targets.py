@@ -21,8 +21,7 @@ from bertcore.models.bert import BertForMaskedLM, BertForPreTraining
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertcore.models.families import FAMILIES
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
 from bertcore.models.task_heads import (
     BertForQuestionAnswering,

@@ -14,8 +14,7 @@ from bertcore.data.masking import MaskDecision, Masking
 from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.electra import ElectraConfig, ElectraForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from tests.tiny_configs import tiny_bert
 

@@ -7,8 +7,7 @@ transpose, a wrong rotation or a wrong window edge fail loudly: 23 tokens are fa
 import pytest
 import torch
 
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import GLOBAL_ATTENTION, LOCAL_ATTENTION, ModernBertConfig
+from bertcore.models.modernbert import GLOBAL_ATTENTION, LOCAL_ATTENTION, ModernBertConfig, ModernBertForMaskedLM
 
 SPECIAL_IDS = dict(pad_token_id=0, bos_token_id=1, cls_token_id=1, eos_token_id=2, sep_token_id=2)
 CONFIGS = [

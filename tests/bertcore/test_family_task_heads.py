@@ -12,10 +12,9 @@ import torch
 
 from bertcore.models.albert import AlbertConfig
 from bertcore.models.checkpoint import load_pretrained, read_checkpoint, save_pretrained
-from bertcore.models.checkpoint_names import BUFFER_SUFFIXES
 from bertcore.models.distilbert import DistilBertConfig
 from bertcore.models.electra import ElectraConfig
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig
 from bertcore.models.roberta import RobertaConfig
 from bertcore.models.task_heads import (
     TASK_HEAD_KINDS,
@@ -23,9 +22,10 @@ from bertcore.models.task_heads import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
     model_class_for,
+    start_from_pretrained,
     task_model_class,
 )
-from bertcore.models.weight_transfer import start_from_pretrained
+from bertcore.models.weights import BUFFER_SUFFIXES
 
 BATCH, SEQ = 3, 7
 MODERNBERT_IDS = dict(pad_token_id=0, bos_token_id=1, cls_token_id=1, eos_token_id=2, sep_token_id=2)

@@ -14,8 +14,8 @@ from bertcore.errors import CorpusError, NonFiniteLossError, RunFolderError, Tok
 from bertcore.files.run_folder import RunFolder
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.divergence import learning_rate_advice
-from bertcore.training.loop_settings import linear_schedule
 from bertcore.training.pretraining import Trainer
+from bertcore.training.settings import linear_schedule
 from tests.bertcore.test_data import synthetic_corpus_text
 from tests.bertcore.test_trainer import TINY_MODEL, make_config, write_vocabulary
 

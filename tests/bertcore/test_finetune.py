@@ -22,10 +22,10 @@ from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.task_heads import BertForSequenceClassification, BertForTokenClassification
 from bertcore.tasks.metrics import squad_metrics
-from bertcore.tasks.qa_files import read_squad
+from bertcore.tasks.qa import read_squad
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
 from bertcore.training.finetuning import Finetuner, TaskEvalStats, TaskStepStats, task_stats_from_record
-from bertcore.training.finetuning_config import FinetuneConfig
+from bertcore.training.settings import FinetuneConfig
 from tests.bertcore.test_data import WORDS
 from tests.tiny_configs import training_bert
 

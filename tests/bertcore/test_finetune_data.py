@@ -12,11 +12,16 @@ import torch
 from bertcore.errors import TaskDataError
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
 from bertcore.tasks.finetune_data import load_finetuning_data
-from bertcore.tasks.qa_data import QuestionAnsweringData
-from bertcore.tasks.sequence_data import SequenceClassificationData, infer_problem_type, label_key, label_vocabulary
+from bertcore.tasks.qa import QuestionAnsweringData
+from bertcore.tasks.sequence import (
+    SequenceClassificationData,
+    TextExample,
+    infer_problem_type,
+    label_key,
+    label_vocabulary,
+)
 from bertcore.tasks.task_data import split_heldout
-from bertcore.tasks.task_files import TaggedExample, TextExample
-from bertcore.tasks.token_data import TokenClassificationData
+from bertcore.tasks.token import TaggedExample, TokenClassificationData
 from bertcore.tokenization.wordpiece import BertTokenizer
 from tests.reference_tokenizers import needs_sound_truncation
 

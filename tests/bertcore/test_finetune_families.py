@@ -18,8 +18,7 @@ from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
 from bertcore.models.electra import ElectraConfig, ElectraForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
 from bertcore.tasks.demos.registry import demo_task
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
@@ -100,7 +99,7 @@ def test_a_family_checkpoint_with_this_task_head_is_trained_further(mood_tokeniz
     """An ELECTRA already fine-tuned on these labels keeps its head; RoBERTa's usable positions bound seq_len."""
     from bertcore.models.electra import ElectraForSequenceClassification
     from bertcore.training.finetuning import Finetuner
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
 
     config = pretrained_model("electra", mood_tokenizer.vocab_size).config.replace(
         id2label={0: "exclamation", 1: "question", 2: "statement"}, architectures=())

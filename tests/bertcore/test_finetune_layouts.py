@@ -7,10 +7,9 @@ import random
 
 import pytest
 
-from bertcore.tasks.qa_data import QuestionAnsweringData
-from bertcore.tasks.sequence_data import SequenceClassificationData
-from bertcore.tasks.task_files import Answer, QAExample, TaggedExample, TextExample
-from bertcore.tasks.token_data import TokenClassificationData
+from bertcore.tasks.qa import Answer, QAExample, QuestionAnsweringData
+from bertcore.tasks.sequence import SequenceClassificationData, TextExample
+from bertcore.tasks.token import TaggedExample, TokenClassificationData
 from bertcore.tokenization.pretrained import tokenizer_from_folder
 from tests.reference_tokenizers import needs_sound_truncation
 

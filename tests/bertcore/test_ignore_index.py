@@ -1,5 +1,6 @@
-"""The label a loss skips has one home, bertcore.models.bert.IGNORE_INDEX: a second definition or a bare -100
-could drift from it, and a label the loss then scores would silently train on padding or on unmasked tokens."""
+"""The label a loss skips has one home, bertcore.models.parts.IGNORE_INDEX (with what every family shares): a second
+definition or a bare -100 could drift from it, and a label the loss then scores would silently train on padding or on
+unmasked tokens."""
 
 import ast
 from pathlib import Path
@@ -7,13 +8,13 @@ from pathlib import Path
 import pytest
 
 import bertcore
-from bertcore.models.bert import IGNORE_INDEX
+from bertcore.models.parts import IGNORE_INDEX
 
 PACKAGE = Path(bertcore.__file__).parent
 
 
 @pytest.mark.slow
-def test_only_bert_py_defines_the_ignored_label_and_no_code_writes_minus_100():
+def test_only_parts_py_defines_the_ignored_label_and_no_code_writes_minus_100():
     homes, literals = [], []
     for path in sorted(PACKAGE.rglob("*.py")):
         name = path.relative_to(PACKAGE).as_posix()
@@ -23,6 +24,6 @@ def test_only_bert_py_defines_the_ignored_label_and_no_code_writes_minus_100():
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
                     and isinstance(node.operand, ast.Constant) and node.operand.value == -IGNORE_INDEX:
                 literals.append((name, node.lineno))
-    assert [name for name, _ in homes] == ["models/bert.py"]
+    assert [name for name, _ in homes] == ["models/parts.py"]
     stray = [f"{name}:{line}" for name, line in literals if (name, line) not in homes]
-    assert stray == [], f"use bertcore.models.bert.IGNORE_INDEX instead of -100 at {stray}"
+    assert stray == [], f"use bertcore.models.parts.IGNORE_INDEX instead of -100 at {stray}"

@@ -19,10 +19,17 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bertcore.data.batches import PretrainingData
 from bertcore.data.corpus import read_corpus
-from bertcore.data.masking import MaskDecision, mask_like_bert, mask_tokens
+from bertcore.data.masking import (
+    MaskDecision,
+    continuation_mask,
+    continues_word,
+    infer_piece_style,
+    mask_like_bert,
+    mask_tokens,
+    span_length_distribution,
+    span_lengths_from_uniform,
+)
 from bertcore.data.masking_recipes import check_recipe
-from bertcore.data.word_boundaries import continuation_mask, continues_word, infer_piece_style
-from bertcore.data.word_masking import span_length_distribution, span_lengths_from_uniform
 from bertcore.files.resources import default_corpus_path, default_vocab_path
 from bertcore.models.bert import IGNORE_INDEX
 from bertcore.tokenization.pieces import BYTE_LEVEL_SPACE, SENTENCEPIECE_SPACE
@@ -465,7 +472,7 @@ def test_unknown_recipe_and_missing_words_are_named(wordpiece):
 
 
 def test_the_training_config_checks_the_recipe():
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
 
     assert TrainingConfig().masking == "token"
     assert TrainingConfig(masking="span", mlm_probability=0.3).masking == "span"
@@ -497,7 +504,7 @@ def test_bert_train_takes_masking_and_mlm_probability(capsys):
 def test_a_run_resumes_on_the_same_masks(tmp_path, recipe, objective):
     """Stopped at step 3 and resumed, a whole-word or span run continues exactly as one that never stopped."""
     from bertcore.models.config import preset
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
     from tests.bertcore.resume_check import assert_resumes_exactly
 
     corpus_file = tmp_path / "corpus.txt"

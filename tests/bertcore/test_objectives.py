@@ -15,8 +15,7 @@ from bertcore.cli.train import main
 from bertcore.data.segments import FullSentenceSampler, SentenceOrderSampler
 from bertcore.models.config import preset
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer
-from bertcore.training.electra_pretraining import ElectraPretraining, generator_config
-from bertcore.training.objectives import GENERATOR_FOLDER
+from bertcore.training.objectives import GENERATOR_FOLDER, ElectraPretraining, generator_config
 from bertcore.training.pretraining import Trainer, TrainingConfig
 from tests.bertcore.resume_check import assert_resumes_exactly
 from tests.bertcore.test_data import WORDS
@@ -289,3 +288,15 @@ def test_a_nan_in_any_objective_gets_pretrainings_learning_rate_advice(ordered_c
                       model_config=SIZES)
     with pytest.raises(NonFiniteLossError, match="for pretraining a small BERT"):
         list(trainer.steps())
+
+
+def test_the_objectives_offered_are_the_ones_trained_each_its_familys_own_recipe():
+    """bertcore.training.settings.OBJECTIVES (what the command line and the app offer) and the objective classes agree,
+    and the family each names as its own trains it first (the family registry)."""
+    from bertcore.models.families import pretraining_objectives
+    from bertcore.training.objectives import OBJECTIVE_CLASSES
+    from bertcore.training.settings import OBJECTIVES
+
+    assert list(OBJECTIVE_CLASSES) == list(OBJECTIVES)
+    assert {name: pretraining_objectives(objective.family)[0] for name, objective in OBJECTIVES.items()} == {
+        name: name for name in OBJECTIVES}

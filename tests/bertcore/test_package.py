@@ -28,7 +28,7 @@ def test_importing_the_package_and_its_config_does_not_import_torch():
     output = run_python(
         "import sys, bertcore\n"
         "bertcore.BertConfig, bertcore.TrainingConfig, bertcore.preset('tiny')\n"
-        "import bertcore.models.config, bertcore.training.pretraining_config, bertcore.training.finetuning_config\n"
+        "import bertcore.models.config, bertcore.training.settings\n"
         "import bertcore.files.run_folder, bertcore.errors, bertcore.files.atomic\n"
         "import bertcore.training.divergence\n"
         "bertcore.CheckpointError, bertcore.TrainingError\n"

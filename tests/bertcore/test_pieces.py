@@ -42,8 +42,7 @@ def test_uses_segments_only_where_a_token_type_table_has_rows_to_choose_from():
     from bertcore.models.albert import AlbertConfig, AlbertForMaskedLM
     from bertcore.models.bert import BertForMaskedLM
     from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
-    from bertcore.models.modernbert import ModernBertForMaskedLM
-    from bertcore.models.modernbert_config import ModernBertConfig
+    from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
     from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
     from tests.tiny_configs import two_layer_bert
 

@@ -18,7 +18,6 @@ import torch
 from bertcore.data import sources
 from bertcore.data.batches import PretrainingData
 from bertcore.data.corpus import read_corpus, split_sentences, tokenize_corpus
-from bertcore.data.pairs import PairSampler
 from bertcore.data.prepare import (
     PreparationCancelled,
     cache_folder,
@@ -27,6 +26,7 @@ from bertcore.data.prepare import (
     vocabulary_sample,
 )
 from bertcore.data.prepared import META_FILE, PreparedCorpus, TokenizedDocuments
+from bertcore.data.segments import PairSampler
 from bertcore.data.sources import CorpusSource
 from bertcore.errors import CorpusError
 from bertcore.tokenization.wordpiece import SPECIAL_TOKENS, BertTokenizer

@@ -542,6 +542,122 @@ def test_a_second_ctrl_c_after_the_stop_was_written_does_not_kill_the_exit(corpu
     assert find_checkpoint(out).name == "step-000002"
 
 
+# A step that is one long C++ operation, as a backward pass of minutes is: Python cannot run a signal handler
+# until it returns. Its length is measured first, so that the test says how long the old code would have waited.
+BUSY_RUN = """
+import math, sys, time
+import torch
+import bertcore.training.loop as training_loop
+from bertcore.cli.train import main
+
+real_step = training_loop.TrainingLoop._train_one_step
+matrix = torch.eye(1024)
+started = time.perf_counter()
+matrix @ matrix
+product_seconds = max(time.perf_counter() - started, 1e-4)
+count = max(2, math.ceil(60 / product_seconds))  # one call of about a minute
+
+def train_one_step(self):
+    if self.step == 1:
+        print(f"busy for {count * product_seconds:.0f} s", flush=True)
+        torch.linalg.multi_dot([matrix] * count)  # count - 1 products in one C++ call
+    return real_step(self)
+
+training_loop.TrainingLoop._train_one_step = train_one_step
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class StderrLines:
+    """The lines a process writes to stderr, read as they come (a thread), with the time each arrived."""
+
+    def __init__(self, stream):
+        self.lines: list[tuple[float, str]] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append((time.perf_counter(), line))
+
+    def wait_for(self, text: str, timeout: float) -> float:
+        """When a line holding `text` arrived; AssertionError after `timeout` seconds."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            for arrived, line in list(self.lines):
+                if text in line:
+                    return arrived
+            time.sleep(0.02)
+        raise AssertionError(f"no {text!r} within {timeout} s; stderr: {self.text()}")
+
+    def text(self) -> str:
+        self._thread.join(timeout=5)
+        return "".join(line for _, line in self.lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_ctrl_c_in_the_middle_of_a_long_operation_ends_the_run_at_once(corpus_path, tmp_path, signum):
+    """Python runs a signal handler only between bytecodes: before, both Ctrl-Cs waited for the step's long C++
+    operation (here a minute), then the second aborted. Now the first says it will stop and the second ends the
+    process within seconds, saying what was not saved; progress is on, as users run it."""
+    out = tmp_path / "run"
+    options = [option for option in cli_run(corpus_path, out, "--steps", "50") if option != "--no-progress"]
+    process = subprocess.Popen([sys.executable, "-c", BUSY_RUN, *options], cwd=REPO, env=ENV,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stderr = StderrLines(process.stderr)
+        busy = process.stdout.readline().strip()
+        assert busy.startswith("busy for "), busy + stderr.text()
+        busy_seconds = float(busy.split()[2])
+        time.sleep(0.5)
+        first = time.perf_counter()
+        process.send_signal(signum)
+        said = stderr.wait_for("bert-train: stopping after this step", timeout=5) - first
+        second = time.perf_counter()
+        process.send_signal(signum)
+        process.wait(timeout=30)
+        ended = time.perf_counter() - second
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = stderr.text()
+    assert process.returncode == 1, text
+    assert said < 3 and ended < 5 < busy_seconds / 4, (said, ended, busy_seconds)
+    assert ("bert-train: aborted at step 1 without writing a checkpoint; there is no checkpoint to resume from, so "
+            "step 1 is lost. One Ctrl-C stops with a checkpoint") in text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    assert not list((out / "checkpoints").iterdir())
+    RunFolder(out).lock().release()  # the process's lock died with it
+
+
+class AbortedLoop:
+    """What _Interrupts reads of a loop: the step reached and the newest checkpoint."""
+
+    def __init__(self, step: int, last_checkpoint: Path | None):
+        self.step, self.last_checkpoint = step, last_checkpoint
+
+
+@pytest.mark.parametrize(("step", "checkpoint", "says"), [
+    (0, None, "aborted at step 0 without writing a checkpoint; nothing was trained. One Ctrl-C"),
+    (1, None, "aborted at step 1 without writing a checkpoint; there is no checkpoint to resume from, so step 1 is "
+              "lost. One Ctrl-C"),
+    (7, None, "so steps 1–7 are lost"),
+    (37, "run/checkpoints/step-000030", "aborted at step 37 without writing a checkpoint; the latest is "
+                                        "run/checkpoints/step-000030: resume from it with --resume (it repeats "
+                                        "steps 31–37). One Ctrl-C stops with a checkpoint"),
+    (31, "run/checkpoints/step-000030", "(it repeats step 31)."),
+    (30, "run/checkpoints/step-000030", "bert-train: aborted at step 30 after writing its checkpoint "
+                                        "run/checkpoints/step-000030; resume from it with --resume"),
+])
+def test_what_an_abort_says_was_saved_and_what_was_not(step, checkpoint, says):
+    from bertcore.cli.common import _Interrupts
+
+    loop = AbortedLoop(step, Path(checkpoint) if checkpoint else None)
+    assert says in _Interrupts(loop, "bert-train", show=True).abort_message()
+
+
 # ---- 5. resuming after a NaN or a divergence ---------------------------------------------------------------
 def diverged_run(corpus_path: Path, run: Path, keep: int = 1) -> tuple[DivergenceError, list[str]]:
     """A run with lr 30 whose loss explodes without NaN: checkpoints every 2 steps, the newest ones written

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import bertcore.files.run_lock as run_lock_module
+import bertcore.files.run_folder as run_lock_module
 from bertcore.errors import CheckpointWriteError, RunFolderBusyError, RunFolderError
 from bertcore.files.file_names import LOCK_FILE, checkpoint_name, checkpoint_step
 from bertcore.files.metrics_log import MetricsLog, MetricsTail
-from bertcore.files.run_folder import RunFolder
-from bertcore.files.run_lock import RunLock
-from bertcore.files.run_lookup import find_checkpoint, latest_checkpoint
+from bertcore.files.run_folder import RunFolder, RunLock, find_checkpoint, latest_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD_THE_LOCK = (

@@ -27,7 +27,7 @@ from bertcore.models.config import BertConfig
 from bertcore.models.hub_listing import list_cached_models
 from bertcore.files.metrics_log import MetricsTail
 from bertcore.files.run_folder import RunFolder, read_run_config
-from bertcore.training.setup import read_trainer_state
+from bertcore.training.loop import read_trainer_state
 for name, expression, path in cases():
     try:
         result = ["returned", repr(eval(expression, globals(), {"path": Path(path)}))]
@@ -84,8 +84,10 @@ HUB_CASES = {  # case -> (file replaced, kind, the repo ids listed)
     "hub_config-fifo": ("config", "fifo", "[]"),
     "hub_config-dev_zero": ("config", "dev_zero", "[]"),
     "hub_config-deep": ("config", "deep", "[]"),
-    "hub_ref-fifo": ("ref", "fifo", "['org/odd']"),  # without its ref, main is the newest snapshot
-    "hub_ref-dev_zero": ("ref", "dev_zero", "['org/odd']"),
+    # a ref that is no file holding a commit hash is named, not read around: the listing reports the repo as one it
+    # cannot open (hub_listing.scan_cache's broken entries), as resolve_model refuses to open it
+    "hub_ref-fifo": ("ref", "fifo", "[]"),
+    "hub_ref-dev_zero": ("ref", "dev_zero", "[]"),
 }
 
 

@@ -7,9 +7,16 @@ import pytest
 
 from bertcore.errors import TaskDataError
 from bertcore.files.resources import default_checkpoint_dir, default_vocab_path
-from bertcore.tasks.qa_answers import best_spans, postprocess_qa_predictions, window_answer
-from bertcore.tasks.qa_windows import check_qa_lengths, default_qa_lengths, make_qa_windows
-from bertcore.tasks.task_files import Answer, QAExample
+from bertcore.tasks.qa import (
+    Answer,
+    QAExample,
+    best_spans,
+    check_qa_lengths,
+    default_qa_lengths,
+    make_qa_windows,
+    postprocess_qa_predictions,
+    window_answer,
+)
 from bertcore.tokenization.wordpiece import BertTokenizer
 from tests.reference_tokenizers import needs_sound_truncation
 

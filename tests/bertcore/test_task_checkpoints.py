@@ -15,8 +15,8 @@ from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    start_from_pretrained,
 )
-from bertcore.models.weight_transfer import start_from_pretrained
 from bertcore.tokenization.wordpiece import BertTokenizer
 from tests.tiny_configs import two_layer_bert
 

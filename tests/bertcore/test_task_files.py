@@ -7,9 +7,9 @@ import json
 import pytest
 
 from bertcore.errors import TaskDataError
-from bertcore.tasks.qa_files import read_squad
-from bertcore.tasks.sequence_files import read_text_examples
-from bertcore.tasks.token_files import read_tagged_examples
+from bertcore.tasks.qa import read_squad
+from bertcore.tasks.sequence import read_text_examples
+from bertcore.tasks.token import read_tagged_examples
 
 
 def write(tmp_path, name: str, text: str):

@@ -19,8 +19,8 @@ from bertcore.models.task_heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
     model_class_for,
+    start_from_pretrained,
 )
-from bertcore.models.weight_transfer import start_from_pretrained
 from tests.tiny_configs import parity_bert
 
 CONFIG = parity_bert()

@@ -7,11 +7,11 @@ from bertcore.tasks.demos.registry import demo_tasks
 from bertcore.tasks.finetune_data import load_finetuning_data
 from bertcore.tasks.kinds import TASK_KINDS
 from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
-from bertcore.tasks.qa_data import QuestionAnsweringData
-from bertcore.tasks.sequence_data import SequenceClassificationData
-from bertcore.tasks.token_data import TokenClassificationData
+from bertcore.tasks.qa import QuestionAnsweringData
+from bertcore.tasks.sequence import SequenceClassificationData
+from bertcore.tasks.token import TokenClassificationData
 from bertcore.training.finetuning import TASK_MODELS
-from bertcore.training.finetuning_config import TASK_OPTIONS, FinetuneConfig
+from bertcore.training.settings import TASK_OPTIONS, FinetuneConfig
 
 
 def test_the_kinds_are_what_users_type():

@@ -12,7 +12,7 @@ from bertcore.models.task_heads import (
     BertForTokenClassification,
 )
 from bertcore.tasks.outputs import QuestionAnsweringTaskOutput, SequenceTaskOutput, TokenTaskOutput
-from bertcore.tasks.qa_answers import best_spans
+from bertcore.tasks.qa import best_spans
 from tests.tiny_configs import tiny_bert
 
 QUESTION, CONTEXT = "where did the cat sleep", "the cat ran far away and then came back home to sleep on a mat"

@@ -323,9 +323,11 @@ def test_export_writes_files_that_round_trip(panel, tmp_path, real_inspection):
 
 
 @pytest.mark.slow
-def test_every_entry_of_the_export_menu_asks_for_a_path_and_writes_it(panel, tmp_path, monkeypatch,
+def test_every_entry_of_the_export_menu_asks_for_a_path_and_writes_it(qtbot, panel, tmp_path, monkeypatch,
                                                                      real_inspection):
     from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    from explorer.common._qt.background_write import BackgroundWrite
 
     panel.set_inspection(real_inspection)
     panel.select_head(2, 1)
@@ -341,6 +343,7 @@ def test_every_entry_of_the_export_menu_asks_for_a_path_and_writes_it(panel, tmp
     assert len(actions) == 11 and panel.toolbar.export_button.menu() is panel.export_menu
     for action in actions:
         action.trigger()
+    qtbot.waitUntil(lambda: not BackgroundWrite.running, timeout=30_000)  # the NPZ is written off the GUI thread
     suggested = [name for _caption, name, _filter in asked]
     assert suggested[0] == "attention-layer3-head2-current.png" and suggested[-1] == "attention-layer3-head2-all.npz"
     assert all((tmp_path / name).stat().st_size > 0 for name in suggested)

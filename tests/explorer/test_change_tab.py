@@ -9,8 +9,7 @@ import torch
 
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import save_pretrained
-from bertcore.models.task_heads import BertForSequenceClassification
-from bertcore.models.weight_transfer import start_from_pretrained
+from bertcore.models.task_heads import BertForSequenceClassification, start_from_pretrained
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
 from tests.tiny_configs import explorer_bert

@@ -14,8 +14,7 @@ def family_model(family: str, tokenizer) -> torch.nn.Module:
     from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
     from bertcore.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
     from bertcore.models.electra import ElectraConfig, ElectraForPreTraining
-    from bertcore.models.modernbert import ModernBertForMaskedLM
-    from bertcore.models.modernbert_config import ModernBertConfig
+    from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
     from bertcore.models.roberta import RobertaConfig, RobertaForMaskedLM
 
     torch.manual_seed(0)

@@ -162,8 +162,9 @@ def request(tokenizer, position=2, text="the cat sat on the mat"):
 @pytest.mark.slow
 def test_cancel_stops_the_work_and_keeps_the_tab_usable(qtbot, tab, tokenizer):
     assert tab.explain(request(tokenizer))
-    qtbot.waitUntil(lambda: tab.progress.isVisibleTo(tab), timeout=WAIT_MS)  # drawn at most every 150 ms
+    qtbot.waitUntil(lambda: tab.progress.isVisibleTo(tab), timeout=WAIT_MS)
     assert tab.cancel_button.isEnabled() and tab.status_label.text().startswith("attribution")
+    qtbot.waitUntil(lambda: tab.jobs.worker is not None and tab.jobs.worker.steps_done > 0, timeout=WAIT_MS)
     worker = tab.jobs.worker
     with qtbot.waitSignal(worker.stopped, timeout=WAIT_MS):
         qtbot.mouseClick(tab.cancel_button, Qt.MouseButton.LeftButton)
@@ -179,7 +180,7 @@ def test_a_newer_request_stops_the_running_one_and_only_its_results_show(qtbot, 
 
     monkeypatch.setattr(job_runner, "job_steps", lambda job: slow_steps(job, pause=0.002))
     assert tab.explain(request(tokenizer, position=2))
-    qtbot.waitUntil(lambda: tab.state.progress() is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: tab.jobs.worker is not None and tab.jobs.worker.steps_done > 0, timeout=WAIT_MS)
     first = tab.jobs.worker
     with qtbot.waitSignal(first.stopped, timeout=WAIT_MS):
         assert tab.explain(request(tokenizer, position=3))

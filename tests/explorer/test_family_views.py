@@ -13,8 +13,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar
 from bertcore.analysis.inspection import inspect
 from bertcore.data.masking import MaskDecision, mask_like_bert
 from bertcore.models.albert import AlbertConfig, AlbertForPreTraining
-from bertcore.models.modernbert import ModernBertForMaskedLM
-from bertcore.models.modernbert_config import ModernBertConfig
+from bertcore.models.modernbert import ModernBertConfig, ModernBertForMaskedLM
 from explorer.inspector._qt.attention_panel import AttentionPanel
 from explorer.inspector._qt.token_table import TokenTable
 from explorer.inspector._qt.token_table_model import TOKEN_ROW

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import list_checkpoints
 from bertcore.models.bert import BertForPreTraining
 from bertcore.models.checkpoint import load_pretrained, save_pretrained
 from bertcore.models.task_heads import BertForSequenceClassification

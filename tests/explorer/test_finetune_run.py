@@ -20,7 +20,7 @@ def test_checkpoint_and_evaluation_intervals_are_checked_as_typed():
 
 
 def test_the_settings_say_what_finetune_config_says_and_the_app_adds_only_its_own_limits():
-    from bertcore.training.finetuning_config import FinetuneConfig
+    from bertcore.training.settings import FinetuneConfig
 
     cases = [(dict(learning_rate=0.0), "learning_rate", dict(lr=0.0)), (dict(seq_len=4), "seq_len", dict(seq_len=4)),
              (dict(steps=10, warmup_steps=11), "warmup_steps", dict(steps=10, warmup_steps=11))]

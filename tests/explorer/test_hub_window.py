@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel
 
 from bertcore.models.hub_download import download_model
@@ -27,6 +28,7 @@ from tests.hub_fixtures import (
     cache_repo,
     hub_config,
     hub_env_fixture,  # noqa: F401 (a fixture: tests ask for it as `hub_env`)
+    permissions_enforced,
     safetensors_bytes,
     serve_fixture,  # noqa: F401 (a fixture: tests ask for it as `serve`)
 )
@@ -127,11 +129,11 @@ def test_the_picker_lists_the_cache_off_the_gui_thread(qtbot, picker_cache):
 
     def listing():
         threads.append(threading.current_thread())
-        from bertcore.models.hub_listing import list_cached_models
+        from bertcore.models.hub_listing import scan_cache
 
-        return list_cached_models()
+        return scan_cache()
 
-    picker = ModelPicker(list_models=listing)
+    picker = ModelPicker(scan=listing)
     qtbot.addWidget(picker)
     with qtbot.waitSignal(picker.listed, timeout=WAIT_MS) as listed:
         picker.refresh()
@@ -151,7 +153,8 @@ def test_the_picker_filters_greys_unsupported_families_and_opens_a_model(qtbot, 
     assert tiny[0] == "org/tiny-bert" and tiny[1].endswith("MB") and tiny[3] == "3 × 2"
     assert tiny[4] == "pretraining (MLM + NSP)"
     roberta = proxy.index(row_of["org/roberta-tiny"], 0)
-    assert "not supported yet" in roberta.data(Qt.ItemDataRole.ToolTipRole)
+    assert roberta.data(Qt.ItemDataRole.ToolTipRole).startswith(
+        "org/roberta-tiny cannot be opened: no tokenizer file this program reads")
     assert not roberta.flags() & Qt.ItemFlag.ItemIsSelectable and not picker.select("org/roberta-tiny")
 
     qtbot.keyClicks(picker.filter_edit, "OTHER")
@@ -169,6 +172,82 @@ def test_the_picker_filters_greys_unsupported_families_and_opens_a_model(qtbot, 
     assert not picker.isVisible()
     assert window.windowTitle().startswith("org/tiny-bert")
     assert window.inspect_tab.state.model_info.path.endswith(f"models--org--tiny-bert/snapshots/{COMMIT_A}")
+
+
+@pytest.fixture
+def broken_cache(picker_cache: Path, checkpoint_files: dict[str, bytes]) -> Path:
+    """picker_cache, and beside its models: a repo without config.json, a refs/main holding a path, a GPT-2, a repo
+    that cannot be read."""
+    hub_env = picker_cache
+    cache_repo(hub_env, "org/no-config", {"model.safetensors": checkpoint_files["model.safetensors"]})
+    path_ref = cache_repo(hub_env, "org/path-ref", checkpoint_files)
+    (path_ref.parent.parent / "refs" / "main").write_text(f"../../models--org--tiny-bert/snapshots/{COMMIT_A}")
+    cache_repo(hub_env, "openai/gpt2", {"config.json": hub_config("gpt2", ["GPT2LMHeadModel"]),
+                                        "model.safetensors": checkpoint_files["model.safetensors"]})
+    locked = cache_repo(hub_env, "org/locked", checkpoint_files).parent.parent
+    locked.chmod(0)
+    yield hub_env
+    locked.chmod(0o755)
+
+
+@pytest.mark.slow
+def test_the_picker_lists_what_it_cannot_open_greyed_with_the_reason(qtbot, broken_cache: Path):
+    """Broken entries were left out silently: a model the user had downloaded was simply not there."""
+    picker = ModelPicker()
+    qtbot.addWidget(picker)
+    with permissions_enforced(), qtbot.waitSignal(picker.listed, timeout=WAIT_MS) as listed:
+        picker.refresh()  # the listing's thread starts here, where permission bits count
+
+    assert listed.args == [7]
+    proxy = picker.table.model()
+    cells = {proxy.index(row, 0).data(): [proxy.index(row, column).data() for column in range(5)]
+             for row in range(proxy.rowCount())}
+    assert cells["org/no-config"] == ["org/no-config", "—", "—", "—", "no config.json"]
+    assert cells["org/path-ref"][4] == "refs/main holds no commit hash"
+    assert cells["openai/gpt2"][4] == "model_type 'gpt2' is not a BERT family"
+    assert cells["org/locked"][4] == "unreadable: permission denied"
+    assert cells["org/roberta-tiny"][4].startswith("MLM · no tokenizer file this program reads (vocab.txt")
+    assert cells["org/tiny-bert"][4] == "pretraining (MLM + NSP)"
+    for name in ("org/no-config", "org/path-ref", "openai/gpt2", "org/locked", "org/roberta-tiny"):
+        index = proxy.index(picker.visible_repo_ids().index(name), 0)
+        assert not index.flags() & Qt.ItemFlag.ItemIsSelectable and not picker.select(name)
+        assert index.data(Qt.ItemDataRole.ForegroundRole).color() == picker.palette().color(
+            QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+    path_tip = proxy.index(picker.visible_repo_ids().index("org/path-ref"), 4).data(Qt.ItemDataRole.ToolTipRole)
+    assert path_tip.startswith("org/path-ref cannot be opened: org/path-ref's ref ") and "40 hex digits" in path_tip
+    assert path_tip.endswith(str(broken_cache / "models--org--path-ref"))
+    assert picker.status_label.text() == (f"2 models to open in {broken_cache}; 5 greyed cannot be opened (the Head "
+                                          "column says why; hover for more).")
+
+    chosen: list[str] = []
+    picker.modelChosen.connect(chosen.append)
+    centre = picker.table.visualRect(proxy.index(picker.visible_repo_ids().index("org/path-ref"), 0)).center()
+    qtbot.mouseClick(picker.table.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+    qtbot.mouseDClick(picker.table.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+    assert chosen == [] and picker.result() != picker.DialogCode.Accepted
+    assert picker.selected_model() is None and not picker.open_button.isEnabled()
+
+    picker.show_unopenable.setChecked(False)
+    assert sorted(picker.visible_repo_ids()) == ["org/other-bert", "org/tiny-bert"]
+    assert picker.status_label.text().endswith("; 5 that cannot be opened are hidden.")
+    picker.show_unopenable.setChecked(True)
+    qtbot.keyClicks(picker.filter_edit, "path")
+    assert picker.visible_repo_ids() == ["org/path-ref"] and not picker.open_button.isEnabled()
+
+
+def test_a_cache_that_cannot_be_read_is_said_in_the_picker(qtbot, hub_env: Path, cached_tiny: Path):
+    picker = ModelPicker()
+    qtbot.addWidget(picker)
+    hub_env.chmod(0)
+    try:
+        with permissions_enforced(), qtbot.waitSignal(picker.listed, timeout=WAIT_MS):
+            picker.refresh()
+    finally:
+        hub_env.chmod(0o755)
+    assert picker.status_label.text() == (f"Could not read the Hugging Face cache: {hub_env} cannot be read "
+                                          "(Permission denied); check its permissions, or set HF_HUB_CACHE (or "
+                                          "HF_HOME) to a cache you can read")
+    assert picker.visible_repo_ids() == [] and not picker.open_button.isEnabled()
 
 
 def test_an_empty_cache_says_where_it_looked_and_how_to_fill_it(qtbot, hub_env: Path):
@@ -202,11 +281,13 @@ def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve,
                                                            / HUB_COMMIT)
 
 
+@pytest.mark.slow
 def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, checkpoint_files, hub_env: Path,
                                                                 monkeypatch: pytest.MonkeyPatch):
-    from huggingface_hub import constants
+    from bertcore.models import hub_download
 
-    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)  # the weights arrive in many chunks
+    monkeypatch.setattr(hub_download, "_READ_BYTES", 1024)  # the weights arrive in many reads,
+    monkeypatch.setattr(hub_download, "_PROGRESS_BYTES", 1024)  # each of them reported
     serve({"org/tiny-bert": checkpoint_files})
 
     def download_held_inside_the_weights(repo_id, *, progress, cancel):
@@ -229,6 +310,35 @@ def test_cancelling_a_download_says_cancelled_and_keeps_nothing(qtbot, serve, ch
         qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
 
     assert ended.args == ["cancelled"]
+    assert dialog.status_label.text() == "Download cancelled: nothing of org/tiny-bert was kept."
+    storage = hub_env / "models--org--tiny-bert"
+    assert not storage.exists() or not list(storage.rglob("*"))
+    qtbot.waitUntil(lambda: dialog.download_button.isEnabled(), timeout=WAIT_MS)
+
+
+@pytest.mark.slow
+def test_a_stalled_download_says_so_and_cancel_acts_at_once(qtbot, serve, checkpoint_files, hub_env: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """Cancel waited for the stalled read's timeout: 67 s, then a timeout error instead of "cancelled"."""
+    from explorer.window._qt import hub_download_dialog
+
+    monkeypatch.setattr(hub_download_dialog, "QUIET_SECONDS", 1)
+    serve({"org/tiny-bert": checkpoint_files}, bodies={"model.safetensors": "stall"})
+    dialog = HubDownloadDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.start("org/tiny-bert")
+    qtbot.waitUntil(lambda: "nothing received for" in dialog.status_label.text(), timeout=WAIT_MS)
+    assert dialog.status_label.text().startswith("Downloading org/tiny-bert: model.safetensors — nothing received "
+                                                 "for ") and "\u00a0s; the Hub or the network is slow" in (
+        dialog.status_label.text())
+    assert "Cancel stops the download at once" in dialog.status_label.text()
+
+    clicked = time.monotonic()
+    with qtbot.waitSignal(dialog.ended, timeout=WAIT_MS) as ended:
+        qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+
+    assert ended.args == ["cancelled"] and time.monotonic() - clicked < 1.5
     assert dialog.status_label.text() == "Download cancelled: nothing of org/tiny-bert was kept."
     storage = hub_env / "models--org--tiny-bert"
     assert not storage.exists() or not list(storage.rglob("*"))

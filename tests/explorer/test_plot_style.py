@@ -95,3 +95,31 @@ def test_clear_curve_empties_a_curve_and_leaves_an_empty_one_alone(qtbot, monkey
     assert calls == [([], [])] and len(curve.xData) == 0
     clear_curve(curve)  # the next keystroke: already empty, nothing to redo
     assert len(calls) == 1
+
+
+@pytest.mark.slow
+def test_no_axis_of_the_window_names_a_power_multiplier_before_or_after_a_model(qtbot, settings, tiny_model,
+                                                                               tokenizer):
+    """An empty view's axis read "position (x0.001)" over ticks of -500 … 500 (the Embeddings tab while it computes):
+    every value axis writes plain numbers."""
+    import pyqtgraph as pg
+
+    from tests.explorer.conftest import open_window, show_model
+
+    window = open_window(qtbot, settings, size=(1400, 900))
+
+    def multipliers() -> list[str]:
+        found = []
+        for index in range(window.tabs.count()):
+            window.tabs.setCurrentIndex(index)
+            qtbot.wait(20)
+            for view in window.findChildren(pg.GraphicsView):
+                view.grab()  # ranges and labels as painted
+                for item in view.scene().items():
+                    if isinstance(item, pg.AxisItem) and item.isVisible() and "(x" in item.labelString():
+                        found.append(f"{window.tabs.tabText(index)}: {item.labelString()}")
+        return found
+
+    assert multipliers() == []
+    show_model(qtbot, window, tiny_model, tokenizer)
+    assert multipliers() == []

@@ -9,8 +9,7 @@ import threading
 import pytest
 
 from bertcore.files.metrics_log import MetricsTail
-from bertcore.files.run_folder import read_run_config
-from bertcore.files.run_lookup import latest_checkpoint, list_checkpoints
+from bertcore.files.run_folder import latest_checkpoint, list_checkpoints, read_run_config
 from explorer.runs.probe_history import ProbeHistory, ProbePair
 from explorer.runs.run_watch import can_resume, is_eval_record, normalize_record, stats_from_record
 

@@ -14,8 +14,8 @@ from bertcore.models.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    start_from_pretrained,
 )
-from bertcore.models.weight_transfer import start_from_pretrained
 from explorer.inspector._qt.task_output_view import TaskOutputView
 from explorer.window._qt.main_window import MainWindow
 from tests.explorer.conftest import make_tiny_model

@@ -35,7 +35,7 @@ def test_settings_round_trip_including_the_fields_not_on_the_form(form, tmp_path
 
 def test_the_masking_recipe_and_probability_are_the_configs_fields_with_its_messages(form, qtbot):
     from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
 
     offered = [form.masking_combo.itemData(index) for index in range(form.masking_combo.count())]
     assert offered == list(RECIPE_DESCRIPTIONS)

@@ -126,7 +126,7 @@ def test_the_run_driver_hands_the_runs_own_masking_to_the_prober():
 
 def write_run_config(run_dir: Path, **training) -> None:
     from bertcore.files.run_folder import RunFolder
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
 
     RunFolder(run_dir).write_run_config({"training": TrainingConfig(out_dir=str(run_dir), **training).to_dict()})
 
@@ -237,7 +237,7 @@ def test_a_masked_lm_alone_can_be_pretrained_further_from_the_inspector():
 
 
 def test_the_train_settings_say_what_training_config_says_and_the_app_adds_only_its_own_limits():
-    from bertcore.training.pretraining_config import TrainingConfig
+    from bertcore.training.settings import TrainingConfig
     from explorer.runs.training_run import TrainingSettings, field_problems
 
     cases = [(dict(steps=0), dict(steps=0)), (dict(learning_rate=0.0), dict(lr=0.0)),

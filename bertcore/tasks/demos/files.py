@@ -31,7 +31,7 @@ from bertcore.tasks.metrics import accuracy, entity_scores, macro_f1, squad_metr
 
 def _csv_text(rows: list[dict], columns: list[str], delimiter: str) -> str:
     buffer = io.StringIO()
-    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # as task_files reads them
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # as bertcore.tasks.sequence reads them
     writer = csv.DictWriter(buffer, fieldnames=columns, delimiter=delimiter, lineterminator="\n", quoting=quoting)
     writer.writeheader()
     writer.writerows(rows)

@@ -2,12 +2,14 @@
 
 What is exported is what the caller names: a view's plot, or several side by side as they sit on screen (the
 head grid beside the head large), never the controls around them; whatever lies between two of them is left
-blank.
+blank. An export that takes seconds (a large NPZ) is named `WrittenInBackground(steps)`: the menus ask for its path,
+then write it off the GUI thread with its progress and Cancel (`background_write.BackgroundWrite`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
@@ -15,7 +17,16 @@ from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
 
+from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common.export_data import _replace_atomically
+
+
+@dataclass(frozen=True)
+class WrittenInBackground:
+    """An export written off the GUI thread: `steps(path)` returns the generator of (fraction, what) that writes the
+    file (`explorer.common.export_data.npz_writing`); called in the GUI thread, so what it captures is taken there."""
+
+    steps: Callable[[Path], Iterator]
 
 
 def _placed(widgets: QWidget | Sequence[QWidget]) -> tuple[list[tuple[QWidget, QPoint]], QSize]:
@@ -94,12 +105,16 @@ FILE_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv":
                 "npz": "NumPy arrays (*.npz)"}
 
 
-def export_with_dialog(parent: QWidget, what: str, suggested_name: str, write: Callable[[Path], object]) -> Path | None:
-    """Ask where to save `what` (the filter follows the suggested name's extension), then `write(path)`; a
-    failure is a message box, never a traceback. The path written, or None."""
+def export_with_dialog(parent: QWidget, what: str, suggested_name: str,
+                       write: Callable[[Path], object] | WrittenInBackground) -> Path | None:
+    """Ask where to save `what` (the filter follows the suggested name's extension), then `write(path)` (or start
+    writing it in the background, for a `WrittenInBackground`); a failure is a message box, never a traceback. The
+    path written (or being written), or None."""
     path = ask_save_path(parent, f"Export {what}", suggested_name, FILE_FILTERS[Path(suggested_name).suffix[1:]])
     if path is None:
         return None
+    if isinstance(write, WrittenInBackground):
+        return path if write_in_background(parent, what, path, write) is not None else None
     try:
         write(path)
     except (OSError, ValueError) as error:
@@ -108,7 +123,19 @@ def export_with_dialog(parent: QWidget, what: str, suggested_name: str, write: C
     return path
 
 
-def export_button(parent: QWidget, name: str, entries: list[tuple[str, str, Callable[[Path], object]]]) -> QToolButton:
+def write_in_background(parent: QWidget, what: str, path: Path, write: WrittenInBackground) -> BackgroundWrite | None:
+    """Start writing `what` to `path` off the GUI thread (the steps are made now, in the GUI thread, from what is
+    shown now); None, with the reason in a message box, when there is nothing to write."""
+    try:
+        steps = write.steps(path)
+    except (OSError, ValueError) as error:
+        QMessageBox.warning(parent, "Export failed", f"Could not export {what} to {path}:\n{error}")
+        return None
+    return BackgroundWrite(parent, what, path, lambda: steps)
+
+
+def export_button(parent: QWidget, name: str,
+                  entries: list[tuple[str, str, Callable[[Path], object] | WrittenInBackground]]) -> QToolButton:
     """An "Export" button whose menu has one entry per (menu text, suggested file name, write(path))."""
     button = QToolButton(parent)
     button.setObjectName(name)

@@ -55,6 +55,8 @@ def style_plot(plot: pg.PlotItem, *, x_label: str | None = None, y_label: str | 
         axis = plot.getAxis(name)
         axis.setPen(INK)
         axis.setTextPen(INK)  # also the colour of the axis name
+        # plain numbers: an SI prefix made an empty view's axis read "position (x0.001)" over ticks of -500 … 500
+        axis.enableAutoSIPrefix(False)
         if label is not None:
             plot.setLabel(name, label)
     for name in ("top", "right"):

@@ -19,11 +19,13 @@ class TokenAxis(pg.AxisItem):
     """Token names at cell centres (cell i spans i..i+1): every k-th one, k chosen so that they fit the
     axis' pixels, plus the hovered token's, always, in bold on a highlight. A bottom axis draws its labels
     rotated by 90° so long WordPieces do not collide, or `upright` when its cells are few and wide (the logit
-    lens' masked positions): one line of text high instead of the longest label's width."""
+    lens' masked positions): one line of text high instead of the longest label's width. `name_positions` False: the
+    labels are numbers already (heads 1..H), so a thinned axis shows "9", not "8 9"."""
 
-    def __init__(self, orientation: str, point_size: int = 8, upright: bool = False):
+    def __init__(self, orientation: str, point_size: int = 8, upright: bool = False, name_positions: bool = True):
         super().__init__(orientation)
         self.upright = upright and orientation in ("top", "bottom")
+        self.name_positions = name_positions
         self.labels: list[str] = []
         self.label_positions: list[int] = []  # original position of each label, shown when labels are thinned
         self.stride = 1
@@ -50,7 +52,8 @@ class TokenAxis(pg.AxisItem):
         # keystroke brings one new name and shifts the numbers of those after it); + 1: the two rounded widths may
         # fall a pixel short of the whole
         bold = self.bold_font.key()  # (a font's key takes as long as a remembered width: once, not per name)
-        widest = max((text_width(self.bold_font, f"{position} ", bold) + text_width(self.bold_font, label, bold) + 1
+        widest = max(((text_width(self.bold_font, f"{position} ", bold) if self.name_positions else 0)
+                      + text_width(self.bold_font, label, bold) + 1
                       for position, label in zip(self.label_positions, self.labels, strict=True)), default=20)
         if self.orientation in ("left", "right"):
             self.setWidth(widest + 10)
@@ -71,7 +74,9 @@ class TokenAxis(pg.AxisItem):
     def _text(self, index: int, numbered: bool) -> str:
         # thinned out or zoomed in, each label says which position it is, so the gaps can be counted and a part
         # of a long input placed
-        return f"{self.label_positions[index]} {self.labels[index]}" if numbered else self.labels[index]
+        if numbered and self.name_positions:
+            return f"{self.label_positions[index]} {self.labels[index]}"
+        return self.labels[index]
 
     def tickValues(self, minVal, maxVal, size):
         if not self.labels or size <= 0:
@@ -107,15 +112,18 @@ class TokenAxis(pg.AxisItem):
         values = [value for value in (levels[0][1] if levels else []) if min(low, high) <= value <= max(low, high)]
         text_height = QFontMetrics(self.font).height()
 
-        def place(value: float) -> QRectF:
+        metrics = QFontMetrics(self.bold_font)
+
+        def place(value: float, text: str = "") -> QRectF:
             # the first and last labels are nudged inside the axis, where they are not clipped
             if vertical:  # value -> y exactly as AxisItem maps it (handles an inverted view)
                 y = bounds.height() - (value - low) / (high - low) * bounds.height()
                 y = min(max(y, text_height / 2), bounds.height() - text_height / 2)
                 return QRectF(0, y - text_height / 2, bounds.width() - 6, text_height)
             x = (value - low) / (high - low) * bounds.width()
-            if self.upright:
-                half = min(self.min_spacing_px, bounds.width()) / 2
+            if self.upright:  # as wide as its own text, so "1" nudged in from the end does not crowd out "3"
+                half = min(metrics.horizontalAdvance(text.lstrip("\0")) / 2 + 3 if text else self.min_spacing_px / 2,
+                           bounds.width() / 2)
                 x = min(max(x, half), bounds.width() - half)
                 return QRectF(x - half, 4, 2 * half, text_height)
             x = min(max(x, text_height / 2), bounds.width() - text_height / 2)
@@ -142,14 +150,15 @@ class TokenAxis(pg.AxisItem):
                 gap_px = abs(value - hovered_centre) * length / abs(high - low)  # (inverted: high < low)
                 if gap_px < room:
                     continue
-            rect = place(value)
+            rect = place(value, text)
             start, end = extent(rect)
             if last is not None and start < last[1] and end > last[0]:
                 continue
             last = (start, end)
             text_specs.append((rect, flags, text))
         if hovered >= 0:
-            text_specs.append((place(hovered_centre), flags, "\0" + self._text(hovered, self.numbered)))
+            hovered_text = self._text(hovered, self.numbered)
+            text_specs.append((place(hovered_centre, hovered_text), flags, "\0" + hovered_text))
         return axis_spec, tick_specs, text_specs
 
     def _line_and_ticks(self, bounds: QRectF, centres) -> tuple[tuple, list[tuple]]:

@@ -37,6 +37,8 @@ from PySide6.QtWidgets import (
 )
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.line_label import ElidedLabel
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
@@ -97,8 +99,8 @@ class EmbeddingView(WindowTab):
              lambda path: export_png(self.positions_plot, path)),
             ("Projection points as CSV…", "projection.csv", self.projection_pane.write_csv),
             ("Arrays as NPZ…", "embeddings.npz", self.write_npz)])
-        self.status_label = named(QLabel("Open a model to see its embeddings."), "embeddingStatus",
-                                   "embeddings status")
+        self.status_label = plain_label(named(QLabel("Open a model to see its embeddings."), "embeddingStatus",
+                                   "embeddings status"))
         self.status_label.setWordWrap(True)
 
         # positions
@@ -119,9 +121,9 @@ class EmbeddingView(WindowTab):
         self.positions_bar = pg.ColorBarItem(values=(-1, 1), colorMap=diverging, interactive=False, width=12,
                                              label="cosine")
         self.positions_bar.setImageItem(self.positions_image, insert_in=self.positions_plot.getPlotItem())
-        self.positions_hover = QLabel(" ")
+        self.positions_hover = ElidedLabel(" ")  # a hover readout never widens the window
         self.positions_hover.setObjectName("positionHoverLabel")
-        self.segments_label = named(QLabel(" "), "segmentComparisonLabel", "segment embeddings compared")
+        self.segments_label = plain_label(named(QLabel(" "), "segmentComparisonLabel", "segment embeddings compared"))
         self.segments_label.setWordWrap(True)
 
         # neighbours

@@ -7,6 +7,7 @@ task label (when the sample has labels), with a legend above the plot.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.common._qt.widget_names import named
 from explorer.embeddings.requests import marked_sentence
@@ -52,7 +54,9 @@ class ProjectionPane(QWidget):
         self.hover_marker.setZValue(10)
         self.scatter_plot.addItem(self.hover_marker, ignoreBounds=True)
         self.legend_label = named(QLabel(" "), "projectionLegend", "projection legend")
-        self.projection_hover = named(QLabel(" "), "projectionHoverLabel", "point under the mouse")
+        self.legend_label.setTextFormat(Qt.TextFormat.RichText)  # coloured dots; the names in it are escaped
+        self.legend_label.setWordWrap(True)  # a task's many labels take more lines, not more width
+        self.projection_hover = plain_label(named(QLabel(" "), "projectionHoverLabel", "point under the mouse"))
         self.projection_hover.setWordWrap(True)
         self.projection_hover.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.projection_hover.setMinimumHeight(2 * self.fontMetrics().height() + 6)
@@ -115,8 +119,8 @@ class ProjectionPane(QWidget):
             entries = [(CATEGORY_COLOURS[i % len(CATEGORY_COLOURS)], str(label)) for i, label in enumerate(labels)]
         else:
             entries = [(CATEGORY_COLOURS[segment], name) for segment, name in SEGMENT_NAMES.items()]
-        self.legend_label.setText("  ".join(f"<span style='color:{colour}; font-size:14pt'>●</span> {name}"
-                                            for colour, name in entries))
+        self.legend_label.setText("  ".join(f"<span style='color:{colour}; font-size:14pt'>●</span> "
+                                            f"{html.escape(name, quote=False)}" for colour, name in entries))
 
     def point_at(self, scene_pos: QPointF) -> int:
         """Index of the point within HOVER_RADIUS_PX of a scene position (the nearest), else -1."""

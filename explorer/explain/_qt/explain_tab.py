@@ -21,6 +21,7 @@ A failure is a sentence in the tab (`explainMessage`), never a traceback.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -42,7 +42,9 @@ from PySide6.QtWidgets import (
 
 from bertcore.explain.attribution import ATTRIBUTION_METHODS
 from bertcore.tokenization.pieces import readable_tokens
-from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.exporting import WrittenInBackground, export_button, export_png, export_svg
+from explorer.common._qt.line_label import LineLabel
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
@@ -51,14 +53,18 @@ from explorer.explain._qt.faithfulness_plot import FaithfulnessPlot
 from explorer.explain._qt.job_runner import ExplainJobs
 from explorer.explain._qt.mixing_view import MixingView
 from explorer.explain._qt.patching_view import PatchingView
-from explorer.explain.exports import save_explanation_npz, write_attributions_csv
+from explorer.explain.exports import explanation_npz_writing, save_explanation_npz, write_attributions_csv
 from explorer.explain.state import ExplainChange, ExplainRequest, ExplainState, mixing_maps
 
 REDRAW_INTERVAL_MS = 150  # what arrives from the work is drawn at most this often (and at once when it ends)
 MESSAGE_STYLE = "color: #a40000; background: #fde7e7; border: 1px solid #e0a0a0; border-radius: 3px; padding: 3px;"
 POSITIONED = ("mlm", "tag", "start", "end", "rtd")  # target kinds whose second field is a position
+VIEW_OF_KIND = {"attribution": "attributions", "mixing": "mixing", "patching": "patching"}  # job kind → its view
 INTRO = ("Click an output in the Inspect tab (a masked token's guess, the NSP line, a class, a tag, an answer's "
          "start or end) to see which tokens it rests on, or mix the Inspect tab's input to see its context mixing.")
+CANCELLED_TEXT = "Cancelled before {what} came: {again} to compute {them} again."
+AGAIN_OUTPUT = "click the output in the Inspect tab"
+AGAIN_MIX = "press “Mix the Inspect tab's input”"
 NO_TARGETS = ("This model has no head whose output could be explained (a bare encoder): context mixing and attention "
               "still work — press “Mix the Inspect tab's input”.")
 
@@ -74,14 +80,16 @@ class ExplainTab(WindowTab):
         self._inspection: Any = None  # the Inspect tab's last live inspection (`on_inspection_shown`)
         self._pair: tuple[str, str | None] = ("", None)
         self._stale: set[str] = set()  # views to redraw at the next tick of `_redraw_timer`
+        self._working: set[str] = set()  # the kinds of work the status line was last told of
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
         self._redraw_timer.setInterval(REDRAW_INTERVAL_MS)
         self._redraw_timer.timeout.connect(self._redraw_stale)
 
-        self.target_label = named(QLabel(INTRO), "explainTarget", "what is explained")
+        self.target_label = named(QLabel(html.escape(INTRO, quote=False)), "explainTarget", "what is explained")
+        self.target_label.setTextFormat(Qt.TextFormat.RichText)  # the target in bold; what it quotes is escaped
         self.target_label.setWordWrap(True)
-        self.message_label = named(QLabel(), "explainMessage", "what went wrong")
+        self.message_label = plain_label(named(QLabel(), "explainMessage", "what went wrong"))
         self.message_label.setWordWrap(True)
         self.message_label.setStyleSheet(MESSAGE_STYLE)
         self.message_label.hide()
@@ -94,14 +102,15 @@ class ExplainTab(WindowTab):
             box.toggled.connect(self._on_method_toggled)
             self.method_boxes[method] = box
             methods_row.addWidget(box)
-        methods_row.addStretch(1)
         self.progress = named(QProgressBar(), "explainProgress", "progress of the explanation")
         self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(220)
-        self.status_label = named(QLabel(), "explainStatus", "what is being computed")
-        # its text changes with every step of the work: a fixed width keeps each change from laying the tab out again
-        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.status_label.setMinimumWidth(420)
+        self.progress.setFixedWidth(140)
+        # its text changes with every step of the work, and may be longer than the room left of the buttons: in a
+        # LineLabel it is cut at its box's edge (all of it in the tooltip) instead of being painted under the buttons
+        # (a fixed minimum width did that, once the row had less room than its widgets' minimums) or laying the tab
+        # out again at every step
+        self.status_line = LineLabel()
+        self.status_label = plain_label(named(self.status_line.label, "explainStatus", "what is being computed"))
         self.cancel_button = named(QPushButton("Cancel"), "explainCancel", "cancel the explanation",
                                    "Stop every computation in progress; what arrived stays")
         self.cancel_button.clicked.connect(self.cancel)
@@ -111,7 +120,8 @@ class ExplainTab(WindowTab):
                                   "output to explain")
         self.input_button.clicked.connect(self.mix_inspected_input)
         self.input_button.setEnabled(False)
-        methods_row.addWidget(self.status_label)
+        methods_row.addSpacing(12)
+        methods_row.addWidget(self.status_line, 1)
         methods_row.addWidget(self.progress)
         methods_row.addWidget(self.cancel_button)
 
@@ -122,7 +132,8 @@ class ExplainTab(WindowTab):
         self.corrupted_a = named(QLineEdit(), "corruptedA", "corrupted sentence A",
                                  "A copy of sentence A to edit: change a word, keep the number of tokens")
         self.corrupted_b = named(QLineEdit(), "corruptedB", "corrupted sentence B")
-        self.corrupted_note = named(QLabel(), "corruptedNote", "whether the corrupted input can be patched")
+        self.corrupted_note = plain_label(named(QLabel(), "corruptedNote",
+                                                "whether the corrupted input can be patched"))
         self.corrupted_note.setWordWrap(True)
         self.patch_button = named(QPushButton("Run patching"), "runPatching", "run activation patching",
                                   "Copy each activation of the clean run into the corrupted run, one at a time, "
@@ -136,7 +147,8 @@ class ExplainTab(WindowTab):
 
         self.export = export_button(self, "explainExport", [
             ("Attributions as CSV…", "attributions.csv", self.write_csv),
-            ("Everything as NPZ…", "explanation.npz", self.write_npz),
+            ("Everything as NPZ…", "explanation.npz",
+             WrittenInBackground(lambda path: explanation_npz_writing(path, self.state))),
             ("Attributions and curves as PNG…", "attributions.png",
              lambda path: export_png([self.attribution_view, self.faithfulness_plot], path)),
             ("Attributions and curves as SVG…", "attributions.svg",
@@ -239,31 +251,38 @@ class ExplainTab(WindowTab):
     # ---- the state's announcements ----
     def _on_state_changed(self, state: ExplainState, what: ExplainChange) -> None:
         if what is ExplainChange.MODEL:
-            self.target_label.setText(INTRO)
+            self.target_label.setText(html.escape(INTRO, quote=False))
             self._show_attributions()
             self._show_mixing()
             self._show_corrupted()
             self._show_patching()
+            self._show_work()
         elif what is ExplainChange.TARGET:
             what_text = f"Explaining {state.target_text}" if state.target is not None else "Context mixing"
-            self.target_label.setText(f"<b>{what_text}</b> — {state.model_name or 'the loaded model'}, "
-                                      f"{len(state.encoding)} tokens")
+            # bold on purpose, so the model's words are escaped: "MLM: '<mask>' …", a folder's name
+            model_name = state.model_name or "the loaded model"
+            self.target_label.setText(f"<b>{html.escape(what_text, quote=False)}</b> — "
+                                      f"{html.escape(model_name, quote=False)}, {len(state.encoding)} tokens")
+            job = state.attribution_job()  # asked for first: the views then say it is computing
             self._show_attributions()
-            self.jobs.submit(state.attribution_job())
+            self.jobs.submit(job)
             if state.mixing is None:
+                job = state.mixing_job()
                 self._show_mixing()
-                self.jobs.submit(state.mixing_job())
+                self.jobs.submit(job)
         elif what is ExplainChange.METHODS:
             with blocked(*self.method_boxes.values()):
                 for method, box in self.method_boxes.items():
                     box.setChecked(method in state.methods)
+            job = state.attribution_job()
             self._show_attributions()
-            self.jobs.submit(state.attribution_job())
+            self.jobs.submit(job)
         elif what is ExplainChange.ATTRIBUTIONS:
             self._redraw_soon("attributions")
         elif what is ExplainChange.MIXING_METHOD:
+            job = state.mixing_job()
             self._show_mixing()
-            self.jobs.submit(state.mixing_job())
+            self.jobs.submit(job)
         elif what is ExplainChange.MIXING:
             self._redraw_soon("mixing")
         elif what is ExplainChange.LAYER:
@@ -276,11 +295,15 @@ class ExplainTab(WindowTab):
         elif what is ExplainChange.PATCH_LAYER:
             self._show_patching()
         elif what is ExplainChange.WORK:
-            if state.work:
-                self._redraw_soon("work")
-            else:  # the work ended: everything it sent is drawn now
-                self._stale.add("work")
+            kinds = set(state.work)
+            ended, self._working = self._working - kinds, kinds
+            # a job ended (finished, failed or cancelled): everything it sent, and what its view says now, is drawn at
+            # once; work asked for while none was: Cancel acts from now on
+            if ended or (kinds and not self.cancel_button.isEnabled()):
+                self._stale |= {"work", *(VIEW_OF_KIND[kind] for kind in ended)}
                 self._redraw_stale()
+            else:
+                self._redraw_soon("work")
         elif what is ExplainChange.MESSAGE:
             self.message_label.setText(state.message)
             self.message_label.setVisible(bool(state.message))
@@ -319,11 +342,19 @@ class ExplainTab(WindowTab):
         target = state.target
         marked = [target[1]] if target is not None and target[0] in POSITIONED else []
         specials = [position for position, special in enumerate(state.encoding.special_tokens_mask) if special]
-        placeholder = ("No output chosen: only the context mixing of this input is shown. " + INTRO
-                       if target is None else "Computing the attributions…")
+        if target is None:
+            placeholder = "No output chosen: only the context mixing of this input is shown. " + INTRO
+        elif state.computing("attribution"):
+            placeholder = "Computing the attributions…"
+        elif "attribution" in state.stopped:
+            placeholder = CANCELLED_TEXT.format(what="the attributions", again=AGAIN_OUTPUT, them="them")
+        else:
+            placeholder = "No attributions for this output."
         self.attribution_view.show_attributions(state.readable_tokens, columns, marked, specials, placeholder)
         curves = {method: state.faithfulness[method] for method in state.methods if method in state.faithfulness}
-        self.faithfulness_plot.show_curves(curves, "Computing…" if state.target is not None else "")
+        curves_note = "" if state.target is None else "Computing…" if state.computing("attribution") else \
+            "Cancelled before the curves came." if "attribution" in state.stopped else ""
+        self.faithfulness_plot.show_curves(curves, curves_note)
 
     def _show_mixing(self) -> None:
         state = self.state
@@ -332,7 +363,13 @@ class ExplainTab(WindowTab):
             self.mixing_view.show_maps([], [], 0, state.num_layers)
             return
         maps = mixing_maps(state.mixing, state.attention, state.layer)
-        note = "" if maps else "Computing the context mixing…"
+        if maps:
+            note = ""
+        elif "mixing" in state.stopped and not state.computing("mixing"):
+            note = CANCELLED_TEXT.format(what="the context mixing", them="it",
+                                         again=AGAIN_OUTPUT if state.target is not None else AGAIN_MIX)
+        else:
+            note = "Computing the context mixing…"
         self.mixing_view.show_maps(state.readable_tokens, maps, state.layer, state.num_layers, note)
 
     def _show_corrupted(self) -> None:
@@ -366,15 +403,18 @@ class ExplainTab(WindowTab):
     def _show_patching(self) -> None:
         state = self.state
         tokens = state.readable_tokens
+        cancelled = "Patching was cancelled; what arrived before stays." if "patching" in state.stopped else ""
         self.patching_view.show_patching(tokens, state.num_layers, state.patching.get("residual"),
-                                         state.patching.get("heads"))
+                                         state.patching.get("heads"), cancelled)
         self.patching_view.show_layer(state.patch_layer)
 
     def _show_work(self) -> None:
         fraction = self.state.progress()
         self.progress.setVisible(fraction is not None)
         self.progress.setValue(round(1000 * (fraction or 0.0)))
-        self.status_label.setText(self.state.work_line())
+        line = self.state.work_line()
+        self.status_label.setText(line)
+        self.status_label.setToolTip(line)
         self.cancel_button.setEnabled(fraction is not None)
 
     # ---- user input ----

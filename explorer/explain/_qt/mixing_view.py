@@ -18,6 +18,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import colour_lookup, make_scale_bar, show_scale
+from explorer.common._qt.line_label import ElidedLabel
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import CAPTION_STYLE, let_title_overflow, show_title, style_canvas, style_plot
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import TokenAxis
@@ -66,8 +68,8 @@ class MixingView(QWidget):
             self.axes.append((left, bottom))
         self.bar = make_scale_bar()
         self.canvas.addItem(self.bar, row=0, col=2, rowspan=2)
-        self.hover_label = named(QLabel(" "), "mixingHover", "the cell under the mouse")
-        self.note = named(QLabel(), "mixingNote", "what the maps show")
+        self.hover_label = named(ElidedLabel(" "), "mixingHover", "the cell under the mouse")  # never wider
+        self.note = plain_label(named(QLabel(), "mixingNote", "what the maps show"))
         self.note.setWordWrap(True)
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Measure:"))

@@ -1,10 +1,13 @@
 """Where the output is restored (objectName `patchingView`): activation patching from the clean into the
 corrupted run, layer × position and layer × head, 0 = as corrupted, 1 = as clean.
 
-Left: one cell per (layer output, position) of the residual stream; right: one cell per (layer, head) output.
-Both use the diverging map around 0 on one symmetric scale (at least ±1), so a red cell restores the clean output
-and a blue one pushes it further away. Clicking a layer (a row of either map) frames that row in the heads map and
-draws its heads as bars underneath (`layerClicked`, then `show_layer`).
+Left: one cell per (layer output, position) of the residual stream; right: one cell per (layer, head) output,
+layers and heads counted from 1 as everywhere in the window. Both use the diverging map around 0 on one symmetric
+scale (at least ±1), so a red cell restores the clean output and a blue one pushes it further away. A cell is a
+difference of logits divided by the gap between the clean and the corrupted logit: under MIN_READABLE_GAP that
+ratio magnifies hundredths of a logit to whole units (a 0.18 gap spread the scale over −3 … +3.5), so the view says
+the edit is too small to read and keeps the scale at ±1. Clicking a layer (a row of either map) frames that row in
+the heads map and draws its heads as bars underneath (`layerClicked`, then `show_layer`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import diverging_color_map, diverging_lookup
+from explorer.common._qt.line_label import ElidedLabel
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import curve_pen, show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.common._qt.widget_names import named
 
 EMPTY_TEXT = ("No patching yet: edit the corrupted copy of the input (same number of tokens) and press "
               "“Run patching”.")
+MIN_READABLE_GAP = 0.5  # logits between the clean and the corrupted run, below which the maps are not read as shares
 
 
 def layer_names(rows: int, num_layers: int) -> list[str]:
@@ -52,7 +58,7 @@ class PatchingView(QWidget):
         self.residual_plot = style_plot(self.canvas.addPlot(row=0, col=0, axisItems={
             "left": self.residual_rows, "bottom": self.residual_tokens}), mouse=False)
         self.heads_rows = TokenAxis("left")
-        self.heads_columns = TokenAxis("bottom", upright=True)  # head numbers under the cells' centres
+        self.heads_columns = TokenAxis("bottom", upright=True, name_positions=False)  # head numbers 1..H, centred
         self.heads_plot = style_plot(self.canvas.addPlot(row=0, col=1, axisItems={
             "left": self.heads_rows, "bottom": self.heads_columns}), mouse=False)
         self.bar = pg.ColorBarItem(values=(-1, 1), colorMap=diverging_color_map(), interactive=False, width=12)
@@ -83,9 +89,9 @@ class PatchingView(QWidget):
         self.frame.setPen(pen)
         self.frame.setVisible(False)
         self.heads_plot.addItem(self.frame, ignoreBounds=True)
-        self.caption = named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show")
+        self.caption = plain_label(named(QLabel(EMPTY_TEXT), "patchingCaption", "what the patching maps show"))
         self.caption.setWordWrap(True)
-        self.hover_label = named(QLabel(" "), "patchingHover", "the cell under the mouse")
+        self.hover_label = named(ElidedLabel(" "), "patchingHover", "the cell under the mouse")  # never wider
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.canvas, 1)
@@ -105,34 +111,43 @@ class PatchingView(QWidget):
         self.tokens, self.num_layers = list(tokens), num_layers
         self.residual = None if residual is None else np.asarray(residual.scores, np.float32)
         self.heads = None if heads is None else np.asarray(heads.scores, np.float32)
+        result = residual if residual is not None else heads
+        gap = None if result is None else abs(float(result.clean_value) - float(result.corrupted_value))
         values = [np.nanmax(np.abs(array)) for array in (self.residual, self.heads) if array is not None and array.size]
         reach = max([1.0] + [float(value) for value in values if np.isfinite(value)])
+        if gap is not None and gap < MIN_READABLE_GAP:
+            reach = 1.0  # the ratios of a tiny gap are not stretched over the scale (beyond ±1 saturates)
         self.levels = (-reach, reach)
         self.bar.setLevels(self.levels)
         for image, array in ((self.residual_image, self.residual), (self.heads_image, self.heads)):
             image.setVisible(array is not None)
             if array is not None:
                 image.setImage(np.nan_to_num(array), levels=self.levels, autoLevels=False)
-        if self.residual is not None:
-            _label(self.residual_rows, layer_names(self.residual.shape[0], num_layers))
-            _label(self.residual_tokens, self.tokens)
-            self.residual_plot.setRange(xRange=(0, self.residual.shape[1]), yRange=(0, self.residual.shape[0]),
-                                        padding=0)
-        if self.heads is not None:
-            _label(self.heads_rows, layer_names(self.heads.shape[0], num_layers))
-            _label(self.heads_columns, [str(head) for head in range(self.heads.shape[1])])
-            self.heads_plot.setRange(xRange=(0, self.heads.shape[1]), yRange=(0, self.heads.shape[0]), padding=0)
-        result = residual if residual is not None else heads
+        # another model's (or no) maps leave no axis names or readout behind
+        rows = (0, 0) if self.residual is None else self.residual.shape
+        _label(self.residual_rows, [] if self.residual is None else layer_names(rows[0], num_layers))
+        _label(self.residual_tokens, [] if self.residual is None else self.tokens)
+        self.residual_plot.setRange(xRange=(0, max(1, rows[1])), yRange=(0, max(1, rows[0])), padding=0)
+        cells = (0, 0) if self.heads is None else self.heads.shape
+        _label(self.heads_rows, [] if self.heads is None else layer_names(cells[0], num_layers))
+        _label(self.heads_columns, [str(head + 1) for head in range(cells[1])])  # heads 1..H, as in Inspect
+        self.heads_plot.setRange(xRange=(0, max(1, cells[1])), yRange=(0, max(1, cells[0])), padding=0)
+        if result is None:
+            self.hover_label.setText(" ")
         notes = [part.note for part in (residual, heads) if part is not None and getattr(part, "note", None)]
         note = " ".join([note, *dict.fromkeys(notes)]).strip()
         if result is None:
             self.caption.setText(note or EMPTY_TEXT)
         else:
+            clean, corrupted = float(result.clean_value), float(result.corrupted_value)
+            if gap < MIN_READABLE_GAP and not notes:
+                note = (f"{note} The edit moves the target's logit by only {gap:.2g}: too small to read what "
+                        "restores it, since every cell divides a change of hundredths by that gap. The colours stop at "
+                        "±1 (the hover gives each value); edit a word the output depends on more.").strip()
             self.caption.setText(
-                f"{note + ' ' if note else ''}The target's logit: clean {float(result.clean_value):.4g}, corrupted "
-                f"{float(result.corrupted_value):.4g}. A cell is the logit when that one activation is copied from "
-                "the clean run into the corrupted one, rescaled so 0 = corrupted and 1 = clean. Click a layer to "
-                "see its heads.")
+                f"{note + ' ' if note else ''}The target's logit: clean {clean:.4g}, corrupted {corrupted:.4g}. A "
+                "cell is the logit when that one activation is copied from the clean run into the corrupted one, "
+                "rescaled so 0 = corrupted and 1 = clean. Click a layer to see its heads.")
         self.show_layer(self.selected)
 
     def show_layer(self, layer: int | None) -> None:
@@ -146,8 +161,8 @@ class PatchingView(QWidget):
             return
         self.frame.setRect(QRectF(0, layer, heads.shape[1], 1))
         self.frame.setVisible(True)
-        self.layer_bars.setOpts(x=np.arange(heads.shape[1]), height=heads[layer], width=0.7)
-        self.layer_plot.setXRange(-0.6, heads.shape[1] - 0.4, padding=0)
+        self.layer_bars.setOpts(x=np.arange(1, heads.shape[1] + 1), height=heads[layer], width=0.7)  # heads 1..H
+        self.layer_plot.setXRange(0.4, heads.shape[1] + 0.6, padding=0)
         show_title(self.layer_plot, f"Layer {layer + 1}: each head's output patched alone")
 
     def layer_heights(self) -> np.ndarray:
@@ -185,5 +200,5 @@ class PatchingView(QWidget):
         name, row, column = cell
         array = self.residual if name == "residual" else self.heads
         rows = layer_names(array.shape[0], self.num_layers)
-        where = f"position {column} {self.tokens[column]!r}" if name == "residual" else f"head {column}"
+        where = f"position {column} {self.tokens[column]!r}" if name == "residual" else f"head {column + 1}"
         self.hover_label.setText(f"{rows[row]}, {where}: restored {float(array[row, column]):.3f}")

@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.tasks.kinds import TASK_KINDS
-from bertcore.training.finetuning_config import DEMO_SETTINGS
+from bertcore.training.settings import DEMO_SETTINGS
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.finetune.finetune_run import (
@@ -103,7 +104,7 @@ class FinetuneForm(RunForm):
         for name in DEMO_SETTINGS:
             self.demo_combo.addItem(f"{name} demo", name)
         self.demo_combo.addItem("My own data files…", OWN_DATA)
-        self.demo_label = named(QLabel(), "demoDescriptionLabel", "What the task's labels are")
+        self.demo_label = plain_label(named(QLabel(), "demoDescriptionLabel", "What the task's labels are"))
         self.demo_label.setWordWrap(True)
         self.demo_label.setStyleSheet("color: #555;")
         self.task_combo = named(QComboBox(), "taskCombo", "Task",
@@ -162,8 +163,9 @@ class FinetuneForm(RunForm):
         form.addRow("Start from", self.start_combo)
         form.addRow(self.start_folder_row)
 
-        self.steps_spin = number_spin("stepsSpin", DEMO_SETTINGS["mood"]["steps"], "Optimisation steps in total")
-        self.epochs_edit = named(QLineEdit("3"), "epochsEdit", "Epochs",
+        defaults = FinetuneSettings()  # what each field shows first
+        self.steps_spin = number_spin("stepsSpin", defaults.steps, "Optimisation steps in total")
+        self.epochs_edit = named(QLineEdit(f"{defaults.epochs:g}"), "epochsEdit", "Epochs",
                                  "Passes over the training data (e.g. 3, or 0.5); the steps follow from its size")
         self.epochs_edit.setMaximumWidth(150)
         self.length_unit_combo = named(QComboBox(), "lengthUnitCombo", "Length in steps or epochs",
@@ -176,12 +178,14 @@ class FinetuneForm(RunForm):
         length_row.addWidget(self.length_unit_combo)
         length_row.addStretch(1)
         form.addRow("Length", length_row)
-        self.batch_spin = number_spin("batchSizeSpin", 32, "Examples per step (QA: windows) (1 … 4,096)")
+        self.batch_spin = number_spin("batchSizeSpin", defaults.batch_size,
+                                      "Examples per step (QA: windows) (1 … 4,096)")
         form.addRow("Batch size", self.batch_spin)
-        self.seq_len_spin = number_spin("seqLenSpin", 64, "Longest input in tokens, [CLS] and [SEP] included "
-                                                          "(8 … 512); longer texts are cut, QA contexts windowed")
+        self.seq_len_spin = number_spin("seqLenSpin", defaults.seq_len, "Longest input in tokens, [CLS] and [SEP] "
+                                                                        "included (8 … 512); longer texts are cut, "
+                                                                        "QA contexts windowed")
         form.addRow("Sequence length", self.seq_len_spin)
-        self.lr_edit = named(QLineEdit("0.0002"), "learningRateEdit", "Learning rate",
+        self.lr_edit = named(QLineEdit(f"{defaults.learning_rate:g}"), "learningRateEdit", "Learning rate",
                              "Peak learning rate: 2e-4 suits the small default model, 2e-5 … 5e-5 BERT-base")
         self.lr_edit.setMaximumWidth(150)
         form.addRow("Learning rate", self.lr_edit)
@@ -190,13 +194,15 @@ class FinetuneForm(RunForm):
         self.warmup_edit.setPlaceholderText("10% of the steps")
         self.warmup_edit.setMaximumWidth(150)
         form.addRow("Warm-up", self.warmup_edit)
-        self.seed_spin = number_spin("seedSpin", 0, "The new head's initialisation, the held-out split, the batch "
-                                                    "order and dropout all follow it: the same seed, the same run")
+        self.seed_spin = number_spin("seedSpin", defaults.seed, "The new head's initialisation, the held-out split, "
+                                                                "the batch order and dropout all follow it: the same "
+                                                                "seed, the same run")
         form.addRow("Seed", self.seed_spin)
         self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
-        self.checkpoint_spin = number_spin("checkpointEverySpin", 100, "Save a checkpoint every N steps (and at the "
-                                                                       "end); 0 = only at the end or on Stop")
+        self.checkpoint_spin = number_spin("checkpointEverySpin", defaults.checkpoint_every,
+                                           "Save a checkpoint every N steps (and at the end); 0 = only at the end or "
+                                           "on Stop")
         form.addRow("Checkpoint every", self.checkpoint_spin)
         self.out_edit = named(QLineEdit(), "runFolderEdit", "Run folder",
                               "Where the run writes its metrics, checkpoints and final model (the layout "
@@ -228,7 +234,7 @@ class FinetuneForm(RunForm):
             self.task_combo.setCurrentIndex(self.task_combo.findData(demo.task))
         self.demo_label.setText("Your own files: pick the task and the training file (Formats… says what each "
                                 "task reads)." if own or demo is None else f"Labels: {demo.description}")
-        self.demo_combo.setToolTip(self.demo_label.text())
+        self.demo_combo.setToolTip(plain_tooltip(self.demo_label.text()))
         self._enable_data_fields(self._editable)
 
     _editable = True

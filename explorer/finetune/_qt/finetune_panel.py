@@ -26,6 +26,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from bertcore.files.run_folder import read_run_config
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.widget_names import named
 from explorer.finetune._qt.finetune_form import FinetuneForm
 from explorer.finetune.finetune_run import (
@@ -56,7 +57,7 @@ class FinetunePanel(RunPanel):
                          idle_text=FIRST_STATUS, parent=parent)
         self.setObjectName("finetunePanel")
         self._inspector_model: tuple[Any, Any, str | None] | None = None
-        self.eval_label = named(QLabel(NO_EVALUATION), "finetuneEvalLabel", "Latest held-out evaluation")
+        self.eval_label = plain_label(named(QLabel(NO_EVALUATION), "finetuneEvalLabel", "Latest held-out evaluation"))
         self.eval_label.setWordWrap(True)
         self.eval_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._show_evaluation_text(NO_EVALUATION)

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 import explorer.common._qt.shortcuts as shortcuts
 from explorer.common._qt.exporting import export_button
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
@@ -84,9 +85,9 @@ class HeadLabTab(WindowTab):
         self.progress = named(QProgressBar(), "sampleProgress", "corpus run progress")
         self.progress.setTextVisible(True)
         self.progress.setFormat("idle")
-        self.status_label = named(QLabel(" "), "headLabStatus", "head lab status")
+        self.status_label = plain_label(named(QLabel(" "), "headLabStatus", "head lab status"))
         self.status_label.setWordWrap(True)
-        self.caption_label = named(QLabel(" "), "headScoresCaption", "what the table shows")
+        self.caption_label = plain_label(named(QLabel(" "), "headScoresCaption", "what the table shows"))
         self.caption_label.setWordWrap(True)
 
         self.table = ImportanceTable()

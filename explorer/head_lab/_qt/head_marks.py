@@ -17,6 +17,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QLinearGradient, QPainter, QPixmap
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
 
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
+
 HEAD_MODES = {"attention": "Heads: attention", "importance": "Heads: importance", "roles": "Heads: roles"}
 HEAD_MODE_TIP = ("What the heads show besides their attention: nothing more; each head's importance (how much the "
                  "loss moves when it is switched off, Michel et al. 2019) as a number and a frame from grey to "
@@ -42,7 +44,7 @@ def set_elided(label: QLabel, text: str, width: int = CAPTION_WIDTH_PX) -> None:
     """Show `text` in at most `width` pixels (its end elided), all of it in the tooltip: a long caption must
     not widen the window."""
     label.setText(QFontMetrics(label.font()).elidedText(text, Qt.TextElideMode.ElideRight, width))
-    label.setToolTip(text)
+    label.setToolTip(plain_tooltip(text))
 
 
 class ScoreLegend(QWidget):
@@ -59,7 +61,7 @@ class ScoreLegend(QWidget):
         self.bar = QLabel()
         self.bar.setPixmap(_gradient_pixmap(48, 10))
         self.high_label = QLabel("1")
-        self.caption_label = QLabel()
+        self.caption_label = plain_label(QLabel())
         self.caption_label.setObjectName("headScoreCaption")
         for widget in (self.low_label, self.bar, self.high_label, self.caption_label):
             layout.addWidget(widget)
@@ -77,7 +79,7 @@ class ScoreLegend(QWidget):
             self.setToolTip("head importance of " + caption + ", normalised as Michel et al. 2019 (each layer by "
                             "its L2 norm, then min–max over the model): each head's number and frame colour")
         else:
-            self.setToolTip(caption or "")
+            self.setToolTip(plain_tooltip(caption or ""))
 
 
 def _gradient_pixmap(width: int, height: int) -> QPixmap:

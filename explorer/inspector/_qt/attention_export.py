@@ -1,9 +1,11 @@
 """What the attention panel writes to files: a view as PNG or SVG, the selected head's or the rollout's matrix
 as CSV, every attention array as NPZ; each without a dialog (the caller gives the path, as tests and scripts
-do) and from the panel's Export menu, which asks.
+do) and from the panel's Export menu, which asks. The menu writes the NPZ off the GUI thread, with its progress and
+Cancel (`npz_writing`, run by `explorer.common._qt.background_write`): MiniLM's arrays at 512 tokens, compressed,
+and their rollout took ~14 s, during which the window was frozen.
 
 `AttentionExports` is mixed into `AttentionPanel`, whose views and drawing it uses: `tabs`,
-`head_grid`, `head_detail`, `overview`, `rollout_view`, `inspection`, `layer`,
+`head_grid`, `head_detail`, `overview`, `rollout_view`, `rollout_page`, `inspection`, `mask`, `layer`,
 `selected_head`, `layer_view()`, `rollout()`, `_ensure_drawn(view)`, `_refresh_rollout()`.
 """
 
@@ -13,8 +15,16 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMenu, QWidget
 
-from explorer.common._qt.exporting import export_png, export_svg, export_with_dialog
-from explorer.common.export_data import labelled_tokens, save_attention_npz, save_matrix_csv
+from explorer.common._qt.exporting import WrittenInBackground, export_png, export_svg, export_with_dialog
+from explorer.common.attention_math import compute_rollout
+from explorer.common.export_data import (
+    Computed,
+    attention_npz_arrays,
+    labelled_tokens,
+    npz_writing,
+    save_attention_npz,
+    save_matrix_csv,
+)
 
 VIEW_NAMES = ("current", "heads", "grid", "detail", "overview", "rollout", "panel")
 EXPORTS = (  # (menu text, view, kind); a separator between the pictures and the arrays
@@ -61,6 +71,20 @@ class AttentionExports:
         view = self.layer_view()
         return save_attention_npz(path, self.inspection.attentions, list(view.tokens), self.rollout(), view.head_mask)
 
+    def npz_writing(self, path):
+        """The NPZ of `export_npz` as a generator of (fraction, what) for a worker thread: the arrays shown now are
+        taken here (the GUI thread); the rollout, when the panel has not computed it for this head mask, is computed
+        in the worker."""
+        self._require_inspection("NPZ")
+        view = self.layer_view()
+        attentions, mask = self.inspection.attentions, self.mask.copy()
+        rollout = self.rollout_page.cached_rollout(mask)
+        if rollout is None:
+            num_layers, _, length, _ = attentions.shape  # (L, H, T, T)
+            rollout = Computed("the rollout", 4 * num_layers * length * length,
+                               lambda: compute_rollout(attentions, mask))
+        return npz_writing(path, attention_npz_arrays(attentions, list(view.tokens), rollout, view.head_mask))
+
     def export_head_csv(self, path) -> Path:
         """The selected head of the current layer, as shown (hidden tokens dropped, renormalised)."""
         self._require_inspection("CSV")
@@ -90,7 +114,8 @@ class AttentionExports:
                 menu.addSeparator()
             for text, view, kind in entries:
                 menu.addAction(text, lambda view=view, kind=kind: export_with_dialog(
-                    self, f"{view} as {kind.upper()}",
+                    self, "the attention arrays" if kind == "npz" else f"{view} as {kind.upper()}",
                     f"attention-layer{self.layer + 1}-head{self.selected_head + 1}-{view}.{kind}",
-                    lambda path: self.export(kind, view, path)))
+                    WrittenInBackground(self.npz_writing) if kind == "npz"
+                    else lambda path, view=view, kind=kind: self.export(kind, view, path)))
         return menu

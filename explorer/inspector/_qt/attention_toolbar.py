@@ -8,6 +8,7 @@ It holds no inspection: it says what the user asks for (`layerChosen`, `layerSte
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -52,7 +53,8 @@ class AttentionToolbar(QWidget):
         # 1400 px: every control takes only the width it needs, or the window grows past the screen.
         self.layer_slider.setMinimumWidth(70)
         self.layer_label = named(QLabel(NO_LAYER_TEXT), "layerLabel", "current layer")
-        self.layer_label.setMinimumWidth(self.layer_label.fontMetrics().horizontalAdvance("Layer 24 / 24") + 4)
+        self._plain_label_width = self.layer_label.fontMetrics().horizontalAdvance("Layer 24 / 24") + 4
+        self.layer_label.setMinimumWidth(self._plain_label_width)
         self.hide_special_check = named(QCheckBox("Hide specials"), "hideSpecialCheck", "hide special tokens",
                                         "Drop the [CLS], [SEP] and [PAD] rows and columns in every view")
         self.renormalise_check = named(QCheckBox("Renormalise"), "renormaliseCheck", "renormalise rows",
@@ -116,11 +118,22 @@ class AttentionToolbar(QWidget):
             self.layer_slider.setRange(0, num_layers - 1)
             self.layer_slider.setValue(layer)
         suffix = f" · {kind.text}" if kind is not None else ""
-        self.layer_label.setText(f"Layer {layer + 1} / {num_layers}{suffix}")
+        text = f"Layer {layer + 1} / {num_layers}{suffix}"
+        self.layer_label.setText(text)
         self.layer_label.setStyleSheet(f"color: {kind.colour}; font-weight: bold;" if kind is not None else "")
         self.layer_label.setToolTip(kind.description if kind is not None else "")
+        if kind is not None:
+            # the toolbar gives the label no more than its minimum when it is crowded, and the minimum was the plain
+            # "Layer 24 / 24": ModernBERT's bold "· global" was cut to "· globa". It grows to the widest text of the
+            # model shown (set once per kind of layer, not per step), so the label never re-lays the toolbar out
+            bold = QFont(self.layer_label.font())
+            bold.setBold(True)
+            widest = QFontMetrics(bold).horizontalAdvance(f"Layer {num_layers} / {num_layers}{suffix}") + 6
+            if widest > self.layer_label.minimumWidth():
+                self.layer_label.setMinimumWidth(widest)
 
     def show_no_layer(self) -> None:
+        self.layer_label.setMinimumWidth(self._plain_label_width)  # the next model's layers say how wide they are
         self.layer_label.setText(NO_LAYER_TEXT)
         self.layer_label.setStyleSheet("")
         self.layer_label.setToolTip("")

@@ -35,6 +35,7 @@ from explorer.common._qt.heatmap_style import (
     highlight_band,
 )
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import clear_curve, style_canvas
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.token_axis import HoverReadout
@@ -137,7 +138,7 @@ class HeadGrid(HoverReadout, QWidget):
         self.layer_kind_label.hide()
         layout.addWidget(self.layer_kind_label)
         layout.addWidget(self.graphics, 1)
-        self.hover_label = QLabel(self.HINT)
+        self.hover_label = plain_label(QLabel(self.HINT))
         self.hover_label.setObjectName("headGridHoverLabel")
         self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addLayout(self.toggle_row)

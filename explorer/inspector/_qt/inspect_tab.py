@@ -38,6 +38,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.latest_job import LatestJobWorker
@@ -368,7 +369,7 @@ class InspectTab(QWidget):
 
 
 def _message_label(name: str, accessible: str, style: str) -> QLabel:
-    label = named(QLabel(), name, accessible)
+    label = plain_label(named(QLabel(), name, accessible))  # model text: RoBERTa's <s> A </s></s> B </s>
     label.setWordWrap(True)
     label.setStyleSheet(style)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -36,6 +36,7 @@ from bertcore.tokenization.pieces import readable_piece
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.exporting import export_button, export_png
 from explorer.common._qt.heatmap_style import color_map
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.plot_style import style_canvas, style_plot
 from explorer.common._qt.token_axis import TokenAxis
 from explorer.inspector._qt.predictions_table import CORRECT_COLOUR, percent
@@ -91,7 +92,7 @@ class LogitLensView(QWidget):
         header.addWidget(self.value_combo)
         header.addWidget(self.export_button)
 
-        self.note_label = QLabel(EMPTY_TEXT)
+        self.note_label = plain_label(QLabel(EMPTY_TEXT))
         self.note_label.setObjectName("logitLensNote")
         self.note_label.setWordWrap(True)
         self.note_label.setStyleSheet("color: #555;")
@@ -130,7 +131,7 @@ class LogitLensView(QWidget):
         self.top_table.verticalHeader().setDefaultSectionSize(self.top_table.fontMetrics().height() + 4)
         self.top_table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.caption = " "  # what the caption says while no cell is hovered
-        self.top_caption = QLabel(" ")
+        self.top_caption = plain_label(QLabel(" "))
         self.top_caption.setObjectName("logitLensTopKCaption")
         self.top_caption.setWordWrap(True)
 
@@ -307,7 +308,7 @@ class LogitLensView(QWidget):
                 token = str(lens.top_tokens[row, column, rank])
                 probability = percent(float(lens.top_probabilities[row, column, rank]))
                 item = QTableWidgetItem(f"{readable_piece(token, lens.piece_style)} {probability}")
-                item.setToolTip(f"{lens.layer_names[row]}, #{rank + 1}: {token!r} {probability}")
+                item.setToolTip(plain_tooltip(f"{lens.layer_names[row]}, #{rank + 1}: {token!r} {probability}"))
                 if token == original:
                     item.setBackground(QBrush(CORRECT_COLOUR))
                 table.setItem(row, rank, item)

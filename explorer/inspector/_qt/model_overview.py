@@ -19,10 +19,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from explorer.common._qt.heatmap_style import HIGHLIGHT_PEN, SELECTED_PEN, insert_scale_bar, make_scale_bar, show_scale
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import clear_curve, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout
 from explorer.common._qt.zoom_view import ZoomViewBox
@@ -83,8 +84,10 @@ class ModelOverview(HoverReadout, QWidget):
         self.color_bar = make_scale_bar()
         insert_scale_bar(self.plot, self.color_bar)
 
-        self.hover_label = QLabel(" ")
+        self.hover_label = plain_label(QLabel(" "))
         self.hover_label.setObjectName("overviewHoverLabel")
+        # a hover readout names two tokens and a value: however long, it is cut rather than widening the window
+        self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)

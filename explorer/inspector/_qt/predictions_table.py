@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QStyledItemDelegate, QStyleOptionViewItem
 
 from bertcore.data.masking import MaskDecision
 from bertcore.tokenization.pieces import readable_piece
+from explorer.common._qt.plain_text import plain_tooltip
 
 PROBABILITY_ROLE = Qt.ItemDataRole.UserRole + 1  # float in [0, 1] for the bar
 CORRECT_ROLE = Qt.ItemDataRole.UserRole + 2  # True where the guess is the original token
@@ -113,7 +114,7 @@ class PredictionsModel(QAbstractTableModel):
         if column < len(FIXED_COLUMNS):
             if role == Qt.ItemDataRole.DisplayRole:
                 return self._fixed[row][column]
-            return self._tooltip(row) if role == Qt.ItemDataRole.ToolTipRole else None
+            return plain_tooltip(self._tooltip(row)) if role == Qt.ItemDataRole.ToolTipRole else None
         guess = self.guess(row, column)
         if guess is None:
             return None
@@ -123,7 +124,7 @@ class PredictionsModel(QAbstractTableModel):
             return guess[2]
         if role == CORRECT_ROLE:
             return guess[3]
-        return self._tooltip(row)
+        return plain_tooltip(self._tooltip(row))
 
     def _tooltip(self, row: int) -> str:
         prediction = self.predictions[row]

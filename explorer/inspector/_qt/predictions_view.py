@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.inspector._qt.predictions_table import FIXED_COLUMNS, BarDelegate, PredictionsModel
 from explorer.inspector._qt.shown_inspection_view import ShownInspectionView
 from explorer.inspector.family_display import SOP_MEANING, SOP_TITLE, sentence_order_text
@@ -86,7 +87,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         layout.setSpacing(2)
 
         self.nsp_title = title = QLabel(NSP_TITLE)  # ALBERT's sentence order takes its place (SOP_TITLE)
-        self.nsp_label = QLabel("–")
+        self.nsp_label = plain_label(QLabel("–"))
         self.nsp_label.setObjectName("nspLabel")
         self.nsp_label.setAccessibleName("Next sentence probability")
         self.nsp_label.setWordWrap(True)
@@ -100,7 +101,7 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         self.mlm_title = mlm_title = QLabel()
         mlm_title.setToolTip("The k most likely tokens at every masked position, each a bar as long as its "
                              "probability; green where the guess is the original token")
-        self.note_label = QLabel()
+        self.note_label = plain_label(QLabel())
         self.note_label.setObjectName("predictionsNote")
         self.note_label.setWordWrap(True)
         self.note_label.setStyleSheet("color: #555;")

@@ -45,6 +45,10 @@ class RolloutPage(QWidget):
             self._rollout_mask = key
         return self._rollout
 
+    def cached_rollout(self, head_mask: np.ndarray) -> np.ndarray | None:
+        """The rollout kept for `head_mask`, or None when there is none (it is not computed here)."""
+        return self._rollout if self._rollout is not None and head_mask.tobytes() == self._rollout_mask else None
+
     def forget(self) -> None:
         """Drops the rollout kept for the previous attentions."""
         self._rollout, self._rollout_mask = None, b""

@@ -27,6 +27,7 @@ from explorer.common._qt.heatmap_style import (
     show_scale,
 )
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import let_title_overflow, show_title, style_canvas, style_plot
 from explorer.common._qt.token_axis import HoverReadout, TokenAxis
 from explorer.common._qt.zoom_view import ZoomViewBox
@@ -78,7 +79,7 @@ class TokenHeatmap(HoverReadout, QWidget):
         self.row_band = highlight_band(self.plot.vb)
         self.column_band = highlight_band(self.plot.vb)
 
-        self.hover_label = QLabel(" ")
+        self.hover_label = plain_label(QLabel(" "))
         self.hover_label.setObjectName("hoverLabel")
         self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -10,6 +10,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QStandardItem, QStandardItemMod
 from bertcore.data.masking import MaskDecision, Masking
 from bertcore.tokenization.pieces import describe_piece, readable_piece, readable_tokens
 from bertcore.tokenization.wordpiece import Encoding
+from explorer.common._qt.plain_text import plain_tooltip
 from explorer.inspector.family_display import REPLACED_ROW_NAME
 
 ROWS = ("token", "token id", "segment id", "position id", "attention mask", "masking")
@@ -130,9 +131,9 @@ class TokenTableModel(QStandardItemModel):
                 tooltip = self._tags[column].tooltip if self._tags else "the tag comes with the inspection"
                 if self._tags and self.rows[row] in EXPLAINED_ROWS:
                     tooltip += "\nclick: why? (the Explain tab)"
-                item.setToolTip(tooltip)
+                item.setToolTip(plain_tooltip(tooltip))
             else:
-                item.setToolTip(self._tooltips[column])
+                item.setToolTip(plain_tooltip(self._tooltips[column]))
             self.setItem(row, column, item)
 
     def _cache_cells(self) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QPushButton, QVBoxLayout
 
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import list_checkpoints
 
 
 class CheckpointPicker(QGroupBox):

@@ -23,6 +23,12 @@ grid, the step axis spans the run's total steps from the start instead of growin
 run the value axes are set from what is drawn on a steady grid rather than by pyqtgraph's auto-range. Each step
 repaints the canvas: the axes and held-out marks, which seldom change, are kept as pixmaps (`KEPT_AS_PIXELS`, a
 repaint's GUI time 5.0-6.3 -> 4.3-4.8 ms in benchmarks/gui_lag_training.py's run).
+
+"Log loss" draws the loss plot on a logarithmic axis: every item on it (the training curves, smoothed and raw, and
+the held-out points) is fed log10 of its values, and its axis (`LogValueAxis`) names the values its ticks stand for.
+A value ≤ 0 has no logarithm: it is left out, and a note beside the box says how many. pyqtgraph's own Transforms
+menu (log x / log y, FFT, …), and its Downsample, Average and Points entries, act only on the items that know them
+and are hidden: its log y transformed the held-out points and not the curves, under an axis named "loss (x1e+09)".
 """
 
 from __future__ import annotations
@@ -34,10 +40,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.line_label import LineLabel
+from explorer.common._qt.log_axis import LogValueAxis
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.common._qt.scientific_axis import ScientificAxis
 from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.curve_layout import (
+    LOSS_PLOT,
     METRIC_PLOT,
     PRETRAINING,
     Curve,
@@ -50,6 +60,7 @@ from explorer.runs.curve_series import CurveSeries, steady_range
 
 LEFT_AXIS_WIDTH = 72  # pixels, the label included
 KEPT_AS_PIXELS = QGraphicsItem.CacheMode.DeviceCoordinateCache  # what seldom changes, for the frames that repaint it
+HIDDEN_MENUS = ("Transforms", "Downsample", "Average", "Points")  # pyqtgraph's, for items these plots do not hold
 
 
 _NOTHING = object()
@@ -78,11 +89,13 @@ class LossPlots(QWidget):
         self.redraw_count = 0
         self._drawn: dict[int, object] = {}  # id(curve item) -> what it shows (see _update_needed)
         self._value_ranges: dict[int, tuple[float, float]] = {}  # plot number -> the y range set while following
+        self._log_loss = False  # the loss plot's items hold log10 of the values (LogValueAxis names them)
+        self._not_positive: dict[str, tuple[int, int]] = {}  # loss-plot series key -> (its version, values <= 0)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setObjectName("lossGraphics")
         style_canvas(self.graphics)
-        self.loss_plot = self._make_plot("loss", row=0)
+        self.loss_plot = self._make_plot("loss", row=0, left_axis=LogValueAxis("left"))
         self.accuracy_plot = self._make_plot(layout.metric_title, row=1)
         self.lr_plot = self._make_plot("learning rate", row=2, left_axis=ScientificAxis("left"))
         self.plots = (self.loss_plot, self.accuracy_plot, self.lr_plot)  # by curve_layout's plot numbers
@@ -128,15 +141,32 @@ class LossPlots(QWidget):
         self.smoothing_spin.setToolTip("How much each smoothed point keeps of the one before (0 = no smoothing, "
                                        "0.99 = very smooth)")
         self.smoothing_spin.editingFinished.connect(lambda: self.set_smoothing(self.smoothing_spin.value()))
-        self.summary_label = QLabel("no steps yet")
+        self.log_check = QCheckBox("Log loss")
+        self.log_check.setObjectName("logScaleCheck")
+        self.log_check.setToolTip("Draw the loss plot on a logarithmic axis: every curve and held-out point (a value "
+                                  "≤ 0 has no logarithm and is left out)")
+        self.log_check.toggled.connect(self.set_log_scale)
+        self.log_note = plain_label(QLabel())
+        self.log_note.setObjectName("logScaleNote")
+        self.log_note.setStyleSheet("color: #7a4b00;")
+        self.log_note.hide()
+        # the newest step in words grows with the run ("step 12,345 · loss …"): in a LineLabel it never asks for the
+        # room (a plain label's width was the plots' minimum, and the window's: it widened itself as a run went on);
+        # right-aligned, so a line longer than its box keeps its newest numbers in view
+        self.summary_line = LineLabel()
+        self.summary_label = plain_label(self.summary_line.label)
+        self.summary_label.setText("no steps yet")
+        self.summary_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.summary_label.setObjectName("lossSummaryLabel")
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         controls = QHBoxLayout()
         controls.addWidget(self.smoothing_check)
         controls.addWidget(self.smoothing_spin)
-        controls.addStretch(1)
-        controls.addWidget(self.summary_label)
+        controls.addSpacing(12)
+        controls.addWidget(self.log_check)
+        controls.addWidget(self.log_note)
+        controls.addWidget(self.summary_line, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(controls)
@@ -151,6 +181,8 @@ class LossPlots(QWidget):
         plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": left_axis} if left_axis else None)
         # the menu stays: its Export and axis ranges are the only ones these plots have
         style_plot(plot, y_label=title, menu=True, auto_range_button=True)
+        for name in HIDDEN_MENUS:
+            plot.setContextMenuActionVisible(name, False)
         add_legend(plot, (-10, 2), columns=3)
         plot.setClipToView(True)
         for name in ("left", "bottom"):
@@ -323,35 +355,37 @@ class LossPlots(QWidget):
         self.redraw_count += 1
         view = self._visible_steps()
         for key, series in self._series.items():
-            raw = self._raw_items[key]
+            raw, log = self._raw_items[key], self._is_logged(key)
             if key in self._smooth_items:
-                self._show_curve(self._smooth_items[key], series, view, smoothed=self._smoothing_on)
+                self._show_curve(self._smooth_items[key], series, view, smoothed=self._smoothing_on, log=log)
                 if self._smoothing_on:
-                    self._show_curve(raw, series, view, smoothed=False)
+                    self._show_curve(raw, series, view, smoothed=False, log=log)
                 elif self._update_needed(raw, None):
                     raw.setData([], [])
             else:
-                self._show_curve(raw, series, view, smoothed=False)
+                self._show_curve(raw, series, view, smoothed=False, log=log)
         for key, series in self._eval_series.items():
-            item = self._eval_items[key]
-            if self._update_needed(item, series.version):
-                item.setData(series.x, series.y)
+            item, log = self._eval_items[key], self._is_logged(key, held_out=True)
+            if self._update_needed(item, (series.version, log)):
+                item.setData(*_on_scale(series.x, series.y, log))
+        self._show_log_note()
         if self._follow_steps:
             self._follow_values()
         if self._last_step > -math.inf:
             self.summary_label.setText(summary_line(self.layout_spec, int(self._last_step), self._last_values,
                                                     self._last_held_out))
 
-    def _follow_values(self) -> None:
+    def _follow_values(self, only: int | None = None) -> None:
         """The loss and learning-rate plots span what they draw on a steady grid (`steady_range`), set only when
         that changes, instead of pyqtgraph's auto-range, which measured every item's bounds again at every frame
-        (measured: a training frame's redraw and paint 5.3-5.7 -> 4.1-4.3 ms of CPU with the bare curve items)."""
+        (measured: a training frame's redraw and paint 5.3-5.7 -> 4.1-4.3 ms of CPU with the bare curve items).
+        On the log scale what they draw are logs, so the grid is one of decades' fractions. `only`: that plot."""
         extents: dict[int, list[float]] = {}
         curves = [(curve, self._smooth_items.get(curve.key)) for curve in self.layout_spec.train]
         curves += [(curve, self._raw_items.get(curve.key)) for curve in self.layout_spec.train]
         curves += [(curve, self._eval_items.get(curve.key)) for curve in self.layout_spec.held_out]
         for curve, item in curves:
-            if item is None or curve.plot == METRIC_PLOT:
+            if item is None or curve.plot == METRIC_PLOT or (only is not None and curve.plot != only):
                 continue
             y = item.getData()[1]
             if y is not None and len(y):
@@ -373,10 +407,57 @@ class LossPlots(QWidget):
         self._drawn[id(item)] = shown
         return True
 
-    def _show_curve(self, item: pg.PlotCurveItem, series: CurveSeries, view: tuple, smoothed: bool) -> None:
-        if self._update_needed(item, (series.version, view, smoothed)):
+    def _show_curve(self, item: pg.PlotCurveItem, series: CurveSeries, view: tuple, smoothed: bool,
+                    log: bool = False) -> None:
+        if self._update_needed(item, (series.version, view, smoothed, log)):
             x_min, x_max, budget = view
-            item.setData(*series.display(x_min, x_max, budget, smoothed=smoothed))
+            item.setData(*_on_scale(*series.display(x_min, x_max, budget, smoothed=smoothed), log))
+
+    # ---- the log scale ----
+    def set_log_scale(self, on: bool) -> None:
+        """Draw the loss plot's items (curves and held-out points) as log10 of their values, on a log axis."""
+        on = bool(on)
+        if on != self.log_check.isChecked():
+            with blocked(self.log_check):
+                self.log_check.setChecked(on)
+        if on == self._log_loss:
+            return
+        self._log_loss = on
+        self.loss_plot.getAxis("left").set_log(on)
+        self.loss_plot.setLabel("left", "loss (log)" if on else "loss")
+        self._value_ranges.pop(LOSS_PLOT, None)
+        self._redraw()
+        if not self._follow_steps:  # a zoomed value range means nothing on the other scale: fit what is drawn
+            self._follow_values(only=LOSS_PLOT)
+
+    @property
+    def log_scale(self) -> bool:
+        return self._log_loss
+
+    def _is_logged(self, key: str, held_out: bool = False) -> bool:
+        if not self._log_loss:
+            return False
+        curve = self.layout_spec.held_out_curve(key) if held_out else \
+            next((curve for curve in self.layout_spec.train if curve.key == key), None)
+        return curve is not None and curve.plot == LOSS_PLOT
+
+    def _show_log_note(self) -> None:
+        """How many of the loss plot's values the log scale cannot draw (≤ 0), counted once per series version."""
+        left_out = 0
+        if self._log_loss:
+            for held_out, all_series in ((False, self._series), (True, self._eval_series)):
+                for key, series in all_series.items():
+                    if not self._is_logged(key, held_out):
+                        continue
+                    cache_key = f"{'held-out ' if held_out else ''}{key}"
+                    version, count = self._not_positive.get(cache_key, (None, 0))
+                    if version != series.version:
+                        count = int(np.count_nonzero(series.y <= 0))
+                        self._not_positive[cache_key] = (series.version, count)
+                    left_out += count
+        self.log_note.setVisible(left_out > 0)
+        if left_out:
+            self.log_note.setText(f"{left_out:,} value{'s' if left_out > 1 else ''} ≤ 0 not drawn (no logarithm)")
 
     # ---- smoothing ----
     def set_smoothing_enabled(self, enabled: bool) -> None:
@@ -435,3 +516,11 @@ class LossPlots(QWidget):
         """Redraw now (tests; the end of a run)."""
         self._redraw_timer.stop()
         self._redraw()
+
+
+def _on_scale(x: np.ndarray, y: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) as drawn: as they are, or on the log scale log10(y) where y > 0 (the rest has no logarithm)."""
+    if not log:
+        return x, y
+    keep = y > 0
+    return x[keep], np.log10(y[keep])

@@ -11,6 +11,8 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from explorer.common._qt.line_label import ElidedLabel
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.widget_names import named
 from explorer.runs._qt.run_progress import RunProgress
 
@@ -25,10 +27,10 @@ class RunStatus(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.progress = RunProgress()
-        self.device_label = QLabel("")
+        self.device_label = ElidedLabel("")  # a GPU's long name is cut, not the window widened
         self.device_label.setObjectName("trainingDeviceLabel")
-        self.status_label = named(QLabel(FIRST_STATUS), "trainingStatusLabel", "Training status")
-        self.warning_label = named(QLabel(), "trainingWarningLabel", "Training warning")
+        self.status_label = plain_label(named(QLabel(FIRST_STATUS), "trainingStatusLabel", "Training status"))
+        self.warning_label = plain_label(named(QLabel(), "trainingWarningLabel", "Training warning"))
         self.warning_label.setStyleSheet(WARNING_STYLE)
         self.warning_label.hide()
         column = QVBoxLayout(self)

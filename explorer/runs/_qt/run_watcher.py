@@ -22,8 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from bertcore.errors import RunFolderError
 from bertcore.files.file_names import FINAL_DIR, METRICS_FILE
 from bertcore.files.metrics_log import MetricsTail
-from bertcore.files.run_folder import read_run_config
-from bertcore.files.run_lookup import list_checkpoints
+from bertcore.files.run_folder import list_checkpoints, read_run_config
 from explorer.runs.run_descriptions import describe_config, planned_steps
 from explorer.runs.run_watch import record_reader, run_has_ended, stats_from_record
 from explorer.runs.snapshot_probe import CheckpointProbeQueue

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.probe_history import ProbeHistory, ProbePair
 from explorer.train._qt.probe_snapshot_view import NO_SNAPSHOT, SnapshotView
@@ -71,7 +72,7 @@ class ProbeBox(QGroupBox):
         self.step_slider.setAccessibleName("Probe snapshot step")
         self.step_slider.setToolTip("Walk the selected pair's snapshots, from the first step to the newest")
         self.step_slider.valueChanged.connect(lambda _: self._show_selected_snapshot())
-        self.step_label = QLabel()
+        self.step_label = plain_label(QLabel())
         self.step_label.setObjectName("snapshotLabel")
         self.step_label.setMinimumWidth(130)
         self.snapshot_view = SnapshotView()

@@ -15,6 +15,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from explorer.common._qt.plain_text import plain_label
 from explorer.common.attention_math import DEFAULT_COLOUR_SCALE, colour_levels
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 
@@ -39,7 +40,7 @@ class SnapshotView(QWidget):
         self.head_spin.setPrefix("head ")
         self.head_spin.setRange(1, 1)
         self.head_spin.setToolTip("The head shown (1 = the first)")
-        self.readout = QLabel(NO_SNAPSHOT)
+        self.readout = plain_label(QLabel(NO_SNAPSHOT))
         self.readout.setObjectName("probeReadout")
         self.readout.setWordWrap(True)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -29,7 +29,8 @@ from PySide6.QtWidgets import (
 
 from bertcore.data.masking_recipes import RECIPE_DESCRIPTIONS
 from bertcore.data.sources import FORMATS
-from bertcore.training.pretraining_config import new_model_family, new_model_objective
+from bertcore.models.families import family_names
+from bertcore.training.settings import new_model_family, new_model_objective
 from explorer.common.message_text import sentence_case
 from explorer.runs._qt.form_fields import (
     DeviceCombo,
@@ -41,7 +42,6 @@ from explorer.runs._qt.form_fields import (
 )
 from explorer.runs.form_words import in_form_words
 from explorer.runs.training_run import (
-    ARCH_CHOICES,
     CONTINUE_LOADED,
     OBJECTIVE_CHOICES,
     PRESET_NAMES,
@@ -145,6 +145,7 @@ class TrainingForm(RunForm):
     def _build_run_box(self) -> QGroupBox:
         box = QGroupBox("Run")
         form = QFormLayout(box)
+        defaults = TrainingSettings()  # what each field shows first
         self.model_combo = QComboBox()
         self.model_combo.setObjectName("presetCombo")
         for name in PRESET_NAMES:
@@ -165,7 +166,7 @@ class TrainingForm(RunForm):
         self.arch_combo = QComboBox()
         self.arch_combo.setObjectName("archCombo")
         self.arch_combo.addItem("automatic", None)  # named by _name_the_automatic_choices
-        for name in ARCH_CHOICES:
+        for name in family_names():  # the family registry, as it is now
             self.arch_combo.addItem(name, name)
         self.arch_combo.setToolTip("The new model's family, at the chosen size, saved in its transformers layout; "
                                    "a loaded model keeps its own")
@@ -181,19 +182,20 @@ class TrainingForm(RunForm):
         self.masking_combo.setToolTip("What is masked for the masked LM (and ELECTRA's generator): single tokens "
                                       "(BERT), every piece of a word together, or SpanBERT's spans of words")
         form.addRow("Masking", self.masking_combo)
-        self.mlm_probability_edit = QLineEdit("0.15")
+        self.mlm_probability_edit = QLineEdit(f"{defaults.mlm_probability:g}")
         self.mlm_probability_edit.setObjectName("mlmProbabilityEdit")
         self.mlm_probability_edit.setMaximumWidth(150)
         self.mlm_probability_edit.setToolTip("The share of tokens masked, whatever the recipe, above 0 and below 1: "
                                              "BERT masks 0.15, MosaicBERT 0.3")
         form.addRow("MLM probability", self.mlm_probability_edit)
-        self.steps_spin = number_spin("stepsSpin", 300, "Optimisation steps in total (at least 1)")
+        self.steps_spin = number_spin("stepsSpin", defaults.steps, "Optimisation steps in total (at least 1)")
         form.addRow("Steps", self.steps_spin)
-        self.batch_spin = number_spin("batchSizeSpin", 16, "Sentence pairs per step (1 … 4,096)")
+        self.batch_spin = number_spin("batchSizeSpin", defaults.batch_size, "Sentence pairs per step (1 … 4,096)")
         form.addRow("Batch size", self.batch_spin)
-        self.seq_len_spin = number_spin("seqLenSpin", 64, "Longest sequence, [CLS] and [SEP] included (8 … 512)")
+        self.seq_len_spin = number_spin("seqLenSpin", defaults.seq_len,
+                                        "Longest sequence, [CLS] and [SEP] included (8 … 512)")
         form.addRow("Sequence length", self.seq_len_spin)
-        self.lr_edit = QLineEdit("0.001")
+        self.lr_edit = QLineEdit(f"{defaults.learning_rate:g}")
         self.lr_edit.setObjectName("learningRateEdit")
         self.lr_edit.setMaximumWidth(150)
         self.lr_edit.setToolTip("Peak learning rate, above 0: e.g. 1e-3 for tiny and mini, 1e-4 for base. Choosing "
@@ -202,11 +204,12 @@ class TrainingForm(RunForm):
         form.addRow("Learning rate", self.lr_edit)
         self.device_combo = DeviceCombo()
         form.addRow("Device", self.device_combo)
-        self.seed_spin = number_spin("seedSpin", 0, "Model initialisation, data order, masks and dropout all follow "
-                                                    "it: the same seed, the same run")
+        self.seed_spin = number_spin("seedSpin", defaults.seed, "Model initialisation, data order, masks and dropout "
+                                                                "all follow it: the same seed, the same run")
         form.addRow("Seed", self.seed_spin)
-        self.probe_every_spin = number_spin("probeEverySpin", 25, "Re-inspect the probe pairs every N steps "
-                                                                  "(0 = off); can be changed while a run goes")
+        self.probe_every_spin = number_spin("probeEverySpin", defaults.probe_every, "Re-inspect the probe pairs "
+                                                                                    "every N steps (0 = off); can be "
+                                                                                    "changed while a run goes")
         form.addRow("Probe every", self.probe_every_spin)
         self.out_edit = QLineEdit()
         self.out_edit.setObjectName("runFolderEdit")

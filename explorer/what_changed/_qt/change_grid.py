@@ -1,8 +1,9 @@
 """Layers × heads, each cell coloured by how far that head's attention moved between two checkpoints.
 
 One image of (L, H) values (rows: layers, top to bottom; columns: heads), the value written in every cell, a
-colour bar naming the unit (Jensen–Shannon divergence, bits), the hovered head's number below, and the
-clicked head framed. Items are made once and fed with new data: the image with `setImage`, the numbers with
+colour bar naming the unit (Jensen–Shannon divergence, bits; in a power of ten, "10⁻⁵ bits", when the largest value
+is too small for three decimals: `head_change.value_exponent`), the hovered head's number below, and the clicked
+head framed. Items are made once and fed with new data: the image with `setImage`, the numbers with
 `CellNumbers.set_cells`; only a new grid shape sets the axes again.
 """
 
@@ -19,8 +20,10 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayou
 from explorer.common._qt.cell_numbers import CellNumbers
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.common._qt.picture_item import PictureItem
+from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import CAPTION_STYLE, style_canvas, style_plot
 from explorer.common.attention_math import to_rgba
+from explorer.what_changed.head_change import power_of_ten, value_exponent
 
 UNIT = "JS divergence, bits"
 BRIGHT_FRACTION = 0.62  # above this fraction of the scale the colour map is light: write the number in black
@@ -38,6 +41,7 @@ class HeadChangeGrid(QWidget):
         self.setAccessibleName("What changed: layers × heads")
         self.values = np.zeros((0, 0), np.float64)  # (L, H) bits, as shown
         self.levels = (0.0, 1.0)
+        self.exponent = 0  # the cells and the colour bar count in 10 ** exponent bits
         self.selected = (-1, -1)
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -61,7 +65,7 @@ class HeadChangeGrid(QWidget):
         self.color_bar.getAxis("left").setLabel(UNIT, **CAPTION_STYLE)
         insert_scale_bar(self.plot, self.color_bar)
 
-        self.hover_label = QLabel(self.HINT)
+        self.hover_label = plain_label(QLabel(self.HINT))
         self.hover_label.setObjectName("headChangeHoverLabel")
         self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout = QVBoxLayout(self)
@@ -87,13 +91,27 @@ class HeadChangeGrid(QWidget):
         lookup = colour_lookup()
         self.image_item.set_picture(to_rgba(values, levels, lookup), QRectF(0, 0, num_heads, num_layers))
         self.color_bar.setLevels(levels)
+        self._show_exponent(value_exponent(float(levels[1])))
         if new_shape:
             self._build(num_layers, num_heads)
-        fractions = (values - levels[0]) / max(levels[1] - levels[0], 1e-12)
-        self.numbers.set_cells([[f"{value:.3f}" for value in row] for row in values], fractions > BRIGHT_FRACTION)
+        fractions = (values - levels[0]) / max(levels[1] - levels[0], 1e-30)
+        if self.exponent:
+            texts = [[f"{value * 10.0 ** -self.exponent:.2f}" for value in row] for row in values]
+        else:
+            texts = [[f"{value:.3f}" for value in row] for row in values]
+        self.numbers.set_cells(texts, fractions > BRIGHT_FRACTION)
         if self.selected[0] >= num_layers or self.selected[1] >= num_heads:
             self.select(-1, -1)
         self.hover_label.setText(self.HINT)  # what it said was a value of the comparison before
+
+    def _show_exponent(self, exponent: int) -> None:
+        """The colour bar's ticks and name in 10 ** exponent bits, as the cells are written."""
+        if exponent == self.exponent:
+            return
+        self.exponent = exponent
+        self.color_bar.axis.setScale(10.0 ** -exponent)  # the ticks' axis; its name is on the bar's left axis
+        label = f"JS divergence, {power_of_ten(exponent)} bits" if exponent else UNIT
+        self.color_bar.getAxis("left").setLabel(label, **CAPTION_STYLE)
 
     def _build(self, num_layers: int, num_heads: int) -> None:
         """The axes and the view for a new grid shape."""
@@ -105,6 +123,7 @@ class HeadChangeGrid(QWidget):
     def clear(self) -> None:
         """Nothing compared (after a fault)."""
         self.values = np.zeros((0, 0), np.float64)
+        self._show_exponent(0)
         self.image_item.clear()
         self.numbers.set_cells([], np.zeros((0, 0), bool))
         self._build(0, 0)
@@ -133,7 +152,7 @@ class HeadChangeGrid(QWidget):
         return self.plot.vb.mapViewToScene(QPointF(head + 0.5, layer + 0.5))
 
     def describe(self, layer: int, head: int) -> str:
-        return f"layer {layer + 1}, head {head + 1}: {self.values[layer, head]:.4f} bits"
+        return f"layer {layer + 1}, head {head + 1}: {bits_text(float(self.values[layer, head]))}"
 
     def leaveEvent(self, event) -> None:
         self.hover_label.setText(self.HINT)  # no head is under the mouse any more
@@ -147,3 +166,8 @@ class HeadChangeGrid(QWidget):
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:
         layer, head = self.cell_at(scene_pos)
         self.hover_label.setText(self.describe(layer, head) if layer >= 0 else self.HINT)
+
+
+def bits_text(bits: float) -> str:
+    """"0.2140 bits", or with three significant digits when that would read 0.0000: "4.65e-05 bits"."""
+    return f"{bits:.4f} bits" if bits == 0 or abs(bits) >= 1e-3 else f"{bits:.3g} bits"

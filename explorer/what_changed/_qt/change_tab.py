@@ -29,13 +29,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.common._qt.workers.latest_job import LatestJobWorker
 from explorer.common.failure import Failure
 from explorer.common.message_text import sentence_case
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
-from explorer.what_changed._qt.change_grid import HeadChangeGrid
+from explorer.what_changed._qt.change_grid import HeadChangeGrid, bits_text
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest, HeadChange
 
 IDLE_TEXT = ("Choose two checkpoints of the same shape, A (before) and B (after), e.g. a model and the model "
@@ -92,7 +93,7 @@ class ChangeTab(WindowTab):
         self.swap_button = named(QPushButton("⇄"), "swapCheckpoints", "swap A and B", "Swap A and B")
         self.compare_button = named(QPushButton("Compare"), "compareButton", "compare A and B",
                                     "Compare A and B on the Inspect tab's input")
-        self.status_label = named(QLabel(IDLE_TEXT), "changeStatus", "what changed: status")
+        self.status_label = plain_label(named(QLabel(IDLE_TEXT), "changeStatus", "what changed: status"))
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.grid = HeadChangeGrid()
@@ -104,7 +105,8 @@ class ChangeTab(WindowTab):
         for heatmap, name in ((self.heatmap_a, "changeHeatmapA"), (self.heatmap_b, "changeHeatmapB"),
                               (self.heatmap_difference, "changeHeatmapDifference")):
             heatmap.setObjectName(name)
-        self.detail_label = named(QLabel(" "), "changeDetailCaption", "the clicked head")
+        self.detail_label = plain_label(named(QLabel(" "), "changeDetailCaption", "the clicked head"))
+        self.detail_label.setWordWrap(True)  # a long sentence takes two lines, not the window's width
 
         # layout
         folders = QHBoxLayout()
@@ -236,12 +238,12 @@ class ChangeTab(WindowTab):
         self.grid.select(layer, head)
         detail = self.result.head_detail(layer, head)
         names = self.result.names
-        self.heatmap_a.setToolTip(f"A (before): {names[0]}")
-        self.heatmap_b.setToolTip(f"B (after): {names[1]}")
+        self.heatmap_a.setToolTip(plain_tooltip(f"A (before): {names[0]}"))
+        self.heatmap_b.setToolTip(plain_tooltip(f"B (after): {names[1]}"))
         self.heatmap_a.set_matrix(detail.attention_a, detail.tokens, detail.positions, detail.levels)
         self.heatmap_b.set_matrix(detail.attention_b, detail.tokens, detail.positions, detail.levels)
         self.heatmap_difference.set_matrix(detail.difference, detail.tokens, detail.positions,
                                            detail.difference_levels)
-        self.detail_label.setText(f"Layer {layer + 1}, head {head + 1}: {detail.divergence:.4f} bits "
+        self.detail_label.setText(f"Layer {layer + 1}, head {head + 1}: {bits_text(detail.divergence)} "
                                   "(mean Jensen–Shannon divergence of its query rows). Rows are queries, columns "
                                   "keys; A and B share one colour scale.")

@@ -2,7 +2,9 @@
 
 bertcore.models.hub_download.download_model does the work in a `OneShotWorker` thread (as the model loader does); it
 reports (bytes done, bytes in all, file name) from that thread, which crosses to the GUI thread through a queued
-signal, and it polls a cancel flag between chunks. HF_ENDPOINT and HF_TOKEN are read by bertcore at each download.
+signal, and it polls a cancel flag every 50 ms: Cancel takes effect within a second whatever the server does (a
+stalled or trickling server included). When no byte has come for a few seconds the status line says for how long,
+so the user can tell a stall from a slow start. HF_ENDPOINT and HF_TOKEN are read by bertcore at each download.
 Its failures are CheckpointErrors that already say what to do, so their message is shown as it is.
 """
 
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDialog,
@@ -33,6 +36,7 @@ from explorer.common._qt.workers.one_shot import OneShotWorker
 from explorer.window._qt.model_picker import size_text
 
 PROGRESS_STEPS = 1000  # QProgressBar holds a 32-bit int: show per mille, not bytes (weights pass 2 GB)
+QUIET_SECONDS = 5  # no byte for this long is said on the status line
 
 
 class HubDownloadDialog(QDialog):
@@ -52,6 +56,11 @@ class HubDownloadDialog(QDialog):
         self._repo_id = ""
         self._cancel = threading.Event()
         self._workers: dict[int, OneShotWorker] = {}
+        self._last_news = time.monotonic()  # when the download last reported (bytes, or a new file)
+        self._activity = ""  # what the status line says while bytes come
+        self._quiet_timer = QTimer(self)
+        self._quiet_timer.setInterval(1000)
+        self._quiet_timer.timeout.connect(self._show_quiet)
         self.repo_edit = named(QLineEdit(), "repoIdEdit", "Repo id",
                                "The model's name as on its Hub page: organisation/name")
         self.repo_edit.setPlaceholderText("org/name, e.g. google-bert/bert-base-uncased")
@@ -67,7 +76,8 @@ class HubDownloadDialog(QDialog):
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.download_button = named(QPushButton("&Download"), "startDownload", "Download the model")
         self.cancel_button = named(QPushButton("&Cancel download"), "cancelDownload", "Cancel the download",
-                                   "Stop between chunks; nothing of this download is kept in the cache")
+                                   "Stops within a second, whatever the server does; nothing of this download is "
+                                   "kept in the cache")
         self.close_button = named(QPushButton("Close"), "closeDownload", "Close this dialog")
         buttons = QDialogButtonBox()
         buttons.addButton(self.download_button, QDialogButtonBox.ButtonRole.ActionRole)
@@ -128,12 +138,15 @@ class HubDownloadDialog(QDialog):
         self.show_where()
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("")
-        self.status_label.setText(f"Asking the Hub for {repo}…")
+        self._activity = f"Asking the Hub for {repo}…"
+        self._last_news = time.monotonic()
+        self.status_label.setText(self._activity)
+        self._quiet_timer.start()
         worker.start()
         self._update_buttons()
 
     def cancel(self) -> None:
-        """Ask the download to stop at its next chunk; `ended("cancelled")` follows once it has."""
+        """Stop the download (within a second, whatever the server does); `ended("cancelled")` follows."""
         if self.is_downloading():
             self._cancel.set()
             self.status_label.setText(f"Cancelling the download of {self._repo_id}…")
@@ -161,11 +174,23 @@ class HubDownloadDialog(QDialog):
             return  # chunks in flight when Cancel was pressed: "Cancelling…" stays
         self.progress_bar.setValue(min(PROGRESS_STEPS, done * PROGRESS_STEPS // total) if total else 0)
         self.progress_bar.setFormat(f"{size_text(done)} of {size_text(total)} (%p%)")
-        self.status_label.setText(f"Downloading {self._repo_id}: {filename}")
+        self._activity = f"Downloading {self._repo_id}: {filename}"
+        self._last_news = time.monotonic()
+        self.status_label.setText(self._activity)
+
+    def _show_quiet(self) -> None:
+        """While nothing comes: say for how long, so a stall is seen (Cancel acts at once all the same)."""
+        if not self.is_downloading() or self._cancel.is_set():
+            return
+        quiet = time.monotonic() - self._last_news
+        if quiet >= QUIET_SECONDS:
+            self.status_label.setText(f"{self._activity} — nothing received for {quiet:.0f}\u00a0s; the Hub or the "
+                                      "network is slow (Cancel stops the download at once)")
 
     def _on_done(self, job: int, resolved: ResolvedModel) -> None:
         if job != self._job:
             return
+        self._quiet_timer.stop()
         self.progress_bar.setValue(PROGRESS_STEPS)
         self.status_label.setText(f"Downloaded {resolved.display_name} into {resolved.folder}; opening it.")
         self.ended.emit("downloaded")
@@ -175,6 +200,7 @@ class HubDownloadDialog(QDialog):
     def _on_failed(self, job: int, failure) -> None:
         if job != self._job:
             return
+        self._quiet_timer.stop()
         if failure.is_a("DownloadCancelled"):
             self.progress_bar.setValue(0)
             self.progress_bar.setFormat("")

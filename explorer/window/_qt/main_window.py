@@ -13,6 +13,7 @@ Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_
 `use_checkpoint(path)` (a tab's "use this model in the inspector"), `show_about()`,
 `show_external_inspection(inspection, caption)`, `inspect_pair(text_a, text_b)`, `compare_checkpoints(a, b)`,
 `add_tab(tab, title)`, `change_tab`, `explain_tab`, `explain_output(target)` (an output clicked in the Inspect tab),
+`runs_tab` (every run on one set of axes) and `open_run_folder(folder, title)` (its "open in the Train tab"),
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
 `modelLoadFailed`, `closing`.
 """
@@ -27,11 +28,15 @@ import PySide6
 import torch
 from PySide6.QtCore import QSettings, Qt, Signal, qVersion
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
 from explorer import APP_NAME, __version__
+from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common._qt.gui_gc import freeze_long_lived
+from explorer.common._qt.line_label import ElidedLabel
+from explorer.common._qt.plain_text import plain_tooltip
+from explorer.common._qt.theme import use_light_palette
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
 from explorer.embeddings._qt.embedding_view import EmbeddingView
@@ -42,6 +47,7 @@ from explorer.head_lab._qt.head_lab_tab import HeadLabTab
 from explorer.inspector._qt.input_form import DEFAULT_THROTTLE_MS
 from explorer.inspector._qt.inspect_tab import InspectTab
 from explorer.inspector.model_info import LoadedModel, describe_model
+from explorer.runs._qt.workbench.workbench_tab import RunsWorkbench
 from explorer.what_changed._qt.change_tab import ChangeTab
 from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.menus import add_action, build_menus
@@ -68,6 +74,7 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings | None = None, *, device: str = "cpu",
                  throttle_ms: int = DEFAULT_THROTTLE_MS, parent: QWidget | None = None):
         super().__init__(parent)
+        use_light_palette()  # the views are drawn for light: a dark desktop theme's palette made them unreadable
         self.setObjectName("mainWindow")
         self.settings = settings if settings is not None else default_settings()
         self.error_box: QMessageBox | None = None
@@ -82,9 +89,14 @@ class MainWindow(QMainWindow):
         self.inspect_tab = InspectTab(throttle_ms)
         self.tab_actions: list[QAction] = []  # View ▸ one per tab, Ctrl+N for the N-th
         self.tab_shortcuts: list[shortcuts.Shortcut] = []
-        self.model_label = named(QLabel(), "modelLabel", "Loaded model")
-        self.timing_label = named(QLabel(), "timingLabel", "Inspection time",
+        # a model's name may be long (a Hub repo id): cut with "…" where it does not fit, never widening the window
+        self.model_label = named(ElidedLabel(), "modelLabel", "Loaded model")
+        self.timing_label = named(ElidedLabel(), "timingLabel", "Inspection time",
                                   "Time of the last inspection: the model's forward pass, then drawing every view")
+        # its place is kept while it is empty, so a passing message cut where it begins stays clear of it once the
+        # first inspection's times arrive
+        self.timing_label.setFixedWidth(self.timing_label.fontMetrics().horizontalAdvance(
+            "model 99,999 ms · views 9,999 ms") + 8)
         self.statusBar().addPermanentWidget(self.timing_label)
         self.statusBar().addPermanentWidget(self.model_label)
         build_menus(self)
@@ -98,6 +110,8 @@ class MainWindow(QMainWindow):
         self.add_tab(EmbeddingView(), "Embeddings")
         self.change_tab = self.add_tab(ChangeTab(), "What changed")
         self.explain_tab = self.add_tab(ExplainTab(), "Explain")
+        self.runs_tab = self.add_tab(RunsWorkbench(), "Runs")
+        self.runs_tab.openRunFolder.connect(self.open_run_folder)
         self.inspect_tab.predictions.explainRequested.connect(self.explain_output)
         self.inspect_tab.task_output.explainRequested.connect(self.explain_output)
         self.inspect_tab.token_table.explainRequested.connect(self.explain_output)  # ELECTRA's "replaced?" cells
@@ -115,12 +129,12 @@ class MainWindow(QMainWindow):
         tab.inspectionShown.connect(self.inspectionShown)
         tab.inspectionTimed.connect(
             lambda model_ms, views_ms: self.timing_label.setText(f"model {model_ms:.0f} ms · views {views_ms:.0f} ms"))
-        tab.statusMessage.connect(self.statusBar().showMessage)
-        loader.statusMessage.connect(self.statusBar().showMessage)
+        tab.statusMessage.connect(self.show_status)
+        loader.statusMessage.connect(self.show_status)
         loader.loaded.connect(self._install)
         loader.failed.connect(self._on_load_failed)
         loader.startupNote.connect(lambda text, is_error: self._show_error(text) if is_error else tab.show_info(text))
-        loader.saved.connect(lambda path: self.statusBar().showMessage(f"Saved the model to {path}", 8000))
+        loader.saved.connect(lambda path: self.show_status(f"Saved the model to {path}", 8000))
         loader.saveFailed.connect(lambda path, message: self._show_error(f"Could not save to {path}: {message}",
                                                                          dialog_title="Save failed"))
 
@@ -235,6 +249,17 @@ class MainWindow(QMainWindow):
         self.change_tab.compare(folder_a, folder_b)
         self.tabs.setCurrentWidget(self.change_tab)
 
+    def open_run_folder(self, folder: str, title: str) -> None:
+        """The Runs tab's "open this run": watch it in the tab named `title` (Train, Fine-tune) and show that tab,
+        where it opens the run or says why not."""
+        page = next((self.tabs.widget(index) for index in range(self.tabs.count())
+                     if self.tabs.tabText(index) == title), None)
+        if page is None:
+            self.runs_tab.say(f"There is no {title} tab in this window (bert-explorer --no-training-tab)", "error")
+            return
+        page.watch_run_folder(folder)
+        self.tabs.setCurrentWidget(page)
+
     def explain_output(self, target: tuple) -> None:
         """An output clicked in the Inspect tab: explain it in the Explain tab, on the input (and masking) it was
         computed on, and bring that tab forward; a target it cannot explain is said there."""
@@ -279,7 +304,7 @@ class MainWindow(QMainWindow):
             return
         where = f" — {info.path}" if info.path else ""
         self.model_label.setText(info.label)
-        self.model_label.setToolTip(f"{info.label}{where}")
+        self.model_label.setToolTip(plain_tooltip(f"{info.label}{where}"))
         self.setWindowTitle(info.label)  # Qt adds " — bert-explorer", the application's display name
 
     def choose_checkpoint(self) -> None:
@@ -307,7 +332,17 @@ class MainWindow(QMainWindow):
         except (OSError, ValueError) as error:
             self._show_error(f"Could not export the {what} to {path}: {error}", dialog_title="Export failed")
             return
-        self.statusBar().showMessage(f"Exported the {what} to {path}", 6000)
+        self.show_status(f"Exported the {what} to {path}", 6000)
+
+    def show_status(self, text: str, timeout_ms: int = 0) -> None:
+        """A passing message in the status bar, cut with "…" where the permanent labels begin (Qt's own ran on
+        under them), all of it in the status bar's tooltip while it shows."""
+        bar = self.statusBar()
+        first = self.timing_label  # the first permanent label (a fixed width, there even while empty)
+        room = first.x() - 8 if first.isVisible() and first.x() > 48 else bar.width() - first.width() - 24
+        shown = bar.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, max(0, room))
+        bar.setToolTip(plain_tooltip(text) if shown != text else "")
+        bar.showMessage(shown, timeout_ms)
 
     def show_shortcuts(self) -> QMessageBox:
         """Help ▸ Keyboard shortcuts: the table the shortcuts are installed from."""
@@ -343,6 +378,7 @@ class MainWindow(QMainWindow):
             self.error_box = QMessageBox(QMessageBox.Icon.Warning, dialog_title, message,
                                          QMessageBox.StandardButton.Ok, self)
             self.error_box.setObjectName("errorBox")
+            self.error_box.setTextFormat(Qt.TextFormat.PlainText)  # a folder's or a token's name is not markup
             self.error_box.open()  # window-modal but not blocking: workers keep delivering
 
     # -- closing ------------------------------------------------------------------------------------------------
@@ -351,6 +387,7 @@ class MainWindow(QMainWindow):
         self.closing.emit()  # the tabs added beside Inspect shut down (a training run saves a checkpoint)
         self.inspect_tab.shutdown()
         self.loader.shutdown()
+        BackgroundWrite.shutdown_all()  # an export still writing stops, and leaves no part of its file
         if self.error_box is not None:
             self.error_box.close()
         self.settings.setValue(GEOMETRY_KEY, self.saveGeometry())

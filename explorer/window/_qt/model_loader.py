@@ -126,7 +126,7 @@ class ModelLoader(QObject):
             remember = bool(explicit)
         else:
             self.loaded.emit(result)
-            self.statusMessage.emit(f"Loaded {result.info.label}", 6000)
+            self.statusMessage.emit(f"Loaded {result.info.name}", 6000)  # its facts are in the model label beside
         if remember and result.info.path:
             # the folder itself: a repo id resolves to its snapshot, which reopens without the cache's refs
             self.settings.setValue(LAST_CHECKPOINT_KEY, result.info.path)

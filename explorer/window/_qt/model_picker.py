@@ -1,9 +1,13 @@
-"""Model ▸ Open from Hugging Face cache…: every encoder the local cache holds, in a table to filter and open.
+"""Model ▸ Open from Hugging Face cache…: every model the local cache holds, in a table to filter and open.
 
-The listing (bertcore.models.hub_listing.list_cached_models) reads config.json and the weights' headers of every cached
-repo, which takes a moment on a large cache or a network home folder, so it runs in a `OneShotWorker`. Nothing here
+The listing (bertcore.models.hub_listing.scan_cache) reads config.json and the weights' headers of every cached repo,
+which takes a moment on a large cache or a network home folder, so it runs in a `OneShotWorker`. Nothing here
 reaches the network: the row opened is a snapshot folder, which the window loads like any checkpoint folder.
-Families bertcore cannot open yet are listed greyed, with a tooltip saying so, and cannot be opened.
+What cannot be opened is listed too, greyed and not selectable, with the reason in the Head column (after the head,
+for a model this program cannot open yet) and the whole story in its tooltip: a family or a tokenizer this program
+does not read, and a repo folder that is broken (no config.json, a ref naming no snapshot, another model family,
+unreadable). A user who downloaded a model never finds it simply missing; "Show the ones that cannot be opened"
+hides them.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QPalette, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QHeaderView,
@@ -26,36 +31,61 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.models.hub import default_cache_dir
-from bertcore.models.hub_listing import CachedModel, list_cached_models
+from bertcore.models.hub_listing import BrokenCacheEntry, CachedModel, CacheListing, scan_cache
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.workers.one_shot import OneShotWorker
 
 COLUMNS = ("Name", "Size on disk", "Parameters", "Layers × heads", "Head", "Last used")
-MODEL_ROLE = Qt.ItemDataRole.UserRole  # the row's CachedModel, on its name cell
+MODEL_ROLE = Qt.ItemDataRole.UserRole  # the row's CachedModel or BrokenCacheEntry, on its name cell
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1  # a number (or lower-case name) to sort a column by
+OPENABLE_ROLE = Qt.ItemDataRole.UserRole + 2  # whether the row can be opened, on its name cell
+NOT_KNOWN = "—"  # a cell a broken entry has nothing for
+
+
+class _CacheRows(QSortFilterProxyModel):
+    """The rows shown: those whose name holds the filter text, and those that cannot be opened only when asked."""
+
+    def __init__(self, parent: QWidget):
+        super().__init__(parent)
+        self.show_unopenable = True
+
+    def set_show_unopenable(self, show: bool) -> None:
+        if hasattr(self, "beginFilterChange"):  # Qt 6.9 and later
+            self.beginFilterChange()
+            self.show_unopenable = show
+            self.endFilterChange()
+        else:
+            self.show_unopenable = show
+            self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
+        name = self.sourceModel().index(source_row, 0, source_parent)
+        if not self.show_unopenable and not name.data(OPENABLE_ROLE):
+            return False
+        return super().filterAcceptsRow(source_row, source_parent)
 
 
 class ModelPicker(QDialog):
     """The cached models as a table; `modelChosen(folder)` when the user opens one."""
 
     modelChosen = Signal(str)  # the snapshot folder to load
-    listed = Signal(int)  # how many models the listing found (tests, and the status line)
+    listed = Signal(int)  # how many models the listing found, openable or not (tests, and the status line)
 
-    def __init__(self, parent: QWidget | None = None, *,
-                 list_models: Callable[[], list[CachedModel]] = list_cached_models):
+    def __init__(self, parent: QWidget | None = None, *, scan: Callable[[], CacheListing] = scan_cache):
         super().__init__(parent)
         self.setObjectName("modelPicker")
         self.setWindowTitle("Open from the Hugging Face cache")
-        self._list_models = list_models
+        self._scan = scan
         self._job = 0
         self._workers: dict[int, OneShotWorker] = {}
+        self._listing: CacheListing | None = None
         self.filter_edit = named(QLineEdit(), "modelFilter", "Filter models by name",
                                  "Shows the models whose repo id contains this text (case does not matter)")
         self.filter_edit.setPlaceholderText("Filter by name, e.g. bert-base")
         self.filter_edit.setClearButtonEnabled(True)
         self.rows = QStandardItemModel(0, len(COLUMNS), self)
         self.rows.setHorizontalHeaderLabels(list(COLUMNS))
-        self.proxy = QSortFilterProxyModel(self)
+        self.proxy = _CacheRows(self)
         self.proxy.setSourceModel(self.rows)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.proxy.setFilterKeyColumn(0)
@@ -70,6 +100,11 @@ class ModelPicker(QDialog):
         self.table.setWordWrap(False)  # a repo id broken over two lines reads as two names
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(COLUMNS.index("Head"), QHeaderView.ResizeMode.Stretch)
+        self.show_unopenable = named(QCheckBox("Show the ones that cannot be opened"), "showUnopenable",
+                                     "Show the cached models that cannot be opened",
+                                     "Greyed rows: a repo this program cannot open yet, or one whose download is "
+                                     "broken; the Head column says why, its tooltip says what to do")
+        self.show_unopenable.setChecked(True)
         self.status_label = named(QLabel(), "cacheStatus", "Cache status")
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -81,11 +116,14 @@ class ModelPicker(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.filter_edit)
         layout.addWidget(self.table, 1)
+        layout.addWidget(self.show_unopenable)
         layout.addWidget(self.status_label)
         layout.addWidget(self.buttons)
-        self.resize(1000, 420)
+        self.resize(1100, 420)
 
         self.filter_edit.textChanged.connect(self.proxy.setFilterFixedString)
+        self.show_unopenable.toggled.connect(self.proxy.set_show_unopenable)
+        self.show_unopenable.toggled.connect(self._show_status)
         self.filter_edit.returnPressed.connect(self.open_selected)
         self.table.doubleClicked.connect(self._open_index)
         self.table.selectionModel().selectionChanged.connect(self._update_open_button)
@@ -98,7 +136,7 @@ class ModelPicker(QDialog):
     def refresh(self) -> None:
         """List the cache again, off the GUI thread (the newest listing asked for wins)."""
         self._job += 1
-        worker = OneShotWorker(self._job, self._list_models, name="cacheListThread")
+        worker = OneShotWorker(self._job, self._scan, name="cacheListThread")
         worker.done.connect(self._on_listed)
         worker.failed.connect(self._on_list_failed)
         self.status_label.setText(f"Reading the Hugging Face cache at {default_cache_dir()}…")
@@ -119,27 +157,24 @@ class ModelPicker(QDialog):
             worker.wait()  # `finished` comes just before its thread ends
             worker.deleteLater()
 
-    def _on_listed(self, job: int, models: list[CachedModel]) -> None:
+    def _on_listed(self, job: int, listing: CacheListing) -> None:
         if job != self._job:
             return
         self.table.setSortingEnabled(False)  # rows are appended in the listing's order (newest used first)
         self.rows.removeRows(0, self.rows.rowCount())
-        for model in models:
-            self.rows.appendRow(_row(model, self.palette().color(QPalette.ColorGroup.Disabled,
-                                                                QPalette.ColorRole.Text)))
+        greyed = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+        for entry in [*listing.models, *listing.broken]:
+            self.rows.appendRow(_row(entry, greyed))
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(5, Qt.SortOrder.DescendingOrder)
-        cache = default_cache_dir()
-        if models:
-            unsupported = sum(not model.supported_now for model in models)
-            greyed = f"; {unsupported} greyed: their family cannot be opened yet" if unsupported else ""
-            self.status_label.setText(f"{len(models)} encoder models in {cache}{greyed}.")
-        else:
-            self.status_label.setText(f"No encoder models in the Hugging Face cache at {cache}. Download one with "
-                                      "Model ▸ Download from the Hub…, or set HF_HUB_CACHE (or HF_HOME) to the "
-                                      "cache you use.")
+        self._listing = listing
+        self._show_status()
         self._select_first_openable()
-        self.listed.emit(len(models))
+        self.listed.emit(len(listing.models) + len(listing.broken))
+
+    def _show_status(self, *_args) -> None:
+        if self._listing is not None:
+            self.status_label.setText(_status_text(self._listing, self.show_unopenable.isChecked()))
 
     def _on_list_failed(self, job: int, failure) -> None:
         if job == self._job:
@@ -163,7 +198,8 @@ class ModelPicker(QDialog):
 
     def selected_model(self) -> CachedModel | None:
         rows = self.table.selectionModel().selectedRows(0)
-        return rows[0].data(MODEL_ROLE) if rows else None
+        entry = rows[0].data(MODEL_ROLE) if rows else None
+        return entry if isinstance(entry, CachedModel) else None
 
     def open_selected(self) -> None:
         model = self.selected_model()
@@ -173,8 +209,7 @@ class ModelPicker(QDialog):
         self.modelChosen.emit(str(model.folder))
 
     def _open_index(self, index: QModelIndex) -> None:
-        model = index.siblingAtColumn(0).data(MODEL_ROLE)
-        if model is not None and model.supported_now:
+        if index.siblingAtColumn(0).data(OPENABLE_ROLE):
             self.table.selectRow(index.row())
             self.open_selected()
 
@@ -190,39 +225,68 @@ class ModelPicker(QDialog):
         self.open_button.setEnabled(model is not None and model.supported_now)
 
 
-def _row(model: CachedModel, greyed: object) -> list[QStandardItem]:
-    layers = (f"{model.num_layers} × {model.num_heads}" if model.num_layers is not None and model.num_heads is not None
-              else "?")
-    parameters = "?" if model.parameters is None else ("~" if model.parameters_estimated else "") + count_text(
-        model.parameters)
-    cells = [
-        (model.repo_id, model.repo_id.lower()),
-        (size_text(model.size_bytes), model.size_bytes),
-        (parameters, -1 if model.parameters is None else model.parameters),
-        (layers, (model.num_layers or 0) * 10_000 + (model.num_heads or 0)),
-        (model.head, model.head),
-        (time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used)), model.last_used),
-    ]
-    if model.supported_now:
-        tip = f"{model.repo_id}: {model.describe()}\n{model.folder}"
+def _status_text(listing: CacheListing, unopenable_shown: bool) -> str:
+    cache = listing.cache
+    if listing.problem is not None:
+        return f"Could not read the Hugging Face cache: {listing.problem}"
+    if not listing.models and not listing.broken:
+        return (f"No models in the Hugging Face cache at {cache}. Download one with Model ▸ Download from the Hub…, "
+                "or set HF_HUB_CACHE (or HF_HOME) to the cache you use.")
+    openable = sum(model.supported_now for model in listing.models)
+    unopenable = len(listing.models) + len(listing.broken) - openable
+    if not unopenable:
+        greyed = ""
+    elif unopenable_shown:
+        greyed = f"; {unopenable} greyed cannot be opened (the Head column says why; hover for more)"
     else:
-        tip = (f"{model.repo_id} is a {model.model_type} model: the {model.model_type} family is not supported yet "
-               "(bert-explorer opens BERT checkpoints only, for now)")
+        greyed = f"; {unopenable} that cannot be opened are hidden"
+    return f"{openable} model{'' if openable == 1 else 's'} to open in {cache}{greyed}."
+
+
+def _row(entry: CachedModel | BrokenCacheEntry, greyed: object) -> list[QStandardItem]:
+    if isinstance(entry, BrokenCacheEntry):
+        cells = [(entry.name, entry.name.lower()), (NOT_KNOWN, -1), (NOT_KNOWN, -1), (NOT_KNOWN, -1),
+                 (entry.reason, entry.reason), _last_used_cell(entry.last_used)]
+        tip = f"{entry.name} cannot be opened: {entry.detail}\n{entry.folder}"
+        openable = False
+    else:
+        model = entry
+        layers = (f"{model.num_layers} × {model.num_heads}"
+                  if model.num_layers is not None and model.num_heads is not None else "?")
+        parameters = "?" if model.parameters is None else ("~" if model.parameters_estimated else "") + count_text(
+            model.parameters)
+        head = model.head if model.supported_now else f"{model.head} · {model.unsupported_reason}"
+        cells = [
+            (model.repo_id, model.repo_id.lower()),
+            (size_text(model.size_bytes), model.size_bytes),
+            (parameters, -1 if model.parameters is None else model.parameters),
+            (layers, (model.num_layers or 0) * 10_000 + (model.num_heads or 0)),
+            (head, model.head),
+            _last_used_cell(model.last_used),
+        ]
+        tip = (f"{model.repo_id}: {model.describe()}\n{model.folder}" if model.supported_now else
+               f"{model.repo_id} cannot be opened: {model.unsupported_reason}\n{model.folder}")
+        openable = model.supported_now
     items = []
     for text, sort_key in cells:
         item = QStandardItem(text)
         item.setData(sort_key, SORT_ROLE)
         item.setToolTip(tip)
-        if not model.supported_now:
+        if openable:
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+        else:
             item.setFlags(Qt.ItemFlag.ItemIsEnabled)  # shown, with its tooltip, but not selectable
             item.setForeground(greyed)
-        else:
-            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
         items.append(item)
-    items[0].setData(model, MODEL_ROLE)
-    if model.parameters_estimated:
+    items[0].setData(entry, MODEL_ROLE)
+    items[0].setData(openable, OPENABLE_ROLE)
+    if isinstance(entry, CachedModel) and entry.parameters_estimated:
         items[2].setToolTip("Estimated from the size of pytorch_model.bin, as if every tensor were float32")
     return items
+
+
+def _last_used_cell(last_used: float) -> tuple[str, float]:
+    return (time.strftime("%Y-%m-%d %H:%M", time.localtime(last_used)) if last_used else NOT_KNOWN), last_used
 
 
 def count_text(parameters: int) -> str:
