@@ -19,6 +19,13 @@ Three families of concrete cases, each made in a temporary folder:
   with broken headers, quoting, encodings, labels, fields and nesting, and absurd settings. The schedule is
   transformers' linear one (update k uses its factor of k - 1), so a warm-up's first update has rate 0: settings
   that only bite in an update (--lr 1e30) get 3 steps.
+- tokenizer, corpus, explain (issue 34; their own section below, PROBE_FAMILIES): tokenizer files (tokenizer.json,
+  vocab.json + merges.txt, vocab.txt, spiece.model: the audit's cases and hundreds of deterministic damages, a
+  SentencePiece model held to `sentencepiece`'s own encoding), corpus formats, long lines, a gz bomb and the
+  prepared-corpus cache (tampered, meta.json missing, FIFOs, read-only, kill -9 during preparation, five edits),
+  and the Explain API (steps, tolerances, targets, NaN weights, empty inputs). Each case runs in a forked child of
+  a process that imported bertcore once, with a timeout and an address-space limit; the children import bertcore
+  from this script's checkout.
 
 Each case records what it expects: "fail" (the input is wrong: it must be refused), "ok" (valid: it must work) or
 "any" (either is right, e.g. a flipped byte inside safetensors' tensor data, which no checksum covers). Outcomes:
@@ -40,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import pickle
@@ -798,8 +806,9 @@ def load_server() -> None:
         deadline = time.monotonic() + LOAD_TIMEOUT_S
         status = None
         while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            done, found = os.waitpid(pid, os.WNOHANG)
+            if done:  # (0, 0) while the child runs: a hang must leave status None
+                status = found
                 break
             time.sleep(0.005)
         else:
@@ -2342,6 +2351,940 @@ def _hub_call(request: dict, progress: Callable, cancel: Callable) -> dict:
     return {"folder": str(resolved.folder)}
 
 
+# ==== families 5 to 7 (issue 34): tokenizer files, corpora and the prepared cache, the Explain API =============
+#
+# A section of its own: everything below is named probe_*, tok_*, corpus_*, explain_* or Probe*, and main() reaches
+# it through PROBE_FAMILIES. Each case runs one probe (a function of this module) in a forked child of a "probe
+# server", a process that imported bertcore once (and, for explain, built two tiny models): an address-space
+# limit (RLIMIT_AS), a timeout, and a child killed by a signal counted as a crash. A few corpus cases run bert-train
+# itself (kill -9 during the preparation, a read-only cache). The children import bertcore from this script's own
+# checkout (PYTHONPATH), so the script measures another checkout when copied into it (the "before" of a fix).
+#
+# A probe returns a digest, {"problem": None or what is wrong with a success}; a bertcore error (any class of
+# bertcore.errors) is a refusal; anything else raised (a bare Exception, a TypeError, pyo3's PanicException, a
+# MemoryError under the limit) is a traceback.
+
+PROBE_TIMEOUT_S = 30.0
+PROBE_MEMORY_BYTES = 3 * 1024**3
+PROBE_TEXTS = ["hello world", "the cat sat on the mat.", "Don't stop-believing, 3.14!", "ＡＢ ﬁne Ⅰ", "中文 😀 ½"]
+
+
+@dataclass
+class ProbeCase:
+    name: str
+    expect: str
+    probe: str = ""  # a function of this module, run in the probe server's child: probe(workdir, **params)
+    params: dict = field(default_factory=dict)
+    make: Callable[[Path, Path], None] | None = None  # (case folder, the family's bases): files for the probe
+    timeout: float = PROBE_TIMEOUT_S
+    memory: int = PROBE_MEMORY_BYTES
+    scenario: Callable[[Path, Path], Outcome] | None = None  # instead of a probe: runs bert-train itself
+
+
+def checkout_env() -> dict[str, str]:
+    """The environment of every child of these families: bertcore from this script's checkout, one thread."""
+    return dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+                TOKENIZERS_PARALLELISM="false")
+
+
+def probe_server(family: str) -> None:
+    """`--_probe-server FAMILY`: import what the family needs once, then run each requested probe in a fork."""
+    import bertcore.errors  # imported once here, shared by every forked child
+
+    if family == "explain":
+        explain_fixture()
+    elif family == "tokenizer":
+        import bertcore.models.checkpoint
+        import bertcore.tokenization.pretrained
+    else:
+        import bertcore.data.prepare  # noqa: F401 - imported once, shared by every forked child
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _probe_child(request)
+            except BaseException:
+                code = 3
+            os._exit(code)
+        deadline = time.monotonic() + request["timeout"]
+        status = None
+        while time.monotonic() < deadline:
+            done, found = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = found
+                break
+            time.sleep(0.005)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        reply = {"timeout": status is None, "signal": os.WTERMSIG(status) if status and os.WIFSIGNALED(status) else 0,
+                 "code": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+def _probe_child(request: dict) -> None:
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    resource.setrlimit(resource.RLIMIT_AS, (request["memory"], request["memory"]))
+    import bertcore.errors as errors
+
+    known = tuple(value for value in vars(errors).values() if isinstance(value, type)
+                  and issubclass(value, BaseException) and value.__module__ == errors.__name__)
+    try:
+        digest = globals()[request["probe"]](Path(request["workdir"]), **request["params"]) or {}
+        result = {"status": "done", "problem": digest.get("problem"), "detail": str(digest.get("detail", ""))[:300]}
+    except known as error:
+        result = {"status": "refused", "type": type(error).__name__, "message": str(error)[:600]}
+    except BaseException as error:
+        result = {"status": "exception", "type": f"{type(error).__module__}.{type(error).__qualname__}",
+                  "message": str(error)[:400], "traceback": traceback.format_exc()[-3000:]}
+    Path(request["result"]).write_text(json.dumps(result))
+
+
+class ProbeServer:
+    def __init__(self, family: str):
+        self.process = subprocess.Popen([PYTHON, str(Path(__file__).resolve()), "--_probe-server", family],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        cwd=tempfile.gettempdir(), env=checkout_env())
+
+    def probe(self, case: ProbeCase, workdir: Path) -> tuple[dict, dict]:
+        result, log = workdir / "probe-result.json", workdir / "probe-log.txt"
+        request = {"probe": case.probe, "params": case.params, "workdir": str(workdir), "result": str(result),
+                   "log": str(log), "timeout": case.timeout, "memory": case.memory}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        outcome = json.loads(result.read_text()) if result.is_file() and result.stat().st_size else {}
+        reply["log"] = log.read_text(errors="replace") if log.is_file() else ""
+        return reply, outcome
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def judge_probe(case: ProbeCase, reply: dict, outcome: dict) -> Outcome:
+    if reply["timeout"]:
+        return Outcome("hang", f"no answer within {case.timeout:.0f} s")
+    if not outcome:
+        why = f"killed by signal {reply['signal']}" if reply["signal"] else f"exit code {reply['code']}"
+        return Outcome("traceback", f"the process died ({why}): {last_line(reply['log'])}")
+    if outcome["status"] == "exception":
+        return Outcome("traceback", f"{outcome['type']}: {outcome['message'][:180]}")
+    if outcome["status"] == "refused":
+        message = f"{outcome['type']}: {outcome['message']}".replace("\n", " ")[:220]
+        return Outcome("refused" if case.expect == "ok" else "clear", message)
+    if outcome.get("problem"):
+        return Outcome("silent", outcome["problem"])
+    if case.expect == "fail":
+        return Outcome("silent", f"succeeded although the input is wrong ({outcome.get('detail') or 'no detail'})")
+    return Outcome("ok", outcome.get("detail") or "worked")
+
+
+def run_probe_case(case: ProbeCase, family: str, bases: Path, root: Path, server: ProbeServer) -> Outcome:
+    workdir = Path(tempfile.mkdtemp(dir=root, prefix=f"{family}-"))
+    try:
+        if case.make:
+            case.make(workdir, bases)
+        if case.scenario:
+            return case.scenario(workdir, bases)
+        return judge_probe(case, *server.probe(case, workdir))
+    finally:
+        unfreeze(workdir)
+
+
+def _mutations(data: bytes, count: int, seed: str) -> list[tuple[str, bytes]]:
+    """`count` deterministic damages of `data`: a bit or a byte changed, the file cut, bytes deleted, inserted or
+    repeated, each with a short description."""
+    damaged = []
+    for number in range(count):
+        rng = random.Random(f"{seed}-{number}")
+        at = rng.randrange(len(data))
+        kind = rng.randrange(6)
+        if kind == 0:
+            bit = rng.randrange(8)
+            damaged.append((f"bit {bit} of byte {at} flipped", data[:at] + bytes([data[at] ^ (1 << bit)])
+                            + data[at + 1:]))
+        elif kind == 1:
+            value = rng.choice([0x00, 0x01, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+            damaged.append((f"byte {at} set to {value:#04x}", data[:at] + bytes([value]) + data[at + 1:]))
+        elif kind == 2:
+            damaged.append((f"cut at byte {at}", data[:at]))
+        elif kind == 3:
+            length = rng.randrange(1, 17)
+            damaged.append((f"{length} bytes deleted at {at}", data[:at] + data[at + length:]))
+        elif kind == 4:
+            length = rng.randrange(1, 9)
+            damaged.append((f"{length} random bytes inserted at {at}", data[:at] + rng.randbytes(length) + data[at:]))
+        else:
+            start, length = rng.randrange(len(data)), rng.randrange(1, 64)
+            damaged.append((f"{length} bytes from {start} repeated at {at}",
+                            data[:at] + data[start:start + length] + data[at:]))
+    return damaged
+
+
+# ---- family 5: tokenizer files ---------------------------------------------------------------------------------
+
+def build_tokenizer_bases(root: Path) -> Path:
+    """roberta (tokenizer.json + vocab.json + merges.txt + configs, as transformers saves it), roberta-files
+    (vocab.json + merges.txt + tokenizer_config.json), bert (vocab.txt), spm-unigram and spm-bpe (a spiece.model
+    of each kind, trained here, small normalisation table; control pieces for the four roles), roberta-403 (a
+    RoBERTa checkpoint of 400 tokens in 403 rows, as transformers writes it)."""
+    import io
+
+    import sentencepiece
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # the tests' folder writers, from this checkout
+    from tests.bertcore.test_tokenizer_families import save_roberta, save_roberta_files
+
+    bases = root / "tokenizer-bases"
+    bases.mkdir(parents=True)
+    save_roberta(bases / "roberta", transformers)
+    save_roberta_files(bases / "roberta-files", transformers)
+    (bases / "bert").mkdir()
+    shutil.copy(REPO / "assets" / "vocab.txt", bases / "bert" / "vocab.txt")
+    lines = (REPO / "assets" / "corpus" / "tinyshakespeare.txt").read_text(encoding="utf-8").splitlines()[:300]
+    rules = bases / "rules.tsv"
+    rules.write_text("FF21\t41\nFF41\t61\nFB01\t66 69\nA0\t20\n2160\t49\n", encoding="utf-8")
+    for model_type, vocab_size in (("unigram", 120), ("bpe", 420)):
+        data = io.BytesIO()
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=data, vocab_size=vocab_size, model_type=model_type,
+            character_coverage=0.98, minloglevel=2, normalization_rule_tsv=str(rules), control_symbols=["<mask>"],
+            pad_id=3, byte_fallback=model_type == "bpe")
+        (bases / f"spm-{model_type}").mkdir()
+        (bases / f"spm-{model_type}" / "spiece.model").write_bytes(data.getvalue())
+    shutil.copytree(bases / "roberta", bases / "roberta-403")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(bases / "roberta")
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=403, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                                        intermediate_size=37, max_position_embeddings=66, type_vocab_size=1,
+                                        pad_token_id=tokenizer.pad_token_id)
+    transformers.RobertaForMaskedLM(config).save_pretrained(bases / "roberta-403")
+    return bases
+
+
+def tok_copy(base: str, edit: Callable[[Path], None] | None = None) -> Callable[[Path, Path], None]:
+    """The case folder's tokenizer folder `tok`: a copy of a base, then edited."""
+    def make(workdir: Path, bases: Path) -> None:
+        shutil.copytree(bases / base, workdir / "tok", symlinks=True)
+        if edit:
+            edit(workdir / "tok")
+    return make
+
+
+def tok_json_edit(name: str, change: Callable[[object], object]) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        path = folder / name
+        values = json.loads(path.read_text(encoding="utf-8"))
+        result = change(values)
+        path.write_text(json.dumps(values if result is None else result), encoding="utf-8")
+    return edit
+
+
+def tok_bytes(name: str, data: bytes | Callable[[bytes], bytes]) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        path = folder / name
+        path.write_bytes(data(path.read_bytes()) if callable(data) else data)
+    return edit
+
+
+def _spm_field(number: int, value) -> bytes:
+    def varint(value: int) -> bytes:
+        value &= (1 << 64) - 1
+        out = b""
+        while value >= 0x80:
+            out += bytes([value & 0x7F | 0x80])
+            value >>= 7
+        return out + bytes([value])
+
+    if isinstance(value, float):
+        return varint(number << 3 | 5) + struct.pack("<f", value)
+    if isinstance(value, bytes):
+        return varint(number << 3 | 2) + varint(len(value)) + value
+    return varint(number << 3) + varint(value)
+
+
+def tok_hand_made_spm(*extra_pieces: bytes, charsmap: bytes = b"", model_type: int = 1) -> bytes:
+    """A spiece.model written field by field: <unk>, the four role tokens, "▁", "a", then `extra_pieces`."""
+    pieces = [_spm_field(1, b"<unk>") + _spm_field(3, 2)]
+    pieces += [_spm_field(1, token) + _spm_field(2, 0.0) + _spm_field(3, 3) for token in (b"<s>", b"</s>", b"<pad>",
+                                                                                       b"<mask>")]
+    pieces += [_spm_field(1, "▁".encode()) + _spm_field(2, -1.0), _spm_field(1, b"a") + _spm_field(2, -2.0),
+               *extra_pieces]
+    normalizer = _spm_field(1, b"custom") + (_spm_field(2, charsmap) if charsmap else b"")
+    return (b"".join(_spm_field(1, piece) for piece in pieces) + _spm_field(2, _spm_field(3, model_type)
+                                                                             + _spm_field(40, 0))
+            + _spm_field(3, normalizer))
+
+
+def tok_spm_file(data: bytes) -> Callable[[Path, Path], None]:
+    def make(workdir: Path, bases: Path) -> None:
+        (workdir / "tok").mkdir()
+        (workdir / "tok" / "spiece.model").write_bytes(data)
+    return make
+
+
+def probe_tokenizer(workdir: Path, compare_spm: bool = False) -> dict:
+    """tokenizer_from_folder(tok), then what no sound tokenizer does: an id outside its vocabulary, two tokens of
+    one id, a role token that is not itself, a vocabulary sized far past its tokens; a SentencePiece model read
+    otherwise than sentencepiece reads it, or read although sentencepiece refuses it."""
+    from bertcore.tokenization.pretrained import tokenizer_from_folder
+
+    folder = workdir / "tok"
+    tokenizer = tokenizer_from_folder(folder)
+    size = tokenizer.vocab_size
+    backend = tokenizer._tokenizer
+    vocab = backend.get_vocab(with_added_tokens=True)
+    if size > 4 * len(vocab) + 1000:
+        return {"problem": f"vocab_size {size:,} for {len(vocab):,} tokens: a model would be sized by a stray id"}
+    if len(set(vocab.values())) != len(vocab):
+        shared = sorted(vocab, key=vocab.get)
+        twins = next((a, b) for a, b in itertools.pairwise(shared) if vocab[a] == vocab[b])
+        return {"problem": f"{twins[0]!r} and {twins[1]!r} share the id {vocab[twins[0]]}"}
+    for role in ("cls", "sep", "pad", "mask", "unk"):
+        token, token_id = getattr(tokenizer, f"{role}_token"), getattr(tokenizer, f"{role}_token_id")
+        if token is not None and token_id is not None and vocab.get(token) != token_id:
+            return {"problem": f"the {role} token {token!r} has the id {token_id}, which is "
+                               f"{tokenizer.id_to_token(token_id)!r}"}
+    for text in PROBE_TEXTS:
+        ids = tokenizer.encode(text).input_ids
+        if any(not 0 <= i < size for i in ids):
+            return {"problem": f"an id outside 0..{size - 1} for {text!r}: {ids}"}
+    if compare_spm:
+        import sentencepiece
+
+        data = next(folder.glob("*.model")).read_bytes()
+        try:
+            reference = sentencepiece.SentencePieceProcessor(model_proto=data)
+        except Exception as error:
+            return {"problem": f"accepted a model sentencepiece refuses ({str(error)[:120]})"}
+        for text in PROBE_TEXTS[:4]:
+            if tokenizer.encode_ids([text])[0] != reference.encode(text):
+                return {"problem": f"encodes {text!r} otherwise than sentencepiece"}
+    return {"detail": f"{type(tokenizer).__name__} of {size} ids"}
+
+
+def probe_checkpoint(workdir: Path) -> dict:
+    """load_pretrained(tok), then save_pretrained and load again: a shorter explicit vocabulary round-trips."""
+    import bertcore
+
+    model, tokenizer = bertcore.load_pretrained(workdir / "tok")
+    saved = bertcore.save_pretrained(model, tokenizer, workdir / "saved")
+    again, again_tokenizer = bertcore.load_pretrained(saved)
+    if again_tokenizer.vocab_size != tokenizer.vocab_size or again.config.vocab_size != model.config.vocab_size:
+        return {"problem": "saved and loaded again with other sizes"}
+    return {"detail": f"{tokenizer.vocab_size} tokens, {model.config.vocab_size} rows"}
+
+
+def tokenizer_cases() -> list[ProbeCase]:
+    probe = "probe_tokenizer"
+
+    def vocab_json(change) -> Callable[[Path, Path], None]:
+        return tok_copy("roberta-files", tok_json_edit("vocab.json", change))
+
+    def without_mask(folder: Path) -> None:
+        tok_json_edit("vocab.json", lambda vocab: vocab.pop("<mask>"))(folder)
+        tok_json_edit("tokenizer_config.json", lambda config: config.update(mask_token="<mask>"))(folder)
+
+    def merges(edit) -> Callable[[Path, Path], None]:
+        def change(folder: Path) -> None:
+            lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
+            (folder / "merges.txt").write_text("\n".join(edit(lines)) + "\n", encoding="utf-8")
+        return tok_copy("roberta-files", change)
+
+    def tokenizer_json(change) -> Callable[[Path, Path], None]:
+        return tok_copy("roberta", tok_json_edit("tokenizer.json", change))
+
+    def vocab_txt(edit) -> Callable[[Path, Path], None]:
+        def change(folder: Path) -> None:
+            lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+            (folder / "vocab.txt").write_text("\n".join(edit(lines)) + "\n", encoding="utf-8")
+        return tok_copy("bert", change)
+
+    cases = [
+        ProbeCase("roberta tokenizer.json as saved", "ok", probe, make=tok_copy("roberta")),
+        ProbeCase("roberta vocab.json + merges.txt as saved", "ok", probe, make=tok_copy("roberta-files")),
+        ProbeCase("vocab.txt as shipped", "ok", probe, make=tok_copy("bert")),
+        ProbeCase("spiece.model (unigram) as trained", "ok", probe, {"compare_spm": True},
+                  make=tok_copy("spm-unigram")),
+        ProbeCase("spiece.model (bpe) as trained", "ok", probe, {"compare_spm": True}, make=tok_copy("spm-bpe")),
+        ProbeCase("a RoBERTa checkpoint of 400 tokens in 403 rows loads and round-trips", "ok", "probe_checkpoint",
+                  make=tok_copy("roberta-403")),
+        # vocab.json
+        ProbeCase("vocab.json: one id of 3,000,000", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": 3_000_000}))),
+        ProbeCase("vocab.json: one id of 10**9", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": 10**9}))),
+        ProbeCase("vocab.json without <mask>, tokenizer_config.json naming it", "fail", probe,
+                  make=tok_copy("roberta-files", without_mask)),
+        ProbeCase("vocab.json: two tokens of one id", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": vocab["<pad>"]}))),
+        ProbeCase("vocab.json: a negative id", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": -1}))),
+        ProbeCase("vocab.json: an id that is text", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": "7"}))),
+        ProbeCase("vocab.json: an id that is a float", "fail", probe, make=vocab_json(
+            lambda vocab: vocab.update({"Ġthe": 7.5}))),
+        ProbeCase("vocab.json: a list, not a map", "fail", probe, make=vocab_json(lambda vocab: list(vocab))),
+        ProbeCase("vocab.json: empty map", "fail", probe, make=vocab_json(lambda vocab: {})),
+        ProbeCase("vocab.json: deep JSON", "fail", probe, make=tok_copy("roberta-files", tok_bytes(
+            "vocab.json", deep_json().encode()))),
+        ProbeCase("vocab.json: not UTF-8", "fail", probe, make=tok_copy("roberta-files", tok_bytes(
+            "vocab.json", b'{"\xff\xfe": 0}'))),
+        ProbeCase("vocab.json: a FIFO", "fail", probe, make=tok_copy("roberta-files", lambda f: make_fifo(
+            f / "vocab.json"))),
+        ProbeCase("vocab.json: a link to /dev/zero", "fail", probe, make=tok_copy("roberta-files", lambda f: (
+            replace_with_symlink(f / "vocab.json", "/dev/zero")))),
+        # merges.txt
+        ProbeCase("merges.txt: a merge of unknown tokens", "fail", probe, make=merges(
+            lambda lines: [*lines[:3], "Ġzzq Ġqqz", *lines[3:]])),
+        ProbeCase("merges.txt: three pieces on a line", "fail", probe, make=merges(
+            lambda lines: [*lines[:3], "a b c", *lines[3:]])),
+        ProbeCase("merges.txt: a merge whose join is no token", "fail", probe, make=merges(
+            lambda lines: [*lines[:3], "Ġ Ġ", *lines[3:]])),
+        ProbeCase("merges.txt: empty", "any", probe, make=merges(lambda lines: [])),
+        ProbeCase("merges.txt: not UTF-8", "fail", probe, make=tok_copy("roberta-files", tok_bytes(
+            "merges.txt", b"#version: 0.2\n\xff \xfe\n"))),
+        # tokenizer.json
+        ProbeCase("tokenizer.json: one id of 3,000,000", "fail", probe, make=tokenizer_json(
+            lambda values: values["model"]["vocab"].update({"Ġthe": 3_000_000}))),
+        ProbeCase("tokenizer.json: two tokens of one id", "fail", probe, make=tokenizer_json(
+            lambda values: values["model"]["vocab"].update({"Ġthe": values["model"]["vocab"]["<pad>"]}))),
+        ProbeCase("tokenizer.json: an added token on a real token's id", "fail", probe, make=tokenizer_json(
+            lambda values: values["added_tokens"].append({**values["added_tokens"][-1], "id": 300,
+                                                          "content": "<extra>"}))),
+        ProbeCase("tokenizer.json: a merge of unknown tokens", "fail", probe, make=tokenizer_json(
+            lambda values: values["model"]["merges"].insert(0, ["Ġzzq", "Ġqqz"]))),
+        ProbeCase("tokenizer.json: truncated JSON", "fail", probe, make=tok_copy("roberta", tok_bytes(
+            "tokenizer.json", lambda data: data[: len(data) // 2]))),
+        ProbeCase("tokenizer.json: a model of an unknown type", "fail", probe, make=tokenizer_json(
+            lambda values: values["model"].update(type="Mystery"))),
+        ProbeCase("tokenizer_config.json: an added token at another id than the files", "fail", probe,
+                  make=tok_copy("roberta-files", tok_json_edit("tokenizer_config.json", lambda config: config.update(
+                      added_tokens_decoder={"7": {"content": "<mask>", "special": True}})))),
+        # vocab.txt
+        ProbeCase("vocab.txt: duplicate token", "fail", probe, make=vocab_txt(lambda lines: [*lines, lines[500]])),
+        ProbeCase("vocab.txt: no [MASK]", "fail", probe, make=vocab_txt(
+            lambda lines: [line for line in lines if line != "[MASK]"])),
+        ProbeCase("vocab.txt: two blank lines", "fail", probe, make=vocab_txt(
+            lambda lines: [*lines[:10], "", "", *lines[10:]])),
+        ProbeCase("vocab.txt: UTF-16", "fail", probe, make=tok_copy("bert", tok_bytes(
+            "vocab.txt", lambda data: data.decode("utf-8").encode("utf-16")))),
+        ProbeCase("vocab.txt: a line of 10 MB", "any", probe, make=vocab_txt(lambda lines: [*lines, "x" * 10_000_000])),
+        # SentencePiece: the audit's cases
+        ProbeCase("spiece.model: one piece of 300,000 characters (unigram)", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"x" * 300_000) + _spm_field(2, -3.0)))),
+        ProbeCase("spiece.model: one piece of 300,000 characters (bpe)", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"x" * 300_000) + _spm_field(2, -3.0), model_type=2)), timeout=60),
+        ProbeCase("spiece.model: a normalisation table of four zero bytes", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(charsmap=b"\0\0\0\0"))),
+        ProbeCase("spiece.model: 814 bytes whose table claims a 4 GB trie", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(charsmap=(0xFFFFFFF0).to_bytes(4, "little") + b"\0" * 700)), memory=1 << 30),
+        ProbeCase("spiece.model: a NaN score", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"b") + _spm_field(2, float("nan"))))),
+        ProbeCase("spiece.model: a repeated piece", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"a") + _spm_field(2, -1.0)))),
+        ProbeCase("spiece.model: an empty piece", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"") + _spm_field(2, -1.0)))),
+        ProbeCase("spiece.model: two unknown pieces", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"<unk2>") + _spm_field(3, 2)))),
+        ProbeCase("spiece.model: a byte piece without byte fallback", "fail", probe, make=tok_spm_file(
+            tok_hand_made_spm(_spm_field(1, b"<0x41>") + _spm_field(3, 6)))),
+        ProbeCase("spiece.model: empty file", "fail", probe, make=tok_spm_file(b"")),
+        ProbeCase("spiece.model: a FIFO", "fail", probe, make=lambda w, b: ((w / "tok").mkdir(),
+                                                                           make_fifo(w / "tok" / "spiece.model"))),
+    ]
+    return cases
+
+
+def tokenizer_mutation_cases(bases: Path) -> list[ProbeCase]:
+    """Deterministic damages of each kind of tokenizer file: each refused, or a sound tokenizer (a SentencePiece
+    model encoding as sentencepiece does)."""
+    cases = []
+    for base, name, count in (("spm-unigram", "spiece.model", 150), ("spm-bpe", "spiece.model", 150),
+                              ("roberta", "tokenizer.json", 40), ("roberta-files", "vocab.json", 40),
+                              ("roberta-files", "merges.txt", 30), ("bert", "vocab.txt", 30)):
+        data = (bases / base / name).read_bytes()
+        for description, damaged in _mutations(data, count, f"{base}/{name}"):
+            cases.append(ProbeCase(f"{base}/{name}: {description}", "any", "probe_tokenizer",
+                                   {"compare_spm": name == "spiece.model"},
+                                   make=tok_copy(base, tok_bytes(name, damaged))))
+    return cases
+
+
+# ---- family 6: corpora and the prepared-corpus cache ------------------------------------------------------------
+
+def build_corpus_bases(root: Path) -> Path:
+    """A small text corpus in every format, and a 64 KB .txt.gz of 64 MB of zeros (made once)."""
+    import gzip
+
+    bases = root / "corpus-bases"
+    bases.mkdir(parents=True)
+    text = (REPO / "assets" / "corpus" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:60_000]
+    (bases / "corpus.txt").write_text(text, encoding="utf-8")
+    documents = [block for block in text.split("\n\n") if block.strip()]
+    with gzip.open(bases / "corpus.txt.gz", "wt", encoding="utf-8") as compressed:
+        compressed.write(text)
+    lines = "".join(json.dumps({"id": number, "text": block}) + "\n" for number, block in enumerate(documents))
+    (bases / "corpus.jsonl").write_text(lines, encoding="utf-8")
+    with gzip.open(bases / "corpus.jsonl.gz", "wt", encoding="utf-8") as compressed:
+        compressed.write(lines)
+    with contextlib.suppress(ImportError):
+        import pyarrow
+        import pyarrow.parquet
+
+        table = pyarrow.table({"text": documents})
+        pyarrow.parquet.write_table(table, bases / "corpus.parquet")
+        with pyarrow.OSFile(str(bases / "corpus.arrow"), "wb") as sink, pyarrow.ipc.new_file(sink,
+                                                                                              table.schema) as writer:
+            writer.write_table(table)
+    with gzip.open(bases / "zeros.txt.gz", "wb", compresslevel=9) as compressed:
+        block = b"0" * (1 << 20)
+        for _ in range(64):
+            compressed.write(block)
+    return bases
+
+
+def corpus_copy(name: str, as_name: str | None = None) -> Callable[[Path, Path], None]:
+    def make(workdir: Path, bases: Path) -> None:
+        shutil.copy(bases / name, workdir / (as_name or name))
+    return make
+
+
+def corpus_bytes(name: str, data: bytes | Callable[[], bytes]) -> Callable[[Path, Path], None]:
+    def make(workdir: Path, bases: Path) -> None:
+        (workdir / name).write_bytes(data() if callable(data) else data)
+    return make
+
+
+def corpus_long_line(name: str, size: int) -> Callable[[Path, Path], None]:
+    """One line of `size` bytes of words (a .txt line, or a .jsonl record's text)."""
+    def make(workdir: Path, bases: Path) -> None:
+        words = (REPO / "assets" / "corpus" / "tinyshakespeare.txt").read_text(encoding="utf-8").split()
+        line = " ".join(words * (size // (len(" ".join(words)) + 1) + 1))[:size]
+        with open(workdir / name, "w", encoding="utf-8") as file:
+            file.write(json.dumps({"id": 1, "text": line}) + "\n" if name.endswith(".jsonl") else line + "\n")
+    return make
+
+
+def _corpus_tokenizer():
+    from bertcore.tokenization.wordpiece import BertTokenizer
+
+    return BertTokenizer.from_vocab_file(REPO / "assets" / "vocab.txt")
+
+
+def probe_prepare(workdir: Path, corpus: str, text_field: str = "text", documents: int | None = None) -> dict:
+    """prepare_corpus of workdir/corpus into workdir/cache; `documents`: how many the corpus holds."""
+    import numpy as np
+
+    from bertcore.data.prepare import prepare_corpus
+    from bertcore.data.sources import CorpusSource
+
+    tokenizer = _corpus_tokenizer()
+    prepared = prepare_corpus(CorpusSource.open(workdir / corpus, text_field=text_field), tokenizer,
+                              cache_dir=workdir / "cache")
+    found = prepared.meta["num_documents"]
+    if documents is not None and found != documents:
+        return {"problem": f"{found} documents, the corpus holds {documents}"}
+    largest = int(np.asarray(prepared.documents.tokens).max()) if prepared.num_tokens else 0
+    if largest >= tokenizer.vocab_size:
+        return {"problem": f"a token id {largest} past the vocabulary's {tokenizer.vocab_size}"}
+    return {"detail": f"{found} documents, {prepared.num_tokens} tokens"}
+
+
+def _prepare_twice(workdir: Path, damage: Callable[[Path], None]) -> dict:
+    """Prepare, damage the preparation, prepare again: the second must give the first's tokens (prepared again,
+    or refused), never the damaged ones."""
+    import numpy as np
+
+    from bertcore.data.prepare import prepare_corpus
+    from bertcore.data.sources import CorpusSource
+
+    def arrays(prepared) -> list:
+        documents = prepared.documents
+        return [np.array(documents.tokens), np.array(documents.sentence_offsets), np.array(documents.document_offsets)]
+
+    tokenizer = _corpus_tokenizer()
+    source = CorpusSource.open(workdir / "corpus.txt")
+    first = prepare_corpus(source, tokenizer, cache_dir=workdir / "cache")
+    original, folder = arrays(first), first.folder
+    del first
+    damage(folder)
+    again = prepare_corpus(source, tokenizer, cache_dir=workdir / "cache")
+    if any(a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(arrays(again), original, strict=True)):
+        return {"problem": "the run's tokens or documents are not the corpus's: it read the damaged preparation"}
+    notes = list(getattr(again, "notes", ()))
+    return {"problem": None if notes else "prepared again without saying so",
+            "detail": "; ".join(notes)[:200] or "the same tokens"}
+
+
+def probe_cache_damage(workdir: Path, damage: str) -> dict:
+    import numpy as np
+
+    def tamper(folder: Path) -> None:
+        tokens = np.fromfile(folder / "tokens.bin", dtype=np.uint16)
+        tokens[::7] = 7999
+        tokens.tofile(folder / "tokens.bin")
+
+    damages = {
+        "every 7th token set to 7999": tamper,
+        "meta.json deleted": lambda folder: (folder / "meta.json").unlink(),
+        "meta.json a FIFO": lambda folder: ((folder / "meta.json").unlink(), os.mkfifo(folder / "meta.json")),
+        "meta.json garbage": lambda folder: (folder / "meta.json").write_bytes(b"\x00\xff" * 50),
+        "meta.json deep JSON": lambda folder: (folder / "meta.json").write_text(deep_json()),
+        "tokens.bin cut": lambda folder: os.truncate(folder / "tokens.bin", 100),
+        "tokens.bin a link to /dev/zero": lambda folder: replace_with_symlink(folder / "tokens.bin", "/dev/zero"),
+        "tokens.bin a FIFO": lambda folder: make_fifo(folder / "tokens.bin"),
+        "document_offsets.bin one offset changed": lambda folder: _poke(folder / "document_offsets.bin", 8),
+        "the folder replaced by a FIFO": lambda folder: (shutil.rmtree(folder), os.mkfifo(folder)),
+        "the folder replaced by a file": lambda folder: (shutil.rmtree(folder), folder.write_text("x")),
+    }
+    return _prepare_twice(workdir, damages[damage])
+
+
+def _poke(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def probe_cache_edits(workdir: Path, edits: int = 5) -> dict:
+    """`edits` edits of one corpus, each prepared: how many preparations the cache keeps of it."""
+    from bertcore.data.prepare import prepare_corpus
+    from bertcore.data.sources import CorpusSource
+
+    tokenizer = _corpus_tokenizer()
+    path = workdir / "corpus.txt"
+    text = path.read_text(encoding="utf-8")
+    for number in range(edits):
+        path.write_text(text + f"\n\nEdit number {number}.\n", encoding="utf-8")
+        stamp = time.time() + number
+        os.utime(path, (stamp, stamp))
+        prepare_corpus(CorpusSource.open(path), tokenizer, cache_dir=workdir / "cache")
+    kept = [entry for entry in (workdir / "cache").iterdir() if not entry.name.startswith(".")]
+    if len(kept) > 2:
+        return {"problem": f"{edits} edits of one corpus left {len(kept)} prepared folders"}
+    return {"detail": f"{len(kept)} folders kept"}
+
+
+def probe_cache_dir(workdir: Path, kind: str) -> dict:
+    """--data-cache naming something that is not a writable folder."""
+    from bertcore.data.prepare import prepare_corpus
+    from bertcore.data.sources import CorpusSource
+
+    cache = workdir / "cache"
+    if kind == "a file":
+        cache.write_text("x")
+    elif kind == "a FIFO":
+        os.mkfifo(cache)
+    elif kind == "a link to /dev/zero":
+        cache.symlink_to("/dev/zero")
+    prepared = prepare_corpus(CorpusSource.open(workdir / "corpus.txt"), _corpus_tokenizer(), cache_dir=cache)
+    return {"detail": f"prepared in {prepared.folder}"}
+
+
+def corpus_read_only(with_preparation: bool) -> Callable[[Path, Path], Outcome]:
+    """bert-train with --data-cache a read-only folder (chattr +i): refused naming it, or trained on the
+    preparation already there."""
+    def scenario(workdir: Path, bases: Path) -> Outcome:
+        cache = workdir / "cache"
+        cache.mkdir()
+        args = _corpus_train_args(workdir, cache, "run0")
+        if with_preparation:
+            proc = run_corpus_cli(args, workdir)
+            if proc.rc != 0:
+                return Outcome("traceback", f"the first run failed: {error_line(proc.stderr)}")
+        subprocess.run(["chattr", "+i", str(cache)], capture_output=True)
+        try:
+            proc = run_corpus_cli(_corpus_train_args(workdir, cache, "run1"), workdir)
+        finally:
+            unfreeze(cache)
+        return judge("ok" if with_preparation else "fail", proc)
+    return scenario
+
+
+def _corpus_train_args(workdir: Path, cache: Path, out: str, corpus: Path | None = None) -> list[str]:
+    return ["--corpus", corpus or workdir / "corpus.txt", "--vocab", REPO / "assets" / "vocab.txt", "--preset", "tiny",
+            "--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "1",
+            "--batch-size", "4", "--seq-len", "32", "--eval-batches", "1", "--steps", "1", "--no-progress",
+            "--device", "cpu", "--num-threads", "1", "--data-cache", cache, "--out", workdir / out]
+
+
+def run_corpus_cli(args: list, workdir: Path, timeout: float = CLI_TIMEOUT_S * 3) -> Proc:
+    process = subprocess.Popen([PYTHON, "-m", "bertcore.cli.train", *map(str, args)], cwd=workdir,
+                               env=checkout_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+    return finish(process, timeout)
+
+
+def corpus_kill_during_preparation(workdir: Path, bases: Path) -> Outcome:
+    """kill -9 while the corpus is being prepared (a .partial folder in the cache), then run again: the second run
+    trains on a whole preparation."""
+    big = workdir / "big.txt"
+    text = (bases / "corpus.txt").read_text(encoding="utf-8")
+    with open(big, "w", encoding="utf-8") as file:
+        for number in range(400):
+            file.write(text.replace("the", f"the{number % 7}") + "\n\n")
+    cache = workdir / "cache"
+    process = subprocess.Popen([PYTHON, "-m", "bertcore.cli.train",
+                                *map(str, _corpus_train_args(workdir, cache, "run0", big))],
+                               cwd=workdir, env=checkout_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if cache.is_dir() and any(entry.name.startswith(".") and ".partial-" in entry.name
+                                  for entry in cache.iterdir()):
+            time.sleep(0.5)
+            break
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    proc = run_corpus_cli(_corpus_train_args(workdir, cache, "run1", big), workdir, timeout=300)
+    return judge("ok", proc)
+
+
+def corpus_cases() -> list[ProbeCase]:
+    probe = "probe_prepare"
+    cases = [
+        ProbeCase("corpus.txt as written", "ok", probe, {"corpus": "corpus.txt"}, make=corpus_copy("corpus.txt")),
+        ProbeCase("corpus.txt.gz", "ok", probe, {"corpus": "corpus.txt.gz"}, make=corpus_copy("corpus.txt.gz")),
+        ProbeCase("corpus.jsonl", "ok", probe, {"corpus": "corpus.jsonl"}, make=corpus_copy("corpus.jsonl")),
+        ProbeCase("corpus.jsonl.gz", "ok", probe, {"corpus": "corpus.jsonl.gz"}, make=corpus_copy("corpus.jsonl.gz")),
+        ProbeCase("corpus.parquet", "ok", probe, {"corpus": "corpus.parquet"}, make=corpus_copy("corpus.parquet")),
+        ProbeCase("corpus.arrow", "ok", probe, {"corpus": "corpus.arrow"}, make=corpus_copy("corpus.arrow")),
+        ProbeCase(".txt.gz cut in half", "fail", probe, {"corpus": "c.txt.gz"}, make=lambda w, b: (w / "c.txt.gz")
+                  .write_bytes((b / "corpus.txt.gz").read_bytes()[:2000])),
+        ProbeCase(".txt.gz that is not gzip", "fail", probe, {"corpus": "c.txt.gz"},
+                  make=corpus_bytes("c.txt.gz", b"plain text, not gzip\n" * 50)),
+        ProbeCase(".txt not UTF-8", "fail", probe, {"corpus": "c.txt"},
+                  make=corpus_bytes("c.txt", "déjà vu\n".encode("latin-1") * 100)),
+        ProbeCase(".txt empty", "fail", probe, {"corpus": "c.txt"}, make=corpus_bytes("c.txt", b"")),
+        ProbeCase(".txt of NUL bytes", "any", probe, {"corpus": "c.txt"}, make=corpus_bytes("c.txt", b"\0" * 10_000)),
+        ProbeCase(".jsonl with a line that is not JSON", "fail", probe, {"corpus": "c.jsonl"},
+                  make=corpus_bytes("c.jsonl", b'{"text": "a b c."}\n{"text": \n')),
+        ProbeCase(".jsonl without the text field", "fail", probe, {"corpus": "c.jsonl"},
+                  make=corpus_bytes("c.jsonl", b'{"body": "a b c."}\n')),
+        ProbeCase(".jsonl with a text that is a number", "fail", probe, {"corpus": "c.jsonl"},
+                  make=corpus_bytes("c.jsonl", b'{"text": 12}\n')),
+        ProbeCase(".jsonl with deep JSON", "fail", probe, {"corpus": "c.jsonl"},
+                  make=corpus_bytes("c.jsonl", deep_json().encode() + b"\n")),
+        ProbeCase(".parquet of garbage", "fail", probe, {"corpus": "c.parquet"},
+                  make=corpus_bytes("c.parquet", b"PAR1" + bytes(range(256)) * 20)),
+        ProbeCase(".arrow of garbage", "fail", probe, {"corpus": "c.arrow"},
+                  make=corpus_bytes("c.arrow", b"ARROW1" + bytes(range(256)) * 20)),
+        ProbeCase("the corpus a FIFO", "fail", probe, {"corpus": "c.txt"}, make=lambda w, b: os.mkfifo(w / "c.txt")),
+        ProbeCase("the corpus a link to /dev/zero", "fail", probe, {"corpus": "c.txt"},
+                  make=lambda w, b: (w / "c.txt").symlink_to("/dev/zero")),
+        # one long line, under a 1 GB address-space limit (a preparation holds ~130 MB whatever the line)
+        ProbeCase("a .txt of one 64 MB line", "ok", probe, {"corpus": "long.txt"},
+                  make=corpus_long_line("long.txt", 64 << 20), memory=1 << 30, timeout=240),
+        ProbeCase("a .jsonl of one 160 MB record", "ok", probe, {"corpus": "long.jsonl"},
+                  make=corpus_long_line("long.jsonl", 160 << 20), memory=1 << 30, timeout=480),
+        # (1 GB of zeros, the audit's, prepares in the time 1 GB of text does: ~15 min on a busy 2-core machine, the
+        # tokenizer's ~1.1 MB/s; 64 MB is the same bomb, 1000:1, in a minute)
+        ProbeCase("a 64 KB .txt.gz of 64 MB of zeros", "ok", probe, {"corpus": "zeros.txt.gz"},
+                  make=corpus_copy("zeros.txt.gz"), memory=1 << 30, timeout=240),
+        # the prepared cache
+        *(ProbeCase(f"prepared cache: {damage}, then prepared again", "ok", "probe_cache_damage", {"damage": damage},
+                    make=corpus_copy("corpus.txt"))
+          for damage in ("every 7th token set to 7999", "meta.json deleted", "meta.json a FIFO", "meta.json garbage",
+                         "meta.json deep JSON", "tokens.bin cut", "tokens.bin a link to /dev/zero", "tokens.bin a FIFO",
+                         "document_offsets.bin one offset changed", "the folder replaced by a FIFO",
+                         "the folder replaced by a file")),
+        ProbeCase("prepared cache: 5 edits of one corpus", "ok", "probe_cache_edits", make=corpus_copy("corpus.txt")),
+        *(ProbeCase(f"--data-cache {kind}", "fail", "probe_cache_dir", {"kind": kind}, make=corpus_copy("corpus.txt"))
+          for kind in ("a file", "a FIFO", "a link to /dev/zero")),
+        ProbeCase("bert-train with a read-only cache (chattr +i), nothing prepared", "fail",
+                  make=corpus_copy("corpus.txt"), scenario=corpus_read_only(False)),
+        ProbeCase("bert-train with a read-only cache (chattr +i), the corpus prepared", "ok",
+                  make=corpus_copy("corpus.txt"), scenario=corpus_read_only(True)),
+        ProbeCase("bert-train killed (kill -9) while preparing, then run again", "ok",
+                  make=corpus_copy("corpus.txt"), scenario=corpus_kill_during_preparation),
+    ]
+    return cases
+
+
+# ---- family 7: the Explain API ---------------------------------------------------------------------------------
+
+_EXPLAIN: dict = {}
+
+
+def explain_fixture() -> dict:
+    """A tiny masked LM and a tiny classifier over the shipped vocabulary, built once in the probe server."""
+    if not _EXPLAIN:
+        import torch
+
+        from bertcore.models.bert import BertForMaskedLM
+        from bertcore.models.config import BertConfig
+        from bertcore.models.task_heads import BertForSequenceClassification
+        from bertcore.tokenization.wordpiece import BertTokenizer
+
+        tokenizer = BertTokenizer.from_vocab_file(REPO / "assets" / "vocab.txt")
+        sizes = dict(vocab_size=tokenizer.vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                     intermediate_size=37, max_position_embeddings=64)
+        torch.manual_seed(0)
+        _EXPLAIN.update(tokenizer=tokenizer, mlm=BertForMaskedLM(BertConfig(**sizes)).eval(),
+                        classifier=BertForSequenceClassification(BertConfig(**sizes, num_labels=3)).eval())
+    return _EXPLAIN
+
+
+def probe_explain(workdir: Path, call: str = "attribute", model: str = "mlm", text: str = "the king is dead",
+                  text_b: str | None = None, target=("mlm", 2, None), weights: str | None = None, **options) -> dict:
+    """One call of the Explain API on a tiny model; a success whose numbers are NaN (or that says nothing where
+    it should) is silent."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from bertcore.explain.attribution import attribute
+    from bertcore.explain.faithfulness import faithfulness
+    from bertcore.explain.mixing import context_mixing
+    from bertcore.explain.patching import activation_patching
+
+    fixture = explain_fixture()
+    tokenizer, network = fixture["tokenizer"], fixture[model]
+    if weights:
+        with torch.no_grad():
+            weight = network.get_parameter("bert.encoder.layer.0.attention.self.query.weight")
+            weight[1, 2] = {"nan": float("nan"), "inf": float("inf"), "huge": 3e38}[weights]
+            if weights == "huge":
+                for parameter in network.parameters():
+                    parameter.fill_(3e38)
+    encoding = tokenizer.encode(text, text_b) if text is not None else None
+    if options.pop("empty_encoding", False):
+        encoding = dataclasses.replace(encoding, **{name: [] for name in (
+            "tokens", "input_ids", "segment_ids", "position_ids", "attention_mask", "special_tokens_mask",
+            "sequence_ids", "offsets")})
+    if target is not None and target[0] == "mlm" and target[2] is None:
+        target = ("mlm", target[1], tokenizer.token_to_id("the"))
+    target = tuple(target) if isinstance(target, list) else target
+    if call == "attribute":
+        result = attribute(network, tokenizer, encoding, target, **options)
+        values = np.asarray(result.scores, dtype=np.float64)
+    elif call == "mixing":
+        result = context_mixing(network, tokenizer, encoding, options.pop("method", "alti"))
+        values = np.asarray(result.rollout, dtype=np.float64)
+    elif call == "patching":
+        corrupted = tokenizer.encode(options.pop("corrupted_text"), text_b)
+        result = activation_patching(network, tokenizer, encoding, corrupted, target, **options)
+        values = np.asarray(result.scores, dtype=np.float64)
+        if result.note:
+            return {"detail": result.note[:150]}
+    else:
+        scores = options.pop("scores", None)
+        result = faithfulness(network, tokenizer, encoding, target,
+                              np.arange(len(encoding), dtype=np.float64) if scores is None else scores, **options)
+        values = np.concatenate([result.deletion, result.insertion, [result.full_value]]).astype(np.float64)
+    if not np.isfinite(values).all():
+        return {"problem": f"{int((~np.isfinite(values)).sum())} of {values.size} numbers are NaN or infinite, "
+                           "with no word of why"}
+    return {"detail": f"{call} of {len(encoding)} positions"}
+
+
+def explain_cases() -> list[ProbeCase]:
+    probe = "probe_explain"
+    ig = {"call": "attribute", "method": "integrated_gradients"}
+    cases = [
+        ProbeCase("attribute: integrated gradients, 16 steps", "ok", probe, {**ig, "steps": 16}),
+        ProbeCase("attribute: steps 2048 with a tolerance", "ok", probe, {**ig, "steps": 2048, "tolerance": 0.01}),
+        ProbeCase("attribute: steps 20,000", "fail", probe, {**ig, "steps": 20_000}, timeout=60),
+        ProbeCase("attribute: steps 10**7", "fail", probe, {**ig, "steps": 10**7}, timeout=60),
+        ProbeCase("attribute: steps 0", "fail", probe, {**ig, "steps": 0}),
+        ProbeCase("attribute: steps -5", "fail", probe, {**ig, "steps": -5}),
+        ProbeCase("attribute: steps 2.5", "fail", probe, {**ig, "steps": 2.5}),
+        ProbeCase("attribute: steps true", "fail", probe, {**ig, "steps": True}),
+        ProbeCase("attribute: steps as text", "fail", probe, {**ig, "steps": "64"}),
+        ProbeCase("attribute: tolerance 0", "fail", probe, {**ig, "tolerance": 0}),
+        ProbeCase("attribute: tolerance 1.5", "fail", probe, {**ig, "tolerance": 1.5}),
+        ProbeCase("attribute: tolerance NaN", "fail", probe, {**ig, "tolerance": float("nan")}),
+        ProbeCase("attribute: an unknown method", "fail", probe, {"call": "attribute", "method": "lime"}),
+        ProbeCase("attribute: target position past the input", "fail", probe, {**ig, "target": ("mlm", 99, None)}),
+        ProbeCase("attribute: target position -1", "fail", probe, {**ig, "target": ("mlm", -1, None)}),
+        ProbeCase("attribute: target token id past the vocabulary", "fail", probe,
+                  {**ig, "target": ("mlm", 2, 10**6)}),
+        ProbeCase("attribute: target token id -3", "fail", probe, {**ig, "target": ("mlm", 2, -3)}),
+        ProbeCase("attribute: an unknown target kind", "fail", probe, {**ig, "target": ("vibes", 1)}),
+        ProbeCase("attribute: an NSP target on a masked LM", "fail", probe, {**ig, "target": ("nsp", 0)}),
+        ProbeCase("attribute: a target with too many values", "fail", probe, {**ig, "target": ("mlm", 2, 5, 7)}),
+        ProbeCase("attribute: a target that is text", "fail", probe, {**ig, "target": "mlm 2 5"}),
+        ProbeCase("attribute: a target that is None", "fail", probe, {**ig, "target": None}),
+        ProbeCase("attribute: a class target past the labels", "fail", probe,
+                  {**ig, "model": "classifier", "target": ("class", 7)}),
+        ProbeCase("attribute: a class target on the classifier", "ok", probe,
+                  {**ig, "model": "classifier", "target": ("class", 1), "steps": 8}),
+        *(ProbeCase(f"attribute ({method}): NaN weights", "fail", probe,
+                    {"call": "attribute", "method": method, "weights": "nan", "steps": 8})
+          for method in ("integrated_gradients", "gradient_x_input", "gradient_norm", "grad_attention_rollout")),
+        ProbeCase("attribute: infinite weights", "fail", probe, {**ig, "weights": "inf", "steps": 8}),
+        ProbeCase("attribute: weights of 3e38 (overflow)", "fail", probe, {**ig, "weights": "huge", "steps": 8}),
+        *(ProbeCase(f"context mixing ({method}): NaN weights", "fail", probe,
+                    {"call": "mixing", "method": method, "weights": "nan", "target": None})
+          for method in ("attention", "value_norm", "globenc", "alti")),
+        ProbeCase("context mixing: an unknown method", "fail", probe, {"call": "mixing", "method": "vibes",
+                                                                        "target": None}),
+        ProbeCase("context mixing: an input past the positions", "fail", probe,
+                  {"call": "mixing", "method": "alti", "target": None, "text": "word " * 100}),
+        ProbeCase("activation patching: NaN weights", "fail", probe,
+                  {"call": "patching", "weights": "nan", "corrupted_text": "the queen is dead"}),
+        ProbeCase("activation patching: inputs of other lengths", "fail", probe,
+                  {"call": "patching", "corrupted_text": "the old king is dead"}),
+        ProbeCase("activation patching: over an unknown part", "fail", probe,
+                  {"call": "patching", "corrupted_text": "the queen is dead", "over": "neurons"}),
+        ProbeCase("faithfulness: NaN weights", "fail", probe, {"call": "faithfulness", "weights": "nan"}),
+        ProbeCase("faithfulness: NaN scores", "fail", probe,
+                  {"call": "faithfulness", "scores": [float("nan")] * 6}),
+        ProbeCase("faithfulness: scores of the wrong length", "fail", probe, {"call": "faithfulness", "scores": [1.0]}),
+        ProbeCase("faithfulness: max_points 1", "fail", probe, {"call": "faithfulness", "max_points": 1}),
+        ProbeCase("an empty input (no positions)", "fail", probe, {**ig, "empty_encoding": True}),
+        ProbeCase("an empty sentence", "fail", probe, {**ig, "text": "   "}),
+        ProbeCase("a sentence of zero-width characters only", "fail", probe, {**ig, "text": "\u200b\u200b"}),
+    ]
+    return cases
+
+
+PROBE_FAMILIES = {"tokenizer": (lambda bases: tokenizer_cases() + tokenizer_mutation_cases(bases),
+                                build_tokenizer_bases),
+                  "corpus": (lambda bases: corpus_cases(), build_corpus_bases),
+                  "explain": (lambda bases: explain_cases(), lambda root: root)}
+
+
+def run_probe_family(family: str, root: Path, pick: Callable[[list], list], jobs: int,
+                     list_only: bool = False) -> list[Result]:
+    make_cases, build = PROBE_FAMILIES[family]
+    bases = build(root)
+    cases = pick(make_cases(bases))
+    if list_only:
+        for case in cases:
+            print(f"{family:10s} {case.expect:4s} {case.name}")
+        return []
+    servers = threading.local()
+    made: list[ProbeServer] = []
+
+    def one(case: ProbeCase) -> Outcome:
+        if not hasattr(servers, "server"):
+            servers.server = ProbeServer(family)
+            made.append(servers.server)
+        return run_probe_case(case, family, bases, root, servers.server)
+
+    try:
+        return run_family(family, cases, one, jobs)
+    finally:
+        for server in made:
+            server.close()
+
+
 # ---- driving ---------------------------------------------------------------------------------------------------
 
 def run_family(family: str, cases: list, runner: Callable, jobs: int) -> list[Result]:
@@ -2377,7 +3320,8 @@ def report(results: list[Result], family: str, seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--family", choices=("checkpoint", "run", "finetune", "hub", "all"), default="all")
+    parser.add_argument("--family", choices=("checkpoint", "run", "finetune", "hub", *PROBE_FAMILIES, "all"),
+                        default="all")
     parser.add_argument("--quick", action="store_true", help="every third case of each family")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     parser.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
@@ -2386,12 +3330,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--_load-server", action="store_true", dest="load_server", help=argparse.SUPPRESS)
     parser.add_argument("--_load-one", nargs=3, dest="load_one", help=argparse.SUPPRESS)
     parser.add_argument("--_hub-case", dest="hub_case", help=argparse.SUPPRESS)
+    parser.add_argument("--_probe-server", dest="probe_server", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load_server:
         load_server()
         return 0
     if args.hub_case:
         hub_case_child(args.hub_case)
+        return 0
+    if args.probe_server:
+        probe_server(args.probe_server)
         return 0
     if args.load_one:
         import bertcore.models.checkpoint  # noqa: F401 - imported before the timeout starts
@@ -2400,7 +3348,7 @@ def main(argv: list[str] | None = None) -> int:
         _child_load(*args.load_one)
         return 0
 
-    families = ("checkpoint", "run", "finetune", "hub") if args.family == "all" else (args.family,)
+    families = ("checkpoint", "run", "finetune", "hub", *PROBE_FAMILIES) if args.family == "all" else (args.family,)
     def pick(cases: list) -> list:
         cases = [case for case in cases if args.only is None or args.only in case.name]
         return cases[::3] if args.quick else cases
@@ -2418,6 +3366,9 @@ def main(argv: list[str] | None = None) -> int:
                     if family in families:
                         for case in pick(cases):
                             print(f"{family:10s} {case.expect:4s} {case.name}")
+                for family in PROBE_FAMILIES:
+                    if family in families:
+                        run_probe_family(family, root, pick, args.jobs, list_only=True)
                 return 0
             if "run" in families or "finetune" in families:
                 print("preparing a tiny finished run and an uninterrupted reference run ...", flush=True)
@@ -2441,6 +3392,8 @@ def main(argv: list[str] | None = None) -> int:
                         server.close()
                 elif family == "hub":
                     results = run_family(family, pick(hub_cases()), lambda case: run_hub_case(case, root), args.jobs)
+                elif family in PROBE_FAMILIES:
+                    results = run_probe_family(family, root, pick, args.jobs)
                 elif family == "run":
                     results = run_family(family, pick(run_cases()),
                                          lambda case: run_run_case(case, WORKSPACE, root), args.jobs)

@@ -25,6 +25,9 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
 
       TokenizerError               bad input to the tokenizer, or a broken vocabulary file
       CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
+        PreparedCorpusDamaged      a prepared corpus in the cache that is not whole (no meta.json, a file of the
+                                   wrong size, a checksum that does not match, or none: an earlier version's):
+                                   prepare_corpus replaces it
       TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
       ExplainError                 an explanation asked for something the model or input does not have (a target
                                    position past the input, an NSP target on a model without an NSP head)
@@ -84,6 +87,16 @@ class TokenizerError(ValueError):
 
 class CorpusError(ValueError):
     """A corpus that cannot be used: missing, not UTF-8, empty, or too small; the message names the file."""
+
+
+class PreparedCorpusDamaged(CorpusError):
+    """A prepared corpus folder that is not what its preparation wrote (a file missing, cut, changed after it was
+    written); `reason` says what, `folder` where. bertcore.data.prepare.prepare_corpus replaces such a folder."""
+
+    def __init__(self, message: str, folder: Path, reason: str):
+        super().__init__(message)
+        self.folder = folder
+        self.reason = reason
 
 
 class TaskDataError(ValueError):

@@ -149,6 +149,8 @@ def _run(trainer, args: argparse.Namespace) -> int:
         prepared = trainer.task.prepared
         print(f"bert-train: corpus {prepared.source}: {prepared.meta['num_documents']:,} documents, "
               f"{prepared.num_tokens:,} tokens, prepared in {prepared.folder}", file=sys.stderr)
+        for note in prepared.notes:  # what the corpus cache did: a damaged preparation replaced, old ones removed
+            print(f"bert-train: note: {note}", file=sys.stderr)
         if trainer.resume_note:
             print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
 

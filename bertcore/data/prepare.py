@@ -6,20 +6,28 @@
 
 How: documents -> sentences (`bertcore.data.corpus.split_sentences`, as `read_corpus` splits them) -> token ids,
 one batched tokenizer call per chunk of about `chunk_chars` characters -> appended to tokens.bin and the two
-offset files. Only one chunk is in memory at a time (its text, its ids), so peak memory does not grow with the
-corpus. Sentences that tokenize to nothing and documents left with no sentence are dropped, as
+offset files. Only one chunk is in memory at a time (its text, its ids), so peak memory grows neither with the
+corpus nor with its longest line or record: a document comes in pieces (bertcore.data.sources), and a "sentence"
+that runs on for more than a piece (4 M characters, or `chunk_chars` where smaller) without a . ! or ? is ended
+there, as though it had one. Sentences that tokenize to nothing and documents left with no sentence are dropped, as
 `tokenize_corpus` drops them, so a prepared corpus holds the same documents as the in-memory path.
 
-The cache: `cache_dir` (default `$XDG_CACHE_HOME/bert-explorer/corpora`, i.e. ~/.cache/...) holds one folder per
-(corpus files with their sizes and modification times, text field, tokenizer). A changed file, another
-tokenizer or another text field is another key, so a stale preparation is never read. A preparation is written
-into a hidden `.partial` folder and renamed into place when whole (meta.json last), so a killed preparation
-leaves no folder that a later run trusts; leftovers of dead processes are removed by the next preparation.
+The cache: `cache_dir` (default $BERT_EXPLORER_DATA_CACHE, else `$XDG_CACHE_HOME/bert-explorer/corpora`, i.e.
+~/.cache/...; bert-train's --data-cache) holds one folder per (corpus files with their sizes and modification
+times, text field, tokenizer). A changed file, another tokenizer or another text field is another key, so a stale
+preparation is never read. A preparation is written into a hidden `.partial` folder and renamed into place when
+whole (meta.json last, with every file's size and checksum), so a killed preparation leaves no folder that a later
+run trusts; leftovers of dead processes are removed by the next preparation. A folder that is not whole after all
+(meta.json deleted, a file cut or edited: bertcore.data.prepared.PreparedCorpus.open checks) is set aside and
+prepared again, and the run says so. The cache keeps the newest KEEP_PER_SOURCE (2) preparations of each corpus
+path: a new one removes the older ones, except any a run has open (a shared lock on its meta.json), so five edits
+of a corpus leave two folders, not five. A read-only cache is a CorpusError naming it and how to choose another.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -28,6 +36,7 @@ import re
 import secrets
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,15 +48,21 @@ from bertcore.data.prepared import (
     DOCUMENT_OFFSETS_FILE,
     FORMAT_VERSION,
     META_FILE,
+    META_LIMIT,
     SENTENCE_OFFSETS_FILE,
     TOKENS_FILE,
     PreparedCorpus,
+    close_quietly,
     token_dtype,
+    try_exclusive_lock,
 )
 from bertcore.data.sources import PIECE_CHARS, CorpusSource
-from bertcore.errors import CorpusError
+from bertcore.errors import CorpusError, PreparedCorpusDamaged
+from bertcore.files.reading import read_json
 
 CHUNK_CHARS = 4 << 20  # characters of text tokenized per batched call (~1M tokens: a few tens of MB of ids)
+KEEP_PER_SOURCE = 2  # preparations of one corpus (path) the cache keeps: the newest, and the one before it
+CACHE_VARIABLE = "BERT_EXPLORER_DATA_CACHE"  # where the cache is, where --data-cache is not given
 DEFAULT_VOCAB_SAMPLE = 32_000_000  # characters of text a vocabulary is trained on, drawn evenly from the corpus
 APP_CACHE = "bert-explorer"
 
@@ -91,8 +106,8 @@ ProgressCallback = Callable[[PreparationProgress], None]
 def default_cache_dir() -> Path:
     """$BERT_EXPLORER_DATA_CACHE (e.g. a file system every DDP node sees; the test suite points it at a temporary
     folder), else $XDG_CACHE_HOME/bert-explorer/corpora, else ~/.cache/bert-explorer/corpora."""
-    if os.environ.get("BERT_EXPLORER_DATA_CACHE"):
-        return Path(os.environ["BERT_EXPLORER_DATA_CACHE"])
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / APP_CACHE / "corpora"
 
@@ -124,24 +139,35 @@ def cache_folder(source: CorpusSource, tokenizer, cache_dir: str | Path | None =
 def prepare_corpus(source: CorpusSource, tokenizer, *, cache_dir: str | Path | None = None,
                    progress: ProgressCallback | None = None, chunk_chars: int = CHUNK_CHARS,
                    create: bool = True) -> PreparedCorpus:
-    """The prepared corpus of `source` tokenized by `tokenizer`: from the cache when it is there, else prepared
-    now (`create`; with create=False a missing preparation is a CorpusError, as another DDP rank wants it).
+    """The prepared corpus of `source` tokenized by `tokenizer`: from the cache when it is there and whole, else
+    prepared now (`create`; with create=False a missing or damaged preparation is a CorpusError, as another DDP
+    rank wants it). A damaged one (PreparedCorpusDamaged: no meta.json, a file cut or changed) is set aside and
+    prepared again; after a new preparation the older preparations of the same corpus beyond KEEP_PER_SOURCE are
+    removed, unless a run has them open. The returned corpus's `notes` say what the cache did.
 
     `progress` is called after every chunk; it may raise PreparationCancelled (or anything) to stop."""
     folder = cache_folder(source, tokenizer, cache_dir)
-    if (folder / META_FILE).is_file():
-        return PreparedCorpus.open(folder)
-    if not create:
+    notes: list[str] = []
+    if _exists(folder):
+        try:
+            return PreparedCorpus.open(folder)
+        except PreparedCorpusDamaged as damage:
+            if not create:
+                raise
+            _set_aside(folder)
+            notes.append(f"the prepared corpus {folder} could not be used ({damage.reason}); it was prepared again")
+    elif not create:
         raise CorpusError(f"the prepared corpus {folder} is not there; rank 0 prepares it, and every rank must see "
                           "the same cache folder (--data-cache on a shared file system) and the same corpus files")
+    cache = folder.parent
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        _remove_dead_partials(cache)
+        staging = cache / f".{folder.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+        staging.mkdir()
     except OSError as failure:
-        raise CorpusError(f"the corpus cache {folder.parent} cannot be created ({failure.strerror or failure}); "
-                          "choose another with --data-cache") from None
-    _remove_dead_partials(folder.parent)
-    staging = folder.parent / f".{folder.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
-    staging.mkdir()
+        raise CorpusError(f"the corpus cache {cache} cannot be written ({failure.strerror or failure}); make it "
+                          f"writable, or point ${CACHE_VARIABLE} or --data-cache at a folder that is") from None
     try:
         meta = _write_prepared(source, tokenizer, staging, progress, chunk_chars)
         meta["key"] = corpus_key(source, tokenizer)
@@ -157,13 +183,81 @@ def prepare_corpus(source: CorpusSource, tokenizer, *, cache_dir: str | Path | N
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as failure:
         shutil.rmtree(staging, ignore_errors=True)
-        raise CorpusError(f"the prepared corpus cannot be written under {folder.parent} "
-                          f"({failure.strerror or failure}); free some space or choose another --data-cache"
-                          ) from None
+        raise CorpusError(f"the prepared corpus cannot be written under {cache} ({failure.strerror or failure}); "
+                          f"free some space, or point ${CACHE_VARIABLE} or --data-cache at another folder") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return PreparedCorpus.open(folder)
+    prepared = PreparedCorpus.open(folder)
+    notes += _remove_older_preparations(cache, folder, prepared.meta)
+    return dataclasses.replace(prepared, notes=tuple(notes)) if notes else prepared
+
+
+def _exists(path: Path) -> bool:
+    """Anything at `path`, a dangling link included."""
+    return os.path.lexists(path)
+
+
+def _set_aside(folder: Path) -> None:
+    """Move a damaged preparation out of the way (renamed, then removed): what is at its name is never followed
+    (a link is unlinked, not its target)."""
+    aside = folder.parent / f".{folder.name}.damaged-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:
+        return  # another process set it aside first
+    except OSError as failure:
+        raise CorpusError(f"the damaged prepared corpus {folder} cannot be replaced ({failure.strerror or failure}); "
+                          f"delete it, or point ${CACHE_VARIABLE} or --data-cache at another cache folder") from None
+    _remove(aside)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+
+
+def _remove_older_preparations(cache: Path, current: Path, meta: dict) -> list[str]:
+    """Delete the preparations of the same corpus (`source_path`) older than the newest KEEP_PER_SOURCE (the one
+    just made counts), each only while it is locked exclusively: a run that has one open (its PreparedCorpus
+    holds a shared lock) keeps it. A run that resumes after its preparation was removed prepares it again, the
+    same tokens in the same order. Returns a note per removal."""
+    older = []
+    for folder in cache.iterdir():
+        if folder == current or folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            other = read_json(folder / META_FILE, limit=META_LIMIT, error=CorpusError)
+        except (FileNotFoundError, CorpusError):
+            continue
+        if isinstance(other, dict) and other.get("source_path") == meta.get("source_path"):
+            created = other.get("created_ns")
+            older.append((created if isinstance(created, int) else 0, folder))
+    older.sort(reverse=True)
+    notes = []
+    for _, folder in older[KEEP_PER_SOURCE - 1:]:
+        lock = try_exclusive_lock(folder)
+        if lock is None:
+            continue  # open in a run (or not lockable here): kept
+        try:
+            size = _folder_size(folder)
+            aside = folder.parent / f".{folder.name}.removed-{os.getpid()}-{secrets.token_hex(4)}"
+            os.rename(folder, aside)
+        except OSError:
+            continue  # a read-only cache: nothing is removed
+        finally:
+            close_quietly(lock)
+        _remove(aside)
+        notes.append(f"removed an older preparation of this corpus, {folder.name} ({size / 1e6:,.1f} MB); the cache "
+                     f"keeps the newest {KEEP_PER_SOURCE} of each corpus")
+    return notes
 
 
 def corpus_change_note(recorded: dict | None, prepared: PreparedCorpus, source: CorpusSource) -> str | None:
@@ -203,9 +297,9 @@ def _write_prepared(source: CorpusSource, tokenizer, staging: Path, progress: Pr
     document_ends: list[int] = []  # positions in `pending` after which a document ends
     pending_chars = 0
     position = 0
-    with open(staging / TOKENS_FILE, "wb") as tokens_file, \
-            open(staging / SENTENCE_OFFSETS_FILE, "wb") as sentences_file, \
-            open(staging / DOCUMENT_OFFSETS_FILE, "wb") as documents_file:
+    with _ChecksummedFile(staging / TOKENS_FILE) as tokens_file, \
+            _ChecksummedFile(staging / SENTENCE_OFFSETS_FILE) as sentences_file, \
+            _ChecksummedFile(staging / DOCUMENT_OFFSETS_FILE) as documents_file:
         zero = np.zeros(1, dtype=np.int64).tobytes()
         sentences_file.write(zero)
         documents_file.write(zero)
@@ -238,10 +332,14 @@ def _write_prepared(source: CorpusSource, tokenizer, staging: Path, progress: Pr
 
         documents_written = [0]  # sentences before the end of the last document written
         carry = ""  # the unfinished last sentence of a document that goes on in the next piece
-        for piece in source.pieces(piece_chars=min(chunk_chars, PIECE_CHARS)):
+        piece_chars = min(chunk_chars, PIECE_CHARS)
+        for piece in source.pieces(piece_chars=piece_chars):
             # carry + a line break + the piece joins as split_sentences joins a document's lines
             sentences = split_sentences(f"{carry}\n{piece.text}" if carry else piece.text)
             carry = "" if piece.ends_document or not sentences else sentences.pop()
+            if len(carry) > piece_chars:  # no sentence end within a piece's length: the sentence ends here
+                sentences.append(carry)
+                carry = ""
             pending.extend(sentences)
             pending_chars += len(piece.text)
             position = piece.position
@@ -251,6 +349,7 @@ def _write_prepared(source: CorpusSource, tokenizer, staging: Path, progress: Pr
                 flush()
         position = total_bytes
         flush()
+        checksums = {file.path.name: file.checksum for file in (tokens_file, sentences_file, documents_file)}
     if num_documents == 0:
         raise CorpusError(f"corpus {source.source} has no tokens after tokenization; pick files with text")
     return {
@@ -258,8 +357,34 @@ def _write_prepared(source: CorpusSource, tokenizer, staging: Path, progress: Pr
         "tokenizer": tokenizer_fingerprint(tokenizer), "vocab_size": tokenizer.vocab_size,
         "token_dtype": dtype.name, "num_documents": num_documents, "num_sentences": num_sentences,
         "num_tokens": num_tokens, "prepared_seconds": round(time.perf_counter() - started, 3),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "created_ns": time.time_ns(),
+        # the corpus as a path, whatever the folder it was named from: the cache keeps its newest preparations
+        "source_path": str(Path(source.source).resolve()), "checksums": checksums,
     }
+
+
+class _ChecksummedFile:
+    """A file written once, front to back, that knows the CRC-32 of what was written (as prepared.checksum reads
+    it back), so that checking a preparation later costs one read and writing it costs nothing more."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = open(path, "wb")
+        self._crc = 0
+
+    def write(self, data: bytes) -> None:
+        self._file.write(data)
+        self._crc = zlib.crc32(data, self._crc)
+
+    @property
+    def checksum(self) -> str:
+        return f"crc32:{self._crc:08x}"
+
+    def __enter__(self) -> _ChecksummedFile:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._file.close()
 
 
 def vocabulary_sample(source: CorpusSource, sample_chars: int = DEFAULT_VOCAB_SAMPLE,

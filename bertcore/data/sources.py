@@ -11,9 +11,15 @@ Formats (a folder may mix them; its files are read in sorted path order):
     for piece in source.pieces():          # TextPiece(text, ends_document, position)
         ...
 
-A document longer than `piece_chars` comes in several pieces (cut at a line end), so no document is ever held
-whole: `ends_document` is False on all but its last piece. `position` is how many bytes of the corpus files have
-been read so far (compressed bytes for .gz), for progress against `total_bytes`.
+A document longer than `piece_chars` comes in several pieces, so no document is ever held whole, whatever its
+format and however long its lines: `ends_document` is False on all but its last piece. A piece is cut at a line
+end where the document has one within a piece's length, else at the last space before it, else (a run of
+`piece_chars` characters without a space: 4 M zeros) at exactly `piece_chars`, which splits that run as a space
+would. A .jsonl record longer than a piece is read as a stream too: its text field is decoded as it comes,
+never held whole, and its other fields are skipped as they come (bertcore.data.sources._stream_record), so one
+200 MB record costs what a 4 MB one does. A Parquet or Arrow value is read whole by pyarrow (the format gives no
+smaller unit), then handed on in pieces. `position` is how many bytes of the corpus files have been read so far
+(compressed bytes for .gz), for progress against `total_bytes`.
 """
 
 from __future__ import annotations
@@ -194,7 +200,7 @@ def _lines_of_bytes(file: CorpusFile) -> Iterator[tuple[str, int]]:
 
 
 def _text_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterator[tuple[str, bool, int]]:
-    """Blank lines separate documents; a document longer than piece_chars is handed on in pieces cut at line ends."""
+    """Blank lines separate documents; a document longer than piece_chars is handed on in pieces (_in_pieces)."""
     carry = ""  # the text of the document read so far, not yet handed on
     any_text = False
     position = 0
@@ -204,25 +210,53 @@ def _text_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterato
         for block in blocks:
             if block.strip():
                 any_text = True
-                yield block, True, position
-        if len(carry) > piece_chars:
-            cut = carry.rfind("\n", 0, len(carry) - 1)  # keep the last line: a blank line may follow it
-            if cut > 0:
-                if carry[:cut].strip():
-                    any_text = True
-                    yield carry[:cut], False, position
-                carry = carry[cut + 1 :]
+                for piece, ends_document in _in_pieces(block, piece_chars):
+                    yield piece, ends_document, position
+        # The unfinished block is handed on in pieces while it is longer than one, each cut before its last
+        # non-blank character: a blank line that begins at its end and ends in the next read still separates
+        while len(carry) > piece_chars:
+            if not carry.strip():  # a run of blanks: all that matters of it is whether it holds a line end
+                carry = "\n" if "\n" in carry else " "
+                break
+            cut = _cut_point(carry, min(piece_chars, len(carry.rstrip())))
+            if carry[:cut].strip():
+                any_text = True
+                yield carry[:cut], False, position
+            carry = carry[cut + 1:] if carry[cut:cut + 1].isspace() else carry[cut:]
     if carry.strip():
         any_text = True
-        yield carry, True, position
+        for piece, ends_document in _in_pieces(carry, piece_chars):
+            yield piece, ends_document, position
     if not any_text:
         raise CorpusError(f"corpus file {file.path} is empty (no text); pick a file with some text in it")
 
 
+def _cut_point(text: str, limit: int) -> int:
+    """Where to end a piece of `text` that runs past `limit`: at its last line end before `limit`, else its last
+    space (the piece boundary then stands for that line end or space), else at `limit` itself."""
+    window = text[:limit]
+    cut = window.rfind("\n")
+    if cut <= 0:
+        cut = max(window.rfind(" "), window.rfind("\t"), window.rfind("\r"))
+    return cut if cut > 0 else limit
+
+
+def _in_pieces(text: str, piece_chars: int) -> Iterator[tuple[str, bool]]:
+    """A whole document's text as (piece, ends_document) pieces of at most `piece_chars` characters."""
+    while len(text) > piece_chars:
+        cut = _cut_point(text, piece_chars)
+        if text[:cut].strip():
+            yield text[:cut], False
+        text = text[cut + 1:] if text[cut:cut + 1].isspace() else text[cut:]
+    yield text, True
+
+
 def _jsonl_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterator[tuple[str, bool, int]]:
-    """One document per line: the object's `text_field`."""
+    """One document per line: the object's `text_field`. A line longer than a piece is read as a stream
+    (_stream_record), its text handed on in pieces."""
     carry, number, any_text = "", 0, False
-    for text, position in _lines_of_bytes(file):
+    blocks = iter(_lines_of_bytes(file))
+    for text, position in blocks:
         lines = (carry + text).split("\n")
         carry = lines.pop()
         for line in lines:
@@ -233,6 +267,13 @@ def _jsonl_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterat
             if document.strip():
                 any_text = True
                 yield document, True, position
+        if len(carry) > piece_chars:  # a record longer than a piece, its line end not read yet
+            number += 1
+            reader = _LineReader(carry, blocks, position)
+            for piece, ends_document in _stream_record(reader, file, number, text_field, piece_chars):
+                any_text = True
+                yield piece, ends_document, reader.position
+            carry = reader.rest()
     if carry.strip():
         document = _jsonl_text(file, number + 1, carry, text_field)
         if document.strip():
@@ -241,6 +282,202 @@ def _jsonl_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterat
     if not any_text:
         raise CorpusError(f"corpus file {file.path} holds no text in its {text_field!r} fields; pick a file with "
                           "some text in it")
+
+
+class _LineReader:
+    """The rest of one .jsonl line, read through as it comes from the decoded blocks of the file: never more than
+    a block and a piece of it held. `rest()` is what followed the line's end, for the line after it."""
+
+    def __init__(self, start: str, blocks: Iterator[tuple[str, int]], position: int):
+        self.buffer, self.at, self.blocks, self.position = start, 0, blocks, position
+        self.ended = False  # the line's end (or the file's) has been reached
+
+    def more(self) -> bool:
+        """Read the next block onto what is left; False at the file's end."""
+        if self.ended:
+            return False
+        block = next(self.blocks, None)
+        if block is None:
+            self.ended = True
+            return False
+        self.buffer = self.buffer[self.at:] + block[0]
+        self.at, self.position = 0, block[1]
+        return True
+
+    def peek(self) -> str:
+        """The next character of the line ("" at its end), after any whitespace."""
+        while True:
+            while self.at < len(self.buffer) and self.buffer[self.at] in " \t\r":
+                self.at += 1
+            if self.at < len(self.buffer):
+                return "" if self.buffer[self.at] == "\n" else self.buffer[self.at]
+            if not self.more():
+                return ""
+
+    def take(self) -> str:
+        character = self.peek()
+        self.at += len(character)
+        return character
+
+    def until(self, pattern: re.Pattern) -> tuple[str, str]:
+        """(the text up to the next match of `pattern` or the line's end, what stopped it: the match or ""),
+        handed on a block at a time: call again while the stop is None."""
+        while True:
+            found = pattern.search(self.buffer, self.at)
+            if found:
+                text, self.at = self.buffer[self.at:found.start()], found.end()
+                return text, found.group()
+            text = self.buffer[self.at:]
+            self.at = len(self.buffer)
+            if self.more():
+                if text:
+                    return text, None
+                continue
+            return text, ""
+
+    def rest(self) -> str:
+        """What follows the line's end (the next lines' start), once the record has been read to it."""
+        end = self.buffer.find("\n", self.at)
+        return self.buffer[end + 1:] if end >= 0 else ""
+
+
+# A JSON string's body: plain characters and escape pairs, up to its closing quote, a control character (a line
+# end among them) or the end of what has been read
+_STRING_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:(?:\\u[0-9a-fA-F]{4}|\\[^u])[^"\\\x00-\x1f]*)*', re.DOTALL)
+_NESTED_STOP = re.compile(r'["{}\[\]\n]')  # what changes the depth of a nested value (or ends the line)
+_SCALAR_STOP = re.compile(r"[,}\]\s]")
+MAX_KEY_CHARS = 1 << 16  # a field name longer than this in a long record is no field name: the line is damaged
+
+
+def _stream_record(reader: _LineReader, file: CorpusFile, number: int, text_field: str,
+                   piece_chars: int) -> Iterator[tuple[str, bool]]:
+    """The `text_field` of the JSON object on a line too long to hold, in pieces of about `piece_chars` (cut at
+    whitespace where there is some), its other fields skipped as they are read; CorpusError naming the file and
+    line as _jsonl_text names them, for what json.loads would refuse."""
+    where = f"corpus file {file.path}, line {number},"
+
+    def damaged(why: str) -> CorpusError:
+        return CorpusError(f"{where} is not JSON ({why}); a .jsonl file holds one JSON object per line")
+
+    def string(keep: bool) -> Iterator[str]:
+        """A JSON string's characters after its opening quote, decoded by json itself a block at a time (C speed),
+        each block cut where no escape, and no surrogate pair, is split."""
+        while True:
+            buffer, at = reader.buffer, reader.at
+            end = _STRING_BODY.match(buffer, at).end()
+            stop = buffer[end:end + 1]
+            if stop == "\\" and len(buffer) - end >= 6:  # not a cut escape: a damaged one
+                raise damaged(f"an invalid escape {buffer[end:end + 6]!r} in a string")
+            if end > at:
+                try:
+                    text = json.loads(f'"{buffer[at:end]}"')
+                except ValueError as error:
+                    raise damaged(f"an invalid escape in a string ({error.msg})") from None
+                if stop in ("", "\\") and "\ud800" <= text[-1] <= "\udbff":  # half a pair: wait for its other half
+                    end, text = end - 6, text[:-1]
+                reader.at = end
+                if keep and text:
+                    yield text
+            if stop == '"':
+                reader.at = end + 1
+                return
+            if stop not in ("", "\\"):
+                raise damaged("the line ends inside a string" if stop == "\n" else
+                              f"a control character U+{ord(stop):04X} inside a string")
+            if not reader.more():
+                raise damaged("the line ends inside a string")
+
+    def skip_value() -> None:
+        first = reader.peek()
+        if first == '"':
+            reader.take()
+            for _ in string(keep=False):
+                pass
+        elif first in ("{", "["):
+            reader.take()
+            depth = 1
+            while depth:
+                _, stop = reader.until(_NESTED_STOP)
+                if stop == '"':
+                    for _ in string(keep=False):
+                        pass
+                elif stop in ("{", "["):
+                    depth += 1
+                elif stop in ("}", "]"):
+                    depth -= 1
+                elif stop in ("", "\n"):
+                    raise damaged("the line ends inside a nested value")
+        else:
+            text, stop = reader.until(_SCALAR_STOP)
+            while stop is None:
+                more, stop = reader.until(_SCALAR_STOP)
+                text += more
+                if len(text) > MAX_KEY_CHARS:
+                    raise damaged("a value that is neither text, a number, true, false nor null")
+            reader.at -= len(stop)  # the stop belongs to what follows
+            try:
+                json.loads(text)
+            except ValueError:
+                raise damaged(f"{text[:20]!r} where a value belongs") from None
+
+    if reader.take() != "{":
+        raise CorpusError(f"{where} has no {text_field!r} field (its fields: none: not an object); name the text "
+                          "field with --text-field")
+    fields: list[str] = []
+    found = yielded = False
+    if reader.peek() == "}":
+        reader.take()
+    else:
+        while True:
+            if reader.take() != '"':
+                raise damaged("a field name where one belongs is missing")
+            key = ""
+            for part in string(keep=True):
+                key += part
+                if len(key) > MAX_KEY_CHARS:
+                    raise damaged(f"a field name longer than {MAX_KEY_CHARS:,} characters")
+            if reader.take() != ":":
+                raise damaged(f"no ':' after the field name {key[:40]!r}")
+            fields.append(key)
+            if key == text_field and reader.peek() == '"':
+                reader.take()
+                found = True
+                held: list[str] = []
+                size = 0
+                for part in string(keep=True):
+                    held.append(part)
+                    size += len(part)
+                    if size >= piece_chars:
+                        text = "".join(held)
+                        cut = _cut_point(text, piece_chars)
+                        if text[:cut].strip():
+                            yielded = True
+                            yield text[:cut], False
+                        rest = text[cut + 1:] if text[cut:cut + 1].isspace() else text[cut:]
+                        held, size = [rest], len(rest)
+                last = "".join(held)
+            elif key == text_field:
+                first = reader.peek()
+                kind = {"{": "dict", "[": "list", "t": "bool", "f": "bool", "n": "NoneType"}.get(first) or (
+                    "float" if re.match(r"-?\d+[.eE]", reader.buffer[reader.at:reader.at + 400]) else "int")
+                raise CorpusError(f"corpus file {file.path}, line {number}: field {text_field!r} holds a {kind}, not "
+                                  "text; name the text field with --text-field")
+            else:
+                skip_value()
+            separator = reader.take()
+            if separator == "}":
+                break
+            if separator != ",":
+                raise damaged(f"{separator!r} where ',' or '}}' belongs" if separator else "the line ends inside "
+                              "the object")
+    if reader.peek():
+        raise damaged(f"{reader.peek()!r} after the object's end")
+    if not found:
+        shown = ", ".join(repr(key) for key in fields[:20]) or "none"
+        raise CorpusError(f"{where} has no {text_field!r} field (its fields: {shown}); name the text field with "
+                          "--text-field")
+    if last.strip() or yielded:  # a document begun is ended, even by the blank rest of its text
+        yield last, True
 
 
 def _jsonl_text(file: CorpusFile, number: int, line: str, text_field: str) -> str:
@@ -316,7 +553,8 @@ def _table_pieces(file: CorpusFile, text_field: str, piece_chars: int) -> Iterat
             for text in column.to_pylist():
                 if isinstance(text, str) and text.strip():
                     any_text = True
-                    yield text, True, position
+                    for piece, ends_document in _in_pieces(text, piece_chars):  # a long value: in pieces
+                        yield piece, ends_document, position
     if not any_text:
         raise CorpusError(f"corpus file {file.path} holds no text in its {text_field!r} column; pick a file with "
                           "some text in it")

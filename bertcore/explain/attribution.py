@@ -40,13 +40,20 @@ from bertcore.explain.targets import (
     SEQUENCE_TARGETS,
     Target,
     base_model,
+    check_finite,
     check_target,
+    check_weights_finite,
     model_inputs,
     target_logit,
     target_logit_and_attentions,
 )
 
 ATTRIBUTION_METHODS = ("integrated_gradients", "gradient_x_input", "gradient_norm", "grad_attention_rollout")
+# Integrated gradients' evaluations at most. Gauss–Legendre's n nodes come from an n × n eigenproblem (numpy's
+# leggauss: 20,000 nodes took 3.5 GB, 10^7 would have asked for 728 TiB), and each node is a forward-and-backward
+# pass: 2,048 is ~30 MB for the nodes and minutes of passes on a small model, far past where the scores stop
+# changing (64 is usual; a tolerance of 1 % takes ~20 on MiniLM).
+MAX_STEPS = 2048
 
 # Positions × steps per forward-and-backward batch: about what fills a CPU's caches without paging the activations
 # of a base-size model (128 tokens -> 32 steps at a time).
@@ -84,12 +91,14 @@ def attribute_progress(model: nn.Module, tokenizer: Any, encoding: Any, target, 
     if method not in ATTRIBUTION_METHODS:
         raise ExplainError(f"attribution method {method!r} is unknown; the methods are "
                            f"{', '.join(ATTRIBUTION_METHODS)}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ExplainError(f"steps is {steps!r}; it must be a whole number of at least 1 (64 is usual)")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise ExplainError(f"steps is {steps!r}; give a whole number from 1 to {MAX_STEPS:,} (64 is usual; with a "
+                           "tolerance, fewer are used where they suffice)")
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 < tolerance < 1):
         raise ExplainError(f"tolerance is {tolerance!r}; give a fraction of f(x) − f(baseline) such as 0.01, or "
                            "None for a fixed number of steps")
     target = check_target(model, encoding, target)
+    check_weights_finite(model)
     device = next(model.parameters()).device
     inputs = model_inputs(encoding, device)
     if method == "integrated_gradients":
@@ -208,9 +217,12 @@ class _Path:
 def _integrated_gradients(model, target, inputs, baseline_ids, steps, tolerance) -> Iterator[Progress[Attribution]]:
     path = _Path(model, target, inputs, baseline_ids)
     target_value, baseline_value = path.values([1.0, 0.0])
+    check_finite(target_value, "the target's logit")
+    check_finite(baseline_value, "the target's logit on the baseline (every token padding)")
     change = target_value - baseline_value
 
     def result(scores: torch.Tensor) -> Attribution:
+        check_finite(float(scores.sum()), "the sum of the target's gradients along the path")
         return Attribution("integrated_gradients", target, scores.float().cpu().numpy(),
                            float(scores.sum()) - change, target_value, baseline_value, round(path.passes))
 
@@ -282,16 +294,19 @@ def _gradient(model, target, inputs, method: str) -> Attribution:
     logit = target_logit(model, target, inputs_embeds=embedded, token_type_ids=inputs["token_type_ids"],
                          attention_mask=inputs["attention_mask"])
     (gradient,) = torch.autograd.grad(logit.sum(), embedded)  # (1, T, E)
+    check_finite(float(logit.detach()), "the target's logit")
     if method == "gradient_x_input":
         scores = (gradient * embedded.detach()).sum(dim=-1, dtype=torch.float64)[0]  # (T,)
     else:
         scores = gradient.double().norm(dim=-1)[0]  # (T,)
+    check_finite(float(scores.sum()), "the sum of the target's gradients")
     return Attribution(method, target, scores.float().cpu().numpy(), None, float(logit.detach()), None, 1)
 
 
 def _grad_attention_rollout(model, target, inputs) -> Attribution:
     """Chefer et al. 2021 (their eqs. 5–6 for self-attention): Ā = mean over heads of (∇A ⊙ A)⁺, R ← R + Ā R."""
     logit, attentions = target_logit_and_attentions(model, target, **inputs)
+    check_finite(float(logit.detach().sum()), "the target's logit")
     gradients = torch.autograd.grad(logit.sum(), attentions)  # L of (1, nh, T, T)
     attentions = [attention.detach() for attention in attentions]
     seq_len = inputs["input_ids"].shape[1]

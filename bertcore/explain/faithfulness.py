@@ -36,7 +36,7 @@ from torch import nn
 from bertcore.analysis._shared import eval_mode
 from bertcore.analysis.progress import Progress, run_to_end
 from bertcore.errors import ExplainError
-from bertcore.explain.targets import Target, check_target, target_logit
+from bertcore.explain.targets import Target, check_target, check_weights_finite, target_logit
 from bertcore.tokenization.wordpiece import Encoding
 
 ERASER_BINS = (0.01, 0.05, 0.10, 0.20, 0.50)
@@ -75,6 +75,7 @@ def faithfulness_progress(model: nn.Module, tokenizer, encoding: Encoding, targe
     """faithfulness as a generator: one record per batch of inputs evaluated (done = inputs, total = all of
     them), the result None until the last record."""
     target = check_target(model, encoding, target)
+    check_weights_finite(model)
     scores = np.asarray(scores, dtype=np.float64)
     seq_len = len(encoding)
     if scores.shape != (seq_len,):

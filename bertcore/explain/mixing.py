@@ -51,6 +51,7 @@ from torch import nn
 from bertcore.analysis._shared import eval_mode
 from bertcore.analysis.progress import Progress, run_to_end
 from bertcore.errors import ExplainError
+from bertcore.explain.targets import check_finite, check_weights_finite
 from bertcore.models.families import base_model_name
 from bertcore.tokenization.wordpiece import Encoding
 
@@ -153,6 +154,7 @@ def context_mixing_progress(model: nn.Module, tokenizer, encoding: Encoding,
     if limit is not None and len(encoding) > limit:
         raise ExplainError(f"the input has {len(encoding)} positions but the model accepts {limit}; encode it with "
                            "max_length to truncate it")
+    check_weights_finite(model)
     blocks = attention_blocks(model) if method != "attention" else []
     device = next(model.parameters()).device
     with eval_mode(model), torch.inference_mode():
@@ -161,6 +163,7 @@ def context_mixing_progress(model: nn.Module, tokenizer, encoding: Encoding,
         num_layers = len(attentions)
         if method == "attention":
             per_layer = torch.stack(attentions).float().mean(dim=1)  # (L, T, T)
+            check_finite(float(per_layer.sum()), "the sum of the attention weights")
             yield Progress(num_layers, num_layers, ContextMixing(
                 method, per_layer.cpu().numpy(), _residual_rollout(per_layer).cpu().numpy()))
             return
@@ -176,6 +179,7 @@ def context_mixing_progress(model: nn.Module, tokenizer, encoding: Encoding,
             if index + 1 < num_layers:
                 yield Progress(index + 1, num_layers, None)
         per_layer = torch.stack(measured)  # (L, H, T, T) or (L, T, T)
+        check_finite(float(per_layer.sum()), "the sum of the mixing scores")
         if method == "value_norm":
             summed = per_layer.sum(dim=1)  # (L, T, T)
             rollout = _residual_rollout(summed / summed.sum(dim=-1, keepdim=True).clamp(min=1e-30))

@@ -37,7 +37,15 @@ from bertcore.analysis._shared import eval_mode
 from bertcore.analysis.progress import Progress, run_to_end
 from bertcore.errors import ExplainError
 from bertcore.explain.mixing import encoder_layers
-from bertcore.explain.targets import SEQUENCE_TARGETS, Target, base_model, check_target, target_logit
+from bertcore.explain.targets import (
+    SEQUENCE_TARGETS,
+    Target,
+    base_model,
+    check_finite,
+    check_target,
+    check_weights_finite,
+    target_logit,
+)
 from bertcore.models.families import base_model_name
 from bertcore.tokenization.wordpiece import Encoding
 
@@ -84,6 +92,7 @@ def activation_patching_progress(model: nn.Module, tokenizer, clean: Encoding, c
                            "real length so that position t means the same place in both runs")
     target = check_target(model, clean, target)
     check_target(model, corrupted, target)
+    check_weights_finite(model)
     device = next(model.parameters()).device
     real = int(sum(clean.attention_mask))  # trailing padding is read by no head and is never a key: left out
     if list(clean.attention_mask[:real]) != [1] * real:
@@ -97,6 +106,8 @@ def activation_patching_progress(model: nn.Module, tokenizer, clean: Encoding, c
     with eval_mode(model), torch.inference_mode():
         clean_value = float(target_logit(model, target, **clean_inputs)[0])
         corrupted_value = float(target_logit(model, target, **corrupted_inputs)[0])
+        check_finite(clean_value, "the target's logit on the clean input")
+        check_finite(corrupted_value, "the target's logit on the corrupted input")
         clean_stream = _layer_inputs(model, clean_inputs)  # L of (1, T, D): what enters each layer
         corrupted_stream = _layer_inputs(model, corrupted_inputs)
         difference = clean_value - corrupted_value

@@ -75,6 +75,9 @@ class CheckpointContents:
     state_dict: dict[str, torch.Tensor]  # every tensor of the file under this package's names (float, on CPU)
     model_class: type[BertPreTrainedModel]  # the class config.json's "architectures" names
     has_head: bool  # False only for a pretraining class without MLM/NSP heads (a bare encoder)
+    # "400 tokens for 403 embedding rows (3 unused)" where the embedding has rows no token uses; None where they
+    # agree. The tokenizer carries it too (its vocabulary_note), for the app's model line.
+    vocabulary_note: str | None = None
 
 
 def read_checkpoint(path: str | Path) -> CheckpointContents:
@@ -96,7 +99,8 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
         tokenizer = tokenizer_from_folder(folder)  # vocab.txt (WordPiece), else tokenizer.json, vocab.json + merges
     except TokenizerError as error:
         raise CheckpointError(f"cannot read the vocabulary of {folder}: {error}") from None
-    check_vocabulary(folder, tokenizer, config.vocab_size)
+    note = check_vocabulary(folder, tokenizer, config.vocab_size)
+    tokenizer.vocabulary_note = note
     try:
         model_class = model_class_for(config)
     except UnsupportedModelError as error:
@@ -107,7 +111,7 @@ def read_checkpoint(path: str | Path) -> CheckpointContents:
         skeleton = model_class(config)
     state_dict = standard_names(weights, skeleton)
     has_head = check_weights(skeleton, state_dict, folder)
-    return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head)
+    return CheckpointContents(folder, config, tokenizer, state_dict, model_class, has_head, note)
 
 
 def load_pretrained(path: str | Path, device: str | torch.device = "cpu") -> tuple[BertPreTrainedModel, Tokenizer]:
@@ -137,7 +141,7 @@ def save_pretrained(model: BertPreTrainedModel, tokenizer: Tokenizer, path: str 
     from bertcore.files.atomic import describe_os_error
 
     folder = Path(path)
-    if reason := vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size):
+    if reason := vocabulary_mismatch(tokenizer.vocab_size, model.config.vocab_size, tokenizer.explicit_ids):
         raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                               f"{model.config.vocab_size}: {reason}. They do not belong together")
     if folder.exists() and not folder.is_dir():

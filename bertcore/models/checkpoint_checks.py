@@ -27,23 +27,29 @@ from bertcore.tokenization.pretrained import PretrainedTokenizer
 from bertcore.tokenization.vocab_files import recorded_vocab_sizes
 from bertcore.tokenization.wordpiece import BertTokenizer, TokenizerError
 
-# A vocab.txt may be shorter than vocab_size only by the rows that round it up to a multiple of a power of two:
-# NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 × tensor-parallel ranks, so that the
-# embedding table suits tensor cores; the tokenizer never produces the extra ids. A vocabulary shorter than
-# that is another model's, whose ids would index the wrong embeddings: an error naming both numbers. Reading a
-# folder, even a padded size must be confirmed by the tokenizer files (tokenizer_config.json's "vocab_size",
-# which BertTokenizer.save writes, or a tokenizer.json's token count): a vocab.txt that lost a few lines looks
-# the same as a padded one by its line count, and would shift every later id onto the wrong embedding.
+# A tokenizer whose files state every id (tokenizer.json, vocab.json, a SentencePiece model: `explicit_ids`) may
+# have fewer ids than vocab_size: its ids cannot shift, and the rows past them are rows no token uses (DeBERTa-v3:
+# 128,100 rows for 128,001 ids; a RoBERTa of 400 tokens in 403 rows). Only every id it can produce must have a row.
+# A vocab.txt states ids only by its line numbers. It may be shorter than vocab_size only by the rows that round it
+# up to a multiple of a power of two: NVIDIA's BERTs pad 30522 to 30528 (8), Megatron's to multiples of 128 ×
+# tensor-parallel ranks, so that the embedding table suits tensor cores; the tokenizer never produces the extra ids.
+# A vocabulary shorter than that is another model's, whose ids would index the wrong embeddings: an error naming
+# both numbers. Reading a folder, even a padded size must be confirmed by the tokenizer files (tokenizer_config.json's
+# "vocab_size", which BertTokenizer.save writes, or a tokenizer.json's token count): a vocab.txt that lost a few
+# lines looks the same as a padded one by its line count, and would shift every later id onto the wrong embedding.
 VOCAB_PADDING_MULTIPLES = (8, 16, 32, 64, 128, 256, 512, 1024)
 # An encoder layer's index in the names of the families that number their layers (BERT, RoBERTa, ELECTRA:
 # encoder.layer.N; DistilBERT: transformer.layer.N; ModernBERT: layers.N); ALBERT's shared groups are not layers.
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:(?:encoder|transformer)\.layer|layers)\.(\d+)\.")
 
 
-def vocabulary_mismatch(num_tokens: int, vocab_size: int) -> str | None:
-    """Why a vocabulary of `num_tokens` cannot go with `vocab_size` embeddings, or None when it can."""
+def vocabulary_mismatch(num_tokens: int, vocab_size: int, explicit_ids: bool = False) -> str | None:
+    """Why a vocabulary of `num_tokens` ids cannot go with `vocab_size` embeddings, or None when it can; a
+    vocabulary whose files state its ids (`explicit_ids`) goes with any table that has a row for each."""
     if num_tokens > vocab_size:
         return "some tokens would have no embedding"
+    if explicit_ids:
+        return None
     if num_tokens < vocab_size and not any(vocab_size == -(-num_tokens // m) * m for m in VOCAB_PADDING_MULTIPLES):
         return ("a vocabulary may be shorter only by the padding that rounds its size up to a multiple of a power "
                 f"of two from {VOCAB_PADDING_MULTIPLES[0]} to {VOCAB_PADDING_MULTIPLES[-1]}")
@@ -72,18 +78,28 @@ def read_config(folder: Path) -> BertConfig:
         raise CheckpointError(f"{path} is not a usable BERT config: a value in it is nested too deeply") from None
 
 
-def check_vocabulary(folder: Path, tokenizer: BertTokenizer | PretrainedTokenizer, vocab_size: int) -> None:
-    """The vocabulary fits the embedding table: as many tokens as rows, or fewer only where the table is padded
-    (its size rounded up, VOCAB_PADDING_MULTIPLES) and the tokenizer files record that the vocabulary really has
-    that many tokens (`recorded_vocab_sizes`). CheckpointError naming the files and the counts otherwise."""
+def vocabulary_note(num_tokens: int, vocab_size: int) -> str | None:
+    """The vocabulary against the embedding table in words, for a model's description; None when they agree."""
+    if num_tokens == vocab_size:
+        return None
+    unused = vocab_size - num_tokens
+    return f"{num_tokens:,} tokens for {vocab_size:,} embedding rows ({unused:,} unused)"
+
+
+def check_vocabulary(folder: Path, tokenizer: BertTokenizer | PretrainedTokenizer, vocab_size: int) -> str | None:
+    """The vocabulary fits the embedding table: as many tokens as rows, or fewer where its files state every id
+    (`explicit_ids`: the rows past them are unused), or where the table is padded (its size rounded up,
+    VOCAB_PADDING_MULTIPLES) and the tokenizer files record that the vocab.txt really has that many tokens
+    (`recorded_vocab_sizes`). Returns what the model's description says of a shorter vocabulary (vocabulary_note);
+    CheckpointError naming the files and the counts where it does not fit."""
     vocab_path = tokenizer.vocab_file or folder / VOCAB_FILE
     num_tokens = tokenizer.vocab_size
-    if reason := vocabulary_mismatch(num_tokens, vocab_size):
+    if reason := vocabulary_mismatch(num_tokens, vocab_size, tokenizer.explicit_ids):
         raise CheckpointError(f"{vocab_path} has {num_tokens} tokens but {CONFIG_FILE} says vocab_size "
                               f"{vocab_size}: {reason}. The vocabulary does not belong to these weights; use the "
-                              "vocab.txt that came with them")
-    if num_tokens == vocab_size:
-        return
+                              f"{vocab_path.name} that came with them")
+    if num_tokens == vocab_size or tokenizer.explicit_ids:
+        return vocabulary_note(num_tokens, vocab_size)
     try:
         records = recorded_vocab_sizes(folder)
     except TokenizerError as error:
@@ -105,6 +121,7 @@ def check_vocabulary(folder: Path, tokenizer: BertTokenizer | PretrainedTokenize
             f"If the vocabulary is complete, record its size: add \"vocab_size\": {num_tokens} to "
             f"{folder / TOKENIZER_CONFIG_FILE} (bertcore's saves write it); otherwise use the vocab.txt that came "
             "with the weights")
+    return vocabulary_note(num_tokens, vocab_size)
 
 
 def check_sizes(config: BertConfig, state_dict: dict[str, torch.Tensor], folder: Path) -> None:

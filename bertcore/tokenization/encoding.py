@@ -55,6 +55,15 @@ class TokenizerBase:
 
     layouts: tuple[str, str]  # the layout in words, single and pair: "[CLS] A [SEP]", "[CLS] A [SEP] B [SEP]"
     _num_specials: tuple[int, int]  # special tokens the layout adds, single and pair
+    # Whether its files state every token's id (a tokenizer.json, a vocab.json, a SentencePiece model, a vocab.txt
+    # whose tokenizer.json lists the same tokens), rather than only a vocab.txt's line numbers, which a lost line
+    # shifts: an embedding table longer than such a vocabulary has rows no token uses, never shifted ids
+    # (bertcore.models.checkpoint_checks.check_vocabulary).
+    explicit_ids: bool = False
+    # Read with a checkpoint whose embedding table has more rows than the tokenizer has ids: that, in words, for
+    # the app's model line ("400 tokens for 403 embedding rows, 3 unused"); None otherwise. Set by
+    # bertcore.models.checkpoint.read_checkpoint.
+    vocabulary_note: str | None = None
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token(int(i)) for i in ids]

@@ -53,6 +53,10 @@ from bertcore.tokenization.tokenizer_files import (
     VOCAB_JSON_FILE,
     added_token,
     added_tokens,
+    check_added_ids,
+    check_merges,
+    check_stated_added_ids,
+    check_vocab_json,
     id_span,
     json_object,
     piece_style_of,
@@ -71,6 +75,8 @@ class PretrainedTokenizer(TokenizerBase):
     """A `tokenizers.Tokenizer` (from a folder: `from_folder`) with BERT's encoding interface; the layout of a pair
     is whatever the tokenizer's post-processor adds, the token types included."""
 
+    explicit_ids = True  # every id is stated (and checked: id_span), whatever file it was read from
+
     def __init__(self, tokenizer: Tokenizer, special_tokens: Mapping[str, str | None], *, source: str = "the tokenizer",
                  files: Mapping[str, bytes] | None = None, vocab_file: Path | None = None):
         tokenizer.no_truncation()  # a tokenizer.json may carry its own; the layout below decides
@@ -79,7 +85,7 @@ class PretrainedTokenizer(TokenizerBase):
         self.source = source
         self.vocab_file = vocab_file  # the tokenizer.json or vocab.json it was read from; None when built
         self._files = dict(files or {})  # name → bytes of the files read, written back by `save`
-        self._vocab_size = id_span(tokenizer)
+        self._vocab_size = id_span(tokenizer, source)
         ids: dict[str, int | None] = {}
         for role in ROLES:
             token = special_tokens.get(role)
@@ -137,6 +143,7 @@ class PretrainedTokenizer(TokenizerBase):
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, data: bytes, tokenizer: Tokenizer) -> PretrainedTokenizer:
+        check_stated_added_ids(data, tokenizer, folder / TOKENIZER_JSON_FILE)
         files, config, special_map = read_configs(folder)
         files[TOKENIZER_JSON_FILE] = data
         specials = special_tokens_of(config, special_map, tokenizer)
@@ -150,11 +157,7 @@ class PretrainedTokenizer(TokenizerBase):
         vocab_path, merges_path = folder / VOCAB_JSON_FILE, folder / MERGES_FILE
         vocab_data = read_file(vocab_path, VOCAB_LIMIT, "a vocab.json")
         merges_data = read_file(merges_path, VOCAB_LIMIT, "a merges.txt")
-        vocab = parse_json(vocab_data, vocab_path, error=TokenizerError)
-        if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool)
-                                                  for i in vocab.values()):
-            raise TokenizerError(f"{vocab_path} is not a map of tokens to ids; a BPE vocab.json is "
-                                 "{\"token\": id, ...}: use the one that came with the model")
+        vocab = check_vocab_json(parse_json(vocab_data, vocab_path, error=TokenizerError), vocab_path)
         try:
             lines = merges_data.decode("utf-8").splitlines()
         except UnicodeDecodeError as error:
@@ -169,6 +172,7 @@ class PretrainedTokenizer(TokenizerBase):
                 raise TokenizerError(f"{merges_path} line {number} ({line[:40]!r}) is not two pieces separated by "
                                      "one space; the file is damaged")
             merges.append((parts[0], parts[1]))
+        check_merges(merges, vocab, merges_path, lines)
         add_prefix_space = bool(config.get("add_prefix_space", False))
         trim_offsets = bool(config.get("trim_offsets", True))
         tokenizer = Tokenizer(BPE(vocab=vocab, merges=merges, continuing_subword_prefix="", end_of_word_suffix="",
@@ -182,9 +186,11 @@ class PretrainedTokenizer(TokenizerBase):
                                       for role, token in specials.items() if token is not None])
         for token in added_tokens(config):
             tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
+        check_added_ids(tokenizer, config, folder / TOKENIZER_CONFIG_FILE)
+        sep, cls_ = specials["sep"] or "</s>", specials["cls"] or "<s>"
         tokenizer.post_processor = processors.RobertaProcessing(
-            (specials["sep"] or "</s>", vocab.get(specials["sep"], 2)),
-            (specials["cls"] or "<s>", vocab.get(specials["cls"], 0)), trim_offsets, add_prefix_space)
+            (sep, tokenizer.token_to_id(sep) or 0), (cls_, tokenizer.token_to_id(cls_) or 0), trim_offsets,
+            add_prefix_space)
         files[VOCAB_JSON_FILE], files[MERGES_FILE] = vocab_data, merges_data
         return cls(tokenizer, specials, source=f"{vocab_path} + {MERGES_FILE}", files=files, vocab_file=vocab_path)
 
@@ -201,7 +207,7 @@ class PretrainedTokenizer(TokenizerBase):
         family = family_of(config, model_config)
         known = {token for token, _ in family_vocabulary(model, family)[0]}
         specials = {role: role_token(role, config, special_map, {}, known) for role in ROLES}
-        tokenizer = tokenizer_from_sentencepiece(model, family, config, specials)
+        tokenizer = tokenizer_from_sentencepiece(model, family, config, specials, source=str(path))
         for token in added_tokens(config):
             if tokenizer.token_to_id(token.content) is None:
                 tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])

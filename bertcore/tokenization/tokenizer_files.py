@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from tokenizers import AddedToken, Tokenizer
 
 from bertcore.errors import TokenizerError
@@ -121,15 +122,106 @@ class _Lookup:
         return isinstance(token, str) and self._tokenizer.token_to_id(token) is not None
 
 
-def id_span(tokenizer: Tokenizer) -> int:
-    """One past the largest id. Gaps come from added tokens placed beyond the model's ids (their few ids are
-    known), so the count of tokens, or one past the largest added id, is it when that id has a token and the next
-    has none; otherwise the whole map is read."""
-    added = tokenizer.get_added_tokens_decoder()
-    span = max(tokenizer.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
-    if span and tokenizer.id_to_token(span - 1) is not None and tokenizer.id_to_token(span) is None:
-        return span
-    return max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+def id_span(tokenizer: Tokenizer, source: str = "the tokenizer") -> int:
+    """One past the largest id, where every id below it belongs to exactly one token (the model's or an added one);
+    TokenizerError naming `source` otherwise: two tokens of one id (the second is read as the first wherever it
+    occurs: a <mask> added on top of a real token's id masks as that token), or an id no token has (one id of
+    3,000,000 among 50,000 would size a model's embedding by it). Ids are what index the embedding: a file that
+    numbers its tokens otherwise than 0, 1, 2, ... once each is damaged."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    if not vocab:
+        raise TokenizerError(f"{source} has no tokens; use the tokenizer files that came with the model")
+    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+    distinct = np.unique(ids)
+    if len(distinct) < len(ids):
+        repeated = _first_repeat(ids)
+        tokens = sorted(token for token, token_id in vocab.items() if token_id == repeated)
+        raise TokenizerError(f"{source} gives {tokens[0]!r} and {tokens[1]!r} the same id {repeated}, so one would "
+                             "be read as the other; the tokenizer files are damaged or of different models: use the "
+                             "ones that came with the model")
+    span = int(distinct[-1]) + 1
+    if span != len(distinct):
+        missing = int(np.argmax(distinct != np.arange(len(distinct))))
+        largest = max(vocab, key=vocab.__getitem__)
+        raise TokenizerError(f"{source} numbers its {len(vocab):,} tokens up to {span - 1:,} ({largest!r}), but no "
+                             f"token has the id {missing:,}; a tokenizer numbers its tokens 0, 1, 2, ... each once, "
+                             "so the file is damaged: use the tokenizer files that came with the model")
+    return span
+
+
+def _first_repeat(ids: np.ndarray) -> int:
+    ordered = np.sort(ids)
+    return int(ordered[np.argmax(ordered[1:] == ordered[:-1])])
+
+
+def check_vocab_json(values: object, path: Path) -> dict[str, int]:
+    """A byte-level BPE vocab.json's token → id map, its ids 0 .. n-1 each once (what every trainer writes and
+    what indexes the embedding); TokenizerError naming the file and the token otherwise: a negative id (the Rust
+    library's TypeError), one of 3,000,000 among 50,000 tokens (a model sized by it), two tokens of one id, or
+    an id no token has (a <mask> added later would take it and collide)."""
+    if not isinstance(values, dict) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                               for i in values.values()):
+        raise TokenizerError(f"{path} is not a map of tokens to ids; a BPE vocab.json is "
+                             "{\"token\": id, ...}: use the one that came with the model")
+    if not values:
+        raise TokenizerError(f"{path} lists no tokens; use the vocab.json that came with the model")
+    count = len(values)
+    by_id: dict[int, str] = {}
+    for token, token_id in values.items():
+        if not 0 <= token_id < count:
+            raise TokenizerError(f"{path} gives {token!r} the id {token_id:,}, but it lists {count:,} tokens, "
+                                 f"whose ids are 0 to {count - 1:,}, each once; the file is damaged: use the "
+                                 "vocab.json that came with the model")
+        if token_id in by_id:
+            raise TokenizerError(f"{path} gives {by_id[token_id]!r} and {token!r} the same id {token_id:,}; the "
+                                 "file is damaged: use the vocab.json that came with the model")
+        by_id[token_id] = token
+    return values
+
+
+def check_merges(merges: list[tuple[str, str]], vocab: dict[str, int], path: Path, lines: list[str]) -> None:
+    """Every merge joins two tokens of vocab.json into a third (the Rust library refuses the file with a bare
+    Exception otherwise); TokenizerError naming the line."""
+    for left, right in merges:
+        for token in (left, right, left + right):
+            if token not in vocab:
+                number = next((n for n, line in enumerate(lines, start=1) if line == f"{left} {right}"), "?")
+                raise TokenizerError(f"{path} line {number} merges {left!r} and {right!r}, but "
+                                     f"{path.with_name(VOCAB_JSON_FILE).name} has no {token!r}; the two files are "
+                                     "of different models, or damaged: use the ones that came with the model")
+
+
+def check_added_ids(tokenizer: Tokenizer, config: dict, path: Path) -> None:
+    """tokenizer_config.json's added_tokens_decoder says which id each added token has: where the files give it
+    another, ids would shift silently; TokenizerError naming the token and both ids."""
+    entries = config.get("added_tokens_decoder")
+    if not isinstance(entries, dict):
+        return
+    for key, entry in entries.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("content"), str) and str(key).isdigit()):
+            continue
+        actual = tokenizer.token_to_id(entry["content"])
+        if actual is not None and actual != int(key):
+            raise TokenizerError(f"{path} gives the added token {entry['content']!r} the id {key}, but the "
+                                 f"vocabulary puts it at {actual}; the files are of different models: use the "
+                                 "ones that came with the model")
+
+
+def check_stated_added_ids(data: bytes, tokenizer: Tokenizer, path: Path) -> None:
+    """A tokenizer.json states each added token's id; the Rust library places one whose id is taken (or out of
+    turn) at the next free id instead, silently: a token the model learned at the stated id would be read at
+    another. TokenizerError naming the token and both ids."""
+    try:
+        stated = json.loads(data).get("added_tokens")
+    except (ValueError, AttributeError, RecursionError):
+        return  # the library read it, so it is JSON; anything odder is the library's to judge
+    for entry in stated if isinstance(stated, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str) and isinstance(entry.get("id"), int):
+            actual = tokenizer.token_to_id(entry["content"])
+            if actual is not None and actual != entry["id"]:
+                raise TokenizerError(f"{path} gives the added token {entry['content']!r} the id {entry['id']}, but "
+                                     f"{tokenizer.id_to_token(entry['id'])!r} has that id, so it would be read at "
+                                     f"{actual}; the file is damaged: use the tokenizer.json that came with the model")
 
 
 def added_token(entry: object, content: str, special: bool = True) -> AddedToken:

@@ -22,9 +22,9 @@ from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokeniz
 from tokenizers.models import WordPiece
 
 from bertcore.errors import TokenizerError
-from bertcore.files.atomic import write_json_atomic, write_text_atomic
+from bertcore.files.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bertcore.files.file_names import TOKENIZER_CONFIG_FILE, TOKENIZER_JSON_FILE, VOCAB_FILE
-from bertcore.files.reading import TOKENIZER_JSON_LIMIT, present, read_json
+from bertcore.files.reading import TOKENIZER_JSON_LIMIT, parse_json, present, read_bytes
 from bertcore.tokenization.encoding import Encoding, TokenizerBase
 from bertcore.tokenization.vocab_files import read_do_lower_case, read_vocab_txt, wordpiece_vocab
 
@@ -55,6 +55,11 @@ class BertTokenizer(TokenizerBase):
         self.vocab = list(vocab)
         self.lowercase = bool(lowercase)
         self.vocab_file: Path | None = None  # the vocab.txt or tokenizer.json it was read from; None when built
+        # The WordPiece tokenizer.json it was read from, or that lists the same tokens as its vocab.txt: its ids are
+        # then explicit (`explicit_ids`), and `save` writes it back so that they stay so. One beside a vocab.txt is
+        # read only when asked (~45 ms for bert-base's 30,522 tokens, which most loads never need).
+        self._tokenizer_json: bytes | None = None
+        self._unconfirmed: Path | None = None  # a tokenizer.json beside the vocab.txt, not compared with it yet
         self._token_ids = token_ids
         self.pad_token_id = token_ids["[PAD]"]
         self.unk_token_id = token_ids["[UNK]"]
@@ -101,14 +106,39 @@ class BertTokenizer(TokenizerBase):
             )
         tokenizer = cls(vocab, lowercase=lowercase, source=f"{label} {path}")
         tokenizer.vocab_file = path
+        if present(path.parent / TOKENIZER_JSON_FILE):
+            tokenizer._unconfirmed = path.parent / TOKENIZER_JSON_FILE
         return tokenizer
+
+    @property
+    def explicit_ids(self) -> bool:
+        """Whether its ids are stated by a file (TokenizerBase.explicit_ids): read from a WordPiece tokenizer.json,
+        or from a vocab.txt whose tokenizer.json beside it lists the same tokens at the same ids."""
+        if self._unconfirmed is not None:
+            json_path, self._unconfirmed = self._unconfirmed, None
+            self._confirm_ids(json_path)
+        return self._tokenizer_json is not None
+
+    def _confirm_ids(self, json_path: Path) -> None:
+        """Where a WordPiece tokenizer.json beside the vocab.txt lists the same tokens at the same ids (what
+        transformers saves), the ids are explicit. Any other tokenizer.json (damaged, another model's) confirms
+        nothing and is left to bertcore.tokenization.vocab_files.recorded_vocab_sizes to judge."""
+        try:
+            data = read_bytes(json_path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, what="a tokenizer.json")
+            listed = wordpiece_vocab(parse_json(data, json_path, error=TokenizerError))
+        except (TokenizerError, FileNotFoundError):
+            return
+        if listed is not None and len(listed) == len(self.vocab) and all(
+                listed.get(token) == index for index, token in enumerate(self.vocab)):
+            self._tokenizer_json = data
 
     @classmethod
     def _from_tokenizer_json(cls, path: Path, lowercase: bool | None) -> BertTokenizer:
         """The WordPiece vocabulary (and lower-casing) of a `tokenizers` tokenizer.json."""
         label = "the tokenizer file"
-        values = read_json(path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, label=label,
-                           what="a tokenizer.json")
+        data = read_bytes(path, limit=TOKENIZER_JSON_LIMIT, error=TokenizerError, label=label,
+                          what="a tokenizer.json")
+        values = parse_json(data, path, error=TokenizerError, label=label)
         vocab = wordpiece_vocab(values)
         if vocab is None:
             model = values.get("model") if isinstance(values, dict) else None
@@ -127,6 +157,7 @@ class BertTokenizer(TokenizerBase):
         tokenizer = cls([token for _, token in ids], lowercase=True if lowercase is None else lowercase,
                         source=f"{label} {path}")
         tokenizer.vocab_file = path
+        tokenizer._tokenizer_json = data
         return tokenizer
 
     @classmethod
@@ -171,10 +202,13 @@ class BertTokenizer(TokenizerBase):
         return cls(vocab, lowercase=lowercase, source="the trained vocabulary")
 
     def save(self, folder: str | Path) -> Path:
-        """Write folder/vocab.txt and folder/tokenizer_config.json (loadable by transformers too), each atomically."""
+        """Write folder/vocab.txt and folder/tokenizer_config.json (loadable by transformers too), each atomically,
+        and the tokenizer.json that states its ids where it has one (read from it, or found beside its vocab.txt)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         vocab_path = write_text_atomic(folder / VOCAB_FILE, "".join(token + "\n" for token in self.vocab))
+        if self.explicit_ids:  # the tokenizer.json that states its ids, kept beside it
+            write_bytes_atomic(folder / TOKENIZER_JSON_FILE, self._tokenizer_json)
         config = {
             # the vocabulary's size apart from its lines: an embedding padded beyond it (vocab_size rounded up)
             # loads only where the tokenizer files say how many tokens there are (see recorded_vocab_sizes)

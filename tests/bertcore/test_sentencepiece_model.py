@@ -14,7 +14,7 @@ import pytest
 from bertcore.errors import TokenizerError
 from bertcore.files.resources import default_corpus_path
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
-from bertcore.tokenization.sentencepiece_model import CONTROL, UNKNOWN, family_of, parse_model_proto
+from bertcore.tokenization.sentencepiece_model import BYTE, CONTROL, UNKNOWN, family_of, parse_model_proto
 from tests.reference_tokenizers import needs_sound_truncation
 
 TEXTS = [
@@ -216,17 +216,22 @@ def _field(number: int, value: int | bytes | float) -> bytes:
 
 def test_fields_in_any_order_negative_ids_and_unknown_fields_are_read():
     """What SentencePiece never writes but protobuf allows: fields out of order, fields we skip, a two-byte key,
-    a negative int32 as ten bytes."""
+    a negative int32 as ten bytes, a type number of no type (read as protobuf reads an enum: the default, NORMAL)."""
     pieces = [_field(3, UNKNOWN) + _field(2, 0.0) + _field(1, b"<unk>"),
-              _field(2, -1.5) + _field(1, "▁ü".encode()) + _field(99, b"skipped")]
+              _field(2, -1.5) + _field(1, "▁ü".encode()) + _field(99, b"skipped"),
+              _field(1, b"x") + _field(2, -2.0) + _field(3, 9)]
+    pieces += [_field(1, f"<0x{byte:02X}>".encode()) + _field(3, BYTE) for byte in range(256)]
     trainer = _field(43, -1) + _field(40, 0) + _field(3, 1) + _field(35, 1)
     normalizer = _field(4, 0) + _field(1, b"identity")
     data = b"".join(_field(1, piece) for piece in pieces) + _field(2, trainer) + _field(3, normalizer)
     model = parse_model_proto(data, "hand-made")
-    assert [tuple(piece) for piece in model.pieces] == [("<unk>", 0.0, UNKNOWN), ("▁ü", -1.5, 1)]
+    assert [tuple(piece) for piece in model.pieces[:3]] == [("<unk>", 0.0, UNKNOWN), ("▁ü", -1.5, 1), ("x", -2.0, 1)]
     assert (model.pad_id, model.unk_id, model.byte_fallback) == (-1, 0, True)
     assert (model.normalizer_name, model.remove_extra_whitespaces, model.add_dummy_prefix) == ("identity", False, True)
-    with pytest.raises(TokenizerError, match=r"hand-made is not a SentencePiece model \(its unknown piece's id 5"):
+    # SentencePiece takes the piece of type UNKNOWN for unknown text, transformers trainer_spec's unk_id: a file
+    # where the two differ is damaged, whichever it is read by
+    with pytest.raises(TokenizerError, match=r"hand-made is not a SentencePiece model \(its unknown piece is piece "
+                                             r"0, but its trainer settings say 5\)"):
         parse_model_proto(data + _field(2, _field(40, 5)), "hand-made")
 
 

@@ -233,7 +233,8 @@ class MainWindow(QMainWindow):
         """Show a model built elsewhere; `label` names it in the title ("(untrained)" marks a fresh one)."""
         untrained = "untrained" in label.lower()
         name = label.replace("(untrained)", "").strip() if untrained else label
-        self._install(LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained)))
+        self._install(LoadedModel(model, tokenizer, describe_model(model, name, untrained=untrained,
+                                                                   tokenizer=tokenizer)))
 
     def inspect_pair(self, text_a: str, text_b: str = "") -> None:
         """Type a pair into the Inspect tab's fields, inspect it now and bring the tab to the front."""
