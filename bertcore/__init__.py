@@ -98,6 +98,11 @@ _EXPORTS = {
     "DistilBertConfig": "bertcore.models.distilbert",
     "DistilBertModel": "bertcore.models.distilbert",
     "DistilBertForMaskedLM": "bertcore.models.distilbert",
+    # what a model has learned of language: syntax in its heads, what each layer knows, how it scores sentences, how
+    # healthy its representations are (bertcore.analysis), and all of it as one record for a training run
+    "read_conllu": "bertcore.analysis.treebank",
+    "AnalysisError": "bertcore.errors",
+    "LinguisticDataError": "bertcore.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]
