@@ -101,6 +101,7 @@ _EXPORTS = {
     # what a model has learned of language: syntax in its heads, what each layer knows, how it scores sentences, how
     # healthy its representations are (bertcore.analysis), and all of it as one record for a training run
     "read_conllu": "bertcore.analysis.treebank",
+    "syntactic_attention": "bertcore.analysis.syntax",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",
 }
