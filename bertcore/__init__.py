@@ -102,6 +102,9 @@ _EXPORTS = {
     # healthy its representations are (bertcore.analysis), and all of it as one record for a training run
     "read_conllu": "bertcore.analysis.treebank",
     "syntactic_attention": "bertcore.analysis.syntax",
+    "pseudo_log_likelihood": "bertcore.analysis.likelihood",
+    "read_blimp": "bertcore.analysis.likelihood",
+    "blimp": "bertcore.analysis.likelihood",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",
 }

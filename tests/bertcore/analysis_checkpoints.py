@@ -99,3 +99,15 @@ def build_checkpoint(root: Path, name: str, transformers) -> Checkpoint:
         reference = getattr(transformers, class_name)(_config(transformers, name, tokenizer)).eval()
     reference.save_pretrained(folder)
     return Checkpoint(name, folder, reference, tokenizer)
+
+
+_BUILT: dict[str, Checkpoint] = {}
+
+
+def family_checkpoints(tmp_path_factory, transformers) -> dict[str, Checkpoint]:
+    """Every family's checkpoint, built once per test session (under the session's temporary folder) and shared by
+    the test modules of bertcore.analysis; each asks for it from a fixture of its own."""
+    if not _BUILT:
+        root = tmp_path_factory.mktemp("families")
+        _BUILT.update({name: build_checkpoint(root, name, transformers) for name in FAMILIES})
+    return _BUILT

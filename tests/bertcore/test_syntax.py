@@ -15,15 +15,14 @@ from bertcore.analysis.syntax import OFFSETS, syntactic_attention, word_attentio
 from bertcore.analysis.treebank import Sentence, shipped_treebank, universal_relation
 from bertcore.errors import AnalysisError
 from bertcore.files.resources import default_vocab_path
-from tests.bertcore.analysis_checkpoints import FAMILIES, build_checkpoint
+from tests.bertcore.analysis_checkpoints import FAMILIES, family_checkpoints
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, transformers):
-    root = tmp_path_factory.mktemp("families")
-    return {name: build_checkpoint(root, name, transformers) for name in FAMILIES}
+    return family_checkpoints(tmp_path_factory, transformers)
 
 
 def piece_owners(reference_tokenizer, words) -> tuple[list[int], list[int]]:
