@@ -105,6 +105,7 @@ _EXPORTS = {
     "pseudo_log_likelihood": "bertcore.analysis.likelihood",
     "read_blimp": "bertcore.analysis.likelihood",
     "blimp": "bertcore.analysis.likelihood",
+    "representation_health": "bertcore.analysis.health",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",
 }
