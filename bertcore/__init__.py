@@ -105,6 +105,8 @@ _EXPORTS = {
     "pseudo_log_likelihood": "bertcore.analysis.likelihood",
     "read_blimp": "bertcore.analysis.likelihood",
     "blimp": "bertcore.analysis.likelihood",
+    "probe_layers": "bertcore.analysis.probes",
+    "structural_probe": "bertcore.analysis.probes",
     "representation_health": "bertcore.analysis.health",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",
