@@ -108,6 +108,8 @@ _EXPORTS = {
     "probe_layers": "bertcore.analysis.probes",
     "structural_probe": "bertcore.analysis.probes",
     "representation_health": "bertcore.analysis.health",
+    "analysis_record": "bertcore.analysis.records",
+    "RecordSettings": "bertcore.analysis.records",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",
 }
