@@ -4,7 +4,7 @@
 A word's representation at a layer is the mean of its pieces' hidden states there (pieces as in
 bertcore.analysis.word_inputs: the tokenizer's pieces of the word alone, as in the sentence).
 
-**Linear probes** (`probe_layers`) predict a word's label (UPOS, XPOS, or its universal dependency relation) from
+**Linear probes** (`probe_layers`) predict a word's label (UPOS, XPOS, or its dependency relation, DEPREL) from
 its representation, one probe per layer. The solver is closed-form ridge regression onto one-hot labels (a
 least-squares classifier, scikit-learn's RidgeClassifier): features standardised with the training words' mean and
 standard deviation, an intercept, the prediction the largest score. Its ridge strength is chosen per layer and per
@@ -105,7 +105,7 @@ class StructuralProbe:
 
 def probe_layers(model: nn.Module, tokenizer, train: Sequence[Sentence], test: Sequence[Sentence], *,
                  task: str = "upos", seed: int = 0) -> LayerProbes:
-    """A linear probe per layer for `task` ("upos", "xpos" or "deprel": the universal relation), trained on the
+    """A linear probe per layer for `task` ("upos", "xpos" or "deprel": the relation as written), trained on the
     words of `train` and tested on those of `test`, with Hewitt & Liang's control task. Deterministic for a seed."""
     if task not in TASKS:
         raise AnalysisError(f"task is {task!r}; a probe predicts one of {', '.join(TASKS)}")
@@ -240,7 +240,7 @@ def _task_labels(sentences: Sequence[Sentence], task: str) -> list[str]:
         return [tag for sentence in sentences for tag in sentence.upos]
     if task == "xpos":
         return [tag for sentence in sentences for tag in sentence.xpos]
-    return [relation for sentence in sentences for relation in sentence.relations]
+    return [relation for sentence in sentences for relation in sentence.deprels]
 
 
 def _control_labels(train: Sequence[Sentence], test: Sequence[Sentence], labels: tuple[str, ...],

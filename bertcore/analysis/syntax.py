@@ -14,7 +14,8 @@ step, per sentence of a treebank (bertcore.analysis.treebank), per layer and hea
 4. A head's UAS in a direction is the share of words whose prediction is their gold head, over the words whose
    gold head is not the root (the root word has no head word to find). `.uas` is the larger of the two directions.
 
-Per relation (UD's universal relation, its subtype dropped: "nmod:poss" counts as "nmod") the same share over the
+Per relation (the DEPREL as written, subtypes apart: "nmod:poss" is not "nmod", as Clark et al. keep "poss",
+"auxpass" and "nsubjpass" apart; `subtypes=False` groups by the universal relation alone) the same share over the
 words of that relation, for every head and direction, and the best head. Beside them Clark's offset baselines:
 "the head is the word `k` places away" for k = -3…-1, 1…3 ("the next word" is +1), overall and per relation; a
 word `k` places away that does not exist is a wrong prediction. (Clark's special case for possessive 's, written
@@ -54,7 +55,7 @@ OFFSET_NAMES = {-3: "three words back", -2: "two words back", -1: "the previous 
 class BestHead:
     """The head that finds one relation's heads best, beside the best offset baseline for it."""
 
-    relation: str  # a universal relation, or "all" for every word whose head is not the root
+    relation: str  # a relation (DEPREL), or "all" for every word whose head is not the root
     layer: int
     head: int
     direction: int  # 0: the dependent attends to its head; 1: the head attends to its dependent
@@ -69,7 +70,7 @@ class SyntacticAttention:
     """UAS per head and direction, per relation, and the offset baselines, over a treebank's sentences."""
 
     uas_by_direction: np.ndarray  # (2, L, H) float64; axis 0 is DIRECTIONS
-    relations: tuple[str, ...]  # (R,) universal relations of the scored words, the most frequent first
+    relations: tuple[str, ...]  # (R,) relations of the scored words (DEPREL, or universal), the most frequent first
     relation_counts: np.ndarray  # (R,) int64 words scored per relation
     relation_accuracy: np.ndarray  # (R, 2, L, H) float64 the share of a relation's words a head finds the head of
     offsets: tuple[int, ...]  # (K,) OFFSETS
@@ -117,14 +118,16 @@ class SyntacticAttention:
                                                                     strict=True) if count >= min_count]
 
 
-def syntactic_attention(model: nn.Module, tokenizer, sentences: Sequence[Sentence]) -> SyntacticAttention:
+def syntactic_attention(model: nn.Module, tokenizer, sentences: Sequence[Sentence], *,
+                        subtypes: bool = True) -> SyntacticAttention:
     """Each head of `model` scored as a dependency parser on `sentences` (Sentence objects of read_conllu: words,
-    heads, deprels), both directions, per relation, with the offset baselines. Batched, in eval mode without
-    gradients; the model's attention probabilities are asked for (its own opt-in return value)."""
+    heads, deprels), both directions, per relation (subtypes apart, or merged into their universal relation), with
+    the offset baselines. Batched, in eval mode without gradients; the model's attention probabilities are asked
+    for (its own opt-in return value)."""
     if not sentences:
         raise AnalysisError("no sentences were given; pass a treebank's sentences (bertcore.read_conllu)")
     inputs, skipped = layout_words(model, tokenizer, [sentence.words for sentence in sentences])
-    scorer = SyntaxScorer(sentences, inputs, skipped, model.config)
+    scorer = SyntaxScorer(sentences, inputs, skipped, model.config, subtypes=subtypes)
     with measuring(model):
         for batch, output in encoded_batches(model, tokenizer, inputs, attentions=True):
             scorer.add(batch, output.attentions)
@@ -135,15 +138,18 @@ class SyntaxScorer:
     """`syntactic_attention`'s counts, batch by batch, for a caller that runs the batches itself (the training record
     runs them once for the syntax, the probes and the health measures)."""
 
-    def __init__(self, sentences: Sequence[Sentence], inputs: Sequence[WordInput], skipped: SkippedSentences, config):
+    def __init__(self, sentences: Sequence[Sentence], inputs: Sequence[WordInput], skipped: SkippedSentences, config,
+                 *, subtypes: bool = True):
         if not inputs:
             raise AnalysisError(f"none of the {len(sentences)} sentences can be scored: {len(skipped.too_long)} are "
                                 f"longer than the model takes and {len(skipped.no_pieces)} hold a word without pieces")
         self.used = [sentences[item.index] for item in inputs]
         self.skipped = skipped
-        self.relations = _relations_by_frequency(self.used)
+        self.subtypes = subtypes
+        self.relations = _relations_by_frequency(self.used, subtypes)
         self.gold = {item.index: _gold_heads(sentences[item.index]) for item in inputs}
-        self.relation_ids = {item.index: _relation_ids(sentences[item.index], self.relations) for item in inputs}
+        self.relation_ids = {item.index: _relation_ids(sentences[item.index], self.relations, subtypes)
+                             for item in inputs}
         self.counts = _AttentionCounts.zeros(config.num_hidden_layers, config.num_attention_heads, len(self.relations))
 
     def add(self, batch: WordBatch, attentions: Sequence[torch.Tensor]) -> None:
@@ -152,7 +158,7 @@ class SyntaxScorer:
 
     def result(self) -> SyntacticAttention:
         counts = self.counts
-        offset_correct, offset_relation_correct = _offset_counts(self.used, self.relations)
+        offset_correct, offset_relation_correct = _offset_counts(self.used, self.relations, self.subtypes)
         relation_counts = counts.relation_words
         num_words = int(relation_counts.sum())
         return SyntacticAttention(
@@ -186,16 +192,20 @@ def _gold_heads(sentence: Sentence) -> np.ndarray:
     return np.asarray(sentence.heads, np.int64) - 1
 
 
-def _relations_by_frequency(sentences: Sequence[Sentence]) -> tuple[str, ...]:
-    counts = Counter(universal_relation(deprel) for sentence in sentences
+def _relation(deprel: str, subtypes: bool) -> str:
+    return deprel if subtypes else universal_relation(deprel)
+
+
+def _relations_by_frequency(sentences: Sequence[Sentence], subtypes: bool) -> tuple[str, ...]:
+    counts = Counter(_relation(deprel, subtypes) for sentence in sentences
                      for head, deprel in zip(sentence.heads, sentence.deprels, strict=True) if head != 0)
     return tuple(name for name, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def _relation_ids(sentence: Sentence, relations: tuple[str, ...]) -> np.ndarray:
+def _relation_ids(sentence: Sentence, relations: tuple[str, ...], subtypes: bool) -> np.ndarray:
     """(W,) int64 each word's index among `relations`; -1 for the root word."""
     index = {name: position for position, name in enumerate(relations)}
-    return np.array([index[universal_relation(deprel)] if head != 0 else -1
+    return np.array([index[_relation(deprel, subtypes)] if head != 0 else -1
                      for head, deprel in zip(sentence.heads, sentence.deprels, strict=True)], np.int64)
 
 
@@ -251,13 +261,14 @@ class _AttentionCounts:
         self.relation_words += one_hot.sum(dim=(0, 1)).round().long().cpu().numpy()
 
 
-def _offset_counts(sentences: Sequence[Sentence], relations: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _offset_counts(sentences: Sequence[Sentence], relations: tuple[str, ...],
+                   subtypes: bool) -> tuple[np.ndarray, np.ndarray]:
     """Correct predictions of each offset baseline: (K,) over all scored words and (R, K) per relation."""
     overall = np.zeros(len(OFFSETS), np.int64)
     per_relation = np.zeros((len(relations), len(OFFSETS)), np.int64)
     for sentence in sentences:
         heads = _gold_heads(sentence)
-        relation = _relation_ids(sentence, relations)
+        relation = _relation_ids(sentence, relations, subtypes)
         positions = np.arange(len(heads))
         scored = heads >= 0
         for column, offset in enumerate(OFFSETS):

@@ -72,7 +72,7 @@ def reference_scores(model, reference_tokenizer, sentences, max_positions):
             for i, head_word in enumerate(sentence.heads):
                 if head_word == 0:
                     continue
-                hits = per_relation.setdefault(universal_relation(sentence.deprels[i]), np.zeros_like(correct))
+                hits = per_relation.setdefault(sentence.deprels[i], np.zeros_like(correct))
                 for direction, predicted in enumerate((words[:, i, :].argmax(axis=1), words[:, :, i].argmax(axis=1))):
                     found = predicted == head_word - 1  # (H,)
                     correct[direction, layer] += found
@@ -115,6 +115,14 @@ def test_uas_on_minilm_matches_transformers_per_layer_head_and_direction(minilm_
         np.testing.assert_array_equal(counts, per_relation[relation], err_msg=relation)
     best = result.best_head()
     assert best.accuracy == result.uas.max() > result.offset_accuracy.max()  # a trained model beats the baselines
+    merged = syntactic_attention(model, tokenizer, sentences, subtypes=False)
+    np.testing.assert_array_equal(merged.uas_by_direction, result.uas_by_direction)
+    for row, relation in enumerate(merged.relations):  # each universal relation holds the words of its subtypes
+        parts = [index for index, name in enumerate(result.relations) if universal_relation(name) == relation]
+        assert merged.relation_counts[row] == result.relation_counts[parts].sum()
+        np.testing.assert_allclose(merged.relation_accuracy[row] * merged.relation_counts[row],
+                                   np.tensordot(result.relation_counts[parts], result.relation_accuracy[parts], 1))
+    assert "nmod:poss" in result.relations and "nmod:poss" not in merged.relations
 
 
 def test_offset_baselines_count_the_heads_a_fixed_distance_away():
