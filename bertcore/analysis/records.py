@@ -17,7 +17,10 @@ What it runs, all on the model's current weights in eval mode without gradients:
   the probes' test words; the linear probe with its control task (bertcore.analysis.probes), and the structural
   probe when `structural_steps` > 0;
 - the pseudo-log-likelihoods of BLiMP's pairs, the first `pairs_per_paradigm` of each paradigm (when the model
-  has a masked-LM head).
+  has a masked-LM head), on every `blimp_every`-th record of a run: BLiMP costs several times the rest (67 pairs
+  are ~1,800 masked copies, ~34,000 positions through the model with the shipped vocabulary, against ~4,500 for
+  64 + 64 treebank sentences), so a run spreads it out. A record given no `index` (one analysed on its own)
+  always has it.
 
 The defaults (RecordSettings) are sized for a record every ~100 steps of the Train tab's default run to cost at
 most ~5% of its time (benchmarks/analysis_speed.py measures both); `seconds` in the record says what each part cost.
@@ -59,18 +62,19 @@ class RecordSettings:
     """What one analysis record measures, and on how much data. Fixed for a run, so that its records compare."""
 
     # The first n sentences of the treebank: the syntax scores, the probes' training words and the health measures.
-    sentences: int = 128
+    sentences: int = 64
     # The first n sentences of the test treebank (default: the treebank's sentences after the first `sentences`).
-    test_sentences: int = 128
+    test_sentences: int = 64
     probe_task: str = "upos"  # what the linear probe predicts: "upos", "xpos" or "deprel"
     pairs_per_paradigm: int = 1  # BLiMP pairs of each paradigm scored (67 paradigms); 0 = no BLiMP
+    blimp_every: int = 5  # BLiMP on the run's records 0, 5, 10, … (its cost spread over several records)
     structural_steps: int = 0  # Adam steps of the structural probe per layer; 0 = no structural probe
     relation_min_count: int = 10  # relations with fewer scored words get no best head in the record
     seed: int = 0  # the control task's labels and the structural probe's start
 
     def __post_init__(self) -> None:
         for name, minimum in (("sentences", 1), ("test_sentences", 1), ("pairs_per_paradigm", 0),
-                              ("structural_steps", 0), ("relation_min_count", 1), ("seed", 0)):
+                              ("blimp_every", 1), ("structural_steps", 0), ("relation_min_count", 1), ("seed", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} is {value!r}; it must be a whole number of at least {minimum}")
@@ -80,6 +84,10 @@ class RecordSettings:
     def to_dict(self) -> dict[str, Any]:
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
+    def has_blimp(self, index: int | None) -> bool:
+        """Whether the run's record number `index` (0, 1, 2, …; None: a record on its own) scores BLiMP."""
+        return self.pairs_per_paradigm > 0 and (index is None or index % self.blimp_every == 0)
+
 
 def shipped_analysis_data() -> tuple[list[Sentence], list[Sentence], list[MinimalPair]]:
     """The shipped treebank (UD English EWT dev cut), test treebank (test cut) and BLiMP pairs (assets/data)."""
@@ -87,21 +95,25 @@ def shipped_analysis_data() -> tuple[list[Sentence], list[Sentence], list[Minima
 
 
 def analysis_record(model: nn.Module, tokenizer, treebank: Sequence[Sentence], pairs: Sequence[MinimalPair] = (), *,
-                    test_treebank: Sequence[Sentence] | None = None,
-                    settings: RecordSettings | None = None) -> dict[str, Any]:
+                    test_treebank: Sequence[Sentence] | None = None, settings: RecordSettings | None = None,
+                    index: int | None = None) -> dict[str, Any]:
     """The analyses of `settings` on the model's current weights, as one JSON-ready dict (see the module's
-    docstring). Deterministic: the same weights, data and settings give the same record."""
+    docstring); `index` is the record's number in its run (0 for the first), which decides whether it scores BLiMP.
+    Deterministic: the same weights, data, settings and index give the same record."""
     progress = run_to_end(iter_analysis_record(model, tokenizer, treebank, pairs, test_treebank=test_treebank,
-                                               settings=settings))
+                                               settings=settings, index=index))
     return progress.result
 
 
 def iter_analysis_record(model: nn.Module, tokenizer, treebank: Sequence[Sentence],
                          pairs: Sequence[MinimalPair] = (), *, test_treebank: Sequence[Sentence] | None = None,
-                         settings: RecordSettings | None = None) -> Iterator[Progress[dict[str, Any]]]:
+                         settings: RecordSettings | None = None,
+                         index: int | None = None) -> Iterator[Progress[dict[str, Any]]]:
     """`analysis_record` a part at a time: yields Progress(parts done, parts in all, the record so far). The model
     is back in its own mode at every yield; stop iterating to cancel."""
     settings = settings or RecordSettings()
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise ValueError(f"index is {index!r}; a record's number in its run is a whole number from 0 (or None)")
     sentences = list(treebank[: settings.sentences])
     if not sentences:
         raise AnalysisError("the treebank holds no sentence; pass a treebank's sentences (bertcore.read_conllu)")
@@ -109,7 +121,7 @@ def iter_analysis_record(model: nn.Module, tokenizer, treebank: Sequence[Sentenc
     if not test:
         raise AnalysisError(f"no test sentences for the probe: the treebank has only {len(treebank)} sentences and "
                             "no test treebank was given; pass test_treebank or use fewer `sentences`")
-    chosen_pairs = _first_of_each_paradigm(pairs, settings.pairs_per_paradigm)
+    chosen_pairs = _first_of_each_paradigm(pairs, settings.pairs_per_paradigm) if settings.has_blimp(index) else []
     blimp_reason = None
     if chosen_pairs:
         try:
@@ -117,7 +129,7 @@ def iter_analysis_record(model: nn.Module, tokenizer, treebank: Sequence[Sentenc
         except AnalysisError as error:
             blimp_reason = str(error)
     total = 3 + bool(settings.structural_steps) + bool(chosen_pairs and blimp_reason is None)
-    record: dict[str, Any] = {"sentences": len(sentences), "test_sentences": len(test),
+    record: dict[str, Any] = {"index": index, "sentences": len(sentences), "test_sentences": len(test),
                               "settings": settings.to_dict(), "blimp": None}
     if blimp_reason is not None:
         record["blimp_unavailable"] = blimp_reason

@@ -113,6 +113,22 @@ def test_without_a_masked_lm_head_the_record_says_why_it_has_no_blimp(small_mode
     assert quiet["blimp"] is None and "blimp_unavailable" not in quiet
 
 
+def test_a_run_scores_blimp_on_every_blimp_every_th_record(small_model, data):
+    model, tokenizer = small_model
+    treebank, test, pairs = data
+    settings = RecordSettings(sentences=6, test_sentences=4, blimp_every=3)
+    records = [analysis_record(model, tokenizer, treebank, pairs, test_treebank=test, settings=settings, index=index)
+               for index in range(4)]
+    assert [record["blimp"] is not None for record in records] == [True, False, False, True]
+    assert [record["index"] for record in records] == [0, 1, 2, 3]
+    assert without_seconds(records[0])["blimp"] == without_seconds(records[3])["blimp"]
+    assert analysis_record(model, tokenizer, treebank, pairs, test_treebank=test, settings=settings)["blimp"]
+    assert [settings.has_blimp(index) for index in (None, 0, 2, 6)] == [True, True, False, True]
+    assert not RecordSettings(pairs_per_paradigm=0).has_blimp(0)
+    with pytest.raises(ValueError, match="index is -1"):
+        analysis_record(model, tokenizer, treebank, pairs, settings=settings, index=-1)
+
+
 @pytest.mark.slow
 def test_progress_comes_part_by_part_and_the_test_sentences_default_to_the_next_ones(small_model, data):
     model, tokenizer = small_model
