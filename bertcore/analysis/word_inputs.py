@@ -19,6 +19,8 @@ without gradients (`measuring`), returning attention probabilities and hidden st
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -85,8 +87,34 @@ def word_pieces(tokenizer, sentences: Sequence[Sequence[str]]) -> list[list[list
 
 def layout_words(model: nn.Module, tokenizer, sentences: Sequence[Sequence[str]]) -> tuple[list[WordInput],
                                                                                           SkippedSentences]:
-    """Each sentence (a sequence of words) laid out as the model reads it alone, and those that had to be skipped."""
+    """Each sentence (a sequence of words) laid out as the model reads it alone, and those that had to be skipped.
+    A training run lays out the same sentences for every record: the last few layouts of each tokenizer are kept."""
     limit = max_input_length(model.config)
+    key = (limit, tuple(tuple(words) for words in sentences))
+    with _layouts_lock:
+        try:
+            kept = _layouts.setdefault(tokenizer, {})
+        except TypeError:  # a tokenizer that cannot be weakly referenced: laid out every time
+            kept = {}
+        if key in kept:
+            inputs, skipped = kept[key]
+            return list(inputs), skipped
+    inputs, skipped = _layout(tokenizer, sentences, limit)
+    with _layouts_lock:
+        kept[key] = (tuple(inputs), skipped)
+        while len(kept) > KEPT_LAYOUTS:
+            del kept[next(iter(kept))]
+    return inputs, skipped
+
+
+KEPT_LAYOUTS = 4  # sentence lists laid out per tokenizer and kept: a run's treebank and test sentences, and spare
+# tokenizer -> {(limit, words): (inputs, skipped)}: weak keys, so that a tokenizer the app drops takes its layouts with
+# it; the lock because a training run's records and the app's views may lay out sentences from two threads.
+_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_layouts_lock = threading.Lock()
+
+
+def _layout(tokenizer, sentences: Sequence[Sequence[str]], limit: int) -> tuple[list[WordInput], SkippedSentences]:
     inputs: list[WordInput] = []
     too_long: list[int] = []
     no_pieces: list[int] = []

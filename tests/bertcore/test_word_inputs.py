@@ -89,3 +89,20 @@ def test_sentences_too_long_or_with_a_word_without_pieces_are_skipped():
     assert [item.index for item in inputs] == [0]
     assert skipped.no_pieces == (1,) and skipped.too_long == (2,) and skipped.indices == (1, 2) and len(skipped) == 2
     assert torch.equal(next(batches(inputs, tokenizer, "cpu")).num_words, torch.tensor([2]))
+
+
+def test_a_runs_sentences_are_laid_out_once_per_tokenizer_and_length_limit(monkeypatch):
+    from bertcore.analysis import word_inputs
+
+    tokenizer = bertcore.BertTokenizer.from_vocab_file(bertcore.files.resources.default_vocab_path())
+    sentences = [sentence.words for sentence in shipped_treebank("dev")[:5]]
+    first = layout_words(FakeModel(64), tokenizer, sentences)
+    calls = []
+    original = word_inputs._layout
+    monkeypatch.setattr(word_inputs, "_layout", lambda *args: calls.append(args) or original(*args))
+    assert layout_words(FakeModel(64), tokenizer, sentences) == first and not calls
+    shorter = layout_words(FakeModel(16), tokenizer, sentences)
+    assert len(calls) == 1 and len(shorter[1].too_long) > 0
+    for count in range(1, 6):
+        layout_words(FakeModel(64), tokenizer, sentences[:count])
+    assert len(word_inputs._layouts[tokenizer]) == word_inputs.KEPT_LAYOUTS
