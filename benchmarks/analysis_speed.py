@@ -19,7 +19,8 @@ Per preset, `--rounds` rounds of (`--steps` training steps, a record without BLi
 so that the machine's load falls on all; prints each part, the median step, and the overhead of one record every
 `--interval` steps with BLiMP on every `blimp_every`-th: (record + BLiMP / blimp_every) / (interval × step).
 
-Every figure is printed with the load average before and after: on a shared machine read the ratios.
+Every figure is printed with the load average, and the run begins and ends with what a plain matrix product gets
+from the CPU: on a shared machine read the ratios (`--threads 1` keeps two busy cores from making them noise).
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def timed(function, repeats: int) -> tuple[float, list[float]]:
         function()
         times.append(time.perf_counter() - start)
     return statistics.median(times), times
+
+
+def machine_speed() -> str:
+    """What the CPU gives torch now: float32 GFLOP/s of a 1024 × 1024 matrix product (median of 5). On a shared
+    machine it falls with the load; with 2 threads on 2 busy cores it falls most (threads wait for each other)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    median, _ = timed(lambda: a @ b, 5)
+    return f"{2 * 1024**3 / median / 1e9:.0f} GFLOP/s in a 1024² matmul"
 
 
 def random_model(name: str, tokenizer) -> BertForPreTraining:
@@ -165,11 +174,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
-          f"load {load_average()}", flush=True)
+          f"load {load_average()}; {machine_speed()}", flush=True)
     if args.part in ("speed", "all"):
         speed(args)
     if args.part in ("record", "all"):
         record(args)
+    print(f"at the end: load {load_average()}; {machine_speed()}", flush=True)
 
 
 if __name__ == "__main__":
