@@ -22,9 +22,30 @@ What it runs, all on the model's current weights in eval mode without gradients:
   64 + 64 treebank sentences), so a run spreads it out. A record given no `index` (one analysed on its own)
   always has it.
 
-The defaults (RecordSettings) are sized for a record every ~100 steps of the Train tab's default run to cost at
-most ~5% of its time (benchmarks/analysis_speed.py measures both); `seconds` in the record says what each part cost.
-Everything in it is plain JSON: ints, floats, strings, lists, dicts (and None).
+The defaults (RecordSettings) are sized for a record every ~100 steps of the Train tab's default run (batch 16 ×
+64 positions) to cost about 5% of its time: 100 such steps push ~300,000 positions through the model, forward and
+backward; a record pushes ~4,400 (64 + 64 sentences, the first with attentions) plus, on every 5th record, BLiMP's
+~34,000. benchmarks/analysis_speed.py measures a record against training steps, interleaved; `seconds` in the
+record says what each part cost.
+
+The record (plain JSON: ints, floats, strings, lists, dicts and None; L layers, H heads; the training loop adds
+"step" and "kind"):
+
+    index, sentences, test_sentences, settings       the record's number in its run; the data used; RecordSettings
+    skipped_sentences, words                          treebank sentences left out (too long); words scored
+    uas (L × H), uas_by_direction (2 × L × H)         each head's UAS: the better direction; both
+    best_head {layer, head, direction, uas}           the best head over all scored words
+    offset_baselines {"-3" … "+3"}                    Clark's baselines ("+1": the next word is the head)
+    relations {deprel: {layer, head, direction, accuracy, words, offset, offset_accuracy}}
+                                                      the best head of each relation with relation_min_count words
+    health {tokens, anisotropy (L + 1), effective_rank (L + 1), attention_entropy (L × H),
+            outlier_dimensions (L + 1 lists), outlier_std}
+    probe {task, train_words, test_words, accuracy, control_accuracy, selectivity (L + 1 each),
+           majority_baseline, best_layer}
+    structural {uuas, spearman (L + 1 each), rank, steps}              only with structural_steps > 0
+    blimp None or {pairs, accuracy, fields {…}, phenomena {…}, pseudo_perplexity}
+    blimp_unavailable                                 why not, when this record would score BLiMP but cannot
+    seconds {treebank, test, probe, structural, blimp, total}          what each part took (the parts it ran)
 """
 
 from __future__ import annotations
