@@ -24,9 +24,9 @@ What it runs, all on the model's current weights in eval mode without gradients:
 
 The defaults (RecordSettings) are sized for a record every ~100 steps of the Train tab's default run (batch 16 ×
 64 positions) to cost about 5% of its time: 100 such steps push ~300,000 positions through the model, forward and
-backward; a record pushes ~4,400 (64 + 64 sentences, the first with attentions) plus, on every 5th record, BLiMP's
-~34,000. benchmarks/analysis_speed.py measures a record against training steps, interleaved; `seconds` in the
-record says what each part cost.
+backward; a record pushes ~4,400 (64 + 64 sentences, the first with attentions) plus, on every 10th record, BLiMP's
+~34,000 (with every 5th, a mini model's records cost 6% of its training; benchmarks/analysis_speed.py measures a
+record against training steps, interleaved). `seconds` in the record says what each part cost.
 
 The record (plain JSON: ints, floats, strings, lists, dicts and None; L layers, H heads; the training loop adds
 "step" and "kind"):
@@ -88,7 +88,7 @@ class RecordSettings:
     test_sentences: int = 64
     probe_task: str = "upos"  # what the linear probe predicts: "upos", "xpos" or "deprel"
     pairs_per_paradigm: int = 1  # BLiMP pairs of each paradigm scored (67 paradigms); 0 = no BLiMP
-    blimp_every: int = 5  # BLiMP on the run's records 0, 5, 10, … (its cost spread over several records)
+    blimp_every: int = 10  # BLiMP on the run's records 0, 10, 20, … (its cost spread over several records)
     structural_steps: int = 0  # Adam steps of the structural probe per layer; 0 = no structural probe
     relation_min_count: int = 10  # relations with fewer scored words get no best head in the record
     seed: int = 0  # the control task's labels and the structural probe's start
