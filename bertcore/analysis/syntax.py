@@ -232,32 +232,31 @@ class _AttentionCounts:
 
     def add(self, batch: WordBatch, attentions: Sequence[torch.Tensor], gold: dict[int, np.ndarray],
             relation_ids: dict[int, np.ndarray]) -> None:
-        num_layers, num_heads = self.correct.shape[1:]
+        """One batch's attention probabilities (L of (B, H, T, T)), a layer at a time (the float64 copy of a base
+        model's 144 heads at once would be several hundred MB)."""
         width = batch.max_words
         device = batch.input_ids.device
-        # float64: random and young models spread attention nearly evenly, and float32 sums of nearly equal shares
-        # tie words at the 7th digit, where the order of the sums then picks the "winner".
-        probabilities = torch.stack(attentions, dim=1).double()  # (B, L, H, T, T)
-        batch_size, seq_len = probabilities.shape[0], probabilities.shape[-1]
-        probabilities = probabilities.view(batch_size, num_layers * num_heads, seq_len, seq_len)  # (B, K, T, T)
-        words = word_attention(probabilities, batch.membership(probabilities.dtype))  # (B, K, W, W)
-        words.diagonal(dim1=-2, dim2=-1).zero_()
+        membership = batch.membership(torch.float64)  # (B, W, T)
         real = batch.word_mask()  # (B, W)
-        # Padding words are never a prediction: below every real entry (all >= 0).
-        to_real = torch.where(real[:, None, None, :], words, -1.0)  # (B, K, W, W) columns of padding words out
-        from_real = torch.where(real[:, None, :, None], words, -1.0)  # rows of padding words out
-        predicted = torch.stack([to_real.argmax(dim=-1), from_real.argmax(dim=-2)])  # (2, B, K, W)
         heads = _padded([gold[index] for index in batch.indices], width, device)  # (B, W), -1 = root or padding
         relation = _padded([relation_ids[index] for index in batch.indices], width, device)  # (B, W)
         scored = heads >= 0
-        hits = (predicted == heads[None, :, None, :]) & scored[None, :, None, :]  # (2, B, K, W)
-        self.correct += hits.sum(dim=(1, 3)).view(2, num_layers, num_heads).cpu().numpy()
         num_relations = self.relation_words.shape[0]
-        one_hot = torch.zeros(batch_size, width, num_relations, device=device)  # (B, W, R)
-        one_hot.scatter_(-1, relation.clamp(min=0)[..., None], scored[..., None].float())
-        per_relation = torch.einsum("dbkw,bwr->rdk", hits.float(), one_hot)  # (R, 2, K): exact integers in float32
-        self.relation_correct += per_relation.round().long().view(num_relations, 2, num_layers,
-                                                                  num_heads).cpu().numpy()
+        one_hot = torch.zeros(len(batch.indices), width, num_relations, dtype=torch.float64, device=device)
+        one_hot.scatter_(-1, relation.clamp(min=0)[..., None], scored[..., None].double())  # (B, W, R)
+        for layer, probabilities in enumerate(attentions):
+            # float64: random and young models spread attention nearly evenly, and float32 sums of nearly equal
+            # shares tie words at the 7th digit, where the order of the sums then picks the "winner".
+            words = word_attention(probabilities.double(), membership)  # (B, H, W, W)
+            words.diagonal(dim1=-2, dim2=-1).zero_()
+            # Padding words are never a prediction: below every real entry (all >= 0).
+            to_real = torch.where(real[:, None, None, :], words, -1.0)  # columns of padding words out
+            from_real = torch.where(real[:, None, :, None], words, -1.0)  # rows of padding words out
+            predicted = torch.stack([to_real.argmax(dim=-1), from_real.argmax(dim=-2)])  # (2, B, H, W)
+            hits = (predicted == heads[None, :, None, :]) & scored[None, :, None, :]  # (2, B, H, W)
+            self.correct[:, layer] += hits.sum(dim=(1, 3)).cpu().numpy()
+            per_relation = torch.einsum("dbhw,bwr->rdh", hits.double(), one_hot)  # (R, 2, H) whole numbers
+            self.relation_correct[:, :, layer] += per_relation.round().long().cpu().numpy()
         self.relation_words += one_hot.sum(dim=(0, 1)).round().long().cpu().numpy()
 
 
