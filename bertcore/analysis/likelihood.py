@@ -42,6 +42,7 @@ from bertcore.files.resources import assets_dir
 from bertcore.models.families import base_model_name
 
 SHIPPED_BLIMP = "blimp-20-per-paradigm.jsonl"
+MAX_LOGITS = 32 * 2**20  # vocabulary scores one batch of masked copies may hold (128 MB of float32)
 BLIMP_FIELDS = ("sentence_good", "sentence_bad", "UID", "field", "linguistics_term")  # what each line must hold
 
 
@@ -258,7 +259,8 @@ def _masked_copies(encoded: Sequence[tuple[list[int], list[int], list[int]]], to
         raise AnalysisError("the sentences hold no piece to score (only special tokens)")
     for length in sorted(by_length, reverse=True):
         jobs = by_length[length]
-        size = max(1, max_tokens // length)
+        # a copy's scores over the vocabulary are V floats: XLM-R's 250,002 for 800 short copies would be 800 MB
+        size = max(1, min(max_tokens // length, MAX_LOGITS // max(1, tokenizer.vocab_size)))
         for start in range(0, len(jobs), size):
             yield _collate(jobs[start : start + size], encoded, tokenizer, length)
 
