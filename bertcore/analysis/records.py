@@ -18,15 +18,17 @@ What it runs, all on the model's current weights in eval mode without gradients:
   probe when `structural_steps` > 0;
 - the pseudo-log-likelihoods of BLiMP's pairs, the first `pairs_per_paradigm` of each paradigm (when the model
   has a masked-LM head), on every `blimp_every`-th record of a run: BLiMP costs several times the rest (67 pairs
-  are ~1,800 masked copies, ~34,000 positions through the model with the shipped vocabulary, against ~4,500 for
-  64 + 64 treebank sentences), so a run spreads it out. A record given no `index` (one analysed on its own)
+  are ~1,800 masked copies, ~34,000 positions through the model with the shipped vocabulary, against ~3,100 for
+  48 + 48 treebank sentences), so a run spreads it out. A record given no `index` (one analysed on its own)
   always has it.
 
 The defaults (RecordSettings) are sized for a record every ~100 steps of the Train tab's default run (batch 16 ×
-64 positions) to cost about 5% of its time: 100 such steps push ~300,000 positions through the model, forward and
-backward; a record pushes ~4,400 (64 + 64 sentences, the first with attentions) plus, on every 10th record, BLiMP's
-~34,000 (with every 5th, a mini model's records cost 6% of its training; benchmarks/analysis_speed.py measures a
-record against training steps, interleaved). `seconds` in the record says what each part cost.
+64 positions) to cost under 5% of its time: 100 such steps push ~300,000 positions through the model, forward and
+backward; a record pushes ~3,100 (48 treebank sentences with attentions, ~1,100 words scored; 48 test sentences)
+and works on them (the syntax, health and probe sums, ~half the forward's time again), plus, on every 10th record,
+BLiMP's ~34,000. Interleaved with training on 2 quiet cores, 64 + 64 sentences cost a mini model 5.0% and a tiny
+one 4.8%; BLiMP on every 5th record, 6% (benchmarks/analysis_speed.py measures it). `seconds` in the record says
+what each part cost.
 
 The record (plain JSON: ints, floats, strings, lists, dicts and None; L layers, H heads; the training loop adds
 "step" and "kind"):
@@ -83,9 +85,9 @@ class RecordSettings:
     """What one analysis record measures, and on how much data. Fixed for a run, so that its records compare."""
 
     # The first n sentences of the treebank: the syntax scores, the probes' training words and the health measures.
-    sentences: int = 64
+    sentences: int = 48
     # The first n sentences of the test treebank (default: the treebank's sentences after the first `sentences`).
-    test_sentences: int = 64
+    test_sentences: int = 48
     probe_task: str = "upos"  # what the linear probe predicts: "upos", "xpos" or "deprel"
     pairs_per_paradigm: int = 1  # BLiMP pairs of each paradigm scored (67 paradigms); 0 = no BLiMP
     blimp_every: int = 10  # BLiMP on the run's records 0, 10, 20, … (its cost spread over several records)
