@@ -99,6 +99,20 @@ _EXPORTS = {
     "DistilBertConfig": "bertcore.models.distilbert",
     "DistilBertModel": "bertcore.models.distilbert",
     "DistilBertForMaskedLM": "bertcore.models.distilbert",
+    # what a model has learned of language: syntax in its heads, what each layer knows, how it scores sentences, how
+    # healthy its representations are (bertcore.analysis), and all of it as one record for a training run
+    "read_conllu": "bertcore.analysis.treebank",
+    "syntactic_attention": "bertcore.analysis.syntax",
+    "pseudo_log_likelihood": "bertcore.analysis.likelihood",
+    "read_blimp": "bertcore.analysis.likelihood",
+    "blimp": "bertcore.analysis.likelihood",
+    "probe_layers": "bertcore.analysis.probes",
+    "structural_probe": "bertcore.analysis.probes",
+    "representation_health": "bertcore.analysis.health",
+    "analysis_record": "bertcore.analysis.records",
+    "RecordSettings": "bertcore.analysis.records",
+    "AnalysisError": "bertcore.errors",
+    "LinguisticDataError": "bertcore.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

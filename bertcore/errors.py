@@ -31,6 +31,10 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
       TaskDataError                fine-tuning data that cannot be used (names the file, the line or record)
       ExplainError                 an explanation asked for something the model or input does not have (a target
                                    position past the input, an NSP target on a model without an NSP head)
+      LinguisticDataError          a CoNLL-U treebank or a BLiMP file of minimal pairs that cannot be read (names
+                                   the file, the line and what is wrong with it)
+      AnalysisError                a measurement the model or its input cannot give (a pseudo-log-likelihood from a
+                                   model without a masked-LM head, a probe with no word to train on)
     Exception
       DownloadCancelled            the user stopped a model download; nothing of it is left in the cache
 """
@@ -106,6 +110,23 @@ class TaskDataError(ValueError):
 class ExplainError(ValueError):
     """An attribution, mixing or patching request the model or the input cannot answer: a target its heads do not
     have, a position or token id out of range, an unknown method; the message names the value and the fix."""
+
+
+class LinguisticDataError(ValueError):
+    """A CoNLL-U treebank (bertcore.analysis.treebank) or a BLiMP file of minimal pairs (bertcore.analysis.likelihood)
+    that cannot be read; the message names the file, the line and what is wrong with it. `path` and `line` (1-based;
+    None for the file as a whole) say where."""
+
+    def __init__(self, message: str, path: Path | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class AnalysisError(ValueError):
+    """A measurement of bertcore.analysis that the model or its input cannot give: a pseudo-log-likelihood from a
+    model without a trained masked-LM head (ELECTRA's discriminator, a bare encoder, a classifier), a probe without
+    words to train on, a task it does not know; the message names the value and the fix."""
 
 
 class TrainingError(RuntimeError):
