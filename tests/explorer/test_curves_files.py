@@ -1,6 +1,6 @@
 """`explorer.runs.read_curves` against files written by the real writers: torch's SummaryWriter (and TF2's tensor
 scalars, built with the tensorboard package's own protobuf classes and record writer), the Hugging Face Trainer's
-trainer_state.json (its own TrainerState class; a real Trainer run where accelerate is installed) and bertcore's
+trainer_state.json (its own TrainerState class, and a real Trainer run) and bertcore's
 own trainer; with every point compared to the tensorboard package's EventAccumulator or to the file's lines.
 Files still being written are read up to their last whole record, and files that are not what they claim are a
 clear error, never a hang."""
@@ -282,7 +282,6 @@ def test_a_damaged_trainer_state_is_said(tmp_path):
 
 @pytest.mark.slow
 def test_a_real_trainer_run(tmp_path):
-    pytest.importorskip("accelerate")
     import torch
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
