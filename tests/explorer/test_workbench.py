@@ -329,3 +329,38 @@ def test_the_window_has_the_runs_tab_and_opens_a_run_in_the_train_tab(qtbot, set
         assert window.tabs.tabText(window.tabs.currentIndex()) == "Train" and train.run_dir == runs_folder / "lr-0.001"
     finally:
         window.close()
+
+
+def shown_ticks(axis) -> list[tuple[float, str]]:
+    """(the value a tick stands at, the text drawn beside it) of every tick an axis draws over its range now, as
+    pyqtgraph's AxisItem.generateDrawSpecs asks for them."""
+    low, high = axis.range
+    size = axis.height() if axis.orientation in ("left", "right") else axis.width()
+    ticks = []
+    for spacing, values in axis.tickValues(min(low, high), max(low, high), size):
+        texts = axis.tickStrings(values, axis.autoSIPrefixScale * axis.scale, spacing)
+        ticks.extend(zip(values, texts, strict=True))
+    return ticks
+
+
+@pytest.mark.slow
+def test_a_value_axis_names_its_values_after_any_change_of_the_axes(qtbot, tab):
+    """Part 1's screenshot: with log x on, the learning-rate plot's axis read 1 … 3 for rates of 0.001 … 0.003.
+    pyqtgraph 0.14 computes an SI scale even while disabling it, so restyling a plot that holds data scaled its
+    ticks by 1,000 with no prefix shown."""
+    tab.state.set_ticked([entry.run_id for entry in tab.state.runs.values() if entry.name.startswith("lr")], True)
+    tab.plots.draw_all()
+    for change in (lambda: tab.log_x_check.setChecked(True), lambda: tab.axis_box.setCurrentIndex(2),
+                   lambda: tab.log_x_check.setChecked(False), lambda: tab.log_y_check.setChecked(True)):
+        change()
+        tab.plots.draw_all()
+        plot = tab.plots.plots["learning_rate"]
+        axis = plot.plot.getAxis("left")
+        axis.setRange(*plot.plot.getViewBox().viewRange()[1])
+        ticks = shown_ticks(axis)
+        assert ticks
+        for value, text in ticks:
+            meant = 10.0**value if tab.state.mode.log_y else value
+            assert float(text) == pytest.approx(meant, rel=0.02, abs=1e-12), (value, text)
+        low, high = plot.plot.getViewBox().viewRange()[1]
+        assert (10.0**low if tab.state.mode.log_y else low) < 0.002 < (10.0**high if tab.state.mode.log_y else high)

@@ -10,8 +10,8 @@ summed, a Trainer's num_input_tokens_seen), the time since the run began (a Tens
 run's first; bert-train's elapsed_seconds, training time without pauses) or the wall time (TensorBoard only): a
 point whose run does not log what the axis needs is not drawn, and the plot says how many were left out.
 
-On a log axis the values are drawn as log10 of themselves (the axis labels them as powers of ten) for every item,
-held-out points included; a value at or below 0 has no place there and is left out, and counted. Smoothing is of
+On a log axis the values are drawn as log10 of themselves for every item, held-out points included (the axis writes
+the values its ticks stand for); a value at or below 0 has no place there and is left out, and counted. Smoothing is of
 the values, before any log. Values are never thinned: `display` picks, out of all of them, the min and the max of
 each pixel column in view (`explorer.runs.curve_series.PeakPyramid`), so a spike stays visible and the cost of a
 redraw is the plot's width, not the run's length.

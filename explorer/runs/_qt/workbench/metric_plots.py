@@ -8,8 +8,8 @@ and fed with `setData`. A redraw is asked for by the state's events and done by 
 in view only: a plot scrolled out of view is drawn when it comes back. The axes follow the data until the user pans
 or zooms a plot (double-click, or "View all", to follow again); the value axis spans the 5th to 95th percentile of
 each curve's values (TensorBoard's "ignore outliers") unless that is switched off. On a log axis the items hold
-log10 of their values and the axis, in log mode, labels them as powers of ten; pyqtgraph's SI prefix ("x1e+09") is
-off on every axis.
+log10 of their values and the axis (`RunsAxis`, a `LogValueAxis`) writes at its ticks the values they stand for
+(1, 2, 5, 10, 20 …); no axis ever scales its numbers by an SI prefix ("x1e+09", or 0.001 drawn as 1).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.log_axis import LogValueAxis, NoSIPrefix
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.runs.workbench.overlay import RELATIVE, STEP, TOKENS, WALL, X_AXES, SeriesView
 from explorer.runs.workbench.state import MetricPlot, WorkbenchState
@@ -36,26 +37,47 @@ LEGEND_UP_TO = 8  # runs a plot's legend names
 KEPT_AS_PIXELS = QGraphicsItem.CacheMode.DeviceCoordinateCache  # axes: repainted from a picture while they hold
 
 
-class DurationAxis(pg.AxisItem):
-    """Seconds since a run began, as h:mm:ss."""
+class RunsAxis(LogValueAxis):
+    """A value or step axis of a Runs plot: plain numbers, never an SI scale, and on a log axis the values its ticks
+    stand for (a horizontal one spaces its labelled ticks further apart: its labels are wider than they are tall)."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        if orientation in ("top", "bottom"):
+            self.min_tick_gap_px = 48
+
+
+class DurationAxis(RunsAxis):
+    """Seconds since a run began, as h:mm:ss (on a log axis too)."""
 
     def tickStrings(self, values, scale, spacing):
-        strings = []
-        for value in values:
-            seconds = abs(value * scale)
-            hours, rest = divmod(seconds, 3600)
-            minutes, seconds = divmod(rest, 60)
-            sign = "-" if value < 0 else ""
-            strings.append(f"{sign}{int(hours)}:{int(minutes):02d}:{seconds:02.0f}" if hours
-                           else f"{sign}{int(minutes)}:{seconds:04.1f}" if spacing < 1 else
-                           f"{sign}{int(minutes)}:{seconds:02.0f}")
-        return strings
+        if self.logMode:
+            return self.logTickStrings(values, scale, spacing)
+        return [_duration(value * scale, spacing) for value in values]
+
+    def logTickStrings(self, values, scale, spacing):
+        return [_duration(10.0 ** float(value) * scale, 0.5) for value in values]
 
 
-def _plain_axis(orientation: str) -> pg.AxisItem:
-    axis = pg.AxisItem(orientation)
-    axis.enableAutoSIPrefix(False)
-    return axis
+def _duration(seconds: float, spacing: float) -> str:
+    sign = "-" if seconds < 0 else ""
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{sign}{int(hours)}:{int(minutes):02d}:{seconds:02.0f}"
+    return f"{sign}{int(minutes)}:{seconds:04.1f}" if spacing < 1 else f"{sign}{int(minutes)}:{seconds:02.0f}"
+
+
+class WallAxis(NoSIPrefix, pg.DateAxisItem):
+    """Wall time as dates and times (never log: the state refuses log x on it)."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+
+def _bottom_axis(axis: str) -> pg.AxisItem:
+    return WallAxis("bottom") if axis == WALL else DurationAxis("bottom") if axis == RELATIVE else RunsAxis("bottom")
 
 
 class MetricPlotView(QWidget):
@@ -65,7 +87,7 @@ class MetricPlotView(QWidget):
         super().__init__(parent)
         self.group = group
         self.setObjectName(f"metricPlot_{group}")
-        self.canvas = pg.PlotWidget(axisItems={"left": _plain_axis("left"), "bottom": _plain_axis("bottom")})
+        self.canvas = pg.PlotWidget(axisItems={"left": RunsAxis("left"), "bottom": RunsAxis("bottom")})
         self.canvas.setObjectName("metricCanvas")
         style_canvas(self.canvas)
         self.plot = self.canvas.getPlotItem()
@@ -196,17 +218,14 @@ class MetricPlotView(QWidget):
         key = (axis, log_x, log_y)
         if key == self.axis_key:
             return
+        if self.axis_key is None or key[0] != self.axis_key[0]:
+            self.plot.setAxisItems({"bottom": _bottom_axis(axis)})
+            self.plot.getAxis("bottom").setCacheMode(KEPT_AS_PIXELS)
         self.axis_key = key
-        bottom = pg.DateAxisItem("bottom") if axis == WALL else DurationAxis("bottom") if axis == RELATIVE \
-            else _plain_axis("bottom")
-        bottom.enableAutoSIPrefix(False)
-        self.plot.setAxisItems({"bottom": bottom})
         style_plot(self.plot, x_label=X_AXES[axis] + (" (log)" if log_x else ""),
                    y_label=self.group + (" (log)" if log_y else ""), mouse=True, menu=False)
         self.plot.getAxis("bottom").setLogMode(log_x)
         self.plot.getAxis("left").setLogMode(log_y)
-        self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot.getAxis("bottom").setCacheMode(KEPT_AS_PIXELS)
         self.following = True
         self.x_shown = self.y_shown = None
 
