@@ -364,3 +364,57 @@ def test_a_value_axis_names_its_values_after_any_change_of_the_axes(qtbot, tab):
             assert float(text) == pytest.approx(meant, rel=0.02, abs=1e-12), (value, text)
         low, high = plot.plot.getViewBox().viewRange()[1]
         assert (10.0**low if tab.state.mode.log_y else low) < 0.002 < (10.0**high if tab.state.mode.log_y else high)
+
+
+@pytest.mark.parametrize("held_out", [False, True])
+def test_a_series_view_kept_up_to_date_equals_one_built_afresh(held_out):
+    """Whatever changes in turn (the smoothing, log y, the x axis, log x, points arriving, the run starting
+    again), a view that redid only what changed holds the arrays and counts of a view built now."""
+    rng = np.random.default_rng(7)
+    curve = {"steps": np.zeros(0, dtype=np.int64), "values": np.zeros(0), "generation": 1}
+    tokens = (np.arange(1, 2001), np.arange(1, 2001) * 50.0 - 500.0)  # tokens seen: at or below 0 for a while
+    elapsed = (np.arange(1, 2001), np.r_[np.arange(1, 1001) * 0.5, np.arange(1, 1001) * 0.5 + 100.0])
+
+    def grow(count: int) -> None:
+        start = len(curve["steps"]) + 1
+        values = np.exp(-np.arange(start, start + count) / 300) + rng.normal(0, 0.05, count) - 0.02
+        values[rng.random(count) < 0.02] = np.nan
+        curve["steps"] = np.r_[curve["steps"], np.arange(start, start + count)]
+        curve["values"] = np.r_[curve["values"], values]
+
+    def source():
+        return curve["steps"], curve["values"], None, curve["generation"]
+
+    def context():
+        return None, tokens, elapsed
+
+    kept = SeriesView(source, context, held_out)
+    mode, smoothing = DisplayMode(), 0.6
+    grow(300)
+    changes = [lambda m, s: (m, 0.9), lambda m, s: (DisplayMode(m.axis, m.log_x, True), s),
+               lambda m, s: (DisplayMode("tokens", m.log_x, m.log_y), s),
+               lambda m, s: (DisplayMode(m.axis, True, m.log_y), s), lambda m, s: (m, 0.0),
+               lambda m, s: (DisplayMode("relative", m.log_x, m.log_y), s),
+               lambda m, s: (DisplayMode(m.axis, m.log_x, False), 0.95), lambda m, s: (DisplayMode(), s)]
+    for round_ in range(40):
+        what = round_ % 5
+        if what in (0, 2):
+            grow(int(rng.integers(1, 120)))
+        elif what == 1:
+            mode, smoothing = changes[int(rng.integers(len(changes)))](mode, smoothing)
+        elif what == 3 and round_ == 23:
+            curve["steps"], curve["values"] = curve["steps"][:50], curve["values"][:50]
+            curve["generation"] += 1  # the run started again
+        kept.update(mode, smoothing)
+        fresh = SeriesView(source, context, held_out)
+        fresh.update(mode, smoothing)
+        for name in ("x", "y", "steps", "x_smooth", "y_smooth"):
+            np.testing.assert_allclose(getattr(kept, name), getattr(fresh, name), rtol=0, atol=1e-12,
+                                       err_msg=f"{name} after round {round_}, {mode}, smoothing {smoothing}")
+        assert (kept.not_drawn, kept.non_positive, kept.no_x) == (fresh.not_drawn, fresh.non_positive, fresh.no_x)
+        assert kept.y_extent(False) == fresh.y_extent(False)
+        for x in (kept.x[:1].tolist() + kept.x[-1:].tolist()):
+            (step, value, smoothed), expected = kept.value_at(x), fresh.value_at(x)
+            assert (step, value) == expected[:2]
+            assert smoothed is expected[2] is None if held_out else smoothed == pytest.approx(expected[2], rel=1e-12)
+
