@@ -418,3 +418,22 @@ def test_a_series_view_kept_up_to_date_equals_one_built_afresh(held_out):
             assert (step, value) == expected[:2]
             assert smoothed is expected[2] is None if held_out else smoothed == pytest.approx(expected[2], rel=1e-12)
 
+
+@pytest.mark.slow
+def test_a_run_that_starts_again_is_drawn_anew(qtbot, tab, runs_folder):
+    """A resumed bert-train run rewrites its metrics.jsonl shorter: the tab's curves start again, and so do the
+    plot's items (they held the old curve's points)."""
+    entry = by_name(tab.state, "lr-0.001")
+    tab.state.set_ticked([entry.run_id], True)
+    tab.plots.draw_all()
+    assert len(tab.plots.item_data("loss", entry.run_id, "loss")[0]) == 60
+    metrics = runs_folder / "lr-0.001" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()[:25]
+    replacement = metrics.with_name("metrics.new")
+    replacement.write_text("".join(line + "\n" for line in lines))
+    replacement.replace(metrics)
+    qtbot.waitUntil(lambda: entry.curves["loss"].size < 60, timeout=10_000)
+    tab.plots.draw_all()
+    x, y = tab.plots.item_data("loss", entry.run_id, "loss")
+    np.testing.assert_array_equal(y, entry.curves["loss"].values)
+    assert x.tolist() == list(range(1, len(y) + 1)) and len(y) < 60

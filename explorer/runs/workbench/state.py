@@ -121,21 +121,26 @@ class RunEntry:
     def metrics(self) -> list[str]:
         return [name for name, curve in self.curves.items() if curve.size]
 
-    def best_held_out(self) -> str:
-        """The best held-out value so far, in words: "eval/loss 2.31 @ 200" (the main metric of a fine-tuning run,
-        else the held-out loss, else the first held-out metric); "" when it has none."""
+    def best_held_out_point(self) -> tuple[str, float, int] | None:
+        """(metric, value, step) of the best held-out value so far: of the main metric of a fine-tuning run, else
+        of the held-out loss, else of the first held-out metric; None when it has none."""
         held_out = [name for name in self.curves if metric_group(name)[1] and self.curves[name].size]
         if not held_out:
-            return ""
+            return None
         preferred = [name for name in held_out if self.main_metric and metric_group(name)[0] == self.main_metric]
         preferred += [name for name in held_out if metric_group(name)[0] == "loss"]
         name = (preferred or sorted(held_out))[0]
         curve = self.curves[name]
         values = curve.values
         if not np.isfinite(values).any():
-            return ""
+            return None
         index = int(np.nanargmin(values) if lower_is_better(metric_group(name)[0]) else np.nanargmax(values))
-        return f"{name} {values[index]:.4g} @ {int(curve.steps[index]):,}"
+        return name, float(values[index]), int(curve.steps[index])
+
+    def best_held_out(self) -> str:
+        """The best held-out value so far, in words: "eval/loss 2.31 @ 200"; "" when it has none."""
+        best = self.best_held_out_point()
+        return "" if best is None else f"{best[0]} {best[1]:.4g} @ {best[2]:,}"
 
 
 class FilterError(ValueError):

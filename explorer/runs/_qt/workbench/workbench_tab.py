@@ -55,6 +55,7 @@ from explorer.runs.workbench.state import MAX_SMOOTHING, WorkbenchState
 
 FOLDERS_KEY = "runs/folders"  # QSettings: the folders added, searched again at the next start
 SLIDER_STEPS = 1000  # the smoothing slider's positions: 0 … 0.999 in thousandths
+LIST_WIDTH = 340  # px: the run list's side, narrow as TensorBoard's (its columns: name, status, steps, best)
 DIFFERS = QColor("#fff3bf")
 
 
@@ -163,11 +164,11 @@ class RunsWorkbench(WindowTab):
         left_layout.addLayout(top)
         left_layout.addWidget(self.run_filter_error)
         left_layout.addWidget(self.run_list, 1)
-        buttons = QHBoxLayout()
-        for button in (self.tick_selected_button, self.untick_button, self.open_button):
-            buttons.addWidget(button)
-        left_layout.addLayout(buttons)
-        left_layout.addWidget(self.inspect_button)
+        for row in ((self.tick_selected_button, self.untick_button, self.open_button), (self.inspect_button,)):
+            buttons = QHBoxLayout()
+            for button in row:
+                buttons.addWidget(button, 1)
+            left_layout.addLayout(buttons)
 
         # ---- right: the controls and the plots
         self.smoothing_slider = named(QSlider(Qt.Orientation.Horizontal), "smoothingSlider", "Smoothing",
@@ -238,8 +239,9 @@ class RunsWorkbench(WindowTab):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
         splitter.addWidget(right)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([560, 1000])
+        splitter.setStretchFactor(1, 1)
+        splitter.setStretchFactor(0, 0)
+        splitter.setSizes([LIST_WIDTH, 1200])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(splitter)
