@@ -51,7 +51,7 @@ from explorer.runs._qt.workbench.metric_plots import MetricPlots
 from explorer.runs._qt.workbench.run_list import RunList
 from explorer.runs.workbench.follower import RunFollower, follow
 from explorer.runs.workbench.overlay import X_AXES
-from explorer.runs.workbench.state import MAX_SMOOTHING, WorkbenchState
+from explorer.runs.workbench.state import MAX_SMOOTHING, RunsView, WorkbenchState
 
 FOLDERS_KEY = "runs/folders"  # QSettings: the folders added, searched again at the next start
 SLIDER_STEPS = 1000  # the smoothing slider's positions: 0 … 0.999 in thousandths
@@ -359,6 +359,40 @@ class RunsWorkbench(WindowTab):
     def say(self, text: str, kind: str = "info") -> None:
         self.message_label.setStyleSheet("color: #cf222e" if kind == "error" else "")
         self.message_label.setText(text)
+
+    # ---- sessions (explorer.window.session)
+    def runs_view(self) -> RunsView:
+        """The tab as a session keeps it: the folders added, the runs ticked, how the plots draw, the filters."""
+        state = self.state
+        return RunsView(folders=tuple(str(folder) for folder in state.folders),
+                        ticked=tuple(state.ticked_folders()), smoothing=state.smoothing, axis=state.mode.axis,
+                        log_x=state.mode.log_x, log_y=state.mode.log_y, ignore_outliers=state.ignore_outliers,
+                        shared_only=state.shared_only, run_filter=state.run_filter_text,
+                        metric_filter=state.metric_filter_text)
+
+    def apply_runs_view(self, view: RunsView) -> list[str]:
+        """Show the runs as a session kept them: its folders followed (besides those already), its runs ticked (when
+        found), the rest as it says. Returns what could not be brought back, in words (a folder no longer here)."""
+        missing = []
+        for folder in view.folders:
+            if Path(folder).expanduser().is_dir():
+                self.add_folder(folder, remember=False)
+            else:
+                missing.append(f"the runs folder {folder} is not here")
+        missing += [f"the run {folder} is not here" for folder in view.ticked
+                    if not Path(folder).expanduser().is_dir()]
+        self.state.tick_only(view.ticked)
+        self.set_smoothing(view.smoothing)
+        index = self.axis_box.findData(view.axis)
+        self.axis_box.setCurrentIndex(index if index >= 0 else 0)
+        for check, on in ((self.log_x_check, view.log_x), (self.log_y_check, view.log_y),
+                          (self.outliers_check, view.ignore_outliers), (self.shared_check, view.shared_only)):
+            check.setChecked(on)
+        self.run_filter.setText(view.run_filter)
+        self.metric_filter.setText(view.metric_filter)
+        if missing:
+            self.say("From the session: " + "; ".join(missing), "error")
+        return missing
 
     # ---- for tests and the window
     def set_smoothing(self, weight: float) -> None:
