@@ -33,7 +33,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.exporting import CopyPicture, export_button, export_png, export_svg, render_picture
 from explorer.common._qt.log_axis import LogValueAxis, NoSIPrefix
 from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.runs.workbench.overlay import RELATIVE, STEP, TOKENS, WALL, X_AXES, SeriesView
@@ -174,6 +174,7 @@ class MetricPlotView(QWidget):
         self.note.setStyleSheet("color: #8a5a00; font-size: 8pt")
         self.note.setWordWrap(True)
         self.export = export_button(self, "plotExportButton", [
+            ("Copy picture", "", CopyPicture(lambda: render_picture(self.picture_parts()))),
             ("Plot as PNG…", f"{_file_name(group)}.png", lambda path: export_png(self.picture_parts(), path)),
             ("Plot as SVG…", f"{_file_name(group)}.svg",
              lambda path: export_svg(self.picture_parts(), path, title=group)),
