@@ -18,7 +18,7 @@ from explorer.runs.workbench.state import RunEntry, WorkbenchState
 COLUMNS = ("run", "status", "steps", "best", "kind", "objective", "size")
 RUN, STATUS, STEPS, BEST, KIND, OBJECTIVE, SIZE = range(len(COLUMNS))
 HIDDEN_AT_FIRST = (KIND, OBJECTIVE, SIZE)  # in every row's tooltip; a right-click on the header shows them
-WIDTHS = {STATUS: 62, STEPS: 64, BEST: 58, KIND: 90, OBJECTIVE: 100, SIZE: 100}
+WIDTHS = {STATUS: 60, STEPS: 58, BEST: 54, KIND: 90, OBJECTIVE: 100, SIZE: 100}
 HEADER_TIPS = {BEST: "The best held-out value so far (the main metric of a fine-tuning run, else the held-out "
                      "loss); its metric and step in the row's tooltip",
                STEPS: "The newest step logged; of how many planned, in the row's tooltip"}

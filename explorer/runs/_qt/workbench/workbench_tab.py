@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QSplitter,
     QTableWidget,
@@ -55,7 +56,7 @@ from explorer.runs.workbench.state import MAX_SMOOTHING, RunsView, WorkbenchStat
 
 FOLDERS_KEY = "runs/folders"  # QSettings: the folders added, searched again at the next start
 SLIDER_STEPS = 1000  # the smoothing slider's positions: 0 … 0.999 in thousandths
-LIST_WIDTH = 340  # px: the run list's side, narrow as TensorBoard's (its columns: name, status, steps, best)
+LIST_WIDTH = 380  # px: the run list's side, narrow as TensorBoard's (its columns: name, status, steps, best)
 DIFFERS = QColor("#fff3bf")
 
 
@@ -153,6 +154,7 @@ class RunsWorkbench(WindowTab):
         self.inspect_button = named(QToolButton(), "useCheckpointButton", "Use a checkpoint in the inspector")
         self.inspect_button.setText("Use this model in the inspector")
         self.inspect_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.inspect_button.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.inspect_menu = QMenu(self.inspect_button)
         self.inspect_button.setMenu(self.inspect_menu)
         left = QWidget()
