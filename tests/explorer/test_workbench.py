@@ -437,3 +437,27 @@ def test_a_run_that_starts_again_is_drawn_anew(qtbot, tab, runs_folder):
     x, y = tab.plots.item_data("loss", entry.run_id, "loss")
     np.testing.assert_array_equal(y, entry.curves["loss"].values)
     assert x.tolist() == list(range(1, len(y) + 1)) and len(y) < 60
+
+
+@pytest.mark.slow
+def test_a_redraw_pass_in_slices_draws_what_a_whole_draw_does(qtbot, tab, monkeypatch):
+    """With a slice of no time at all each slice is one step (a curve's arrays, or an item's data): the pass still
+    ends with every item drawn, its canvas repaintable again; an event in the middle ends it and the next redraws."""
+    from explorer.runs._qt.workbench import metric_plots
+
+    monkeypatch.setattr(metric_plots, "SLICE_S", 0.0)
+    tab.state.set_ticked(list(tab.state.runs), True)
+    plots = tab.plots
+    plots.redraw()
+    assert plots.busy()  # one step done, the rest waiting for the event loop
+    tab.set_smoothing(0.3)  # an event mid-pass
+    qtbot.waitUntil(lambda: not plots.busy(), timeout=10_000)
+    steps_before = plots.redraw_count
+    entry = by_name(tab.state, "lr-0.003")
+    _, y = plots.item_data("loss", entry.run_id, "loss", smoothed=True)
+    np.testing.assert_allclose(y, smooth(entry.curves["loss"].values, 0.3), atol=1e-12)
+    assert all(plot.canvas.viewport().updatesEnabled() and not plot.dirty for plot in plots.plots.values()
+               if plots.visible(plot))
+    plots.redraw()
+    qtbot.waitUntil(lambda: not plots.busy(), timeout=10_000)
+    assert plots.redraw_count == steps_before + 1

@@ -517,6 +517,7 @@ class MetricPlots(QWidget):
             return
         began = time.perf_counter()
         try:
+            next(self._pass)  # at least one step a slice
             while time.perf_counter() - began < SLICE_S:
                 next(self._pass)
         except StopIteration:
@@ -524,6 +525,9 @@ class MetricPlots(QWidget):
             self.redraw_count += 1
             self.last_redraw_s = time.perf_counter() - self._pass_began
             self.redrawn.emit()
+        except BaseException:
+            self._pass = None  # a pass that failed is over: the next event starts another
+            raise
         else:
             self._next_slice.start()  # after the events waiting: a key press, a paint, the lag probe's tick
         self.longest_slice_s = max(self.longest_slice_s, time.perf_counter() - began)
