@@ -126,6 +126,7 @@ def test_a_saved_session_reopens_as_it_was_in_a_new_window(qtbot, tmp_path, tiny
     typed(qtbot, first, SENTENCE_A, SENTENCE_B)
     panel = first.inspect_tab.attention_panel
     panel.select_head(2, 1)
+    panel.head_detail.plot.vb.user_moved = True  # as the wheel does: a later resize keeps the view
     panel.head_detail.plot.vb.setRange(xRange=(2.0, 9.0), yRange=(1.0, 8.0), padding=0)
     runs = first.runs_tab
     runs.add_folder(str(runs_folder))

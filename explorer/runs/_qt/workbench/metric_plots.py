@@ -418,6 +418,10 @@ class MetricPlots(QWidget):
         self._next_slice.setSingleShot(True)
         self._next_slice.setInterval(0)
         self._next_slice.timeout.connect(self._continue)
+        self._after_layout = QTimer(self)  # a redraw once the plots just added are shown
+        self._after_layout.setSingleShot(True)
+        self._after_layout.setInterval(0)
+        self._after_layout.timeout.connect(self.redraw)
         self._pass = None  # the pass under way: a generator drawing a step at a time
         self._pass_began = 0.0
         self._layout_stale = True
@@ -463,9 +467,13 @@ class MetricPlots(QWidget):
             plot.dirty = True
         self.schedule()
 
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.schedule()  # what changed while the tab was hidden is drawn now
+
     def busy(self) -> bool:
         """Whether a redraw is waiting or under way."""
-        return self._pass is not None or self._timer.isActive()
+        return self._pass is not None or self._timer.isActive() or self._after_layout.isActive()
 
     # ---- drawing
     def _relayout(self) -> list[MetricPlot]:
@@ -504,8 +512,17 @@ class MetricPlots(QWidget):
     def redraw(self) -> None:
         """Start a pass over the plots in view that changed (see the module docstring); its first slice runs now."""
         self._timer.stop()
+        self._after_layout.stop()
         self._end_pass()
-        wanted = self._relayout() if self._layout_stale else self.state.plots()
+        if self._layout_stale:
+            plots_before = set(self.plots)
+            wanted = self._relayout()
+            if set(self.plots) - plots_before and self.isVisible():
+                # Qt shows a widget added to a shown layout at the event loop's next turn: draw it then, in view
+                self._after_layout.start()
+                return
+        else:
+            wanted = self.state.plots()
         todo = [(self.plots[plot.group], plot) for plot in wanted
                 if self.plots[plot.group].dirty and self.visible(self.plots[plot.group])]
         self._pass = self._passing(todo, self.state.mode, self.state.smoothing)
@@ -651,4 +668,5 @@ class MetricPlots(QWidget):
 
     def shutdown(self) -> None:
         self._timer.stop()
+        self._after_layout.stop()
         self._end_pass()
