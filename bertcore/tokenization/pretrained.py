@@ -122,6 +122,22 @@ class PretrainedTokenizer(TokenizerBase):
                               self._layout.num_special_tokens_to_add(True))
         self._templates = (self._template(False), self._template(True))
         self.layouts = (self._describe_layout(False), self._describe_layout(True))  # "<s> A </s>", pair's
+        self._check_encodes_its_vocabulary()
+
+    def _check_encodes_its_vocabulary(self, probes: int = 64) -> None:
+        """A tokenizer without an unknown token drops what it has no piece for. One that gives no piece for any of
+        its own first words (a BPE model without merges to build them, say) would turn every input into nothing:
+        refused here, where transformers would open it and hand back an empty input. (A special token named
+        "[UNK]" is no proof: the model itself may have no unknown token.) 64 short encodings: well under 1 ms."""
+        words = [token for token_id in range(self._vocab_size)
+                 if token_id not in self.special_token_ids
+                 and (token := self._tokenizer.id_to_token(token_id)) is not None
+                 and token.strip() and token.isprintable()][:probes]
+        if words and not any(self._tokenizer.encode(word, add_special_tokens=False).ids for word in words):
+            raise TokenizerError(
+                f"{self.source} encodes none of its own first {len(words)} vocabulary entries (e.g. {words[0]!r} gives "
+                "no token): it has no unknown token and no pieces to build them from (a BPE model without its merges?); "
+                "every input would vanish. Use the tokenizer files that came with the model")
 
     # ---- construction -------------------------------------------------------------------------------------
 

@@ -122,3 +122,22 @@ def test_a_checkpoint_with_such_a_vocab_json_is_a_checkpoint_error_naming_it(rob
     with pytest.raises(CheckpointError, match=rf"cannot read the vocabulary of {roberta}: .*vocab\.json gives 'Ġthe' "
                                               r"the id 3,000,000"):
         bertcore.load_pretrained(roberta)
+
+
+def test_a_bpe_tokenizer_json_that_encodes_none_of_its_vocabulary_is_refused(tmp_path):
+    """The fault audit's "vocab missing, a tokenizer.json of a BPE model": no merges and no unknown token, so every
+    word vanished; the folder loaded and each input then failed with a message blaming the text."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(20))]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"model": {"type": "BPE", "vocab": {word: i for i, word in enumerate(words)}, "merges": []}}))
+    with pytest.raises(TokenizerError, match="encodes none of its own first 20 vocabulary entries"):
+        tokenizer_from_folder(tmp_path)
+
+
+def test_a_bpe_tokenizer_json_whose_merges_build_its_words_reads(tmp_path):
+    """The same file with the merges that build its words is a tokenizer (the check refuses only vanishing)."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "w", "0", "1", "w0", "w1"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"model": {"type": "BPE", "vocab": {word: i for i, word in enumerate(words)}, "merges": ["w 0", "w 1"]}}))
+    tokenizer = tokenizer_from_folder(tmp_path)
+    assert tokenizer.tokenize("w1") == ["w1"]
