@@ -72,6 +72,14 @@ FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller adam_eps 
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
+def check_warmup(warmup_steps: int | None, steps: int | None) -> None:
+    """A warm-up no longer than the run: the message names both ways out."""
+    if warmup_steps is not None and steps is not None and warmup_steps > steps:
+        raise ValueError(f"warmup_steps is {warmup_steps} but the run has {steps} steps in all; the warm-up must "
+                         f"fit in the run: make warmup_steps {steps} or fewer (about a tenth of steps is usual), or "
+                         f"steps {warmup_steps} or more")
+
+
 def linear_schedule(step: int, *, lr: float, warmup_steps: int, total_steps: int) -> float:
     """Learning rate of 1-based `step`: linear warm-up to `lr` over `warmup_steps`, then linear decay towards 0
     (BERT's schedule, for pretraining and fine-tuning alike), step for step what transformers'
@@ -291,8 +299,7 @@ class TrainingConfig(LoopSettings):
         check_at_most("steps", self.steps, MAX_STEPS, "the learning-rate schedule divides by it as a float")
         check_at_most("vocab_size", self.vocab_size, MAX_VOCAB_SIZE,
                       "the largest BERT vocabularies hold about 250,000 tokens")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
+        check_warmup(self.warmup_steps, self.steps)
         check_number("mlm_probability", self.mlm_probability)
         if not (0 < self.mlm_probability < 1):
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}; BERT uses 0.15, "
@@ -454,8 +461,7 @@ class FinetuneConfig(LoopSettings):
         check_at_most("epochs", self.epochs, MAX_EPOCHS, "steps = epochs × steps per epoch must stay a finite count")
         if self.steps is not None:
             check_at_most("steps", self.steps, MAX_STEPS, "the learning-rate schedule divides by it as a float")
-        if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
-            raise ValueError(f"warmup_steps is {self.warmup_steps}; it must be between 0 and steps ({self.steps})")
+        check_warmup(self.warmup_steps, self.steps)
         if not (0 < self.heldout_fraction < 1):
             raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
         if self.demo is not None and self.demo not in DEMO_SETTINGS:

@@ -154,3 +154,10 @@ def test_a_setting_that_cannot_be_typed_must_say_it_has_no_option():
     with pytest.raises(TypeError, match="option=None"):
         add_setting_options(argparse.ArgumentParser(), WithPairs, groups={"data": "d", "model": "m",
                                                                             "optimisation": "o", "run": "r"})
+
+
+def test_a_warm_up_longer_than_the_run_names_both_ways_out():
+    for config_class in (TrainingConfig, FinetuneConfig):
+        with pytest.raises(ValueError, match=r"warmup_steps is 400 but the run has 2 steps in all.*warmup_steps 2 or "
+                                             r"fewer.*steps 400 or more"):
+            config_class(steps=2, warmup_steps=400)

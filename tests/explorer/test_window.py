@@ -219,9 +219,12 @@ def test_click_to_mask_toggles_a_token_and_clear_removes_all(qtbot, window):
     assert table_rows(window)[5][2] == "[MASK]"
     assert [p.position for p in inspection.predictions] == [2]
     assert find(window, QTableView, "predictionsView").model().rowCount() == 1
+    title = window.inspect_tab.findChild(QWidget, "predictionsPanel").mlm_title.text()
+    assert "at 1 position " in title  # a count of positions, not "at 2" read as position 2
 
     wait_for_new_inspection(qtbot, window, lambda: click_cell(qtbot, window, 3, 4))
     assert window.inspect_tab.state.masking.positions == [2, 4]
+    assert "at 2 positions" in window.inspect_tab.findChild(QWidget, "predictionsPanel").mlm_title.text()
     click_cell(qtbot, window, 0, 0)  # [CLS]: never masked; a message, nothing changes
     assert window.inspect_tab.state.masking.positions == [2, 4]
     assert "[CLS]" in window.statusBar().currentMessage()

@@ -167,10 +167,13 @@ class InputForm(QWidget):
         self.masking_label.setText(text)
 
     def flush(self) -> None:
-        """Settle pending edits now (the timer does it; tests and the benchmark call it instead of waiting)."""
+        """Settle pending edits now (the timer does it; tests and the benchmark call it instead of waiting).
+
+        The throttle counts from the END of the settle: a settle slower than the throttle (a 512-token table on a
+        busy machine) would otherwise leave every next key due at once, and the window would do nothing else."""
         self._throttle.stop()
-        self._last_settled = time.monotonic()
         self.settled.emit()
+        self._last_settled = time.monotonic()
 
     def stop(self) -> None:
         """Drop a pending settle (the window is closing)."""

@@ -168,8 +168,8 @@ class PredictionsPanel(ShownInspectionView, QWidget):
         self.view.setVisible(not self.note_label.text() and not headless)
         self.mlm_title.setVisible(not headless)
         count = len(self.model.predictions)
-        self.mlm_title.setText(f"<b>Masked-token predictions</b>{f' at {count}' if count else ''} "
-                               "(green: the original)")
+        where = f" at {count} position{'s' if count != 1 else ''}" if count else ""
+        self.mlm_title.setText(f"<b>Masked-token predictions</b>{where} (green: the original)")
         self._fit_table()
 
     def _size_columns(self) -> None:
