@@ -72,6 +72,7 @@ APP_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "batch_size": lambda value: _at_most("batch_size", value, MAX_BATCH_SIZE),
     "seq_len": lambda value: _at_most("seq_len", value, MAX_SEQ_LEN, " (the presets have 512 positions)"),
     "probe_every": lambda value: _at_least("probe every", 0, value, why=" (0 = off)"),
+    "analysis_every": lambda value: _at_least("analysis every", 0, value, why=" (0 = off)"),
 }
 
 
@@ -95,8 +96,10 @@ def with_app_checks(values: dict[str, Any], problems: dict[str, str]) -> dict[st
 
 # Where the Train tab's first run differs from bert-train's defaults (TrainingConfig's), so that a run the user
 # watches finishes on a 2-core CPU in about a minute; every other default is bert-train's.
+# Analysis (bertcore's analysis records: syntax, probes, health) is on here, where bert-train has it off: a record
+# every 100 steps of the quick run costs it about 4% of its time (bertcore.analysis.records' defaults).
 QUICK_RUN = {"preset": "tiny", "steps": 300, "batch_size": 16, "seq_len": 64, "lr": 1e-3, "device": "cpu",
-             "checkpoint_every": 100, "eval_every": 50}
+             "checkpoint_every": 100, "eval_every": 50, "analysis_every": 100}
 
 
 def _default(name: str):
@@ -117,6 +120,8 @@ class TrainingSettings:
     device: str = _default("device")
     seed: int = _default("seed")
     probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
+    # measure what the model learns (syntax, probes, health) every this many steps, and at step 0 and the last (0 = off)
+    analysis_every: int = _default("analysis_every")
     checkpoint_every: int = _default("checkpoint_every")  # checkpoint every this many steps (and at the end)
     eval_every: int = _default("eval_every")  # held-out loss every this many steps
     objective: str | None = _default("objective")  # one of OBJECTIVE_CHOICES; None = the architecture's own
