@@ -190,6 +190,7 @@ def write_run(folder, records, steps: int = 400) -> None:
     (folder / "summary.json").write_text(json.dumps({"step": steps}))
 
 
+@pytest.mark.slow
 def test_a_run_folder_opened_shows_its_records_on_the_loss_plots_step_axis(qtbot, panel, tmp_path):
     write_run(tmp_path / "run", run_records())
     assert panel.watch_run_folder(tmp_path / "run")
