@@ -116,6 +116,7 @@ _EXPORTS = {
     # a training run's records: read back, or made afterwards from its checkpoints
     "read_analysis_records": "bertcore.analysis.run_analysis",
     "analyse_checkpoints": "bertcore.analysis.run_analysis",
+    "AnalysisSchedule": "bertcore.analysis.schedule",  # the records of a run as it trains (Trainer(analysis=...))
     "RecordSettings": "bertcore.analysis.records",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",

@@ -14,35 +14,14 @@ import pytest
 import bertcore
 from bertcore.analysis.records import RecordSettings, analysis_record, shipped_analysis_data
 from bertcore.analysis.run_analysis import analyse_checkpoints, read_analysis_records
-from bertcore.analysis.treebank import shipped_treebank, shipped_treebank_path
+from bertcore.analysis.treebank import shipped_treebank_path
 from bertcore.errors import AnalysisError, RunFolderBusyError
-from bertcore.files.resources import default_vocab_path
 from bertcore.files.run_folder import RunFolder
 from bertcore.models.checkpoint import load_pretrained
-from bertcore.models.config import preset
-from bertcore.training.pretraining import Trainer, TrainingConfig
+from bertcore.training.pretraining import Trainer
+from tests.bertcore.analysis_runs import MODEL, SMALL, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-SMALL = RecordSettings(sentences=10, test_sentences=6, pairs_per_paradigm=1, blimp_every=2)
-# the shipped vocabulary (trained on Tiny Shakespeare) at sizes small enough to train in a blink; distinct sizes
-MODEL = preset("tiny", hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
-               max_position_embeddings=96)
-
-
-def ewt_corpus(folder: Path) -> Path:
-    """EWT's own sentences as a corpus, a document per 8 sentences: words the records' treebank holds."""
-    texts = [sentence.text or " ".join(sentence.words) for sentence in shipped_treebank("dev")[200:600]]
-    documents = ["\n".join(texts[start : start + 8]) for start in range(0, len(texts), 8)]
-    path = folder / "ewt.txt"
-    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
-    return path
-
-
-def run_config(folder: Path, **changes) -> TrainingConfig:
-    values = dict(corpus=str(ewt_corpus(folder)), vocab=str(default_vocab_path()), out_dir=str(folder / "run"),
-                  data_cache=str(folder / "cache"), steps=6, batch_size=4, seq_len=48, lr=2e-3, warmup_steps=1,
-                  eval_every=0, eval_batches=1, checkpoint_every=2, keep_checkpoints=5, heldout_fraction=0.1, seed=3)
-    return TrainingConfig(**{**values, **changes})
 
 
 @pytest.fixture(scope="module")
