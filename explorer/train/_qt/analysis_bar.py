@@ -96,7 +96,9 @@ class AnalysisBar(QWidget):
         worker.yielded.connect(lambda progress: self._on_progress(worker, progress))
         worker.returned.connect(lambda _value: self._on_ended(worker, "finished", ""))
         worker.stopped.connect(lambda _value: self._on_ended(worker, "stopped", ""))
-        worker.errored.connect(lambda failure, _last: self._on_ended(worker, "failed", failure.text))
+        # a run folder in use, a checkpoint that cannot be opened: bertcore's message says it all; a bug, where too
+        worker.errored.connect(lambda failure, _last: self._on_ended(
+            worker, "failed", failure.message if failure.is_a("RunFolderError") else failure.text))
         self._note = "Analysing the checkpoints…"
         self.progress.setRange(0, 0)
         self.progress.setFormat("starting…")
@@ -125,16 +127,18 @@ class AnalysisBar(QWidget):
     def _on_progress(self, worker: GeneratorWorker, progress: Any) -> None:
         if worker is not self.worker:
             return  # a cancelled run's last words
-        if progress.record is not None:
-            self.recordAnalysed.emit(progress.record)
-        total = max(progress.total, 1)
         self.progress.setRange(0, 1000)
         self.progress.setValue(round(1000 * progress.fraction))
         self.progress.setFormat(f"{progress.done} / {progress.total} checkpoints")
-        self._note = f"Analysing: {progress.what}" if progress.total else "Every checkpoint has a record already."
-        if progress.done == total and progress.total:
+        if not progress.total:
+            self._note = "Every checkpoint has a record already."
+        elif progress.done == progress.total:
             self._note = f"Analysed {progress.total} checkpoint{'s' if progress.total != 1 else ''}."
+        else:
+            self._note = f"Analysing {progress.what}"
         self._render()
+        if progress.record is not None:  # last: whoever hears it may cancel the rest
+            self.recordAnalysed.emit(progress.record)
 
     def _on_ended(self, worker: GeneratorWorker, outcome: str, message: str) -> None:
         if worker is not self.worker:
@@ -167,7 +171,7 @@ class AnalysisBar(QWidget):
             text = "No run shown: its analysis records appear here."
         if timeline.refused:
             text += f" {timeline.refused} record(s) could not be read."
-        self.status_label.setText(f"{text} {self._note}".strip())
+        self.status_label.setText(f"{text} · {self._note}" if self._note else text)
         running = self.running
         self.progress.setVisible(running)
         self.analyse_button.setEnabled(not running and self.can_analyse and self.run_dir is not None)

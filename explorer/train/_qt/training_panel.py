@@ -157,6 +157,15 @@ class TrainingPanel(RunPanel):
         self.analysis.clear()
         self._show_analysis_state()
 
+    def _run_ended(self, status: str) -> None:
+        """Records written that no step record carried (the one in flight when the run was stopped) are in the run's
+        metrics file: read them from there."""
+        try:
+            records = read_analysis_records(self.run_dir) if self.run_dir is not None else []
+        except ValueError:
+            return
+        self.analysis.add_all(record for record in records if record.get("step") not in set(self.analysis.steps))
+
     def _run_resumed(self, run_dir: Path, step: int) -> None:
         """A resume continues from `step`: the records of later steps go with the rest of what came after it."""
         try:
