@@ -4,7 +4,8 @@ machine) as it grows.
 A poll timer tails the folder's `metrics.jsonl` (`run_watch.MetricsTail`: complete lines only, restarts
 noticed) and hands its statistics on as the engine's own records (`run_watch.record_reader`: the trainer's
 `StepStats` / `EvalStats`, read by `stats_from_record`, the one place where foreign spellings are read, or a
-fine-tuning run's `TaskStepStats` / `TaskEvalStats`). Checkpoints are the watched run's weights: each one is
+fine-tuning run's `TaskStepStats` / `TaskEvalStats`); its analysis records (kind "analysis": what the model has
+learned at a step) go out as they are (`analysisArrived`). Checkpoints are the watched run's weights: each one is
 offered for probing once, oldest first, one at a time (`probeCheckpoint`, then `checkpoint_probed()`).
 It notices the end of the run (`ended`): a `summary.json` at the last step (what a finished or stopped run
 writes), an error record, or a `final/` folder and no growth for `quiet_s`; it goes on watching, in case
