@@ -164,6 +164,20 @@ def test_a_healthy_run_says_so(qtbot):
     assert view.warning_label.text() == "No head has collapsed."
 
 
+def test_each_key_is_one_line_of_text_tall_and_the_best_head_has_room_under_it(qtbot, timeline):
+    """Under Xvfb the keys' white boxes (pyqtgraph's 9 px margins: 39 px for one line) hid the top half of a step plot
+    in a 1600 × 1000 window, the curves under them gone."""
+    views = [shown(qtbot, view, (900, 600)) for view in (SyntaxTimeline(), ProbeTimeline(), HealthTimeline())]
+    for view in views:
+        view.follow(timeline)
+    keys = [views[0].uas_legend, views[1].accuracy_legend, views[2].anisotropy_curves.legend]
+    for key in keys:
+        line = max(label.boundingRect().height() for _sample, label in key.items)
+        assert key.boundingRect().height() <= line + 2
+    top = views[0].uas_plot.viewRange()[1][1]
+    assert top >= 1.3 * 0.31  # the best head reaches 0.31: the key sits above it
+
+
 # ---- in the Train tab ----
 
 @pytest.fixture

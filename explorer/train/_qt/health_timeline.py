@@ -51,9 +51,9 @@ class HealthTimeline(TimelineView):
         self.anisotropy_plot = step_plot(self.graphics, 0, "anisotropy")
         self.anisotropy_curves = LayerCurves(self.anisotropy_plot, legend(self.anisotropy_plot, columns=4))
         self.anisotropy_plot.setYRange(0.0, 1.0)
-        self.rank_plot = step_plot(self.graphics, 1, "effective rank")
+        self.rank_plot = step_plot(self.graphics, 1, "eff. rank")
         self.rank_curves = LayerCurves(self.rank_plot, None)
-        self.entropy_plot = step_plot(self.graphics, 2, "attention entropy (nats)")
+        self.entropy_plot = step_plot(self.graphics, 2, "entropy")
         self.entropy_curves: list[pg.PlotDataItem] = []
         self.threshold_curve = pg.PlotDataItem(pen=curve_pen("#b34700", width=1.5, dashed=True))
         self.entropy_plot.addItem(self.threshold_curve)

@@ -45,8 +45,8 @@ class ProbeTimeline(TimelineView):
                                 "selectivity = accuracy − the control task's accuracy (Hewitt & Liang 2019).")
 
     def _build(self) -> None:
-        self.accuracy_plot = step_plot(self.graphics, 0, "probe accuracy")
-        self.accuracy_legend = legend(self.accuracy_plot, columns=4)
+        self.accuracy_plot = step_plot(self.graphics, 0, "accuracy")
+        self.accuracy_legend = legend(self.accuracy_plot, columns=4, left=True)  # accuracy rises: room on the left
         self.accuracy_curves = LayerCurves(self.accuracy_plot, self.accuracy_legend)
         self.majority_curve = pg.PlotDataItem(pen=curve_pen(BASELINE_COLOUR, dashed=True))
         self.accuracy_plot.addItem(self.majority_curve)
@@ -55,12 +55,13 @@ class ProbeTimeline(TimelineView):
         self.selectivity_curves = LayerCurves(self.selectivity_plot, None)
         zero = pg.InfiniteLine(pos=0, angle=0, movable=False, pen=curve_pen(BASELINE_COLOUR, dotted=True))
         self.selectivity_plot.addItem(zero, ignoreBounds=True)
-        self.blimp_plot = step_plot(self.graphics, 2, "BLiMP accuracy")
+        self.blimp_plot = step_plot(self.graphics, 2, "BLiMP")
         self.blimp_curve = pg.PlotDataItem(pen=curve_pen(BLIMP_COLOUR, width=1.5), symbol="s", symbolSize=6,
                                            symbolBrush=BLIMP_COLOUR, symbolPen=None)
         self.blimp_plot.addItem(self.blimp_curve)
         chance = pg.InfiniteLine(pos=0.5, angle=0, movable=False, pen=curve_pen(BASELINE_COLOUR, dashed=True),
-                                 label="chance", labelOpts={"position": 0.03, "color": BASELINE_COLOUR})
+                                 label="chance", labelOpts={"position": 0.99, "color": BASELINE_COLOUR,
+                                                             "anchors": [(1, 1), (1, 1)]})
         self.blimp_plot.addItem(chance, ignoreBounds=True)
         self.blimp_plot.setYRange(0.3, 1.0)
         self.step_plots = [self.accuracy_plot, self.selectivity_plot, self.blimp_plot]
@@ -75,7 +76,7 @@ class ProbeTimeline(TimelineView):
     def _draw_records(self, timeline: AnalysisTimeline) -> None:
         steps = timeline.step_array()
         task = TASK_NAMES.get(timeline.probe_task() or "upos", timeline.probe_task())
-        self.accuracy_plot.setLabel("left", f"{task} probe accuracy")
+        self.accuracy_plot.setLabel("left", f"{task} probe")
         self.accuracy_curves.show(steps, timeline.probe("accuracy"))
         majority = timeline.probe_majority()
         known = np.isfinite(majority)

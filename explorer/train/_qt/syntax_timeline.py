@@ -110,7 +110,7 @@ class SyntaxTimeline(TimelineView):
         else:
             self.baseline_curve.setData([], [])
         top = max([0.1, *(best[known].tolist()), *([baseline[1]] if baseline else [])])
-        self.uas_plot.setYRange(0.0, min(1.0, top * 1.15), padding=0)
+        self.uas_plot.setYRange(0.0, min(1.0, top * 1.4), padding=0)  # the top fifth: room for the key
         self.onset = timeline.onset()
         onset_step = self.onset.step if self.onset is not None else None
         self.onset_line.setVisible(onset_step is not None)

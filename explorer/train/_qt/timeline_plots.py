@@ -52,8 +52,13 @@ def step_plot(graphics: pg.GraphicsLayoutWidget, row: int, y_label: str) -> pg.P
     return plot
 
 
-def legend(plot: pg.PlotItem, columns: int = 1) -> pg.LegendItem:
-    return add_legend(plot, (-6, 2), columns=columns, backdrop=True)
+def legend(plot: pg.PlotItem, columns: int = 1, *, left: bool = False) -> pg.LegendItem:
+    """A one-row key in the plot's top right corner (`left`: top left, for figures that rise as a run learns) on a
+    white box as tall as its text: pyqtgraph's 9 px margins made the box 39 px tall, half of a step plot in a small
+    window, hiding the curves under it."""
+    item = add_legend(plot, (6 if left else -6, 2), columns=columns, backdrop=True)
+    item.layout.setContentsMargins(3, 0, 3, 0)
+    return item
 
 
 class TimelineView(QWidget):
