@@ -61,7 +61,7 @@ class ProbeTimeline(TimelineView):
         self.blimp_plot.addItem(self.blimp_curve)
         chance = pg.InfiniteLine(pos=0.5, angle=0, movable=False, pen=curve_pen(BASELINE_COLOUR, dashed=True),
                                  label="chance", labelOpts={"position": 0.99, "color": BASELINE_COLOUR,
-                                                             "anchors": [(1, 1), (1, 1)]})
+                                                             "anchors": [(1, 0), (1, 0)]})
         self.blimp_plot.addItem(chance, ignoreBounds=True)
         self.blimp_plot.setYRange(0.3, 1.0)
         self.step_plots = [self.accuracy_plot, self.selectivity_plot, self.blimp_plot]
