@@ -175,12 +175,13 @@ def main() -> int:
         make_panel, title, shot = FinetunePanel, "Fine-tune", "finetune"
     else:
         analysis = {} if args.analysis_every is None else {"analysis_every": args.analysis_every}
-        settings = TrainingSettings(preset=args.preset, steps=300 if args.steps is None else args.steps,
+        steps = 300 if args.steps is None else args.steps  # 0: no run (the settings still need a valid count)
+        settings = TrainingSettings(preset=args.preset, steps=max(steps, 1),
                                     batch_size=args.batch_size or 16, seq_len=args.seq_len or 64,
                                     probe_every=args.probe_every, out_dir=out_dir, checkpoint_every=100,
                                     eval_every=50, **analysis)
         make_panel, title, shot = TrainingPanel, "Train", "train"
-    args.steps = settings.steps
+    args.steps = settings.steps if args.finetune else steps
     args.probe_every = 0 if args.finetune else args.probe_every
     if args.window:
         from PySide6.QtCore import QSettings
@@ -235,8 +236,11 @@ def main() -> int:
 
     probe_landed: list[float] = []
     panel.stepCompleted.connect(on_step)
+    records_landed: list[float] = []
     if not args.finetune:
         panel.probed.connect(lambda step: probe_landed.append(time.perf_counter() - probe.started))
+        panel.analysis.changed.connect(lambda _timeline, what: what == "records" and records_landed.append(
+            time.perf_counter() - probe.started))
     loop = QEventLoop()
     panel.runEnded.connect(loop.quit)
     redraws_before = panel.plots.redraw_count
@@ -290,6 +294,8 @@ def main() -> int:
     print(f"GUI lag over the whole run (corpus and model set-up included): {summary(probe.lateness)}")
     if args.spikes:
         print("probes landed at " + ", ".join(f"{t:.2f}" for t in probe_landed[:6]) + " s …")
+        if records_landed:
+            print("analysis records reached the timelines at " + ", ".join(f"{t:.2f}" for t in records_landed) + " s")
         for at, late in probe.spikes:
             print(f"  tick {late:6.1f} ms late at {at:6.2f} s")
     panel.shutdown()
