@@ -237,6 +237,7 @@ def test_a_run_folder_opened_shows_its_records_on_the_loss_plots_step_axis(qtbot
     assert panel.lifecycle.state.value == "finished"
 
 
+@pytest.mark.slow  # the Train tab's set-up and shut-down: ~3 s on two busy cores
 def test_another_run_shown_forgets_the_records(qtbot, panel, tmp_path):
     write_run(tmp_path / "one", run_records())
     panel.watch_run_folder(tmp_path / "one")
