@@ -152,6 +152,9 @@ def test_the_health_timeline_warns_of_collapsed_heads_by_name(qtbot, timeline):
     assert len(view.entropy_curves) == LAYERS * HEADS
     assert view.entropy_curves[3].getData()[1].tolist() == [2.9, 2.9, 2.9, 0.05, 0.05]
     assert np.allclose(view.threshold_curve.getData()[1], threshold)
+    label = view.threshold_label  # the dashed line named, at its newest end
+    assert label.isVisible() and label.toPlainText() == "collapsed below"
+    assert label.pos().x() == 400 and label.pos().y() == pytest.approx(threshold)
     timeline.select_step(0)
     assert "Step 0 over 200 tokens: anisotropy 0.100 (embeddings) … 0.100 (layer 2)" in view.caption.text()
 

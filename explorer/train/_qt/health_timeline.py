@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
 from explorer.common._qt.plain_text import plain_label
-from explorer.common._qt.plot_style import curve_pen
+from explorer.common._qt.plot_style import curve_pen, small_font
 from explorer.train._qt.timeline_plots import (
     WARNING_STYLE,
     LayerCurves,
@@ -27,6 +27,7 @@ from explorer.train._qt.timeline_plots import (
 )
 from explorer.train.analysis_timeline import COLLAPSE_RULE, AnalysisTimeline, head_name, layer_name
 
+THRESHOLD_COLOUR = "#b34700"  # the collapse threshold, in the warning's colour
 NAMED_HEADS = 8  # collapsed heads named in the warning; the rest are counted
 
 
@@ -55,8 +56,13 @@ class HealthTimeline(TimelineView):
         self.rank_curves = LayerCurves(self.rank_plot, None)
         self.entropy_plot = step_plot(self.graphics, 2, "entropy")
         self.entropy_curves: list[pg.PlotDataItem] = []
-        self.threshold_curve = pg.PlotDataItem(pen=curve_pen("#b34700", width=1.5, dashed=True))
+        self.threshold_curve = pg.PlotDataItem(pen=curve_pen(THRESHOLD_COLOUR, width=1.5, dashed=True))
         self.entropy_plot.addItem(self.threshold_curve)
+        # the dashed line's name, above its newest end: unnamed, it read as one more head
+        self.threshold_label = pg.TextItem("collapsed below", color=THRESHOLD_COLOUR, anchor=(1, 1))
+        self.threshold_label.setFont(small_font())
+        self.threshold_label.hide()
+        self.entropy_plot.addItem(self.threshold_label, ignoreBounds=True)
         self.step_plots = [self.anisotropy_plot, self.rank_plot, self.entropy_plot]
 
     def _draw_records(self, timeline: AnalysisTimeline) -> None:
@@ -90,6 +96,9 @@ class HealthTimeline(TimelineView):
         thresholds = timeline.collapse_thresholds()
         known = np.isfinite(thresholds)
         self.threshold_curve.setData(steps[known], thresholds[known])
+        self.threshold_label.setVisible(bool(known.any()))
+        if known.any():
+            self.threshold_label.setPos(float(steps[known][-1]), float(thresholds[known][-1]))
         finite = entropy[np.isfinite(entropy)]
         self.entropy_plot.setYRange(0.0, max(1.0, float(finite.max()) * 1.05) if finite.size else 4.0, padding=0)
 
