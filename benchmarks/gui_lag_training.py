@@ -6,6 +6,11 @@ and the worst tick under 50 ms. The run is the panel's own (default corpus, tiny
 every --probe-every steps in the probe thread. With --window the panel sits in the real main window, so each
 probe snapshot is also drawn by the inspector (show_external_inspection).
 
+Analysis records (issue 36: syntax in the heads, the layer probes, BLiMP, representation health) are measured as
+the tab measures them, every --analysis-every steps (default: the tab's, 100; 0 = off) on a CPU copy of the weights
+in a background thread, and drawn by the Train tab's timelines; --timeline shows the Syntax tab instead of the
+probe pairs. Run it with and without (--analysis-every 0), interleaved, to read what the analysis adds.
+
 The machine is shared: --baseline first measures the same timer with nothing running, which is the floor the
 numbers above it should be read against. --long N measures the plots alone holding N steps while 100 new steps
 a second arrive (what a long GPU run looks like).
@@ -15,6 +20,8 @@ measured settings; --steps, --batch-size and --seq-len only when given); with --
 default model, and the screenshots end with the run's final model in the Inspect tab.
 
     .venv/bin/python benchmarks/gui_lag_training.py --baseline 10            # panel alone, idle floor first
+    .venv/bin/python benchmarks/gui_lag_training.py --analysis-every 0        # the same run without analysis
+    .venv/bin/python benchmarks/gui_lag_training.py --analysis-every 25 --timeline   # records often, drawn
     .venv/bin/python benchmarks/gui_lag_training.py --window --screenshots /tmp/shots
     .venv/bin/python benchmarks/gui_lag_training.py --long 100000 --steps 0
     .venv/bin/python benchmarks/gui_lag_training.py --finetune mood --window --screenshots /tmp/finetune-shots
@@ -140,6 +147,9 @@ def main() -> int:
                         help="measure the Fine-tune tab on this demo task (mood, next-line, names, who-says)")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--probe-every", type=int, default=10)
+    parser.add_argument("--analysis-every", type=int, default=None,
+                        help="analysis records every N steps (default: the Train tab's; 0 = off)")
+    parser.add_argument("--timeline", action="store_true", help="show the Syntax timeline instead of the probe pairs")
     parser.add_argument("--torch-threads", type=int, default=None, help="training thread's intra-op threads")
     parser.add_argument("--niceness", type=int, default=5, help="added to the worker threads' nice value")
     parser.add_argument("--window", action="store_true", help="put the panel in the real main window")
@@ -164,12 +174,14 @@ def main() -> int:
         settings = FinetuneSettings.for_demo(args.finetune, out_dir=out_dir, **given)
         make_panel, title, shot = FinetunePanel, "Fine-tune", "finetune"
     else:
-        settings = TrainingSettings(preset=args.preset, steps=300 if args.steps is None else args.steps,
+        analysis = {} if args.analysis_every is None else {"analysis_every": args.analysis_every}
+        steps = 300 if args.steps is None else args.steps  # 0: no run (the settings still need a valid count)
+        settings = TrainingSettings(preset=args.preset, steps=max(steps, 1),
                                     batch_size=args.batch_size or 16, seq_len=args.seq_len or 64,
                                     probe_every=args.probe_every, out_dir=out_dir, checkpoint_every=100,
-                                    eval_every=50)
+                                    eval_every=50, **analysis)
         make_panel, title, shot = TrainingPanel, "Train", "train"
-    args.steps = settings.steps
+    args.steps = settings.steps if args.finetune else steps
     args.probe_every = 0 if args.finetune else args.probe_every
     if args.window:
         from PySide6.QtCore import QSettings
@@ -193,6 +205,8 @@ def main() -> int:
     else:
         panel = make_panel(torch_threads=args.torch_threads, niceness=args.niceness)
         shown = panel
+    if args.timeline and not args.finetune:
+        panel.view_tabs.setCurrentWidget(panel.syntax_timeline)
     shown.resize(1400, 900)
     shown.show()
     run_event_loop(1.0)  # let the window settle (and the inspector load its model)
@@ -222,8 +236,11 @@ def main() -> int:
 
     probe_landed: list[float] = []
     panel.stepCompleted.connect(on_step)
+    records_landed: list[float] = []
     if not args.finetune:
         panel.probed.connect(lambda step: probe_landed.append(time.perf_counter() - probe.started))
+        panel.analysis.changed.connect(lambda _timeline, what: what == "records" and records_landed.append(
+            time.perf_counter() - probe.started))
     loop = QEventLoop()
     panel.runEnded.connect(loop.quit)
     redraws_before = panel.plots.redraw_count
@@ -263,12 +280,22 @@ def main() -> int:
         probe_ms = np.asarray(panel.runner.probe_worker.compute_seconds) * 1000.0
         print(f"probes: {probe_ms.size} snapshots in the probe thread, median {np.median(probe_ms):.1f} ms, "
               f"max {probe_ms.max():.1f} ms; dropped as stale: {panel.runner.probe_worker.dropped}")
+    if not args.finetune:
+        records = panel.analysis.records
+        skipped = sum(len(record.get("skipped_steps", [])) for record in records)
+        seconds = [record["seconds"]["total"] for record in records if isinstance(record.get("seconds"), dict)]
+        print(f"analysis every {settings.analysis_every} steps: {len(records)} records at steps {panel.analysis.steps}"
+              + (f", each {np.median(seconds):.2f} s (median) in its thread" if seconds else "")
+              + (f"; {skipped} due steps passed over while one was measured" if skipped else "")
+              + f"; timelines redrawn {sum(view.redraw_count for view in panel.timelines)} times")
     redraws = panel.plots.redraw_count - redraws_before
     print(f"plot redraws during the run: {redraws} ({redraws / run_seconds:.1f}/s, at most 30/s)")
     print(f"GUI lag while training (first step to end): {summary(training)}")
     print(f"GUI lag over the whole run (corpus and model set-up included): {summary(probe.lateness)}")
     if args.spikes:
         print("probes landed at " + ", ".join(f"{t:.2f}" for t in probe_landed[:6]) + " s …")
+        if records_landed:
+            print("analysis records reached the timelines at " + ", ".join(f"{t:.2f}" for t in records_landed) + " s")
         for at, late in probe.spikes:
             print(f"  tick {late:6.1f} ms late at {at:6.2f} s")
     panel.shutdown()

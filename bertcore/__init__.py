@@ -110,6 +110,13 @@ _EXPORTS = {
     "structural_probe": "bertcore.analysis.probes",
     "representation_health": "bertcore.analysis.health",
     "analysis_record": "bertcore.analysis.records",
+    # how alike two models' representations are, layer by layer (linear CKA over the same words)
+    "linear_cka": "bertcore.analysis.similarity",
+    "representation_similarity": "bertcore.analysis.similarity",
+    # a training run's records: read back, or made afterwards from its checkpoints
+    "read_analysis_records": "bertcore.analysis.run_analysis",
+    "analyse_checkpoints": "bertcore.analysis.run_analysis",
+    "AnalysisSchedule": "bertcore.analysis.schedule",  # the records of a run as it trains (Trainer(analysis=...))
     "RecordSettings": "bertcore.analysis.records",
     "AnalysisError": "bertcore.errors",
     "LinguisticDataError": "bertcore.errors",

@@ -72,7 +72,7 @@ from bertcore.analysis.probes import (
     word_representations,
 )
 from bertcore.analysis.progress import Progress, run_to_end
-from bertcore.analysis.syntax import OFFSETS, SyntacticAttention, SyntaxScorer
+from bertcore.analysis.syntax import OFFSET_NAMES, OFFSETS, SyntacticAttention, SyntaxScorer
 from bertcore.analysis.treebank import Sentence, shipped_treebank
 from bertcore.analysis.word_inputs import encoded_batches, layout_words, measuring
 from bertcore.errors import AnalysisError
@@ -202,6 +202,36 @@ def iter_analysis_record(model: nn.Module, tokenizer, treebank: Sequence[Sentenc
         seconds["blimp"] = time.perf_counter() - clock
         done += 1
         yield Progress(done, total, _with_seconds(record, seconds, started))
+
+
+def record_summary(record: dict[str, Any]) -> str:
+    """A record in one line, as bert-train prints it: "step 100: best head L2·H1 UAS 0.312 (next word 0.288); POS
+    probe best at layer 2 (0.881, selectivity 0.301); BLiMP 0.552". Layers and heads count from 1 (the probe's
+    layer 0 is the embeddings' output); the offset baseline shown is the best of Clark's."""
+    best = record["best_head"]
+    parts = [f"best head L{best['layer'] + 1}·H{best['head'] + 1} UAS {_shown(best['uas'])}"]
+    baselines = {offset: value for offset, value in record.get("offset_baselines", {}).items() if value is not None}
+    if baselines:
+        offset = max(baselines, key=baselines.get)
+        name = OFFSET_NAMES[int(offset)].removeprefix("the ")
+        parts[0] += f" ({name} {_shown(baselines[offset])})"
+    probe = record.get("probe")
+    if probe:
+        layer = probe["best_layer"]
+        where = "the embeddings" if layer == 0 else f"layer {layer}"
+        parts.append(f"{PROBE_NAMES.get(probe['task'], probe['task'])} probe best at {where} "
+                     f"({_shown(probe['accuracy'][layer])}, selectivity {_shown(probe['selectivity'][layer])})")
+    if record.get("blimp"):
+        parts.append(f"BLiMP {_shown(record['blimp']['accuracy'])}")
+    late = f" (due at step {record['due_step']})" if "due_step" in record else ""
+    return f"step {record['step']}{late}: " + "; ".join(parts)
+
+
+PROBE_NAMES = {"upos": "POS", "xpos": "XPOS", "deprel": "relation"}  # a probe's task as record_summary names it
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 # ---- the parts ----------------------------------------------------------------------------------------------

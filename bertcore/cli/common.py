@@ -329,9 +329,10 @@ class _Interrupts:
 
 
 def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[object], dict],
-          describe_eval: Callable[[object], str]) -> int:
+          describe_eval: Callable[[object], str], describe_analysis: Callable[[dict], str] | None = None) -> int:
     """Iterate the loop's steps with a progress bar (rank 0 only): `postfix(stats)` for the bar, a line per
-    evaluation and one at the end, with `describe_eval(evaluation)` for the task's metrics. Ctrl-C (or SIGTERM)
+    evaluation and one at the end, with `describe_eval(evaluation)` for the task's metrics, and a line per analysis
+    record with `describe_analysis(record)` (those a stop left after the last step too). Ctrl-C (or SIGTERM)
     stops after the current step with a checkpoint. A second one while a checkpoint (or the final weights) is
     being written waits for it, saying so; at any other moment it ends the process at once, even in the middle
     of a long step, without a checkpoint (exit 1; see _Interrupts). Returns 0 (finished or stopped) or 1 (a
@@ -341,6 +342,15 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
     from bertcore.errors import TrainingError
 
     show = loop.is_main
+    shown_uncarried = 0
+
+    def uncarried() -> list[dict]:
+        """The analysis records written since the last call that no step record carried (AnalysisSchedule)."""
+        nonlocal shown_uncarried
+        records = loop.analysis.uncarried_records[shown_uncarried:]
+        shown_uncarried += len(records)
+        return records
+
     progress = tqdm(total=loop.total_steps, initial=loop.step, disable=not show or args.no_progress,
                     unit="step", dynamic_ncols=True, file=sys.stderr)
     try:
@@ -356,6 +366,13 @@ def drive(loop, args: argparse.Namespace, prog: str, *, postfix: Callable[[objec
                                    f"{describe_eval(stats.eval)}; train loss {fmt(stats.loss)}, "
                                    f"{stats.tokens_per_second:.0f} tokens/s, {stats.elapsed_seconds:.0f} s",
                                    file=sys.stderr)
+                if describe_analysis is not None and show:
+                    for record in [*uncarried(), stats.analysis]:
+                        if record is not None:
+                            progress.write(describe_analysis(record), file=sys.stderr)
+            if describe_analysis is not None and show:
+                for record in uncarried():  # those a stop left after the last step
+                    progress.write(describe_analysis(record), file=sys.stderr)
     except TrainingError as error:
         progress.close()
         print(f"{prog}: error: {error}", file=sys.stderr)

@@ -95,10 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     def make_trainer(config, command: list[str]):
         from bertcore.training.pretraining import Trainer
 
+        analysis = None
+        if config.analysis_every:  # measured between two steps, in the loop's thread
+            from bertcore.analysis.schedule import AnalysisSchedule
+
+            analysis = AnalysisSchedule()
         bar = PreparationBar(enabled=not args.no_progress)
         try:
             return Trainer(config, model_config=make_model_config(args, config), resume=resume_argument(args),
-                           command=command, progress=bar)
+                           command=command, progress=bar, analysis=analysis)
         finally:
             bar.close()
 
@@ -153,18 +158,34 @@ def _run(trainer, args: argparse.Namespace) -> int:
             print(f"bert-train: note: {note}", file=sys.stderr)
         if trainer.resume_note:
             print(f"bert-train: warning: {trainer.resume_note}", file=sys.stderr)
+        if trainer.analysis is not None:
+            print(f"bert-train: {_analysis_plan(trainer)}", file=sys.stderr)
 
     progress = trainer.task.objective.progress  # (metric, short label) of the objective
 
     def numbers(record) -> dict[str, float]:
         return getattr(record, "metrics", None) or {name: getattr(record, name) for name, _ in progress}
 
+    describe_analysis = None
+    if trainer.analysis is not None:
+        from bertcore.analysis.records import record_summary as describe_analysis
     return drive(trainer, args, "bert-train",
                  describe_eval=lambda evaluation: ", ".join(
                      f"{_spoken(name)} {numbers(evaluation)[name]:.4f}" for name, _ in progress),
                  postfix=lambda stats: dict(loss=fmt(stats.loss), **{label: fmt(numbers(stats)[name])
                                                                      for name, label in progress},
-                                            tok_s=f"{stats.tokens_per_second:.0f}"))
+                                            tok_s=f"{stats.tokens_per_second:.0f}"),
+                 describe_analysis=describe_analysis)
+
+
+def _analysis_plan(trainer) -> str:
+    """What the run measures, and when: the first line about its analysis records."""
+    config, settings = trainer.config, trainer.analysis.settings
+    blimp = (f", BLiMP on every {settings.blimp_every}th" if settings.blimp_every > 1 else ", BLiMP on each"
+             ) if settings.pairs_per_paradigm else ""
+    return (f"measuring what the model learns every {config.analysis_every} steps, at step 0 and at the last (syntax "
+            f"in the heads, {settings.probe_task.upper()} probes, health{blimp}) on the first {settings.sentences} "
+            f"sentences of {config.treebank or 'the shipped UD English EWT cut'}; analysis records in metrics.jsonl")
 
 if __name__ == "__main__":
     sys.exit(main())

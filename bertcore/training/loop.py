@@ -33,7 +33,13 @@ folder for good.
 
 metrics.jsonl holds one JSON record per line: the task's step record ("kind": "step"), its evaluation record
 ("kind": "eval"), {"kind": "checkpoint", "step", "path", "smoothed_loss", "sane"}, {"kind": "warning" | "error",
-"step", "message"}; per step: its "step" record, then "warning", "eval", "checkpoint" if any.
+"step", "message"}; per step: its "step" record, then "warning", "eval", "checkpoint" if any, then what the analysis
+hook hands back.
+
+What measures the model as it trains (`analysis=`, an `AnalysisHook`: bertcore.analysis.schedule.AnalysisSchedule
+runs `--analysis-every`'s records) is given to the loop, which never reaches into the analyses itself: it calls the
+hook at its step boundaries, writes the records the hook hands back to metrics.jsonl, and puts the analysis record
+on the step record it yields (its `analysis` field: the record finished since the previous yield, else None).
 
 One loop at a time per run folder: the loop takes the folder's lock when it is created (a second process or
 loop on the folder is refused at once with RunFolderBusyError naming the holder's pid), lets go of it when a
@@ -71,7 +77,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -100,6 +106,29 @@ from bertcore.training.task import TrainingTask
 TRAINER_STATE_VERSION = 1
 
 
+class AnalysisHook(Protocol):
+    """What measures the model beside the loop, at its step boundaries, on rank 0 (bertcore.analysis.schedule.
+    AnalysisSchedule: the records of `--analysis-every`). Each call that hands back records hands back metrics.jsonl
+    records: at most one "analysis" record, and "warning" records (a measurement that failed)."""
+
+    def attach(self, loop: TrainingLoop) -> None:
+        """Once, at the end of the loop's setup: read what it measures and check the model takes it (a ValueError
+        naming what is wrong stops the run before it trains)."""
+
+    def begin(self) -> None:
+        """A steps() loop starts at loop.step (a new run's step 0 is measured here)."""
+
+    def after_step(self) -> list[dict[str, Any]]:
+        """At a step boundary, loop.step's weights current: the records to write now."""
+
+    def end(self, *, cancel: bool) -> list[dict[str, Any]]:
+        """The steps() loop ended: the records finished since the last boundary; `cancel` drops what is still being
+        measured (a fault, or a consumer that stopped iterating). Called again, it hands back nothing."""
+
+    def close(self) -> None:
+        """The loop is closed for good: let go of threads and copies."""
+
+
 class TrainingLoop:
     """One run of `task` with the settings of `config` (a TrainingConfig or a FinetuneConfig: out_dir, seed,
     device, num_threads, batch_size, seq_len, lr, weight_decay, adam_betas, adam_eps, max_grad_norm, precision,
@@ -108,13 +137,20 @@ class TrainingLoop:
     Construction does the setup work (the task reads its data, builds or loads the model; run_config.json is
     written): create it in the worker thread. It takes the run folder's lock (RunFolderBusyError when another
     run holds it). `resume=True` continues the run in `config.out_dir` from its latest checkpoint; a path
-    continues from that checkpoint folder, which must belong to that run.
+    continues from that checkpoint folder, which must belong to that run. `analysis` measures the model as it
+    trains (an AnalysisHook; a config whose `analysis_every` asks for records needs one).
     """
 
     def __init__(self, config, task: TrainingTask, *, resume: bool | str | Path = False,
-                 command: list[str] | None = None):
+                 command: list[str] | None = None, analysis: AnalysisHook | None = None):
+        # Only pretraining's config declares analysis_every; the loop hears of it to refuse a run that would
+        # silently measure nothing.
+        if getattr(config, "analysis_every", 0) and analysis is None:
+            raise ValueError(f"analysis_every is {config.analysis_every}, but the loop was given nothing to measure "
+                             "the model with: pass analysis=bertcore.AnalysisSchedule() (bert-train and the app do)")
         self.config = config
         self.task = task
+        self.analysis = analysis
         self.rank, self.world_size, local_rank = distributed()
         self.is_main = self.rank == 0
         self.device = resolve_device(config.device, local_rank)
@@ -184,6 +220,8 @@ class TrainingLoop:
         self.autocast_dtype = autocast_dtype(config.precision, self.device)
 
         self.last_eval = None  # the newest evaluation record
+        if self.analysis is not None and self.is_main:
+            self.analysis.attach(self)
         if self.is_main:
             self._prepare_run_folder(command)
         if self.world_size > 1:
@@ -235,6 +273,8 @@ class TrainingLoop:
     def close(self) -> None:
         """Release the run folder (its lock) and close the metrics file, for good: a closed loop neither
         trains nor saves. Idempotent; also done on leaving `with ... as loop:`."""
+        if self.analysis is not None:
+            self.analysis.close()
         with self._lock:
             if self._metrics is not None:
                 self._metrics.close()
@@ -338,11 +378,14 @@ class TrainingLoop:
         self._paused_seconds = 0.0
         config = self.config
         self._batches = None
+        analysis = self.analysis if self.is_main else None
         try:
             self._batches = BatchesAhead(  # inside the try: the run folder's claim is let go if its workers fail
                 functools.partial(_train_batch, self.task, config.batch_size, self.rank, self.world_size),
                 first_step=self.step + 1, last_step=self.total_steps,
                 workers=self.task.batch_workers.get(self.device.type, 0))
+            if analysis is not None:
+                analysis.begin()
             while self.step < self.total_steps:
                 self._paused_seconds += self._wait_while_paused()
                 if self._stop_agreed():
@@ -361,8 +404,12 @@ class TrainingLoop:
                 due = config.checkpoint_every and self.step % config.checkpoint_every == 0
                 if self._take_checkpoint_request() or due or self.step == self.total_steps:
                     checkpoint = self.save_checkpoint()
-                yield dataclasses.replace(stats, eval=evaluation, checkpoint=str(checkpoint) if checkpoint else None)
+                measured = self._analysis_written(analysis.after_step(), stats) if analysis is not None else {}
+                yield dataclasses.replace(stats, eval=evaluation, checkpoint=str(checkpoint) if checkpoint else None,
+                                          **measured)
             else:
+                if analysis is not None:
+                    self._analysis_written(analysis.end(cancel=False))
                 self._confirm_checkpoint()  # the run ended without a fault
                 self._evaluate_if_stale()  # a run resumed at its last step: final/ carries this step's results
                 self.save_final()
@@ -375,6 +422,8 @@ class TrainingLoop:
             already_saved = self.last_checkpoint == self.run_folder.checkpoint_path(self.step)
             if self.step > 0 and not already_saved:
                 self.save_checkpoint()
+            if analysis is not None:
+                self._analysis_written(analysis.end(cancel=False))
             self._confirm_checkpoint()  # stopped without a fault
             self._write_summary()
         except TrainingError as error:
@@ -384,6 +433,8 @@ class TrainingLoop:
                                          "message": str(error)})
             raise
         finally:
+            if analysis is not None:
+                analysis.end(cancel=True)  # after a fault, or a consumer that stopped iterating: nothing more
             if self._batches is not None:
                 self._batches.close()
             self._elapsed_before, self._session_started = self._elapsed(), None
@@ -392,6 +443,22 @@ class TrainingLoop:
                     self._metrics.close()
                     self._metrics = None
                 self._claim.give_back()
+
+    def _analysis_written(self, records: list[dict[str, Any]], stats=None) -> dict[str, Any]:
+        """The analysis hook's records written to metrics.jsonl; what they set on the step record `stats` about to
+        be yielded: its `analysis` (the analysis record, or None), and the `warning` of a measurement that failed."""
+        fields: dict[str, Any] = {"analysis": None}
+        warnings = [stats.warning] if stats is not None and stats.warning else []
+        for record in records:
+            if self._metrics is not None:
+                self._metrics.write(record)
+            if record.get("kind") == "analysis":
+                fields["analysis"] = record
+            elif record.get("kind") == "warning":
+                warnings.append(record["message"])
+        if stats is not None and len(warnings) > bool(stats.warning):
+            fields["warning"] = "; ".join(warnings)
+        return fields
 
     def _evaluate_if_stale(self) -> None:
         """Evaluate (and record it) unless the newest evaluation is of the current step."""

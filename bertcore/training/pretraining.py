@@ -59,6 +59,7 @@ from bertcore.files.metrics_log import MetricsLog  # re-exported, as above: its 
 from bertcore.files.run_folder import find_checkpoint
 from bertcore.models.families import pretraining_class, pretraining_objectives
 from bertcore.training.loop import (  # re-exported: their home before bertcore.training.loop
+    AnalysisHook,
     TrainingLoop,
     make_optimizer,
     resolve_device,
@@ -108,10 +109,13 @@ class StepStats:
     # bertcore.training.divergence): the run stops with a DivergenceError if it stays there. metrics.jsonl holds it
     # as a "warning" record.
     warning: str | None = None
+    # The analysis record (bertcore.analysis.records, plain JSON) finished since the previous step record, when the
+    # run measures what its model learns (--analysis-every); metrics.jsonl holds it as an "analysis" record.
+    analysis: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         values = {"kind": "step", **dataclasses.asdict(self)}
-        del values["eval"], values["checkpoint"], values["warning"]
+        del values["eval"], values["checkpoint"], values["warning"], values["analysis"]
         return values
 
 
@@ -147,6 +151,7 @@ class ObjectiveStepStats:
     eval: ObjectiveEvalStats | None = None
     checkpoint: str | None = None
     warning: str | None = None
+    analysis: dict[str, Any] | None = None  # as StepStats.analysis
 
     def to_dict(self) -> dict[str, Any]:
         return step_record(self)
@@ -356,15 +361,18 @@ class Trainer(TrainingLoop):
     loads the model, writes run_config.json): create it in the worker thread. It takes the run folder's lock
     (RunFolderBusyError when another run holds it). `resume=True` continues the run in `config.out_dir` from
     its latest checkpoint; a path continues from that checkpoint folder, which must belong to that run.
-    `model_config` replaces the preset (its vocab_size is set to the vocabulary's size).
+    `model_config` replaces the preset (its vocab_size is set to the vocabulary's size). `analysis` measures the
+    model as it trains when config.analysis_every asks for it (bertcore.analysis.schedule.AnalysisSchedule).
     """
 
     task: PretrainingTask
     last_eval: EvalStats | None
 
     def __init__(self, config: TrainingConfig, *, model_config=None, resume: bool | str | Path = False,
-                 command: list[str] | None = None, progress: ProgressCallback | None = None):
-        super().__init__(config, PretrainingTask(config, model_config, progress), resume=resume, command=command)
+                 command: list[str] | None = None, progress: ProgressCallback | None = None,
+                 analysis: AnalysisHook | None = None):
+        super().__init__(config, PretrainingTask(config, model_config, progress), resume=resume, command=command,
+                         analysis=analysis)
 
     @property
     def data(self) -> PretrainingData:

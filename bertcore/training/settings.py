@@ -298,12 +298,25 @@ class TrainingConfig(LoopSettings):
                                      "discriminator's", group="model")
     discriminator_weight: float = setting(50.0, "rtd: the weight of the discriminator's loss (loss = generator MLM "
                                           "loss + this × discriminator loss; the paper's 50)", group="model")
+    # What the model has learned, measured on its weights as it trains (bertcore.analysis; docs/watch-it-learn.md):
+    # a tool given to the loop runs the measurements (bertcore.analysis.schedule.AnalysisSchedule); these say when.
+    analysis_every: int = setting(0, "measure what the model has learned every N steps, and at step 0 and the last "
+                                  "step: syntax in its heads, what each layer knows (POS probes), representation "
+                                  "health and BLiMP; a line each and an analysis record in metrics.jsonl; 0 = never",
+                                  group="run")
+    treebank: str | None = setting(None, "a CoNLL-U treebank for those measurements: its first sentences are "
+                                   "measured, the next ones test the probes", group="data",
+                                   shown="the shipped cut of UD English EWT")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("vocab_size", "steps", "eval_batches", "vocab_sample"):
             check_int(name, getattr(self, name), minimum=1)
         check_int("eval_every", self.eval_every, minimum=0)
+        check_int("analysis_every", self.analysis_every, minimum=0)
+        if self.treebank is not None and (not isinstance(self.treebank, str) or not self.treebank.strip()):
+            raise ValueError(f"treebank is {self.treebank!r}; give the path of a CoNLL-U file (.conllu), or leave it "
+                             "out for the shipped one")
         check_at_most("steps", self.steps, MAX_STEPS, "the learning-rate schedule divides by it as a float")
         check_at_most("vocab_size", self.vocab_size, MAX_VOCAB_SIZE,
                       "the largest BERT vocabularies hold about 250,000 tokens")

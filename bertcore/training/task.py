@@ -113,10 +113,11 @@ class TrainingTask(ABC):
 
 def step_record(stats: Any) -> dict[str, Any]:
     """A step dataclass with a `metrics` mapping as a flat "step" record: its fields, then its metrics by name; its
-    evaluation, checkpoint and warning are records of their own."""
+    evaluation, checkpoint, warning and analysis are records of their own."""
     values = {"kind": "step", **dataclasses.asdict(stats)}
     for name in ("metrics", "eval", "checkpoint", "warning"):
         del values[name]
+    values.pop("analysis", None)  # a record of its own too, where the statistics carry one
     return {**values, **stats.metrics}
 
 

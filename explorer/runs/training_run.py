@@ -43,7 +43,7 @@ MAX_SEED = 2**31 - 1  # what the form's seed field holds
 
 # The form's fields that TrainingConfig checks (its messages are the ones shown), and their names there.
 CONFIG_FIELDS = ("steps", "batch_size", "seq_len", "learning_rate", "seed", "checkpoint_every", "eval_every",
-                 "objective", "arch", "masking", "mlm_probability")
+                 "objective", "arch", "masking", "mlm_probability", "analysis_every")
 # The objectives the form offers, with what each is (bertcore.training.settings.OBJECTIVES); its families are the
 # family registry's (bertcore.models.families.family_names), asked when the form is built.
 OBJECTIVE_CHOICES = tuple((name, objective.summary) for name, objective in OBJECTIVES.items())
@@ -95,8 +95,11 @@ def with_app_checks(values: dict[str, Any], problems: dict[str, str]) -> dict[st
 
 # Where the Train tab's first run differs from bert-train's defaults (TrainingConfig's), so that a run the user
 # watches finishes on a 2-core CPU in about a minute; every other default is bert-train's.
+# Analysis (bertcore's analysis records: syntax, probes, health) is on here, where bert-train has it off: a record
+# every 100 steps of the quick run costs it about 4% of its time (bertcore.analysis.records' defaults), and the app
+# measures on a copy of the weights off the training thread (bertcore.AnalysisSchedule(in_background=True)).
 QUICK_RUN = {"preset": "tiny", "steps": 300, "batch_size": 16, "seq_len": 64, "lr": 1e-3, "device": "cpu",
-             "checkpoint_every": 100, "eval_every": 50}
+             "checkpoint_every": 100, "eval_every": 50, "analysis_every": 100}
 
 
 def _default(name: str):
@@ -117,6 +120,8 @@ class TrainingSettings:
     device: str = _default("device")
     seed: int = _default("seed")
     probe_every: int = 25  # re-inspect the probe pairs every this many steps (0 = never)
+    # measure what the model learns (syntax, probes, health) every this many steps, and at step 0 and the last (0 = off)
+    analysis_every: int = _default("analysis_every")
     checkpoint_every: int = _default("checkpoint_every")  # checkpoint every this many steps (and at the end)
     eval_every: int = _default("eval_every")  # held-out loss every this many steps
     objective: str | None = _default("objective")  # one of OBJECTIVE_CHOICES; None = the architecture's own
@@ -152,7 +157,8 @@ def settings_for_resume(run_dir: str | os.PathLike, device_names: tuple[str, ...
         seq_len=min(config.seq_len, MAX_SEQ_LEN), learning_rate=config.lr,
         device=device, seed=min(config.seed, MAX_SEED), checkpoint_every=config.checkpoint_every,
         eval_every=config.eval_every, objective=config.objective, arch=config.arch, masking=config.masking,
-        mlm_probability=config.mlm_probability, out_dir=str(run_dir), resume_from=str(run_dir))
+        mlm_probability=config.mlm_probability, analysis_every=config.analysis_every, out_dir=str(run_dir),
+        resume_from=str(run_dir))
 
 
 def initial_model(settings: TrainingSettings, model: Any, tokenizer: Any) -> tuple[Any, Any] | None:
@@ -249,7 +255,8 @@ def warm_up_engine() -> None:
     import importlib
 
     for name in ("bertcore.models.checkpoint", "bertcore.analysis.inspection", "bertcore.data.masking",
-                 "bertcore.models.bert", "bertcore.tokenization.wordpiece", "bertcore.data.corpus"):
+                 "bertcore.models.bert", "bertcore.tokenization.wordpiece", "bertcore.data.corpus",
+                 "bertcore.analysis.schedule", "bertcore.analysis.run_analysis"):
         importlib.import_module(name)
     from bertcore.training.pretraining import warm_up
 
@@ -273,7 +280,8 @@ class _BertcoreRun(LoopRun):
 
         if settings.resume_from is not None:  # exactly what `bert-train --out RUN --resume` does
             self.run_dir = Path(settings.resume_from)
-            self._start(Trainer(resume_config(self.run_dir), resume=True, progress=progress))
+            config = resume_config(self.run_dir)
+            self._start(Trainer(config, resume=True, progress=progress, analysis=analysis_schedule(config)))
             self.probe_masking = ProbeMasking(self.loop.config.masking, self.loop.config.mlm_probability)
             return
         self.run_dir = Path(settings.out_dir)
@@ -307,9 +315,21 @@ class _BertcoreRun(LoopRun):
             arch=settings.arch if init_from is None else None,  # a loaded model keeps its own family
             masking=settings.masking,
             mlm_probability=settings.mlm_probability,
+            analysis_every=settings.analysis_every,
         )
-        self._start(Trainer(config, progress=progress))
+        self._start(Trainer(config, progress=progress, analysis=analysis_schedule(config)))
         self.probe_masking = ProbeMasking(config.masking, config.mlm_probability)
+
+
+def analysis_schedule(config: Any) -> Any:
+    """What measures the model while `config`'s run trains (its `analysis_every`), or None when nothing is asked:
+    bertcore's schedule in the background, on a CPU copy of the weights in a thread of its own, so that the training
+    thread does not wait for a record (and that thread, started by the niced training thread, is niced as it is)."""
+    if not getattr(config, "analysis_every", 0):
+        return None
+    from bertcore.analysis.schedule import AnalysisSchedule
+
+    return AnalysisSchedule(in_background=True)
 
 
 # ---------------------------------------------------------------- the training thread's side of a run

@@ -9,6 +9,11 @@
 The numbers are `bertcore.analysis.attention_change`'s; this module adds what a view needs around them: loading the two
 checkpoints once (a typed character recomputes, it does not reload), the colour levels, the most-changed heads
 in words, and one head's matrices with their difference.
+
+Beside the heads, how alike the two checkpoints' representations are layer by layer (`change.similarity`: linear CKA,
+`bertcore.representation_similarity`, over the words of the shipped treebank's first sentences, not the input: a
+handful of tokens is too few examples for a CKA). It does not depend on the input, so it is computed once per pair
+of checkpoints and kept; a pair it cannot compare says why (`change.similarity_note`) and the heads still show.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +87,9 @@ class HeadChange:
     request: ChangeRequest
     names: tuple[str, str]  # how the two checkpoints are called in the view, e.g. ("default-model", "mood/final")
     change: AttentionChange
+    # linear CKA per layer (bertcore.analysis.similarity.RepresentationSimilarity), None when it could not be had
+    similarity: Any = None
+    similarity_note: str = ""  # why there is no similarity
 
     @property
     def divergence(self) -> np.ndarray:
@@ -147,11 +156,12 @@ class ChangeComputer:
 
         self._load = load or load_pretrained
         self._models: dict[tuple, tuple] = {}
+        self._similarity: tuple[tuple, Any, str] | None = None  # (the pair's keys, similarity, note), the newest
 
     def model(self, folder: str, name: str) -> tuple:
         """(model, tokenizer) of `folder`; ValueError naming checkpoint `name` and the folder when unreadable."""
         path = Path(folder).expanduser()
-        key = (str(path.resolve()), _modified(path))
+        key = _model_key(path)
         if key not in self._models:
             try:
                 self._models[key] = self._load(path)
@@ -166,7 +176,30 @@ class ChangeComputer:
         self._models = {key: value for key, value in self._models.items() if id(value[0]) in kept}
         change = attention_change(model_a, tokenizer_a, model_b, tokenizer_b, request.text_a, request.text_b or None,
                                   names=NAMES)
-        return HeadChange(request, (checkpoint_name(request.folder_a), checkpoint_name(request.folder_b)), change)
+        keys = (_model_key(Path(request.folder_a).expanduser()), _model_key(Path(request.folder_b).expanduser()))
+        similarity, note = self.similarity(keys, model_a, tokenizer_a, model_b, tokenizer_b)
+        return HeadChange(request, (checkpoint_name(request.folder_a), checkpoint_name(request.folder_b)), change,
+                          similarity, note)
+
+    def similarity(self, key: tuple, model_a, tokenizer_a, model_b, tokenizer_b) -> tuple[Any, str]:
+        """(linear CKA per layer of the two models, "") or (None, why not); computed once per pair of checkpoints
+        (`key`: the two models' keys, their folders and modification times)."""
+        from bertcore.analysis.similarity import representation_similarity
+        from bertcore.errors import AnalysisError
+
+        if self._similarity is None or self._similarity[0] != key:
+            try:
+                found, note = representation_similarity(model_a, tokenizer_a, model_b, tokenizer_b), ""
+            except AnalysisError as error:
+                found, note = None, str(error)
+            self._similarity = (key, found, note)
+        return self._similarity[1], self._similarity[2]
+
+
+def _model_key(folder: Path) -> tuple[str, float]:
+    """What a loaded checkpoint is kept by: its folder, and its files' newest modification time (a checkpoint
+    rewritten by a running training is read again)."""
+    return str(folder.resolve()), _modified(folder)
 
 
 def _modified(folder: Path) -> float:

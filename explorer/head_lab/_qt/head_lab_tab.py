@@ -4,7 +4,8 @@ Top: what to show (this input, or the corpus sample once run), the loss importan
 to the one that is honest for the loaded model: the tooltip says why), and the corpus run (held-out pairs,
 Run / Pruning curve / Cancel, a progress bar). Below: every head in a sortable table (`importanceTable`) with
 "switch off the k least important heads", and the pruning curve (`pruningPlot`). The marks on the Inspect
-tab's heads come from the same source. It renders what the `HeadLabController` computes.
+tab's heads come from the same source. It renders what the `HeadLabController` computes. A second page,
+"Syntax heads", scores every head as a dependency parser on a treebank (`syntaxHeads`, its own worker).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -36,6 +38,7 @@ from explorer.common.message_text import sentence_case
 from explorer.head_lab._qt.head_lab_controller import HeadLabController
 from explorer.head_lab._qt.importance_table import ImportanceTable
 from explorer.head_lab._qt.pruning_plot import PruningPlot
+from explorer.head_lab._qt.syntax_heads_view import SyntaxHeadsView
 from explorer.head_lab.analyses import OBJECTIVES, SOURCES, HeadScores
 from explorer.head_lab.corpus_run import CorpusProgress, CorpusSettings
 from explorer.inspector.state import Change, ExplorerState
@@ -141,11 +144,24 @@ class HeadLabTab(WindowTab):
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([900, 600])
+        importance_page = QWidget()
+        importance_column = QVBoxLayout(importance_page)
+        importance_column.setContentsMargins(0, 0, 0, 0)
+        importance_column.addLayout(show_row)
+        importance_column.addWidget(run_box)
+        importance_column.addWidget(self.status_label)
+        importance_column.addWidget(splitter, 1)
+        self.syntax_heads = SyntaxHeadsView()
+        self.pages = named(QTabWidget(), "headLabPages", "head lab pages")
+        self.pages.setDocumentMode(True)
+        self.pages.addTab(importance_page, "Importance and roles")
+        self.pages.setTabToolTip(0, "Which heads matter (importance, the pruning curve) and where their attention "
+                                    "goes (roles)")
+        self.pages.addTab(self.syntax_heads, "Syntax heads")
+        self.pages.setTabToolTip(1, "Which heads track dependency syntax: each head scored as a parser on a "
+                                    "treebank, with the offset baselines beside it (Clark et al. 2019)")
         layout = QVBoxLayout(self)
-        layout.addLayout(show_row)
-        layout.addWidget(run_box)
-        layout.addWidget(self.status_label)
-        layout.addWidget(splitter, 1)
+        layout.addWidget(self.pages, 1)
 
         # wiring
         self.source_combo.currentIndexChanged.connect(lambda _: controller.set_source(self.source_combo.currentData()))
@@ -175,6 +191,7 @@ class HeadLabTab(WindowTab):
     # ---- WindowTab ----
     def on_model_changed(self, loaded: Any) -> None:
         self.controller.on_model_changed(loaded)
+        self.syntax_heads.set_model(self.controller.state.model, self.controller.state.tokenizer)
         self.status_label.setText(" ")
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
@@ -182,7 +199,8 @@ class HeadLabTab(WindowTab):
         self._update_buttons()
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        return self.controller.shutdown(timeout_ms)
+        joined = self.syntax_heads.shutdown(timeout_ms)
+        return self.controller.shutdown(timeout_ms) and joined
 
     def _mask_like_bert(self) -> None:
         if self.controller.state.encoding is None:

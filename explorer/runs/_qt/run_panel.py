@@ -139,6 +139,10 @@ class RunPanel(RunWatching, WindowTab):
     def _run_ended(self, status: str) -> None:
         """The tab's own run ended: "finished", "stopped" or "failed" (its checkpoints are listed by now)."""
 
+    def _run_resumed(self, run_dir: Path, step: int) -> None:
+        """`run_dir` is resumed from its checkpoint of `step` (its curves are read up to it); what the subclass
+        keeps of the run after that step goes, as the metrics file's records do."""
+
     # ---- what the window tells the tab ----
     def on_model_changed(self, loaded: Any) -> None:
         """The inspector's model: a status line naming another one it used no longer holds."""
@@ -263,6 +267,7 @@ class RunPanel(RunWatching, WindowTab):
             self.plots.clear()
         self.plots.add_all(curve)
         self.plots.flush()
+        self._run_resumed(folder, point.step)
         steps = [record for record in curve if not is_held_out(record)]
         self.checkpoints.show_run(folder)
         self.lifecycle.resume_from(folder, point.total_steps, point.step, point.checkpoint,

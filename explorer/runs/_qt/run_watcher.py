@@ -4,7 +4,8 @@ machine) as it grows.
 A poll timer tails the folder's `metrics.jsonl` (`run_watch.MetricsTail`: complete lines only, restarts
 noticed) and hands its statistics on as the engine's own records (`run_watch.record_reader`: the trainer's
 `StepStats` / `EvalStats`, read by `stats_from_record`, the one place where foreign spellings are read, or a
-fine-tuning run's `TaskStepStats` / `TaskEvalStats`). Checkpoints are the watched run's weights: each one is
+fine-tuning run's `TaskStepStats` / `TaskEvalStats`); its analysis records (kind "analysis": what the model has
+learned at a step) go out as they are (`analysisArrived`). Checkpoints are the watched run's weights: each one is
 offered for probing once, oldest first, one at a time (`probeCheckpoint`, then `checkpoint_probed()`).
 It notices the end of the run (`ended`): a `summary.json` at the last step (what a finished or stopped run
 writes), an error record, or a `final/` folder and no growth for `quiet_s`; it goes on watching, in case
@@ -26,12 +27,14 @@ from bertcore.files.run_folder import list_checkpoints, read_run_config
 from explorer.runs.run_descriptions import describe_config, planned_steps
 from explorer.runs.run_watch import record_reader, run_has_ended, stats_from_record
 from explorer.runs.snapshot_probe import CheckpointProbeQueue
+from explorer.train.analysis_timeline import RECORD_KIND as ANALYSIS_KIND
 
 
 class RunWatcher(QObject):
     started = Signal(str, object)  # folder, the total steps its run config plans (None: it does not say)
     restarted = Signal()  # the metrics file was replaced or truncated: what was drawn belongs to another run
     statsArrived = Signal(object)  # list of StepStats / EvalStats, in file order
+    analysisArrived = Signal(object)  # list of analysis records (dicts, kind "analysis"), in file order
     checkpointsChanged = Signal()  # the run wrote a checkpoint
     probeCheckpoint = Signal(int, str)  # step, folder: probe it next, then call checkpoint_probed()
     status = Signal(str, str)  # text, kind ("info" | "error")
@@ -111,7 +114,14 @@ class RunWatcher(QObject):
                 pass
         if update.restarted:
             self.restarted.emit()
-        if not update.records:
+        analysed = [record for record in update.records if record.get("kind") == ANALYSIS_KIND]
+        if analysed:
+            self.analysisArrived.emit(analysed)
+        # Records of a finished run's checkpoints analysed afterwards (here, or by another process) are no sign of
+        # the run going on.
+        grown = [record for record in update.records if not (record.get("kind") == ANALYSIS_KIND
+                                                              and record.get("post_hoc"))]
+        if not grown:
             self._notice_the_end(failed=False)
             return
         self._last_growth = time.monotonic()

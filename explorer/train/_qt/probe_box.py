@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSlider,
     QVBoxLayout,
+    QWidget,
 )
 
 from explorer.common._qt.plain_text import plain_label
@@ -86,17 +87,31 @@ class ProbeBox(QGroupBox):
         pin_row.addStretch(1)
         pin_row.addWidget(self.to_inspector_check)
         column.addLayout(pin_row)
-        slider_row = QHBoxLayout()
+        # The slider in a bar of its own: the Train tab places it above its views (`take_slider_bar`), since the
+        # analysis timelines follow it too.
+        self.slider_bar = QWidget()
+        self.slider_bar.setObjectName("snapshotSliderBar")
+        slider_row = QHBoxLayout(self.slider_bar)
+        slider_row.setContentsMargins(0, 0, 0, 0)
+        slider_row.addWidget(QLabel("Step"))
         slider_row.addWidget(self.step_slider, 1)
         slider_row.addWidget(self.step_label)
-        column.addLayout(slider_row)
+        column.addWidget(self.slider_bar)
         column.addWidget(self.snapshot_view.controls, 1)
+        self._column = column
         layout = QHBoxLayout(self)
         layout.addLayout(column, 3)
         layout.addWidget(self.snapshot_view, 2)
 
         self._reset_slider()
         self.set_current_pair(default_pair.text_a, default_pair.text_b)
+
+    def take_slider_bar(self) -> QWidget:
+        """The step slider's bar, out of this box's layout, for the caller to place (the Train tab shows it above
+        the probe pairs and the analysis timelines, which all follow it)."""
+        self._column.removeWidget(self.slider_bar)
+        self.slider_bar.setParent(None)
+        return self.slider_bar
 
     # ---- the pairs ----
     def set_current_pair(self, text_a: str, text_b: str | None) -> None:

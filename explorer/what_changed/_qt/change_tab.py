@@ -2,8 +2,9 @@
 
 Top: checkpoint A ("before") and B ("after"), any two folders of the same shape (a model and the model fine-tuned
 from it; step 1,000 and step 10,000 of one run). Left: the layers × heads grid (`headChangeGrid`) coloured by
-Jensen–Shannon divergence in bits, the most-changed heads named above it. Right: the clicked head in A, in B and
-their difference B − A (a diverging map, white at 0), with the token labels.
+Jensen–Shannon divergence in bits, the most-changed heads named above it, and under it how alike the two
+representations are layer by layer (`layerSimilarityRow`: linear CKA over treebank words, whatever the input).
+Right: the clicked head in A, in B and their difference B − A (a diverging map, white at 0), with the token labels.
 
 Loading the two checkpoints and both forward passes run in one `LatestJobWorker` thread (newest request wins: a
 pair typed character by character computes once more, not once per character), which keeps the models loaded
@@ -37,6 +38,7 @@ from explorer.common.failure import Failure
 from explorer.common.message_text import sentence_case
 from explorer.inspector._qt.token_heatmap import TokenHeatmap
 from explorer.what_changed._qt.change_grid import HeadChangeGrid, bits_text
+from explorer.what_changed._qt.similarity_row import LayerSimilarityRow
 from explorer.what_changed.head_change import ChangeComputer, ChangeRequest, HeadChange
 
 IDLE_TEXT = ("Choose two checkpoints of the same shape, A (before) and B (after), e.g. a model and the model "
@@ -127,12 +129,18 @@ class ChangeTab(WindowTab):
             heatmap.setSizePolicy(QSizePolicy.Policy.Ignored, heatmap.sizePolicy().verticalPolicy())
             heatmaps.addWidget(heatmap, 1)
         detail_layout.addLayout(heatmaps, 1)
+        self.similarity_row = LayerSimilarityRow()
+        heads = QWidget()
+        heads_layout = QVBoxLayout(heads)
+        heads_layout.setContentsMargins(0, 0, 0, 0)
+        heads_layout.addWidget(self.grid, 1)
+        heads_layout.addWidget(self.similarity_row)
         splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.grid)
+        splitter.addWidget(heads)
         splitter.addWidget(detail)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
-        splitter.setSizes([340, 520])
+        splitter.setSizes([420, 480])
         layout = QVBoxLayout(self)
         layout.addLayout(folders)
         layout.addWidget(self.status_label)
@@ -210,6 +218,7 @@ class ChangeTab(WindowTab):
             return
         self.result = result
         self.grid.show_values(result.divergence, result.levels)
+        self.similarity_row.show_similarity(result.similarity, result.similarity_note)
         names = result.names
         num_layers, num_heads = result.divergence.shape
         self.status_label.setText(f"A = {names[0]}, B = {names[1]}; {num_layers} layers × {num_heads} heads on "
@@ -224,6 +233,7 @@ class ChangeTab(WindowTab):
             return
         self.result = None
         self.grid.clear()
+        self.similarity_row.clear()
         for heatmap in (self.heatmap_a, self.heatmap_b, self.heatmap_difference):
             heatmap.clear()
         self.detail_label.setText(" ")
