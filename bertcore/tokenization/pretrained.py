@@ -135,9 +135,9 @@ class PretrainedTokenizer(TokenizerBase):
                  and token.strip() and token.isprintable()][:probes]
         if words and not any(self._tokenizer.encode(word, add_special_tokens=False).ids for word in words):
             raise TokenizerError(
-                f"{self.source} encodes none of its own first {len(words)} vocabulary entries (e.g. {words[0]!r} gives "
-                "no token): it has no unknown token and no pieces to build them from (a BPE model without its merges?); "
-                "every input would vanish. Use the tokenizer files that came with the model")
+                f"{self.source} encodes none of its own first {len(words)} vocabulary entries (e.g. {words[0]!r} "
+                "gives no token): it has no unknown token and no pieces to build them from (a BPE model without its "
+                "merges?); every input would vanish. Use the tokenizer files that came with the model")
 
     # ---- construction -------------------------------------------------------------------------------------
 

@@ -41,7 +41,6 @@ class CurveLayout:
     held_out: tuple[Curve, ...]
     summary: tuple[tuple[str, str], ...]  # (statistic, label) of the newest step shown in the summary line
     held_out_summary: tuple[tuple[str, str], ...] = ()  # (statistic, label) of the newest evaluation
-    metric_legend_at_bottom: bool = False  # the metric plot's legend in its bottom right (rising curves: empty)
 
     def held_out_curve(self, key: str) -> Curve | None:
         return next((curve for curve in self.held_out if curve.key == key), None)
@@ -88,7 +87,6 @@ FINETUNING = CurveLayout(
                       symbol="d" if colour == "#2ca02c" else "o") for key, colour in TASK_METRICS)),
     summary=(("loss", "loss"),),
     held_out_summary=tuple((key, f"held-out {key}") for key, _ in TASK_METRICS),
-    metric_legend_at_bottom=True,
 )
 
 

@@ -123,3 +123,29 @@ def test_no_axis_of_the_window_names_a_power_multiplier_before_or_after_a_model(
     assert multipliers() == []
     show_model(qtbot, window, tiny_model, tokenizer)
     assert multipliers() == []
+
+
+@pytest.mark.parametrize("layout_name", ["PRETRAINING", "FINETUNING"])
+def test_the_training_plots_keys_sit_above_their_curves_not_on_them(qtbot, layout_name):
+    """Each key was drawn inside its plot's top right, over the curves there: a finished run's last steps of loss
+    and an NSP accuracy reaching 1 ran under "total MLM NSP". Each now sits in a row of its own above the plot."""
+    from bertcore.training.pretraining import StepStats
+    from explorer.runs import curve_layout
+    from explorer.runs._qt.loss_plots import LossPlots
+
+    plots = LossPlots()
+    qtbot.addWidget(plots)
+    plots.set_layout(getattr(curve_layout, layout_name))
+    plots.resize(900, 600)
+    plots.show()
+    plots.add(StepStats(step=1, total_steps=10, loss=3.0, mlm_loss=2.0, nsp_loss=1.0, mlm_accuracy=0.1,
+                        nsp_accuracy=0.5, learning_rate=1e-4, grad_norm=1.0, tokens=8, tokens_per_second=1.0,
+                        elapsed_seconds=0.1))
+    qtbot.wait(50)
+    keyed = [plot for plot in plots.plots if plot.legend.items]  # a key names only the curves that have values
+    assert plots.loss_plot in keyed
+    for plot in keyed:
+        key = plot.legend.sceneBoundingRect()
+        curves = plot.vb.sceneBoundingRect()
+        assert key.height() > 0 and key.bottom() <= curves.top() + 1, (plot.getAxis("left").labelText, key, curves)
+        assert key.right() <= curves.right() + 1

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QGraphicsItem, QHBoxLay
 from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.log_axis import LogValueAxis
 from explorer.common._qt.plain_text import plain_label
-from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
+from explorer.common._qt.plot_style import SMALL_TEXT, add_legend, curve_pen, style_canvas, style_plot
 from explorer.common._qt.scientific_axis import ScientificAxis
 from explorer.common._qt.signal_blocker import blocked
 from explorer.runs.curve_layout import (
@@ -60,6 +60,7 @@ from explorer.runs.curve_series import CurveSeries, steady_range
 
 LEFT_AXIS_WIDTH = 72  # pixels, the label included
 KEPT_AS_PIXELS = QGraphicsItem.CacheMode.DeviceCoordinateCache  # what seldom changes, for the frames that repaint it
+KEY_ROW_HEIGHT = 15  # pixels: the row above a plot that holds its key, one line of 8 pt text
 HIDDEN_MENUS = ("Transforms", "Downsample", "Average", "Points")  # pyqtgraph's, for items these plots do not hold
 
 
@@ -103,7 +104,6 @@ class LossPlots(QWidget):
         self.lr_plot.setXLink(self.loss_plot)
         self.lr_plot.setLabel("bottom", "step")
         self.accuracy_plot.setYRange(0.0, 1.0)
-        self._place_metric_legend()
         for plot in self.plots:
             # Plain step numbers: an SI prefix made an empty axis read "step (x0.001)".
             plot.getAxis("bottom").enableAutoSIPrefix(False)
@@ -183,7 +183,7 @@ class LossPlots(QWidget):
         style_plot(plot, y_label=title, menu=True, auto_range_button=True)
         for name in HIDDEN_MENUS:
             plot.setContextMenuActionVisible(name, False)
-        add_legend(plot, (-10, 2), columns=3)
+        self._key_above(plot)
         plot.setClipToView(True)
         for name in ("left", "bottom"):
             plot.getAxis(name).setCacheMode(KEPT_AS_PIXELS)
@@ -261,13 +261,20 @@ class LossPlots(QWidget):
             return
         self.layout_spec = layout
         self.accuracy_plot.setLabel("left", layout.metric_title)
-        self._place_metric_legend()
         self.clear()
 
-    def _place_metric_legend(self) -> None:
-        """The metric plot's legend top right, or bottom right where the layout's curves rise into the top."""
-        corner = (1, 1) if self.layout_spec.metric_legend_at_bottom else (1, 0)  # as addLegend's offset sign says
-        self.accuracy_plot.legend.anchor(corner, corner, offset=(-10, -2 if corner[1] else 2))
+    @staticmethod
+    def _key_above(plot: pg.PlotItem) -> None:
+        """The plot's key on a row of its own above its curves, right-aligned: inside the plot it sat over them (a
+        loss that settles near its start, an NSP accuracy that reaches 1, a finished run's last steps under "total
+        MLM NSP"). The row is the plot's title row, one line of small text tall."""
+        plot.setTitle(" ", size=SMALL_TEXT)
+        plot.layout.setRowFixedHeight(0, KEY_ROW_HEIGHT)
+        key = add_legend(plot, (0, 0), columns=3)
+        key.setParentItem(plot)
+        key.layout.setContentsMargins(0, 0, 0, 0)
+        key.layout.setVerticalSpacing(0)
+        key.anchor((1, 0), (1, 0), offset=(-10, 0))
 
     def clear(self) -> None:
         """Forget every point and every curve (a new run, another run folder)."""
