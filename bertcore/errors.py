@@ -22,6 +22,7 @@ CheckpointError`). Every message names the thing, the value and the fix, so a co
           RunFolderBusyError       another process (or another open Trainer) is training in it
           RunFolderWriteError      a file of it could not be written (disk full, read-only, permissions)
             CheckpointWriteError   a checkpoint could not be written; the previous one is still the latest
+        ReportToError              a tool named by report_to cannot be written to (its package is not installed)
 
       TokenizerError               bad input to the tokenizer, or a broken vocabulary file
       CorpusError                  a pretraining corpus that cannot be used (missing, not UTF-8, empty, too small)
@@ -189,3 +190,8 @@ class RunFolderWriteError(RunFolderError):
 class CheckpointWriteError(RunFolderWriteError):
     """A checkpoint (or the final weights) could not be written. Nothing half-written is left behind and the
     previous checkpoint is still the latest and intact; free space (or fix permissions) and resume."""
+
+
+class ReportToError(TrainingError):
+    """A tool the run's `report_to` names cannot be written to here (its package is not installed); the message
+    says what to install."""

@@ -99,6 +99,7 @@ from bertcore.files.run_folder import ResumeChoice, RunClaim, RunFolder
 from bertcore.models.bert import BertForPreTraining
 from bertcore.training.batches_ahead import BatchesAhead
 from bertcore.training.divergence import DivergenceMonitor, learning_rate_advice
+from bertcore.training.reporting import ReportedMetrics, check_report_to, with_reporters
 from bertcore.training.settings import linear_schedule
 from bertcore.training.task import TrainingTask
 
@@ -159,7 +160,8 @@ class TrainingLoop:
         self.out_dir = self.run_folder.path
         self.checkpoint_dir = self.run_folder.checkpoints_dir
         self._lock = threading.RLock()  # guards the weights/optimizer against the loop and other threads
-        self._metrics: MetricsLog | None = None  # open while a steps() loop runs (rank 0)
+        # open while a steps() loop runs (rank 0); its records also reach config.report_to's tools (reporting)
+        self._metrics: MetricsLog | ReportedMetrics | None = None
         self._claim = None
         self._batches: BatchesAhead | None = None  # the coming steps' batches, while a steps() loop runs
         # The controls: flags another thread sets and the loop reads at its next step boundary.
@@ -175,6 +177,7 @@ class TrainingLoop:
         # From here on this process writes into the folder: hold its lock (rank 0 writes for every rank).
         self._claim = RunClaim(self.run_folder, hold=self.is_main, owner=f"this {type(self).__name__}")
         try:
+            check_report_to(config.report_to)  # a missing package said now, not after the setup
             self._set_up(resume, command)
         except BaseException:
             self.close()
@@ -260,9 +263,10 @@ class TrainingLoop:
             "process_group": process_group_backend(), "device": str(self.device), "torch_version": torch.__version__,
             "command": command, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        self._metrics = self.run_folder.begin(self.tokenizer, run_config,
-                                              resumed_at_step=self.step if self.resumed_from else None,
-                                              note=self.resume_note)
+        self._metrics = with_reporters(self.run_folder.begin(self.tokenizer, run_config,
+                                                             resumed_at_step=self.step if self.resumed_from else None,
+                                                             note=self.resume_note),
+                                       self.config.report_to, self.out_dir, first_step=self.step + 1)
 
     # ---- the run folder's lock -----------------------------------------------------------------------------------
 
@@ -368,7 +372,8 @@ class TrainingLoop:
         with self._lock:
             self._claim.take()
             if self.is_main and self._metrics is None:  # iterating again after an earlier loop was left
-                self._metrics = self.run_folder.open_metrics()
+                self._metrics = with_reporters(self.run_folder.open_metrics(), self.config.report_to, self.out_dir,
+                                               first_step=self.step + 1)
         self._session_started = time.perf_counter()
         self._paused_seconds = 0.0
         config = self.config

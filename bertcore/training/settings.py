@@ -70,6 +70,7 @@ MAX_NUM_THREADS = 1024  # torch.set_num_threads overflows (or tries to start tha
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 FLOAT32_TINY = 1.1754944e-38  # the smallest normal float32: a smaller adam_eps is 0 to the optimizer
 PRECISIONS = ("auto", "fp32", "bf16")
+REPORT_TO = ("none", "tensorboard")  # where a run's numbers go besides metrics.jsonl (bertcore.training.reporting)
 
 
 def check_warmup(warmup_steps: int | None, steps: int | None) -> None:
@@ -141,6 +142,10 @@ class LoopSettings:
                                        group="optimisation")
     divergence_patience: int = setting(10, "steps in a row the smoothed loss must stay above divergence_factor × "
                                        "its best before the run stops", group="optimisation", option=None)
+    report_to: str = setting("none", "also write the run's numbers where this tool reads them, as the Trainer's "
+                             "report_to: tensorboard = TensorBoard event files beside metrics.jsonl, tagged as the "
+                             "Trainer tags them (train/loss, eval/loss; needs pip install -e '.[tensorboard]')",
+                             group="run", choices=REPORT_TO)
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "seq_len", "keep_checkpoints", "length_buckets"):
@@ -187,6 +192,9 @@ class LoopSettings:
                              f"as 0, got {self.seed!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to {self.report_to!r} is not one of {', '.join(REPORT_TO)} (tensorboard: "
+                             "TensorBoard event files beside metrics.jsonl)")
         if self.num_threads is not None:
             check_int("num_threads", self.num_threads, minimum=1)
             check_at_most("num_threads", self.num_threads, MAX_NUM_THREADS,

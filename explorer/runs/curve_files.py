@@ -550,7 +550,11 @@ TENSORBOARD_TOKEN_TAGS = ("num_input_tokens_seen", "train/num_input_tokens_seen"
 
 class TensorBoardReader(CurveReader):
     """A TensorBoard log folder: every tfevents file directly in it (a run's files, in name order; new ones are
-    found as they appear), each tailed a whole record at a time."""
+    found as they appear), each tailed a whole record at a time.
+
+    A writer that starts a session at step S (torch's SummaryWriter(purge_step=S): a resumed run) makes what was
+    written before at step S or later out of date: it is dropped, as TensorBoard's EventAccumulator drops it (for
+    every tag). When points already returned are among them, the poll starts again (`restarted`) without them."""
 
     kind = TENSORBOARD
 
@@ -558,6 +562,8 @@ class TensorBoardReader(CurveReader):
         super().__init__(folder)
         self._files: dict[Path, AppendedBytes] = {}
         self._kinds = TagKinds()
+        self._returned_up_to: int | None = None  # the highest step of the points earlier polls returned
+        self._purged_returned = False  # a session start in this poll dropped some of them
 
     def poll(self) -> CurveChunk:
         for path in _tfevents_files(self.folder):
@@ -565,6 +571,7 @@ class TensorBoardReader(CurveReader):
                 self._files[path] = AppendedBytes(path, "the TensorBoard event file")
         restarted = False
         parts: dict[str, list[Points]] = {}
+        self._purged_returned = False
         for path, appended in self._files.items():
             data, file_restarted = appended.read()
             if file_restarted:  # rewritten: read every file again, from its start
@@ -572,8 +579,8 @@ class TensorBoardReader(CurveReader):
                 break
             if data:
                 self._scalars(path, appended, data, parts)
-        if restarted:
-            self._files, self._kinds = {}, TagKinds()
+        if restarted or self._purged_returned:
+            self._files, self._kinds, self._returned_up_to = {}, TagKinds(), None
             chunk = self.poll()
             chunk.restarted = True
             return chunk
@@ -581,6 +588,10 @@ class TensorBoardReader(CurveReader):
                                np.concatenate([piece.values for piece in pieces]),
                                np.concatenate([piece.wall_times for piece in pieces]))
                   for name, pieces in parts.items()}
+        points = {name: curve for name, curve in points.items() if len(curve.steps)}
+        highest = [int(curve.steps.max()) for curve in points.values()]
+        if highest:
+            self._returned_up_to = max([*highest, self._returned_up_to or highest[0]])
         tokens = next((points[tag] for tag in TENSORBOARD_TOKEN_TAGS if tag in points), None)
         return CurveChunk(points=points, tokens=Points(tokens.steps, tokens.values) if tokens else None)
 
@@ -607,6 +618,10 @@ class TensorBoardReader(CurveReader):
             if event is None:
                 continue
             holding.append(index)
+            if event.session_start:
+                _gathered(steps, values, walls, parts)
+                steps, values, walls = {}, {}, {}
+                self._purge(parts, event.step)
             for tag, value in event.values:
                 if tag not in steps:
                     steps[tag], values[tag], walls[tag] = [], [], []
@@ -617,10 +632,26 @@ class TensorBoardReader(CurveReader):
             verify_data(data, records, np.asarray(holding, dtype=np.int64), file_label=label, base_offset=base)
         except TfeventsError as error:
             raise CurveReadError(str(error)) from None
-        for tag, tag_steps in steps.items():
-            parts.setdefault(tag, []).append(Points(np.asarray(tag_steps, np.int64),
-                                                    np.asarray(values[tag], np.float64),
-                                                    np.asarray(walls[tag], np.float64)))
+        _gathered(steps, values, walls, parts)
+
+    def _purge(self, parts: dict[str, list[Points]], step: int) -> None:
+        """Drop the points at `step` or later: those gathered in this poll, and note whether earlier polls
+        returned some."""
+        for pieces in parts.values():
+            for index, piece in enumerate(pieces):
+                kept = piece.steps < step
+                if not kept.all():
+                    pieces[index] = Points(piece.steps[kept], piece.values[kept], piece.wall_times[kept])
+        if self._returned_up_to is not None and self._returned_up_to >= step:
+            self._purged_returned = True
+
+
+def _gathered(steps: dict[str, list[int]], values: dict[str, list[float]], walls: dict[str, list[float]],
+              parts: dict[str, list[Points]]) -> None:
+    """Points gathered as lists, added to `parts` as arrays."""
+    for tag, tag_steps in steps.items():
+        parts.setdefault(tag, []).append(Points(np.asarray(tag_steps, np.int64), np.asarray(values[tag], np.float64),
+                                                np.asarray(walls[tag], np.float64)))
 
 
 # ---- the front door -------------------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ and each record's data is an `Event` protocol buffer (tensorboard/compat/proto/e
 and a `Summary` of tagged values. A scalar is either a value's `simple_value` (what torch's SummaryWriter and TF1
 write) or a one-element tensor of a tag whose metadata names the "scalars" plugin or the scalar data class (what
 TF2's `tf.summary.scalar` and `add_scalar(new_style=True)` write); TF2 writes a tag's metadata only with its first
-value, so the plugin of each tag is remembered (`TagKinds`) across a run's files and polls.
+value, so the plugin of each tag is remembered (`TagKinds`) across a run's files and polls. An Event may instead
+say that a writer started a session at its step (a `SessionLog` START, what `SummaryWriter(purge_step=...)` writes
+when a run resumes): `decode_event` says so, and the reader drops what was written before from that step on.
 
 Why not the tensorboard package's reader: without TensorFlow its record reader checks each CRC in pure Python, a
 byte at a time, and its `EventAccumulator` keeps 10,000 points per tag unless told otherwise
@@ -217,11 +219,18 @@ class EventScalars:
     wall_time: float
     step: int
     values: list[tuple[str, float]]  # (tag, value)
+    # A SessionLog START: the writer (re)started at `step`, and what was written before at this step or later is
+    # out of date (torch's SummaryWriter(purge_step=...), a resumed run): TensorBoard's EventAccumulator drops it.
+    session_start: bool = False
+
+
+_SESSION_START = 1  # SessionLog.SessionStatus.START
 
 
 def decode_event(data: bytes, start: int, end: int, kinds: TagKinds) -> EventScalars | None:
-    """The scalars of the Event in data[start:end]; None when it holds none. _NotAnEvent when it cannot be one."""
-    wall_time, step, summaries = 0.0, 0, []
+    """The scalars of the Event in data[start:end], or that it starts a session; None when it holds neither.
+    _NotAnEvent when it cannot be one."""
+    wall_time, step, summaries, session_start = 0.0, 0, [], False
     for number, wire, value in _fields(data, start, end):
         if number == 1 and wire == 1:
             (wall_time,) = struct.unpack_from("<d", data, value[0])
@@ -229,8 +238,12 @@ def decode_event(data: bytes, start: int, end: int, kinds: TagKinds) -> EventSca
             step = value - (1 << 64) if value >= 1 << 63 else value
         elif number == 5 and wire == 2:
             summaries.append(value)
+        elif number == 7 and wire == 2:  # session_log (6 is the deprecated log_message)
+            for inner, inner_wire, status in _fields(data, *value):
+                if inner == 1 and inner_wire == 0 and status == _SESSION_START:
+                    session_start = True
     if not summaries:
-        return None
+        return EventScalars(wall_time, step, [], session_start=True) if session_start else None
     values = []
     for summary_start, summary_end in summaries:
         for number, wire, value in _fields(data, summary_start, summary_end):
@@ -238,7 +251,7 @@ def decode_event(data: bytes, start: int, end: int, kinds: TagKinds) -> EventSca
                 scalar = _summary_value(data, value[0], value[1], kinds)
                 if scalar is not None:
                     values.append(scalar)
-    return EventScalars(wall_time, step, values) if values else None
+    return EventScalars(wall_time, step, values, session_start) if values or session_start else None
 
 
 def _summary_value(data: bytes, start: int, end: int, kinds: TagKinds) -> tuple[str, float] | None:

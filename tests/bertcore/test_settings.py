@@ -24,7 +24,7 @@ OPTIONS = {
         "--num-heads", "--intermediate-size", "--steps", "--batch-size", "--lr", "--warmup-steps", "--weight-decay",
         "--max-grad-norm", "--seed", "--divergence-factor", "--out", "--resume", "--device", "--precision",
         "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--num-threads", "--compile", "--no-progress",
-        "--eval-batches", "--analysis-every", "--treebank"],
+        "--eval-batches", "--report-to", "--analysis-every", "--treebank"],
     "bert-finetune": [
         "--task", "--train", "--eval", "--demo", "--seq-len", "--heldout-fraction", "--length-buckets", "--format",
         "--text-column", "--text-b-column", "--label-column", "--problem-type", "--tokens-field", "--tags-field",
@@ -32,7 +32,7 @@ OPTIONS = {
         "--allow-no-answer", "--init-from", "--steps", "--batch-size", "--lr", "--warmup-steps", "--weight-decay",
         "--max-grad-norm", "--seed", "--divergence-factor", "--epochs", "--out", "--resume", "--device",
         "--precision", "--eval-every", "--checkpoint-every", "--keep-checkpoints", "--num-threads", "--compile",
-        "--no-progress"],
+        "--no-progress", "--report-to"],
 }
 
 
@@ -64,7 +64,7 @@ def help_lines(parser: argparse.ArgumentParser, monkeypatch) -> dict[str, str]:
 def test_the_settings_every_run_shares_are_declared_once():
     assert issubclass(TrainingConfig, LoopSettings) and issubclass(FinetuneConfig, LoopSettings)
     shared = names(TrainingConfig) & names(FinetuneConfig)
-    assert shared == names(LoopSettings) and len(shared) == 23
+    assert shared == names(LoopSettings) and len(shared) == 24
     # A shared field declared again is one whose fine-tuning default (or meaning) differs; its help stays one text.
     redeclared = {name for name in shared if FinetuneConfig.__dataclass_fields__[name].default
                   != LoopSettings.__dataclass_fields__[name].default}

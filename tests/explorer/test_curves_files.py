@@ -1,6 +1,6 @@
 """`explorer.runs.read_curves` against files written by the real writers: torch's SummaryWriter (and TF2's tensor
 scalars, built with the tensorboard package's own protobuf classes and record writer), the Hugging Face Trainer's
-trainer_state.json (its own TrainerState class; a real Trainer run where accelerate is installed) and bertcore's
+trainer_state.json (its own TrainerState class, and a real Trainer run) and bertcore's
 own trainer; with every point compared to the tensorboard package's EventAccumulator or to the file's lines.
 Files still being written are read up to their last whole record, and files that are not what they claim are a
 clear error, never a hang."""
@@ -188,6 +188,40 @@ def test_a_record_still_being_written_waits_for_its_end(tmp_path):
         np.testing.assert_array_equal(values, whole[name].values)
 
 
+def test_a_writer_started_again_at_a_step_drops_what_was_written_from_there_as_tensorboard_does(tmp_path):
+    """A resumed run's SummaryWriter(purge_step=S) starts a session at S: the steps from S on that the first
+    writer wrote are out of date. EventAccumulator drops them; so does the reader, whether it reads the folder
+    whole or followed it while the first writer wrote (then the poll starts again)."""
+    import time
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "resumed"
+    first = SummaryWriter(str(folder))
+    for step in range(1, 31):
+        first.add_scalar("train/loss", 10.0 + step, step)
+        if step % 10 == 0:
+            first.add_scalar("eval/loss", 20.0 + step, step)
+    first.close()
+    followed = open_run(folder)
+    chunk = followed.poll()
+    assert chunk.points["train/loss"].steps.tolist() == list(range(1, 31))
+    time.sleep(1.1)  # the next file's name (its time in seconds) sorts after the first's
+    second = SummaryWriter(str(folder), purge_step=21)
+    for step in range(21, 41):
+        second.add_scalar("train/loss", 100.0 + step, step)
+    second.close()
+    assert len(list(folder.iterdir())) == 2
+    reference = accumulated(folder)
+    assert [step for step, _, _ in reference["train/loss"]] == list(range(1, 41))
+    assert [step for step, _, _ in reference["eval/loss"]] == [10, 20]
+    assert_same_points(read_curves(folder), reference)
+    chunk = followed.poll()
+    assert chunk.restarted
+    assert_same_points({tag: points for tag, points in chunk.points.items()}, reference)
+    assert not followed.poll()  # nothing new, nothing started again
+
+
 def test_a_file_that_is_not_an_event_file_is_said_at_once(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
@@ -282,7 +316,6 @@ def test_a_damaged_trainer_state_is_said(tmp_path):
 
 @pytest.mark.slow
 def test_a_real_trainer_run(tmp_path):
-    pytest.importorskip("accelerate")
     import torch
     from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 

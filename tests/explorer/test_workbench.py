@@ -329,3 +329,135 @@ def test_the_window_has_the_runs_tab_and_opens_a_run_in_the_train_tab(qtbot, set
         assert window.tabs.tabText(window.tabs.currentIndex()) == "Train" and train.run_dir == runs_folder / "lr-0.001"
     finally:
         window.close()
+
+
+def shown_ticks(axis) -> list[tuple[float, str]]:
+    """(the value a tick stands at, the text drawn beside it) of every tick an axis draws over its range now, as
+    pyqtgraph's AxisItem.generateDrawSpecs asks for them."""
+    low, high = axis.range
+    size = axis.height() if axis.orientation in ("left", "right") else axis.width()
+    ticks = []
+    for spacing, values in axis.tickValues(min(low, high), max(low, high), size):
+        texts = axis.tickStrings(values, axis.autoSIPrefixScale * axis.scale, spacing)
+        ticks.extend(zip(values, texts, strict=True))
+    return ticks
+
+
+@pytest.mark.slow
+def test_a_value_axis_names_its_values_after_any_change_of_the_axes(qtbot, tab):
+    """Part 1's screenshot: with log x on, the learning-rate plot's axis read 1 … 3 for rates of 0.001 … 0.003.
+    pyqtgraph 0.14 computes an SI scale even while disabling it, so restyling a plot that holds data scaled its
+    ticks by 1,000 with no prefix shown."""
+    tab.state.set_ticked([entry.run_id for entry in tab.state.runs.values() if entry.name.startswith("lr")], True)
+    tab.plots.draw_all()
+    for change in (lambda: tab.log_x_check.setChecked(True), lambda: tab.axis_box.setCurrentIndex(2),
+                   lambda: tab.log_x_check.setChecked(False), lambda: tab.log_y_check.setChecked(True)):
+        change()
+        tab.plots.draw_all()
+        plot = tab.plots.plots["learning_rate"]
+        axis = plot.plot.getAxis("left")
+        axis.setRange(*plot.plot.getViewBox().viewRange()[1])
+        ticks = shown_ticks(axis)
+        assert ticks
+        for value, text in ticks:
+            meant = 10.0**value if tab.state.mode.log_y else value
+            assert float(text) == pytest.approx(meant, rel=0.02, abs=1e-12), (value, text)
+        low, high = plot.plot.getViewBox().viewRange()[1]
+        assert (10.0**low if tab.state.mode.log_y else low) < 0.002 < (10.0**high if tab.state.mode.log_y else high)
+
+
+@pytest.mark.parametrize("held_out", [False, True])
+def test_a_series_view_kept_up_to_date_equals_one_built_afresh(held_out):
+    """Whatever changes in turn (the smoothing, log y, the x axis, log x, points arriving, the run starting
+    again), a view that redid only what changed holds the arrays and counts of a view built now."""
+    rng = np.random.default_rng(7)
+    curve = {"steps": np.zeros(0, dtype=np.int64), "values": np.zeros(0), "generation": 1}
+    tokens = (np.arange(1, 2001), np.arange(1, 2001) * 50.0 - 500.0)  # tokens seen: at or below 0 for a while
+    elapsed = (np.arange(1, 2001), np.r_[np.arange(1, 1001) * 0.5, np.arange(1, 1001) * 0.5 + 100.0])
+
+    def grow(count: int) -> None:
+        start = len(curve["steps"]) + 1
+        values = np.exp(-np.arange(start, start + count) / 300) + rng.normal(0, 0.05, count) - 0.02
+        values[rng.random(count) < 0.02] = np.nan
+        curve["steps"] = np.r_[curve["steps"], np.arange(start, start + count)]
+        curve["values"] = np.r_[curve["values"], values]
+
+    def source():
+        return curve["steps"], curve["values"], None, curve["generation"]
+
+    def context():
+        return None, tokens, elapsed
+
+    kept = SeriesView(source, context, held_out)
+    mode, smoothing = DisplayMode(), 0.6
+    grow(300)
+    changes = [lambda m, s: (m, 0.9), lambda m, s: (DisplayMode(m.axis, m.log_x, True), s),
+               lambda m, s: (DisplayMode("tokens", m.log_x, m.log_y), s),
+               lambda m, s: (DisplayMode(m.axis, True, m.log_y), s), lambda m, s: (m, 0.0),
+               lambda m, s: (DisplayMode("relative", m.log_x, m.log_y), s),
+               lambda m, s: (DisplayMode(m.axis, m.log_x, False), 0.95), lambda m, s: (DisplayMode(), s)]
+    for round_ in range(40):
+        what = round_ % 5
+        if what in (0, 2):
+            grow(int(rng.integers(1, 120)))
+        elif what == 1:
+            mode, smoothing = changes[int(rng.integers(len(changes)))](mode, smoothing)
+        elif what == 3 and round_ == 23:
+            curve["steps"], curve["values"] = curve["steps"][:50], curve["values"][:50]
+            curve["generation"] += 1  # the run started again
+        kept.update(mode, smoothing)
+        fresh = SeriesView(source, context, held_out)
+        fresh.update(mode, smoothing)
+        for name in ("x", "y", "steps", "x_smooth", "y_smooth"):
+            np.testing.assert_allclose(getattr(kept, name), getattr(fresh, name), rtol=0, atol=1e-12,
+                                       err_msg=f"{name} after round {round_}, {mode}, smoothing {smoothing}")
+        assert (kept.not_drawn, kept.non_positive, kept.no_x) == (fresh.not_drawn, fresh.non_positive, fresh.no_x)
+        assert kept.y_extent(False) == fresh.y_extent(False)
+        for x in (kept.x[:1].tolist() + kept.x[-1:].tolist()):
+            (step, value, smoothed), expected = kept.value_at(x), fresh.value_at(x)
+            assert (step, value) == expected[:2]
+            assert smoothed is expected[2] is None if held_out else smoothed == pytest.approx(expected[2], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_a_run_that_starts_again_is_drawn_anew(qtbot, tab, runs_folder):
+    """A resumed bert-train run rewrites its metrics.jsonl shorter: the tab's curves start again, and so do the
+    plot's items (they held the old curve's points)."""
+    entry = by_name(tab.state, "lr-0.001")
+    tab.state.set_ticked([entry.run_id], True)
+    tab.plots.draw_all()
+    assert len(tab.plots.item_data("loss", entry.run_id, "loss")[0]) == 60
+    metrics = runs_folder / "lr-0.001" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()[:25]
+    replacement = metrics.with_name("metrics.new")
+    replacement.write_text("".join(line + "\n" for line in lines))
+    replacement.replace(metrics)
+    qtbot.waitUntil(lambda: entry.curves["loss"].size < 60, timeout=10_000)
+    tab.plots.draw_all()
+    x, y = tab.plots.item_data("loss", entry.run_id, "loss")
+    np.testing.assert_array_equal(y, entry.curves["loss"].values)
+    assert x.tolist() == list(range(1, len(y) + 1)) and len(y) < 60
+
+
+@pytest.mark.slow
+def test_a_redraw_pass_in_slices_draws_what_a_whole_draw_does(qtbot, tab, monkeypatch):
+    """With a slice of no time at all each slice is one step (a curve's arrays, or an item's data): the pass still
+    ends with every item drawn, its canvas repaintable again; an event in the middle ends it and the next redraws."""
+    from explorer.runs._qt.workbench import metric_plots
+
+    monkeypatch.setattr(metric_plots, "SLICE_S", 0.0)
+    tab.state.set_ticked(list(tab.state.runs), True)
+    plots = tab.plots
+    plots.redraw()
+    assert plots.busy()  # one step done, the rest waiting for the event loop
+    tab.set_smoothing(0.3)  # an event mid-pass
+    qtbot.waitUntil(lambda: not plots.busy(), timeout=10_000)
+    steps_before = plots.redraw_count
+    entry = by_name(tab.state, "lr-0.003")
+    _, y = plots.item_data("loss", entry.run_id, "loss", smoothed=True)
+    np.testing.assert_allclose(y, smooth(entry.curves["loss"].values, 0.3), atol=1e-12)
+    assert all(plot.canvas.viewport().updatesEnabled() and not plot.dirty for plot in plots.plots.values()
+               if plots.visible(plot))
+    plots.redraw()
+    qtbot.waitUntil(lambda: not plots.busy(), timeout=10_000)
+    assert plots.redraw_count == steps_before + 1

@@ -1,9 +1,12 @@
-"""PNG / SVG export of any widget without dialogs (the caller chooses the path), and the Export menus that ask.
+"""PNG / SVG export of any widget without dialogs (the caller chooses the path), the same picture put on the
+clipboard, and the Export menus that ask.
 
 What is exported is what the caller names: a view's plot, or several side by side as they sit on screen (the
 head grid beside the head large), never the controls around them; whatever lies between two of them is left
 blank. An export that takes seconds (a large NPZ) is named `WrittenInBackground(steps)`: the menus ask for its path,
-then write it off the GUI thread with its progress and Cancel (`background_write.BackgroundWrite`).
+then write it off the GUI thread with its progress and Cancel (`background_write.BackgroundWrite`). A menu's "Copy
+picture" entry is `CopyPicture(picture)`: `picture()` renders what its PNG entry writes (`render_picture`), and the
+image goes on the clipboard (`copy_picture`), where any other program can paste it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
+from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QMessageBox, QToolButton, QWidget
 
 from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common.export_data import _replace_atomically
@@ -27,6 +30,14 @@ class WrittenInBackground:
     file (`explorer.common.export_data.npz_writing`); called in the GUI thread, so what it captures is taken there."""
 
     steps: Callable[[Path], Iterator]
+
+
+@dataclass(frozen=True)
+class CopyPicture:
+    """A menu entry that puts a picture on the clipboard: `picture()` returns the QImage (`render_picture` of what
+    the view's PNG entry writes), or raises ValueError saying why there is none to copy."""
+
+    picture: Callable[[], QImage]
 
 
 def _placed(widgets: QWidget | Sequence[QWidget]) -> tuple[list[tuple[QWidget, QPoint]], QSize]:
@@ -51,9 +62,9 @@ def _render(painter: QPainter, placed: list[tuple[QWidget, QPoint]]) -> None:
         painter.restore()
 
 
-def export_png(widgets: QWidget | Sequence[QWidget], path, scale: float = 2.0) -> Path:
-    """Renders a widget, or several where they sit beside each other (as on screen, at `scale` x their pixel
-    size, for print), into a PNG file."""
+def render_picture(widgets: QWidget | Sequence[QWidget], scale: float = 2.0) -> QImage:
+    """A widget, or several where they sit beside each other, as on screen, at `scale` x their pixel size (for
+    print): what `export_png` writes and `copy_picture` puts on the clipboard."""
     placed, size = _placed(widgets)
     image = QImage(QSize(round(size.width() * scale), round(size.height() * scale)), QImage.Format.Format_ARGB32)
     image.fill(Qt.GlobalColor.white)  # the plots' own background, so the room between two of them is not a band
@@ -65,6 +76,20 @@ def export_png(widgets: QWidget | Sequence[QWidget], path, scale: float = 2.0) -
         _render(painter, placed)
     finally:
         painter.end()
+    return image
+
+
+def copy_picture(picture: QImage | QWidget | Sequence[QWidget]) -> QImage:
+    """Put a picture (an image, or `render_picture` of widgets) on the clipboard; returns the image."""
+    image = picture if isinstance(picture, QImage) else render_picture(picture)
+    QApplication.clipboard().setImage(image)
+    return image
+
+
+def export_png(widgets: QWidget | Sequence[QWidget], path, scale: float = 2.0) -> Path:
+    """Renders a widget, or several where they sit beside each other (as on screen, at `scale` x their pixel
+    size, for print), into a PNG file."""
+    image = render_picture(widgets, scale)
 
     def write(target: Path) -> None:
         if not image.save(str(target), "PNG"):
@@ -134,9 +159,20 @@ def write_in_background(parent: QWidget, what: str, path: Path, write: WrittenIn
     return BackgroundWrite(parent, what, path, lambda: steps)
 
 
+def copy_with_message(parent: QWidget, what: str, copy: CopyPicture) -> QImage | None:
+    """A menu's "Copy picture": the picture on the clipboard; when there is none, a message box saying why."""
+    try:
+        return copy_picture(copy.picture())
+    except ValueError as error:
+        QMessageBox.warning(parent, "Nothing to copy", f"Could not copy {what}:\n{error}")
+        return None
+
+
 def export_button(parent: QWidget, name: str,
-                  entries: list[tuple[str, str, Callable[[Path], object] | WrittenInBackground]]) -> QToolButton:
-    """An "Export" button whose menu has one entry per (menu text, suggested file name, write(path))."""
+                  entries: list[tuple[str, str, Callable[[Path], object] | WrittenInBackground | CopyPicture]]
+                  ) -> QToolButton:
+    """An "Export" button whose menu has one entry per (menu text, suggested file name, write(path)); a
+    `CopyPicture` entry (its file name unused) puts its picture on the clipboard instead."""
     button = QToolButton(parent)
     button.setObjectName(name)
     button.setAccessibleName("export")
@@ -146,6 +182,9 @@ def export_button(parent: QWidget, name: str,
     for text, suggested_name, write in entries:
         what = text.rstrip("…")
         what = what[:1].lower() + what[1:]
+        if isinstance(write, CopyPicture):
+            menu.addAction(text, lambda copy=write: copy_with_message(parent, "the picture", copy))
+            continue
         menu.addAction(text, lambda what=what, name=suggested_name, write=write:
                        export_with_dialog(parent, what, name, write))
     button.setMenu(menu)

@@ -28,8 +28,25 @@ def value_text(value: float) -> str:
     return f"{value:.0e}"
 
 
-class LogValueAxis(pg.AxisItem):
+class NoSIPrefix:
+    """An axis (mixed in before pyqtgraph's) whose ticks are never scaled by an SI prefix once it is switched off.
+
+    pyqtgraph 0.14's `enableAutoSIPrefix(False)` still computes a prefix for the range it holds and keeps its scale:
+    an axis restyled while it showed 0.001 … 0.003 (a plot's axes changed) then drew 1 … 3 with no prefix named."""
+
+    def updateAutoSIPrefix(self) -> None:
+        if self.autoSIPrefix:
+            super().updateAutoSIPrefix()
+            return
+        self.autoSIPrefixScale = 1.0
+        self.labelUnitPrefix = ""
+        self._updateLabel()
+
+
+class LogValueAxis(NoSIPrefix, pg.AxisItem):
     """A value axis, linear until `set_log(True)`: from then on its view holds log10 of the values drawn."""
+
+    min_tick_gap_px = MIN_TICK_GAP_PX  # between two labelled log ticks (a horizontal axis' labels need more)
 
     def __init__(self, orientation: str):
         super().__init__(orientation)
@@ -44,7 +61,7 @@ class LogValueAxis(pg.AxisItem):
             self.setLogMode(bool(on))
 
     def logTickValues(self, minVal, maxVal, size, stdTicks):
-        """Decades, then 2 … 9 between them where each has MIN_TICK_GAP_PX, else 2 and 5, else none (pyqtgraph's
+        """Decades, then 2 … 9 between them where each has `min_tick_gap_px`, else 2 and 5, else none (pyqtgraph's
         own put 2 … 9 everywhere, their labels written over each other on a short axis)."""
         low, high = sorted((float(minVal), float(maxVal)))
         if not (math.isfinite(low) and math.isfinite(high)) or high <= low or size <= 0:
@@ -54,7 +71,7 @@ class LogValueAxis(pg.AxisItem):
         levels = [(1.0, [float(decade) for decade in decades if low <= decade <= high])]
         for multiples in ((2, 3, 4, 5, 6, 7, 8, 9), (2, 5)):
             gaps = np.diff(np.log10([1, *multiples, 10])) * px_per_decade
-            if gaps.min() >= MIN_TICK_GAP_PX:
+            if gaps.min() >= self.min_tick_gap_px:
                 minor = [decade + math.log10(multiple) for decade in decades for multiple in multiples]
                 levels.append((None, [value for value in minor if low <= value <= high]))
                 break

@@ -48,6 +48,8 @@ SHORTCUTS = (
     Shortcut("PgDown", "next_layer", "Next layer in the attention views", INSPECT),
     Shortcut("Ctrl+P", "toggle_predictions", "Show or hide the predictions (give the heads the room)", INSPECT),
     Shortcut("Ctrl+O", "open_checkpoint", "Open a checkpoint folder"),
+    Shortcut("Ctrl+Shift+O", "open_session", "Open a session (.bertx): its model, pair, tab, head, zoom and runs"),
+    Shortcut("Ctrl+S", "save_session", "Save the session (.bertx): the model, pair, tab, head, zoom and runs shown"),
     Shortcut("Ctrl+Shift+S", "save_as", "Save the model as a checkpoint folder"),
     Shortcut("F1", "show_shortcuts", "This list of keyboard shortcuts"),
     Shortcut("Ctrl+Q", "quit", "Quit (a training run stops and saves a checkpoint)"),

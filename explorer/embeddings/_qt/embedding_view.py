@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.common._qt.exporting import export_button, export_png, export_svg
+from explorer.common._qt.exporting import CopyPicture, export_button, export_png, export_svg, render_picture
 from explorer.common._qt.line_label import ElidedLabel
 from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.plot_style import style_canvas, style_plot
@@ -92,6 +92,7 @@ class EmbeddingView(WindowTab):
         self.special_check.setChecked(True)
         self.projection_pane = ProjectionPane()
         self.export_button = export_button(self, "embeddingExportButton", [
+            ("Copy picture", "", CopyPicture(lambda: render_picture(self.projection_pane.scatter_plot))),
             ("Projection as PNG…", "projection.png", lambda path: export_png(self.projection_pane.scatter_plot, path)),
             ("Projection as SVG…", "projection.svg",
              lambda path: export_svg(self.projection_pane.scatter_plot, path, title="bert-explorer projection")),

@@ -42,7 +42,14 @@ from PySide6.QtWidgets import (
 
 from bertcore.explain.attribution import ATTRIBUTION_METHODS
 from bertcore.tokenization.pieces import readable_tokens
-from explorer.common._qt.exporting import WrittenInBackground, export_button, export_png, export_svg
+from explorer.common._qt.exporting import (
+    CopyPicture,
+    WrittenInBackground,
+    export_button,
+    export_png,
+    export_svg,
+    render_picture,
+)
 from explorer.common._qt.line_label import LineLabel
 from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
@@ -149,6 +156,8 @@ class ExplainTab(WindowTab):
             ("Attributions as CSV…", "attributions.csv", self.write_csv),
             ("Everything as NPZ…", "explanation.npz",
              WrittenInBackground(lambda path: explanation_npz_writing(path, self.state))),
+            ("Copy picture", "",
+             CopyPicture(lambda: render_picture([self.attribution_view, self.faithfulness_plot]))),
             ("Attributions and curves as PNG…", "attributions.png",
              lambda path: export_png([self.attribution_view, self.faithfulness_plot], path)),
             ("Attributions and curves as SVG…", "attributions.svg",

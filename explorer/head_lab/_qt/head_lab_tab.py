@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 import explorer.common._qt.shortcuts as shortcuts
-from explorer.common._qt.exporting import export_button
+from explorer.common._qt.exporting import CopyPicture, export_button
 from explorer.common._qt.plain_text import plain_label
 from explorer.common._qt.signal_blocker import blocked
 from explorer.common._qt.widget_names import named
@@ -104,6 +104,7 @@ class HeadLabTab(WindowTab):
             ("Head table as CSV…", "head-importance.csv", self.table.write_csv),
             ("Head arrays as NPZ…", "head-importance.npz", self.table.write_npz),
             ("Pruning curve as CSV…", "pruning-curve.csv", self.plot.write_csv),
+            ("Copy picture", "", CopyPicture(self.plot.picture)),
             ("Pruning curve as PNG…", "pruning-curve.png", self.plot.export_png),
             ("Pruning curve as SVG…", "pruning-curve.svg", self.plot.export_svg)])
 

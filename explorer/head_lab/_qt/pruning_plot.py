@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from explorer.common._qt.exporting import export_png, export_svg
+from explorer.common._qt.exporting import export_png, export_svg, render_picture
 from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
 from explorer.common.export_data import _replace_atomically
 
@@ -111,6 +112,11 @@ class PruningPlot(QWidget):
     def export_png(self, path) -> Path:
         self._require_curve()
         return export_png(self, path)
+
+    def picture(self) -> QImage:
+        """What export_png writes, for the clipboard."""
+        self._require_curve()
+        return render_picture(self)
 
     def export_svg(self, path) -> Path:
         self._require_curve()

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMenu, QWidget
 
-from explorer.common._qt.exporting import WrittenInBackground, export_png, export_svg, export_with_dialog
+from explorer.common._qt.exporting import (
+    CopyPicture,
+    WrittenInBackground,
+    copy_with_message,
+    export_png,
+    export_svg,
+    export_with_dialog,
+    render_picture,
+)
 from explorer.common.attention_math import compute_rollout
 from explorer.common.export_data import (
     Computed,
@@ -59,6 +68,12 @@ class AttentionExports:
         self._require_inspection("PNG")
         self._ensure_drawn(view)
         return export_png(self.view_parts(view), path)
+
+    def picture(self, view: str = "current") -> QImage:
+        """What export_png writes of `view`, for the clipboard."""
+        self._require_inspection("a picture")
+        self._ensure_drawn(view)
+        return render_picture(self.view_parts(view))
 
     def export_svg(self, path, view: str = "current") -> Path:
         self._require_inspection("SVG")
@@ -109,6 +124,9 @@ class AttentionExports:
 
     def _build_export_menu(self) -> QMenu:
         menu = QMenu(self)
+        copy = menu.addAction("Copy picture", lambda: copy_with_message(self, "the current view",
+                                                                      CopyPicture(self.picture)))
+        copy.setToolTip("The current view, as its PNG holds it, on the clipboard")
         for group, entries in enumerate(EXPORTS):
             if group:
                 menu.addSeparator()

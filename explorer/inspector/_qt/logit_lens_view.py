@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QImage
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from bertcore.tokenization.pieces import readable_piece
 from explorer.common._qt.cell_numbers import CellNumbers
-from explorer.common._qt.exporting import export_button, export_png
+from explorer.common._qt.exporting import CopyPicture, export_button, export_png, render_picture
 from explorer.common._qt.heatmap_style import color_map
 from explorer.common._qt.plain_text import plain_label, plain_tooltip
 from explorer.common._qt.plot_style import style_canvas, style_plot
@@ -84,6 +84,7 @@ class LogitLensView(QWidget):
                                     "(1 = the top prediction; log scale)")
         self.export_button = export_button(self, "logitLensExportButton", [
             ("Logit lens as CSV…", "logit-lens.csv", self.write_csv),
+            ("Copy picture", "", CopyPicture(self.picture)),
             ("Logit lens as PNG…", "logit-lens.png", self.export_png)])
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
@@ -223,6 +224,12 @@ class LogitLensView(QWidget):
         if self.lens is None:
             raise ValueError("there is no logit lens to export; mask a token first")
         return export_png(self.graphics, path)  # the heatmap, not the value combo and Export button over it
+
+    def picture(self) -> QImage:
+        """What export_png writes, for the clipboard."""
+        if self.lens is None:
+            raise ValueError("there is no logit lens to copy; mask a token first")
+        return render_picture(self.graphics)
 
     # ---- drawing ----
     def _draw(self) -> None:

@@ -121,21 +121,26 @@ class RunEntry:
     def metrics(self) -> list[str]:
         return [name for name, curve in self.curves.items() if curve.size]
 
-    def best_held_out(self) -> str:
-        """The best held-out value so far, in words: "eval/loss 2.31 @ 200" (the main metric of a fine-tuning run,
-        else the held-out loss, else the first held-out metric); "" when it has none."""
+    def best_held_out_point(self) -> tuple[str, float, int] | None:
+        """(metric, value, step) of the best held-out value so far: of the main metric of a fine-tuning run, else
+        of the held-out loss, else of the first held-out metric; None when it has none."""
         held_out = [name for name in self.curves if metric_group(name)[1] and self.curves[name].size]
         if not held_out:
-            return ""
+            return None
         preferred = [name for name in held_out if self.main_metric and metric_group(name)[0] == self.main_metric]
         preferred += [name for name in held_out if metric_group(name)[0] == "loss"]
         name = (preferred or sorted(held_out))[0]
         curve = self.curves[name]
         values = curve.values
         if not np.isfinite(values).any():
-            return ""
+            return None
         index = int(np.nanargmin(values) if lower_is_better(metric_group(name)[0]) else np.nanargmax(values))
-        return f"{name} {values[index]:.4g} @ {int(curve.steps[index]):,}"
+        return name, float(values[index]), int(curve.steps[index])
+
+    def best_held_out(self) -> str:
+        """The best held-out value so far, in words: "eval/loss 2.31 @ 200"; "" when it has none."""
+        best = self.best_held_out_point()
+        return "" if best is None else f"{best[0]} {best[1]:.4g} @ {best[2]:,}"
 
 
 class FilterError(ValueError):
@@ -161,6 +166,23 @@ class MetricPlot:
     members: tuple[tuple[RunEntry, str, bool], ...]  # (run, curve name, held out)
 
 
+@dataclass(frozen=True)
+class RunsView:
+    """The Runs tab as a session keeps it (explorer.window.session): `WorkbenchState` and the tab's controls, as
+    plain values."""
+
+    folders: tuple[str, ...] = ()  # the folders added, in order
+    ticked: tuple[str, ...] = ()  # the folders of the runs ticked
+    smoothing: float = DEFAULT_SMOOTHING
+    axis: str = "step"
+    log_x: bool = False
+    log_y: bool = False
+    ignore_outliers: bool = True
+    shared_only: bool = False
+    run_filter: str = ""
+    metric_filter: str = ""
+
+
 class WorkbenchState:
     """See the module docstring."""
 
@@ -178,6 +200,7 @@ class WorkbenchState:
         self._run_filter: re.Pattern | None = None
         self._metric_filter: re.Pattern | None = None
         self._colours = itertools.cycle(PALETTE)
+        self._tick_when_found: set[Path] = set()  # run folders to tick once the follower finds them (a session)
         self.runs_changed = Event()
         self.curves_changed = Event()
         self.ticks_changed = Event()
@@ -187,11 +210,15 @@ class WorkbenchState:
     # ---- what the follower found
     def apply(self, records: Iterable[object]) -> None:
         grown: set[int] = set()
-        listed = False
+        listed = ticked = False
         for record in records:
             if isinstance(record, RunFound):
-                self.runs[record.run_id] = RunEntry(record.run_id, record.folder, record.kind, record.name,
-                                                    next(self._colours))
+                entry = self.runs[record.run_id] = RunEntry(record.run_id, record.folder, record.kind, record.name,
+                                                            next(self._colours))
+                if self._tick_when_found and _resolved(record.folder) in self._tick_when_found:
+                    self._tick_when_found.discard(_resolved(record.folder))
+                    entry.ticked = True
+                    ticked = True
                 listed = True
             elif isinstance(record, CurvesRead):
                 entry = self.runs.get(record.run_id)
@@ -215,6 +242,8 @@ class WorkbenchState:
                 self.message.emit(record.message, "error")
         if listed:
             self.runs_changed.emit()
+        if ticked:
+            self.ticks_changed.emit()
         if grown:
             self.curves_changed.emit(grown)
 
@@ -261,6 +290,24 @@ class WorkbenchState:
                 changed = True
         if changed:
             self.ticks_changed.emit()
+
+    def tick_only(self, folders: Iterable[str | Path]) -> None:
+        """Tick the runs in `folders` and untick the others: those found later are ticked when they are found."""
+        wanted = {_resolved(folder) for folder in folders}
+        changed = False
+        for entry in self.runs.values():
+            ticked = _resolved(entry.folder) in wanted
+            wanted.discard(_resolved(entry.folder))
+            if entry.ticked != ticked:
+                entry.ticked, changed = ticked, True
+        self._tick_when_found = wanted
+        if changed:
+            self.ticks_changed.emit()
+
+    def ticked_folders(self) -> list[str]:
+        """The folders of the runs ticked, and of those to be ticked once found."""
+        return [str(entry.folder) for entry in self.runs.values() if entry.ticked] + sorted(
+            str(folder) for folder in self._tick_when_found)
 
     def set_run_filter(self, text: str) -> str | None:
         """Filter the runs by a regular expression (on the name or folder); the message when it is not one (the
@@ -385,6 +432,13 @@ class WorkbenchState:
 
     def kind_words(self, entry: RunEntry) -> str:
         return KIND_WORDS.get(entry.kind, entry.kind)
+
+
+def _resolved(folder: str | Path) -> Path:
+    try:
+        return Path(folder).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return Path(folder)
 
 
 def _number(value) -> str:

@@ -15,7 +15,15 @@ Public API (for the app, tests and benchmarks): `tabs`, `inspect_tab`, `current_
 `add_tab(tab, title)`, `change_tab`, `explain_tab`, `explain_output(target)` (an output clicked in the Inspect tab),
 `runs_tab` (every run on one set of axes) and `open_run_folder(folder, title)` (its "open in the Train tab"),
 `tab_actions` (View ▸ a tab), `head_lab` (the HeadLabController), `inspectionShown`, `modelChanged`,
-`modelLoadFailed`, `closing`.
+`modelLoadFailed`, `closing`; sessions (File ▸ Save session… / Open session…: `current_session()`,
+`save_session(path)`, `open_session(path)`, `apply_session(session)`, explorer.window.session) and the models opened
+lately (Model ▸ Open recent: `recent_models()`, `fill_recent_menu()`, `clear_recent_models()`,
+explorer.window.recent_models).
+
+A session opens in steps, since the model loads off the GUI thread: the Runs tab, the tab shown and the pair at once;
+the model (unless it is the one shown); then, once an inspection of the session's pair by the model that settled is
+shown, the layer, the head and the zoom. What it cannot bring back (a model or run folder no longer there, a tab this
+window lacks) is said once, in the Inspect tab's error line and the status bar; the rest is restored all the same.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QTabWidget, QWidget
 
 import explorer.common._qt.shortcuts as shortcuts
+from bertcore.models.config import PRESETS
 from explorer import APP_NAME, __version__
 from explorer.common._qt.background_write import BackgroundWrite
 from explorer.common._qt.gui_gc import freeze_long_lived
@@ -39,6 +48,7 @@ from explorer.common._qt.plain_text import plain_tooltip
 from explorer.common._qt.theme import use_light_palette
 from explorer.common._qt.widget_names import named
 from explorer.common._qt.window_tab import WindowTab
+from explorer.common.model_names import cached_repo_id
 from explorer.embeddings._qt.embedding_view import EmbeddingView
 from explorer.explain._qt.explain_tab import ExplainTab
 from explorer.explain.state import ExplainRequest
@@ -53,11 +63,15 @@ from explorer.window._qt.hub_download_dialog import HubDownloadDialog
 from explorer.window._qt.menus import add_action, build_menus
 from explorer.window._qt.model_loader import LAST_CHECKPOINT_KEY, ModelLoader
 from explorer.window._qt.model_picker import ModelPicker
+from explorer.window.recent_models import RecentModel, from_text, menu_labels, remembered, to_text
+from explorer.window.session import FILE_FILTER, SUFFIX, ModelRef, Session, SessionError, read_session, save_session
 
 __all__ = ["LAST_CHECKPOINT_KEY", "SETTINGS_APPLICATION", "SETTINGS_ORGANISATION", "MainWindow", "default_settings"]
 
 SETTINGS_ORGANISATION = SETTINGS_APPLICATION = APP_NAME
 GEOMETRY_KEY = "window/geometry"
+RECENT_MODELS_KEY = "model/recent"  # Model ▸ Open recent, newest first (JSON text: explorer.window.recent_models)
+SESSION_FOLDER_KEY = "session/folder"  # where the last session was opened or saved: the dialogs start there
 
 
 def default_settings() -> QSettings:
@@ -81,6 +95,8 @@ class MainWindow(QMainWindow):
         self.model_picker: ModelPicker | None = None  # Model ▸ Open from Hugging Face cache, once opened
         self.hub_download: HubDownloadDialog | None = None  # Model ▸ Download from the Hub, once opened
         self.about_box: QMessageBox | None = None  # Help ▸ About, the last one opened
+        self._session_waiting: Session | None = None  # a session opened whose layer, head and zoom are still due
+        self._session_model_pending = False  # its model is loading
         self.loader = ModelLoader(self.settings, device, parent=self)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
@@ -116,6 +132,9 @@ class MainWindow(QMainWindow):
         self.inspect_tab.task_output.explainRequested.connect(self.explain_output)
         self.inspect_tab.token_table.explainRequested.connect(self.explain_output)  # ELECTRA's "replaced?" cells
         self.inspectionShown.connect(self.explain_tab.on_inspection_shown)
+        self.inspectionShown.connect(self._session_views_when_shown)
+        self.modelChanged.connect(self._session_model_settled)
+        self.modelLoadFailed.connect(self._session_model_settled)
         self._show_model_label()
         geometry = self.settings.value(GEOMETRY_KEY)
         if geometry is not None:
@@ -284,6 +303,8 @@ class MainWindow(QMainWindow):
 
     def _install(self, loaded: LoadedModel) -> None:
         self.inspect_tab.set_model(loaded)
+        if loaded.info.path:
+            self._set_recent_models(remembered(self.recent_models(), loaded.info.path, loaded.info.name))
         self._show_model_label()
         self.modelChanged.emit(loaded)
         freeze_long_lived()  # the model, and what loading it imported, live until the next model
@@ -320,6 +341,168 @@ class MainWindow(QMainWindow):
                                                 str(Path.home() / "bert-checkpoint"))
         if folder:
             self.save_checkpoint(folder)
+
+    # -- sessions -------------------------------------------------------------------------------------------------
+
+    def current_session(self) -> Session:
+        """What the window shows, as a session: the model, the pair, the tab, the layer, head and zoom of the
+        attention views, the Runs tab."""
+        info = self.inspect_tab.state.model_info
+        model = None
+        if info is not None and info.path:
+            model = ModelRef(name=info.name, path=info.path, repo_id=cached_repo_id(Path(info.path)))
+        elif info is not None and info.untrained and info.name in PRESETS:
+            model = ModelRef(name=info.name, untrained_preset=info.name)
+        text_a, text_b = self.current_pair()
+        panel = self.inspect_tab.attention_panel
+        view_box = panel.head_detail.plot.vb
+        zoom = None
+        if panel.inspection is not None and view_box.is_zoomed():
+            (x0, x1), (y0, y1) = view_box.viewRange()
+            zoom = ((float(x0), float(x1)), (float(y0), float(y1)))
+        return Session(model=model, sentence_a=text_a, sentence_b=text_b or "",
+                       tab=self.tabs.tabText(self.tabs.currentIndex()).replace("&", ""), layer=panel.layer,
+                       head=panel.selected_head, zoom=zoom, runs=self.runs_tab.runs_view())
+
+    def save_session(self, path: str | Path) -> Path | None:
+        """Write the session to `path` (.bertx added when missing); a failure is said, not raised."""
+        try:
+            written = save_session(self.current_session(), path)
+        except OSError as error:
+            self._show_error(f"Could not save the session to {path}: {error}", dialog_title="Save failed")
+            return None
+        self.settings.setValue(SESSION_FOLDER_KEY, str(written.parent))
+        self.show_status(f"Saved the session to {written}", 8000)
+        return written
+
+    def open_session(self, path: str | Path) -> Session | None:
+        """Read a .bertx file and show it (`apply_session`); a file that is no session is said, nothing changes."""
+        try:
+            session = read_session(path)
+        except SessionError as error:
+            self._show_error(f"Could not open the session: {error}", dialog_title="Could not open the session")
+            return None
+        self.settings.setValue(SESSION_FOLDER_KEY, str(Path(path).parent))
+        self.apply_session(session, Path(path).name)
+        return session
+
+    def apply_session(self, session: Session, name: str = "the session") -> None:
+        """Show `session` (see the module docstring for the order); what cannot be brought back is said."""
+        problems = list(session.notes)
+        problems += self.runs_tab.apply_runs_view(session.runs)
+        titles = [self.tabs.tabText(index).replace("&", "") for index in range(self.tabs.count())]
+        if session.tab in titles:
+            self.tabs.setCurrentIndex(titles.index(session.tab))
+        else:
+            problems.append(f"this window has no {session.tab} tab")
+        form = self.inspect_tab.input_form
+        form.sentence_a_edit.setText(session.sentence_a)
+        form.sentence_b_edit.setText(session.sentence_b)
+        self.inspect_tab.flush_input()
+        self._session_waiting = session
+        self._session_model_pending = False
+        model = session.model
+        info = self.inspect_tab.state.model_info
+        if model is None:
+            problems.append("it holds no model to open again; the model shown stays")
+        elif model.untrained_preset:
+            if not (info is not None and info.untrained and info.name == model.untrained_preset):
+                if model.untrained_preset in PRESETS:
+                    self._session_model_pending = True
+                    self.new_untrained_model(model.untrained_preset)
+                else:
+                    problems.append(f"its untrained model's preset {model.untrained_preset!r} is unknown here")
+        elif info is None or info.path is None or not model.path or Path(info.path) != Path(model.path):
+            where = model.path if model.path and Path(model.path).is_dir() else model.repo_id
+            if where:
+                self._session_model_pending = True
+                self.load_checkpoint(where)
+            else:
+                problems.append(f"its model {model.path} is no longer there"
+                                + (f"; still showing {info.label}" if info is not None else ""))
+        if problems:
+            text = f"Opened {name}, but " + "; ".join(problems) + "."
+            self._show_error(text, dialog_title="Session opened in part")
+            self.show_status(text, 15000)
+        else:
+            self.show_status(f"Opened {name}", 8000)
+        self._session_views_when_shown()
+
+    def _session_model_settled(self, *_args) -> None:
+        """The session's model loaded (the tab inspects the pair with it next) or could not be (said already)."""
+        if self._session_waiting is not None and self._session_model_pending:
+            self._session_model_pending = False
+            self._session_views_when_shown()
+
+    def _session_views_when_shown(self, *_args) -> None:
+        """Once an inspection of the session's pair shows, by the model that settled: its layer, head and zoom."""
+        session = self._session_waiting
+        state = self.inspect_tab.state
+        if session is None or self._session_model_pending or state.shown_inspection() is None:
+            return
+        if (state.text_a, state.text_b or "") != (session.sentence_a, session.sentence_b):
+            return
+        if getattr(state.shown_inspection(), "encoding", None) is not state.encoding:
+            return  # an inspection of the input before (or of the model before): the session's is on its way
+        self._session_waiting = None
+        panel = self.inspect_tab.attention_panel
+        panel.select_head(min(session.layer, panel.num_layers - 1), min(session.head, panel.num_heads - 1))
+        if session.zoom is not None:
+            view_box = panel.head_detail.plot.vb
+            view_box.user_moved = True
+            view_box.setRange(xRange=session.zoom[0], yRange=session.zoom[1], padding=0)
+
+    def choose_session_to_open(self) -> None:
+        """File ▸ Open session…: a .bertx file picked in a dialog."""
+        path, _ = QFileDialog.getOpenFileName(self, "Open a bert-explorer session", self._session_folder(),
+                                              FILE_FILTER)
+        if path:
+            self.open_session(path)
+
+    def choose_session_to_save(self) -> None:
+        """File ▸ Save session…: the session into a .bertx file named in a dialog."""
+        path, _ = QFileDialog.getSaveFileName(self, "Save the session", str(Path(self._session_folder())
+                                                                            / f"session{SUFFIX}"), FILE_FILTER)
+        if path:
+            self.save_session(path)
+
+    def _session_folder(self) -> str:
+        return str(self.settings.value(SESSION_FOLDER_KEY) or Path.home())
+
+    # -- recent models -------------------------------------------------------------------------------------------
+
+    def recent_models(self) -> list[RecentModel]:
+        return from_text(self.settings.value(RECENT_MODELS_KEY))
+
+    def _set_recent_models(self, models: list[RecentModel]) -> None:
+        self.settings.setValue(RECENT_MODELS_KEY, to_text(models))
+
+    def fill_recent_menu(self) -> None:
+        """Model ▸ Open recent, as it opens: the models opened lately, newest first; one no longer there greyed,
+        saying why; Clear."""
+        menu = self.recent_menu
+        menu.clear()
+        models = self.recent_models()
+        for number, (model, label) in enumerate(zip(models, menu_labels(models), strict=True), start=1):
+            problem = model.problem()
+            action = menu.addAction(f"&{number} {label}" if number < 10 else label)
+            action.setData(model.path)
+            action.setToolTip(problem or model.path)
+            action.setEnabled(problem is None)
+            if problem is None:
+                action.triggered.connect(lambda _=False, path=model.path: self.load_checkpoint(path))
+            else:
+                action.setText(action.text() + " (missing)")
+        if not models:
+            empty = menu.addAction("No models opened yet")
+            empty.setEnabled(False)
+        menu.addSeparator()
+        clear = menu.addAction("&Clear recent models", self.clear_recent_models)
+        clear.setObjectName("clearRecentModels")
+        clear.setEnabled(bool(models))
+
+    def clear_recent_models(self) -> None:
+        self._set_recent_models([])
 
     def export_with_dialog(self, what: str, default_name: str, write: Callable[[str], Any]) -> None:
         """Export ▸ a table: `write` to a CSV path picked in a dialog; a failure is said, not raised."""

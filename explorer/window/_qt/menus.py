@@ -1,6 +1,6 @@
-"""The main window's menu bar: Model (open, download, new, save, quit), Export (the Inspect tab's tables and
-attention), View (the predictions, then one entry per tab) and Help; the actions tests and tabs reach are kept as
-attributes of the window."""
+"""The main window's menu bar: File (open and save a session, quit), Model (open, open recent, download, new, save),
+Export (the Inspect tab's tables and attention), View (the predictions, then one entry per tab) and Help; the actions
+tests and tabs reach are kept as attributes of the window."""
 
 from __future__ import annotations
 
@@ -13,12 +13,31 @@ from explorer.common.model_names import minilm_path
 
 
 def build_menus(window: QMainWindow) -> None:
-    """Model, Export, View and Help of the explorer's MainWindow (its actions and choosers are its own); View ends
-    with a separator, after which `add_tab` lists the tabs."""
+    """File, Model, Export, View and Help of the explorer's MainWindow (its actions and choosers are its own); View
+    ends with a separator, after which `add_tab` lists the tabs; Model ▸ Open recent is filled as it opens."""
+    file_menu = window.menuBar().addMenu("&File")
+    file_menu.setObjectName("fileMenu")
+    window.open_session_action = add_action(window, file_menu, "&Open session…", window.choose_session_to_open,
+                                            shortcuts.key_for("open_session"))
+    window.save_session_action = add_action(window, file_menu, "&Save session…", window.choose_session_to_save,
+                                            shortcuts.key_for("save_session"))
+    for action, tip in ((window.open_session_action, "A .bertx file: its model, pair, tab, layer and head, zoom and "
+                                                     "runs, as they were saved"),
+                        (window.save_session_action, "The model, the pair, the tab, the layer and head, the zoom and "
+                                                     "the Runs tab's runs, in a .bertx file (plain JSON)")):
+        action.setToolTip(tip)
+    file_menu.setToolTipsVisible(True)
+    file_menu.addSeparator()
+    add_action(window, file_menu, "&Quit", window.close, shortcuts.key_for("quit"))
+
     model_menu = window.menuBar().addMenu("&Model")
     model_menu.setObjectName("modelMenu")
     window.open_action = add_action(window, model_menu, "&Open checkpoint folder…", window.choose_checkpoint,
                                     shortcuts.key_for("open_checkpoint"))
+    window.recent_menu = model_menu.addMenu("Open &recent")
+    window.recent_menu.setObjectName("recentModelsMenu")
+    window.recent_menu.setToolTipsVisible(True)  # a greyed entry says why
+    window.recent_menu.aboutToShow.connect(window.fill_recent_menu)
     window.picker_action = add_action(window, model_menu, "Open from Hugging Face &cache…", window.open_model_picker)
     window.download_action = add_action(window, model_menu, "&Download from the Hub…", window.open_hub_download)
     window.minilm_action = add_action(window, model_menu, "Open &MiniLM (all-MiniLM-L6-v2)", window.open_minilm)
@@ -35,8 +54,6 @@ def build_menus(window: QMainWindow) -> None:
                                                  lambda _=False, name=name: window.new_untrained_model(name))
     window.save_action = add_action(window, model_menu, "&Save as…", window.choose_save_folder,
                                     shortcuts.key_for("save_as"))
-    model_menu.addSeparator()
-    add_action(window, model_menu, "&Quit", window.close, shortcuts.key_for("quit"))
 
     tab = window.inspect_tab
     export_menu = window.menuBar().addMenu("&Export")

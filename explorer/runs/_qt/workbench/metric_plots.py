@@ -1,15 +1,23 @@
 """The Runs tab's plots: one per metric, every shown run in its colour on the same axes, its training curve smoothed
-over its faint raw values and its held-out points as dots on the same axes; a hover line reading every run's value
-at the mouse's x; a note under each plot naming what it could not draw.
+over its faint raw values and its held-out points as dots on the same axes; a key of the runs' colours under each
+plot (never over its curves); a hover line and, beside the mouse, a small table of every run's value at its x; a
+note under each plot naming what it could not draw.
 
 What each item draws comes from `explorer.runs.workbench.overlay.SeriesView` (the x axis, log transforms,
 smoothing, and the pixel-column min/max of a long curve); here are only pyqtgraph items, made once per (run, curve)
-and fed with `setData`. A redraw is asked for by the state's events and done by a single-shot timer, for the plots
-in view only: a plot scrolled out of view is drawn when it comes back. The axes follow the data until the user pans
-or zooms a plot (double-click, or "View all", to follow again); the value axis spans the 5th to 95th percentile of
-each curve's values (TensorBoard's "ignore outliers") unless that is switched off. On a log axis the items hold
-log10 of their values and the axis, in log mode, labels them as powers of ten; pyqtgraph's SI prefix ("x1e+09") is
-off on every axis.
+and fed with `setData`. The axes follow the data until the user pans or zooms a plot (double-click to follow
+again); the value axis spans the 5th to 95th percentile of each curve's values (TensorBoard's "ignore outliers")
+unless that is switched off. On a log axis the items hold log10 of their values and the axis (`RunsAxis`, a
+`LogValueAxis`) writes at its ticks the values they stand for (1, 2, 5, 10, 20 …); no axis ever scales its numbers
+by an SI prefix ("x1e+09", or 0.001 drawn as 1).
+
+When it redraws: the state's events mark the plots they concern and start a single-shot timer (at most `max_fps`
+passes a second: ten live runs growing make one pass per follower round, not one per run). A pass draws the plots
+in view that were marked (a plot scrolled out of view is drawn when it comes back), in slices of at most
+`SLICE_S` of the GUI thread, the rest in the next turns of the event loop, so a key press or a paint never waits
+for a whole pass (smoothing 50 runs of 100,000 points again takes a few hundred milliseconds). A plot's canvas is
+repainted once its items are all updated, not between slices. An event arriving meanwhile ends the pass and starts
+the next (what it had drawn stays drawn).
 """
 
 from __future__ import annotations
@@ -17,55 +25,122 @@ from __future__ import annotations
 import html
 import math
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, QPointF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from explorer.common._qt.exporting import export_button, export_png, export_svg
-from explorer.common._qt.plot_style import add_legend, curve_pen, style_canvas, style_plot
+from explorer.common._qt.exporting import CopyPicture, export_button, export_png, export_svg, render_picture
+from explorer.common._qt.log_axis import LogValueAxis, NoSIPrefix
+from explorer.common._qt.plot_style import curve_pen, style_canvas, style_plot
 from explorer.runs.workbench.overlay import RELATIVE, STEP, TOKENS, WALL, X_AXES, SeriesView
-from explorer.runs.workbench.state import MetricPlot, WorkbenchState
+from explorer.runs.workbench.state import GrowingCurve, MetricPlot, RunEntry, WorkbenchState
 
-PLOT_HEIGHT = 260
+PLOT_HEIGHT = 230
 COLUMNS = 2
 HOVER_ROWS = 12  # runs named in a hover readout; the rest are counted
-LEGEND_UP_TO = 8  # runs a plot's legend names
+KEY_UP_TO = 12  # runs a plot's colour key names (more: the run list's colours name them)
+SLICE_S = 0.004  # the longest stretch of GUI thread a redraw pass takes before letting the event loop run
 KEPT_AS_PIXELS = QGraphicsItem.CacheMode.DeviceCoordinateCache  # axes: repainted from a picture while they hold
 
 
-class DurationAxis(pg.AxisItem):
-    """Seconds since a run began, as h:mm:ss."""
+class RunsAxis(LogValueAxis):
+    """A value or step axis of a Runs plot: plain numbers, never an SI scale, and on a log axis the values its ticks
+    stand for (a horizontal one spaces its labelled ticks further apart: its labels are wider than they are tall)."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        if orientation in ("top", "bottom"):
+            self.min_tick_gap_px = 48
+
+
+class DurationAxis(RunsAxis):
+    """Seconds since a run began, as h:mm:ss (on a log axis too)."""
 
     def tickStrings(self, values, scale, spacing):
-        strings = []
-        for value in values:
-            seconds = abs(value * scale)
-            hours, rest = divmod(seconds, 3600)
-            minutes, seconds = divmod(rest, 60)
-            sign = "-" if value < 0 else ""
-            strings.append(f"{sign}{int(hours)}:{int(minutes):02d}:{seconds:02.0f}" if hours
-                           else f"{sign}{int(minutes)}:{seconds:04.1f}" if spacing < 1 else
-                           f"{sign}{int(minutes)}:{seconds:02.0f}")
-        return strings
+        if self.logMode:
+            return self.logTickStrings(values, scale, spacing)
+        return [_duration(value * scale, spacing) for value in values]
+
+    def logTickStrings(self, values, scale, spacing):
+        return [_duration(10.0 ** float(value) * scale, 0.5) for value in values]
 
 
-def _plain_axis(orientation: str) -> pg.AxisItem:
-    axis = pg.AxisItem(orientation)
-    axis.enableAutoSIPrefix(False)
-    return axis
+def _duration(seconds: float, spacing: float) -> str:
+    sign = "-" if seconds < 0 else ""
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{sign}{int(hours)}:{int(minutes):02d}:{seconds:02.0f}"
+    return f"{sign}{int(minutes)}:{seconds:04.1f}" if spacing < 1 else f"{sign}{int(minutes)}:{seconds:02.0f}"
+
+
+class WallAxis(NoSIPrefix, pg.DateAxisItem):
+    """Wall time as dates and times (never log: the state refuses log x on it)."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+
+
+def _bottom_axis(axis: str) -> pg.AxisItem:
+    return WallAxis("bottom") if axis == WALL else DurationAxis("bottom") if axis == RELATIVE else RunsAxis("bottom")
+
+
+@dataclass
+class PlotItemSet:
+    """What one (run, curve) draws on a plot: its SeriesView over the curve it was made for (a run that starts
+    again has new curves, and gets new items), the raw item and, for a training curve, the smoothed one."""
+
+    run: RunEntry
+    curve: GrowingCurve
+    view: SeriesView
+    raw: pg.GraphicsObject
+    smooth: pg.PlotCurveItem | None
+
+
+class HoverReadout(QLabel):
+    """A small table beside the mouse, over the canvas (never in the layout: showing it moves nothing), that lets
+    the mouse through."""
+
+    OFFSET = 14  # px from the mouse
+
+    def __init__(self, parent: QWidget):
+        super().__init__(parent)
+        self.setObjectName("hoverReadout")
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setStyleSheet("QLabel#hoverReadout { background: rgba(255, 255, 255, 235); border: 1px solid #b0b0b0;"
+                           " padding: 3px; font-size: 8pt; color: #111; }")
+        self.hide()
+
+    def show_at(self, text: str, mouse: QPoint) -> None:
+        if not text:
+            self.hide()
+            return
+        self.setText(text)
+        self.adjustSize()
+        room = self.parentWidget().rect()
+        x = mouse.x() + self.OFFSET
+        if x + self.width() > room.right():
+            x = mouse.x() - self.OFFSET - self.width()  # left of the mouse, near the right edge
+        y = min(max(0, mouse.y() + self.OFFSET), max(0, room.bottom() - self.height()))
+        self.move(max(0, x), y)
+        self.show()
+        self.raise_()
 
 
 class MetricPlotView(QWidget):
-    """One metric's plot, its hover readout and its note."""
+    """One metric's plot, its colour key, its hover readout and its note."""
 
     def __init__(self, group: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.group = group
         self.setObjectName(f"metricPlot_{group}")
-        self.canvas = pg.PlotWidget(axisItems={"left": _plain_axis("left"), "bottom": _plain_axis("bottom")})
+        self.canvas = pg.PlotWidget(axisItems={"left": RunsAxis("left"), "bottom": RunsAxis("bottom")})
         self.canvas.setObjectName("metricCanvas")
         style_canvas(self.canvas)
         self.plot = self.canvas.getPlotItem()
@@ -73,7 +148,7 @@ class MetricPlotView(QWidget):
         self.plot.setTitle(None)
         self.plot.setClipToView(False)
         self.axis_key: tuple | None = None
-        self.items: dict[tuple[int, str], tuple] = {}  # (run id, curve) -> (view, raw item, smooth item or None)
+        self.items: dict[tuple[int, str], PlotItemSet] = {}  # (run id, curve name) -> its items
         self.drawn: dict[tuple[int, str], tuple] = {}
         self.following = True
         self.dirty = True
@@ -86,19 +161,23 @@ class MetricPlotView(QWidget):
         self.hover_line = pg.InfiniteLine(angle=90, movable=False, pen=curve_pen("#888888", dotted=True))
         self.hover_line.setVisible(False)
         self.plot.addItem(self.hover_line, ignoreBounds=True)
-        self.readout = QLabel("")
-        self.readout.setVisible(False)
-        self.readout.setObjectName("hoverReadout")
-        self.readout.setTextFormat(Qt.TextFormat.RichText)
-        self.readout.setWordWrap(True)
+        self.readout = HoverReadout(self.canvas)
+        self.key = QLabel("")  # the runs' colours, under the plot
+        self.key.setObjectName("plotKey")
+        self.key.setTextFormat(Qt.TextFormat.RichText)
+        self.key.setWordWrap(True)
+        self.key.setStyleSheet("QLabel#plotKey { background: white; padding: 0 4px 2px 4px; font-size: 8pt; }")
+        self.key.setVisible(False)
         self.note = QLabel("")
         self.note.setVisible(False)
         self.note.setObjectName("plotNote")
-        self.note.setStyleSheet("color: #8a5a00")
+        self.note.setStyleSheet("color: #8a5a00; font-size: 8pt")
         self.note.setWordWrap(True)
         self.export = export_button(self, "plotExportButton", [
-            ("Plot as PNG…", f"{_file_name(group)}.png", lambda path: export_png(self.canvas, path)),
-            ("Plot as SVG…", f"{_file_name(group)}.svg", lambda path: export_svg(self.canvas, path, title=group)),
+            ("Copy picture", "", CopyPicture(lambda: render_picture(self.picture_parts()))),
+            ("Plot as PNG…", f"{_file_name(group)}.png", lambda path: export_png(self.picture_parts(), path)),
+            ("Plot as SVG…", f"{_file_name(group)}.svg",
+             lambda path: export_svg(self.picture_parts(), path, title=group)),
         ])
         self.title = QLabel(f"<b>{html.escape(group)}</b>")
         self.title.setObjectName("plotTitle")
@@ -106,29 +185,29 @@ class MetricPlotView(QWidget):
         header.setContentsMargins(4, 0, 0, 0)
         header.addWidget(self.title, 1)
         header.addWidget(self.export)
-        self.legend = add_legend(self.plot, (-8, 4))
-        self.legend.setBrush(pg.mkBrush(255, 255, 255))  # opaque: a translucent box blended at every repaint
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
-        layout.setSpacing(1)
+        layout.setSpacing(0)
         layout.addLayout(header)
         layout.addWidget(self.canvas, 1)
-        layout.addWidget(self.readout)
+        layout.addWidget(self.key)
         layout.addWidget(self.note)
         self.canvas.setMinimumHeight(PLOT_HEIGHT)
         self.canvas.scene().sigMouseMoved.connect(self._mouse_moved)
         self.canvas.viewport().installEventFilter(self)
         self.redraws = 0
         self._hover_x: float | None = None
+        self._key_shown: tuple | None = None
         self._moved_by_code = False
         self.on_x_moved = None  # set by MetricPlots: the plot's x range changed (pan, zoom): redraw its detail
 
+    def picture_parts(self) -> list[QWidget]:
+        """What a picture of the plot holds: the canvas and, under it, the runs' colours."""
+        return [self.canvas, self.key] if self.key.isVisible() else [self.canvas]
+
     def eventFilter(self, watched, event) -> bool:
         if event.type() == event.Type.Leave:
-            self.hover_line.setVisible(False)
-            self._hover_x = None
-            self.readout.setText("")
-            self.readout.setVisible(False)
+            self.hide_hover()
         elif event.type() == event.Type.MouseButtonDblClick:
             self.following = True
             self.x_shown = self.y_shown = None
@@ -136,6 +215,11 @@ class MetricPlotView(QWidget):
             if self.on_x_moved is not None:
                 self.on_x_moved(self)
         return False
+
+    def hide_hover(self) -> None:
+        self.hover_line.setVisible(False)
+        self._hover_x = None
+        self.readout.hide()
 
     def _user_moved(self, *_args) -> None:
         self.following = False
@@ -146,11 +230,15 @@ class MetricPlotView(QWidget):
             self.on_x_moved(self)
 
     # ---- items
-    def item_for(self, state: WorkbenchState, run, name: str, held_out: bool) -> tuple:
+    def item_for(self, run: RunEntry, name: str, held_out: bool) -> PlotItemSet:
         key = (run.run_id, name)
+        curve = run.curves[name]
         found = self.items.get(key)
+        if found is not None and found.curve is not curve:  # the run started again: its curves are new
+            self._remove(key)
+            found = None
         if found is None:
-            view = SeriesView(run.curves[name].source, run.context, held_out)
+            view = SeriesView(curve.source, run.context, held_out)
             colour = pg.mkColor(run.colour)
             if held_out:
                 raw = pg.PlotDataItem(pen=curve_pen(colour, width=1.0, dashed=True), symbol="o", symbolSize=6,
@@ -164,84 +252,106 @@ class MetricPlotView(QWidget):
             for item in (raw, smooth):
                 if item is not None:
                     self.plot.addItem(item)
-            found = self.items[key] = (view, raw, smooth, run)
+            found = self.items[key] = PlotItemSet(run, curve, view, raw, smooth)
         return found
+
+    def _remove(self, key: tuple[int, str]) -> None:
+        items = self.items.pop(key)
+        self.drawn.pop(key, None)
+        for item in (items.raw, items.smooth):
+            if item is not None:
+                self.plot.removeItem(item)
 
     def keep_only(self, keys: set) -> None:
         for key in list(self.items):
             if key not in keys:
-                _view, raw, smooth, _ = self.items.pop(key)
-                self.drawn.pop(key, None)
-                for item in (raw, smooth):
-                    if item is not None:
-                        self.plot.removeItem(item)
+                self._remove(key)
 
     def name_runs(self, plot: MetricPlot) -> None:
-        """A legend of the runs' names on a plot of a few runs (more are named by the list's colours and the
-        hover)."""
-        runs = []
-        for entry, name, _held_out in plot.members:
-            if entry.run_id not in [run.run_id for run, _ in runs]:
-                runs.append((entry, self.items[(entry.run_id, name)]))
-        wanted = [(entry.name, items[2] if items[2] is not None else items[1]) for entry, items in runs]
-        wanted = wanted if len(wanted) <= LEGEND_UP_TO else []
-        if wanted == getattr(self, "_legend_shown", None):
+        """The colour key under the plot: each run's line in its colour and its name, a dot for held-out points
+        when there are some; past KEY_UP_TO runs, the run list's colours name them."""
+        runs: dict[int, RunEntry] = {}
+        held_out = False
+        for entry, _name, is_held_out in plot.members:
+            runs.setdefault(entry.run_id, entry)
+            held_out |= is_held_out
+        wanted = (tuple((entry.name, entry.colour) for entry in runs.values()), held_out)
+        if wanted == self._key_shown:
             return
-        self._legend_shown = wanted
-        self.legend.clear()
-        for name, item in wanted:
-            self.legend.addItem(item, name)
+        self._key_shown = wanted
+        if len(runs) > KEY_UP_TO:
+            text = (f"<span style='color:#555'>{len(runs)} runs, in the colours of the run list"
+                    + (" · ● held-out" if held_out else "") + "</span>")
+        else:
+            text = " &nbsp; ".join(f"<span style='white-space:nowrap'><b style='color:{colour}'>━━</b>&nbsp;"
+                                   f"{html.escape(name)}</span>" for name, colour in wanted[0])
+            if held_out:
+                text += " &nbsp; <span style='color:#555; white-space:nowrap'>● held-out</span>"
+        self.key.setText(text)
+        self.key.setVisible(bool(runs))
 
     def set_axes(self, axis: str, log_x: bool, log_y: bool) -> None:
         key = (axis, log_x, log_y)
         if key == self.axis_key:
             return
+        if self.axis_key is None or key[0] != self.axis_key[0]:
+            self.plot.setAxisItems({"bottom": _bottom_axis(axis)})
+            self.plot.getAxis("bottom").setCacheMode(KEPT_AS_PIXELS)
         self.axis_key = key
-        bottom = pg.DateAxisItem("bottom") if axis == WALL else DurationAxis("bottom") if axis == RELATIVE \
-            else _plain_axis("bottom")
-        bottom.enableAutoSIPrefix(False)
-        self.plot.setAxisItems({"bottom": bottom})
         style_plot(self.plot, x_label=X_AXES[axis] + (" (log)" if log_x else ""),
                    y_label=self.group + (" (log)" if log_y else ""), mouse=True, menu=False)
         self.plot.getAxis("bottom").setLogMode(log_x)
         self.plot.getAxis("left").setLogMode(log_y)
-        self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot.getAxis("bottom").setCacheMode(KEPT_AS_PIXELS)
         self.following = True
         self.x_shown = self.y_shown = None
 
     # ---- hover
     def _mouse_moved(self, position: QPointF) -> None:
         view = self.plot.getViewBox()
-        if not self.plot.sceneBoundingRect().contains(position):
+        if not view.sceneBoundingRect().contains(position):
+            self.hide_hover()
             return
         x = view.mapSceneToView(position).x()
         self._hover_x = x
         self.hover_line.setPos(x)
         self.hover_line.setVisible(True)
-        text = self.readout_text(x)
-        self.readout.setText(text)
-        self.readout.setVisible(bool(text))
+        self.readout.show_at(self.readout_text(x), self.canvas.mapFromScene(position))
 
     def readout_text(self, x: float) -> str:
-        """Every shown run's value at drawn x: "step 1,200 · lr-3e-4 2.314 (smoothed 2.401) · …"."""
+        """Every shown run's value at drawn x, a row each: its colour, name, smoothed value, value and step, under a
+        line saying where x is ("step 1,200"); the training curves first, then the held-out points, each the highest
+        value first (as the lines lie on the plot)."""
         rows = []
-        for (_run_id, name), (view, _raw, _smooth, run) in self.items.items():
-            found = view.value_at(x)
+        smoothed_any = False
+        for (_run_id, name), items in self.items.items():
+            found = items.view.value_at(x)
             if found is None:
                 continue
             step, value, smoothed = found
-            text = f"{value:.5g}" + (f" (smoothed {smoothed:.5g})" if smoothed is not None else "")
-            label = f"{run.name} {name}" if view.held_out or name != self.group else run.name
-            rows.append((run.colour, f"<b style='color:{run.colour}'>■</b> {html.escape(label)}: {text} "
-                                     f"<span style='color:#777'>@ step {step:,}</span>"))
+            run = items.run
+            label = f"{run.name} {name}" if items.view.held_out or name != self.group else run.name
+            shown = smoothed if smoothed is not None else value
+            smoothed_any |= smoothed is not None
+            cells = [f"<b style='color:{run.colour}'>{'●' if items.view.held_out else '━'}</b> {html.escape(label)}",
+                     "" if smoothed is None else f"{smoothed:.5g}", f"{value:.5g}", f"{step:,}"]
+            rows.append((items.view.held_out, -shown if math.isfinite(shown) else math.inf, _row(cells)))
         if not rows:
             return ""
-        shown = rows[:HOVER_ROWS]
-        more = f" · and {len(rows) - HOVER_ROWS} more" if len(rows) > HOVER_ROWS else ""
+        rows.sort(key=lambda row: row[:2])
+        more = (f"<tr><td colspan='4' style='color:#666'>and {len(rows) - HOVER_ROWS} more</td></tr>"
+                if len(rows) > HOVER_ROWS else "")
         axis = self.axis_key[0] if self.axis_key else STEP
         where = _x_words(x, axis, self.axis_key[1] if self.axis_key else False)
-        return f"<span style='color:#555'>{where}</span> · " + " · ".join(text for _, text in shown) + more
+        heading = _row([html.escape(where), "smoothed" if smoothed_any else "", "value", "step"], colour="#666")
+        return ("<table cellspacing='0' cellpadding='0'>" + heading + "".join(row for *_, row in rows[:HOVER_ROWS])
+                + more + "</table>")
+
+
+def _row(cells: list[str], colour: str = "") -> str:
+    """A hover readout's row: a name, then numbers set right with room between them."""
+    style = f" style='color:{colour}'" if colour else ""
+    numbers = "".join(f"<td align='right' style='padding-left:10px'>{cell}</td>" for cell in cells[1:])
+    return f"<tr{style}><td>{cells[0]}</td>{numbers}</tr>"
 
 
 def _steady(low: float, high: float) -> tuple[float, float]:
@@ -274,7 +384,7 @@ def _file_name(group: str) -> str:
 class MetricPlots(QWidget):
     """Every metric plot of the shown runs, in a scrolled grid; see the module docstring."""
 
-    redrawn = Signal()
+    redrawn = Signal()  # a pass ended with every plot it set out to draw drawn
 
     def __init__(self, state: WorkbenchState, parent: QWidget | None = None, *, max_fps: float = 10.0):
         super().__init__(parent)
@@ -282,8 +392,9 @@ class MetricPlots(QWidget):
         self.state = state
         self.plots: dict[str, MetricPlotView] = {}
         self.order: list[str] = []
-        self.redraw_count = 0
-        self.last_redraw_s = 0.0
+        self.redraw_count = 0  # passes finished
+        self.last_redraw_s = 0.0  # from the start of the last pass finished to its end
+        self.longest_slice_s = 0.0  # of the GUI thread, in any pass since this was last set to 0
         self.scroll = QScrollArea()
         self.scroll.setObjectName("metricPlotsScroll")
         self.scroll.setWidgetResizable(True)
@@ -303,6 +414,16 @@ class MetricPlots(QWidget):
         self._timer.setSingleShot(True)
         self._timer.setInterval(max(1, round(1000 / max_fps)))
         self._timer.timeout.connect(self.redraw)
+        self._next_slice = QTimer(self)
+        self._next_slice.setSingleShot(True)
+        self._next_slice.setInterval(0)
+        self._next_slice.timeout.connect(self._continue)
+        self._after_layout = QTimer(self)  # a redraw once the plots just added are shown
+        self._after_layout.setSingleShot(True)
+        self._after_layout.setInterval(0)
+        self._after_layout.timeout.connect(self.redraw)
+        self._pass = None  # the pass under way: a generator drawing a step at a time
+        self._pass_began = 0.0
         self._layout_stale = True
         self.scroll.verticalScrollBar().valueChanged.connect(self.schedule)
         state.ticks_changed.connect(self._on_ticks)
@@ -335,6 +456,8 @@ class MetricPlots(QWidget):
         self.schedule()
 
     def schedule(self, *_args) -> None:
+        """Redraw soon: the pass under way ends (what it drew stays), a new one starts when the timer fires."""
+        self._end_pass()
         if not self._timer.isActive():
             self._timer.start()
 
@@ -343,6 +466,14 @@ class MetricPlots(QWidget):
         for plot in self.plots.values():
             plot.dirty = True
         self.schedule()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.schedule()  # what changed while the tab was hidden is drawn now
+
+    def busy(self) -> bool:
+        """Whether a redraw is waiting or under way."""
+        return self._pass is not None or self._timer.isActive() or self._after_layout.isActive()
 
     # ---- drawing
     def _relayout(self) -> list[MetricPlot]:
@@ -379,50 +510,99 @@ class MetricPlots(QWidget):
         return top_left.y() < viewport.height() and top_left.y() + plot.height() > 0
 
     def redraw(self) -> None:
-        """Draw what changed in the plots in view (see the module docstring)."""
+        """Start a pass over the plots in view that changed (see the module docstring); its first slice runs now."""
+        self._timer.stop()
+        self._after_layout.stop()
+        self._end_pass()
+        if self._layout_stale:
+            plots_before = set(self.plots)
+            wanted = self._relayout()
+            if set(self.plots) - plots_before and self.isVisible():
+                # Qt shows a widget added to a shown layout at the event loop's next turn: draw it then, in view
+                self._after_layout.start()
+                return
+        else:
+            wanted = self.state.plots()
+        todo = [(self.plots[plot.group], plot) for plot in wanted
+                if self.plots[plot.group].dirty and self.visible(self.plots[plot.group])]
+        self._pass = self._passing(todo, self.state.mode, self.state.smoothing)
+        self._pass_began = time.perf_counter()
+        self._continue()
+
+    def _continue(self) -> None:
+        if self._pass is None:
+            return
         began = time.perf_counter()
-        wanted = self._relayout() if self._layout_stale else self.state.plots()
-        mode, smoothing = self.state.mode, self.state.smoothing
-        for plot in wanted:
-            widget = self.plots[plot.group]
-            if not widget.dirty or not self.visible(widget):
-                continue
-            self._draw(widget, plot, mode, smoothing)
-        self.redraw_count += 1
-        self.last_redraw_s = time.perf_counter() - began
-        self.redrawn.emit()
+        try:
+            next(self._pass)  # at least one step a slice
+            while time.perf_counter() - began < SLICE_S:
+                next(self._pass)
+        except StopIteration:
+            self._pass = None
+            self.redraw_count += 1
+            self.last_redraw_s = time.perf_counter() - self._pass_began
+            self.redrawn.emit()
+        except BaseException:
+            self._pass = None  # a pass that failed is over: the next event starts another
+            raise
+        else:
+            self._next_slice.start()  # after the events waiting: a key press, a paint, the lag probe's tick
+        self.longest_slice_s = max(self.longest_slice_s, time.perf_counter() - began)
+
+    def _end_pass(self) -> None:
+        self._next_slice.stop()
+        if self._pass is not None:
+            self._pass.close()  # its plot in progress repaints what it has
+            self._pass = None
+
+    def _passing(self, todo: list[tuple[MetricPlotView, MetricPlot]], mode, smoothing: float):
+        for widget, plot in todo:
+            viewport = widget.canvas.viewport()
+            viewport.setUpdatesEnabled(False)  # one repaint once its items are all set, not one per slice
+            try:
+                yield from self._drawing(widget, plot, mode, smoothing)
+            finally:
+                viewport.setUpdatesEnabled(True)
+                viewport.update()
 
     def draw_all(self) -> None:
-        """Draw every plot now, seen or not (exports, tests)."""
+        """Draw every plot now, seen or not, in one go (exports, tests)."""
         self._timer.stop()
-        wanted = self._relayout()
-        for plot in wanted:
-            self._draw(self.plots[plot.group], plot, self.state.mode, self.state.smoothing)
+        self._end_pass()
+        for plot in self._relayout():
+            for _step in self._drawing(self.plots[plot.group], plot, self.state.mode, self.state.smoothing):
+                pass
 
-    def _draw(self, widget: MetricPlotView, plot: MetricPlot, mode, smoothing: float) -> None:
+    def _drawing(self, widget: MetricPlotView, plot: MetricPlot, mode, smoothing: float):
+        """Draw one plot, yielding after each curve's arrays and each item's data (the slices' boundaries)."""
         widget.set_axes(mode.axis, mode.log_x, mode.log_y)
-        views = []
+        members = []
         for entry, name, held_out in plot.members:
-            view, raw, smooth, _ = widget.item_for(self.state, entry, name, held_out)
-            view.update(mode, smoothing)
-            views.append((view, raw, smooth))
-        x_range = self._x_range(widget, [view for view, _, _ in views])
+            items = widget.item_for(entry, name, held_out)
+            members.append(items)
+            items.view.update(mode, smoothing)
+            if widget.following:
+                items.view.y_extent(self.state.ignore_outliers)  # its percentiles in this step, not all at the end
+            yield
+        views = [items.view for items in members]
+        x_range = self._x_range(widget, views)
         budget = max(200, round(widget.canvas.width()))
         x_min, x_max = x_range if x_range is not None else (-math.inf, math.inf)
-        for (entry, name, _), (view, raw, smooth) in zip(plot.members, views, strict=True):
+        for (entry, name, _), items in zip(plot.members, members, strict=True):
             key = (entry.run_id, name)
-            shown = (view.version, x_min, x_max, budget, smooth is not None)
+            shown = (items.view.version, x_min, x_max, budget, items.smooth is not None)
             if widget.drawn.get(key) == shown:
                 continue
             widget.drawn[key] = shown
-            if smooth is None:
-                raw.setData(view.x, view.y)
+            if items.smooth is None:
+                items.raw.setData(items.view.x, items.view.y)
             else:
-                raw.setData(*view.display(x_min, x_max, budget, smoothed=False))
-                smooth.setData(*view.display(x_min, x_max, budget, smoothed=True))
+                items.raw.setData(*items.view.display(x_min, x_max, budget, smoothed=False))
+                items.smooth.setData(*items.view.display(x_min, x_max, budget, smoothed=True))
+            yield
         if widget.following:
-            self._follow(widget, [view for view, _, _ in views], x_range)
-        note = self._note(plot, [view for view, _, _ in views], mode)
+            self._follow(widget, views, x_range)
+        note = self._note(plot, views, mode)
         widget.note.setText(note)
         widget.note.setVisible(bool(note))
         widget.name_runs(plot)
@@ -445,7 +625,9 @@ class MetricPlots(QWidget):
         widget._moved_by_code = True
         try:
             if x_range is not None:
-                wanted = _steady(*x_range)
+                # a margin each side: the last point (a live run's newest) off the frame, the end label not cut
+                margin = 0.015 * (x_range[1] - x_range[0])
+                wanted = _steady(x_range[0] - margin, x_range[1] + margin)
                 if wanted != widget.x_shown:
                     widget.x_shown = wanted
                     widget.plot.setXRange(*wanted, padding=0.0)
@@ -479,10 +661,12 @@ class MetricPlots(QWidget):
         return list(self.order)
 
     def item_data(self, group: str, run_id: int, name: str, smoothed: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        _view, raw, smooth, _ = self.plots[group].items[(run_id, name)]
-        item = smooth if smoothed and smooth is not None else raw
+        items = self.plots[group].items[(run_id, name)]
+        item = items.smooth if smoothed and items.smooth is not None else items.raw
         x, y = item.getData()
         return (np.zeros(0), np.zeros(0)) if x is None else (np.asarray(x), np.asarray(y))
 
     def shutdown(self) -> None:
         self._timer.stop()
+        self._after_layout.stop()
+        self._end_pass()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QSplitter,
     QTableWidget,
@@ -51,10 +52,11 @@ from explorer.runs._qt.workbench.metric_plots import MetricPlots
 from explorer.runs._qt.workbench.run_list import RunList
 from explorer.runs.workbench.follower import RunFollower, follow
 from explorer.runs.workbench.overlay import X_AXES
-from explorer.runs.workbench.state import MAX_SMOOTHING, WorkbenchState
+from explorer.runs.workbench.state import MAX_SMOOTHING, RunsView, WorkbenchState
 
 FOLDERS_KEY = "runs/folders"  # QSettings: the folders added, searched again at the next start
 SLIDER_STEPS = 1000  # the smoothing slider's positions: 0 … 0.999 in thousandths
+LIST_WIDTH = 380  # px: the run list's side, narrow as TensorBoard's (its columns: name, status, steps, best)
 DIFFERS = QColor("#fff3bf")
 
 
@@ -152,6 +154,7 @@ class RunsWorkbench(WindowTab):
         self.inspect_button = named(QToolButton(), "useCheckpointButton", "Use a checkpoint in the inspector")
         self.inspect_button.setText("Use this model in the inspector")
         self.inspect_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.inspect_button.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.inspect_menu = QMenu(self.inspect_button)
         self.inspect_button.setMenu(self.inspect_menu)
         left = QWidget()
@@ -163,11 +166,11 @@ class RunsWorkbench(WindowTab):
         left_layout.addLayout(top)
         left_layout.addWidget(self.run_filter_error)
         left_layout.addWidget(self.run_list, 1)
-        buttons = QHBoxLayout()
-        for button in (self.tick_selected_button, self.untick_button, self.open_button):
-            buttons.addWidget(button)
-        left_layout.addLayout(buttons)
-        left_layout.addWidget(self.inspect_button)
+        for row in ((self.tick_selected_button, self.untick_button, self.open_button), (self.inspect_button,)):
+            buttons = QHBoxLayout()
+            for button in row:
+                buttons.addWidget(button, 1)
+            left_layout.addLayout(buttons)
 
         # ---- right: the controls and the plots
         self.smoothing_slider = named(QSlider(Qt.Orientation.Horizontal), "smoothingSlider", "Smoothing",
@@ -238,8 +241,9 @@ class RunsWorkbench(WindowTab):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
         splitter.addWidget(right)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([560, 1000])
+        splitter.setStretchFactor(1, 1)
+        splitter.setStretchFactor(0, 0)
+        splitter.setSizes([LIST_WIDTH, 1200])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(splitter)
@@ -357,6 +361,40 @@ class RunsWorkbench(WindowTab):
     def say(self, text: str, kind: str = "info") -> None:
         self.message_label.setStyleSheet("color: #cf222e" if kind == "error" else "")
         self.message_label.setText(text)
+
+    # ---- sessions (explorer.window.session)
+    def runs_view(self) -> RunsView:
+        """The tab as a session keeps it: the folders added, the runs ticked, how the plots draw, the filters."""
+        state = self.state
+        return RunsView(folders=tuple(str(folder) for folder in state.folders),
+                        ticked=tuple(state.ticked_folders()), smoothing=state.smoothing, axis=state.mode.axis,
+                        log_x=state.mode.log_x, log_y=state.mode.log_y, ignore_outliers=state.ignore_outliers,
+                        shared_only=state.shared_only, run_filter=state.run_filter_text,
+                        metric_filter=state.metric_filter_text)
+
+    def apply_runs_view(self, view: RunsView) -> list[str]:
+        """Show the runs as a session kept them: its folders followed (besides those already), its runs ticked (when
+        found), the rest as it says. Returns what could not be brought back, in words (a folder no longer here)."""
+        missing = []
+        for folder in view.folders:
+            if Path(folder).expanduser().is_dir():
+                self.add_folder(folder, remember=False)
+            else:
+                missing.append(f"the runs folder {folder} is not here")
+        missing += [f"the run {folder} is not here" for folder in view.ticked
+                    if not Path(folder).expanduser().is_dir()]
+        self.state.tick_only(view.ticked)
+        self.set_smoothing(view.smoothing)
+        index = self.axis_box.findData(view.axis)
+        self.axis_box.setCurrentIndex(index if index >= 0 else 0)
+        for check, on in ((self.log_x_check, view.log_x), (self.log_y_check, view.log_y),
+                          (self.outliers_check, view.ignore_outliers), (self.shared_check, view.shared_only)):
+            check.setChecked(on)
+        self.run_filter.setText(view.run_filter)
+        self.metric_filter.setText(view.metric_filter)
+        if missing:
+            self.say("From the session: " + "; ".join(missing), "error")
+        return missing
 
     # ---- for tests and the window
     def set_smoothing(self, weight: float) -> None:
