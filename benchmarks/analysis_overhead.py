@@ -51,8 +51,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks._common import load_average  # noqa: E402
+from explorer.runs.training_run import QUICK_RUN  # noqa: E402
 
-APP_EVERY = 100  # the Train tab's default interval (explorer.runs.training_run.QUICK_RUN's analysis_every)
+# The Train tab's default interval: its quick run's analysis_every (100, where the tab sets one; 100 before it did).
+APP_EVERY = QUICK_RUN.get("analysis_every") or 100
 
 
 def app_training_threads() -> int:
