@@ -188,6 +188,7 @@ def test_a_record_still_being_written_waits_for_its_end(tmp_path):
         np.testing.assert_array_equal(values, whole[name].values)
 
 
+@pytest.mark.slow
 def test_a_writer_started_again_at_a_step_drops_what_was_written_from_there_as_tensorboard_does(tmp_path):
     """A resumed run's SummaryWriter(purge_step=S) starts a session at S: the steps from S on that the first
     writer wrote are out of date. EventAccumulator drops them; so does the reader, whether it reads the folder

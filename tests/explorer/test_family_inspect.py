@@ -66,6 +66,7 @@ def window(qtbot, settings) -> MainWindow:
     return open_window(qtbot, settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MASKED_LMS)
 def test_inspect_tab_shows_mlm_rows_without_the_nsp_line(qtbot, window, tokenizer, name):
     with qtbot.waitSignal(window.inspectionShown, timeout=WAIT_MS):

@@ -32,6 +32,7 @@ def window(qtbot, settings) -> MainWindow:
     return open_window(qtbot, settings)
 
 
+@pytest.mark.slow
 def test_albert_shows_sentence_order_where_bert_shows_nsp(qtbot, window, tokenizer):
     torch.manual_seed(0)
     albert = AlbertForPreTraining(AlbertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, embedding_size=16,

@@ -66,6 +66,7 @@ def model_label(window: MainWindow) -> str:
 
 # -- `bert-explorer org/name` -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_start_up_opens_a_cached_repo_id_and_names_it_by_the_repo_id(qtbot, window, cached_tiny):
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.start_up("org/tiny-bert")
@@ -106,6 +107,7 @@ def test_a_repo_id_not_in_the_cache_says_so_and_falls_back(qtbot, settings, tiny
     assert "Download from the Hub" in error and "Traceback" not in error and "Showing tiny-bert" in error
 
 
+@pytest.mark.slow
 def test_a_snapshot_folder_opened_by_path_is_named_by_its_repo_id(qtbot, window, cached_tiny):
     with qtbot.waitSignal(window.modelChanged, timeout=WAIT_MS):
         window.load_checkpoint(str(cached_tiny))
@@ -262,6 +264,7 @@ def test_an_empty_cache_says_where_it_looked_and_how_to_fill_it(qtbot, hub_env: 
 
 # -- Model ▸ Download from the Hub… ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_download_shows_its_progress_and_opens_the_model(qtbot, window, serve, checkpoint_files, hub_env: Path):
     serve({"org/tiny-bert": checkpoint_files})
     dialog = window.open_hub_download()

@@ -8,12 +8,15 @@ from __future__ import annotations
 import itertools
 import time
 
+import pytest
+
 from explorer.inspector._qt.input_form import InputForm
 
 THROTTLE_MS = 100
 SETTLE_S = 0.15  # longer than the throttle
 
 
+@pytest.mark.slow
 def test_a_settle_slower_than_the_throttle_leaves_the_throttle_free_after_it(qtbot):
     form = InputForm(throttle_ms=THROTTLE_MS)
     qtbot.addWidget(form)

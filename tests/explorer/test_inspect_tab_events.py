@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtWidgets import QLabel, QSpinBox
 
 from tests.explorer.conftest import TINY_HEADS, TINY_LAYERS, make_tiny_model
@@ -31,6 +32,7 @@ def test_the_masking_note_describes_the_snapshot_shown_not_the_live_input(qtbot,
     assert note.text().startswith("No masking: click a token"), note.text()
 
 
+@pytest.mark.slow
 def test_the_state_is_the_one_place_views_follow(qtbot, window):
     """Masking and head switches written to the state reach the views with no call to the tab."""
     tab = window.inspect_tab

@@ -172,6 +172,7 @@ def test_a_token_classifier_shows_its_tags_in_the_table_and_its_output_beside(st
     assert len(tags) == len(inspection.encoding) and any(tags)
 
 
+@pytest.mark.slow
 def test_the_tab_refreshes_none_of_its_views_by_hand(qtbot, window, tokenizer):
     """Cut each view of an inspection off the state: the tab still shows the snapshot (caption, signal), and
     every view still shows what it showed, because nothing but its own subscription redraws it."""

@@ -79,6 +79,7 @@ def window(qtbot, window) -> MainWindow:
     return window
 
 
+@pytest.mark.slow
 def test_picking_a_recipe_masks_with_it_and_feeds_the_predictions(qtbot, window, tokenizer):
     combo = window.findChild(QComboBox, "maskingRecipeCombo")
     assert [combo.itemData(i) for i in range(combo.count())] == ["token", "whole-word", "span"]
@@ -99,6 +100,7 @@ def test_picking_a_recipe_masks_with_it_and_feeds_the_predictions(qtbot, window,
     assert f"span {expected.units[first]} of {expected.num_units}: " in table.model().tooltip(first)
 
 
+@pytest.mark.slow
 def test_the_combo_follows_the_state_without_echoing(qtbot, window):
     combo = window.findChild(QComboBox, "maskingRecipeCombo")
     state = window.inspect_tab.state
