@@ -17,7 +17,6 @@ by itself the first time the view is shown for a model. A new model cancels a ru
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -43,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from explorer.common._qt.cell_numbers import CellNumbers
+from explorer.common._qt.cell_numbers import CellNumbers, cell_at, cell_centre
 from explorer.common._qt.heatmap_style import colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plain_text import plain_label
@@ -131,16 +130,10 @@ class SyntaxHeadsGrid(QWidget):
         self.plot.vb.setRange(xRange=(0, num_heads), yRange=(0, num_layers), padding=0)
 
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int]:
-        if not self.values.size or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
-            return -1, -1
-        point = self.plot.vb.mapSceneToView(scene_pos)
-        layer, head = math.floor(point.y()), math.floor(point.x())
-        if 0 <= layer < self.values.shape[0] and 0 <= head < self.values.shape[1]:
-            return layer, head
-        return -1, -1
+        return cell_at(self.plot, self.values.shape, scene_pos)
 
     def cell_centre(self, layer: int, head: int) -> QPointF:
-        return self.plot.vb.mapViewToScene(QPointF(head + 0.5, layer + 0.5))
+        return cell_centre(self.plot, layer, head)
 
     def _on_moved(self, scene_pos: QPointF) -> None:
         self.hovered.emit(*self.cell_at(scene_pos))

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from bertcore.tokenization.pieces import readable_piece
-from explorer.common._qt.cell_numbers import CellNumbers
+from explorer.common._qt.cell_numbers import CellNumbers, cell_at
 from explorer.common._qt.exporting import CopyPicture, export_button, export_png, render_picture
 from explorer.common._qt.heatmap_style import color_map
 from explorer.common._qt.plain_text import plain_label, plain_tooltip
@@ -324,14 +324,9 @@ class LogitLensView(QWidget):
 
     # ---- mouse ----
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int]:
-        if self.lens is None or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
+        if self.lens is None:
             return -1, -1
-        point = self.plot.vb.mapSceneToView(scene_pos)
-        row, column = math.floor(point.y()), math.floor(point.x())
-        num_rows, num_columns = self.matrix.shape
-        if 0 <= row < num_rows and 0 <= column < num_columns:
-            return row, column
-        return -1, -1
+        return cell_at(self.plot, self.matrix.shape, scene_pos)
 
     def _on_mouse_clicked(self, event) -> None:
         _, column = self.cell_at(event.scenePos())

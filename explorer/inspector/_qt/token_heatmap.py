@@ -9,14 +9,13 @@ in view, and `image_pixels` asks for as many more pixels as the zoom needs, up t
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from bertcore.tokenization.pieces import readable_piece
+from explorer.common._qt.cell_numbers import cell_at
 from explorer.common._qt.heatmap_style import (
     colour_lookup,
     diverging_lookup,
@@ -183,14 +182,7 @@ class TokenHeatmap(HoverReadout, QWidget):
 
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int]:
         """(row, column) of the visible matrix under a scene point, (-1, -1) outside it."""
-        if not self.plot.vb.sceneBoundingRect().contains(scene_pos):
-            return -1, -1
-        point = self.plot.vb.mapSceneToView(scene_pos)
-        row, column = math.floor(point.y()), math.floor(point.x())
-        length = self.matrix.shape[0]
-        if 0 <= row < length and 0 <= column < length:
-            return row, column
-        return -1, -1
+        return cell_at(self.plot, self.matrix.shape, scene_pos)
 
     def describe_cell(self, row: int, column: int) -> str:
         query, key = int(self.positions[row]), int(self.positions[column])

@@ -9,15 +9,13 @@ head framed. Items are made once and fed with new data: the image with `setImage
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from explorer.common._qt.cell_numbers import CellNumbers
+from explorer.common._qt.cell_numbers import CellNumbers, cell_at, cell_centre
 from explorer.common._qt.heatmap_style import SELECTED_PEN, colour_lookup, insert_scale_bar, make_scale_bar
 from explorer.common._qt.picture_item import PictureItem
 from explorer.common._qt.plain_text import plain_label
@@ -139,17 +137,11 @@ class HeadChangeGrid(QWidget):
 
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int]:
         """(layer, head) under a scene point, (-1, -1) outside the grid."""
-        if not self.values.size or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
-            return -1, -1
-        point = self.plot.vb.mapSceneToView(scene_pos)
-        layer, head = math.floor(point.y()), math.floor(point.x())
-        if 0 <= layer < self.values.shape[0] and 0 <= head < self.values.shape[1]:
-            return layer, head
-        return -1, -1
+        return cell_at(self.plot, self.values.shape, scene_pos)
 
     def cell_centre(self, layer: int, head: int) -> QPointF:
         """The scene point at the middle of a head's cell (tests, scripted clicks)."""
-        return self.plot.vb.mapViewToScene(QPointF(head + 0.5, layer + 0.5))
+        return cell_centre(self.plot, layer, head)
 
     def describe(self, layer: int, head: int) -> str:
         return f"layer {layer + 1}, head {head + 1}: {bits_text(float(self.values[layer, head]))}"
