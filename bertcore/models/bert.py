@@ -31,7 +31,7 @@ from bertcore.models.parts import (
     ModelHeads,
     PretrainingHeads,
     TokenRows,
-    check_inputs,
+    prepare_encoder_inputs,
 )
 
 
@@ -308,20 +308,10 @@ class BertModel(nn.Module):
         """query_positions (B, M), if given, limits the last layer's output to those positions; the
         first of each row must be 0 ([CLS]) for the pooler. Padding is then left out of every layer's dense
         work. Used by the training heads, never for inspection."""
-        check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        seq_len = input_ids.size(1)
-        if seq_len > self.config.max_position_embeddings:
-            raise ValueError(
-                f"the input has {seq_len} positions; this model accepts at most "
-                f"{self.config.max_position_embeddings} — truncate it (tokenizer.encode(max_length=...))"
-            )
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        key_padding_mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            key_padding_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = may attend
-        if head_mask is not None:
-            head_mask = head_mask.to(device=input_ids.device, dtype=self.embeddings.word_embeddings.weight.dtype)
+        token_type_ids, key_padding_mask, head_mask = prepare_encoder_inputs(
+            self.config, input_ids, token_type_ids, attention_mask, head_mask, self.config.num_hidden_layers,
+            self.embeddings.word_embeddings.weight.dtype,
+        )
         hidden_states = self.embeddings(input_ids, token_type_ids)
         last_hidden_state, hidden_states, attentions = self.encoder(
             hidden_states, key_padding_mask, head_mask, output_attentions, output_hidden_states, query_positions

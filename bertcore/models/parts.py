@@ -1,8 +1,8 @@
 """What every family's model is built from, in one home: the pieces the six families share, whatever their layout.
 
 In reading order: the label a loss leaves out (`IGNORE_INDEX`) and the activations config.json names; dropout
-with a cheaper CPU mask; the checks every model's inputs pass before the first layer, and what a model around
-another encoder derives from its inputs (`prepare_encoder_inputs`); which positions the encoder's flat hidden
+with a cheaper CPU mask; the checks every model's inputs pass before the first layer, and what every encoder
+derives from its inputs (`prepare_encoder_inputs`); which positions the encoder's flat hidden
 states hold (`TokenRows`); reading a family's config.json values (`fields_of_family`); and which pretraining heads
 a model class carries and whether they came trained with its weights (`ModelHeads`, `PretrainingHeads`).
 
@@ -104,8 +104,9 @@ def prepare_encoder_inputs(
     num_attention_layers: int,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """What BertModel.forward checks and derives before its embeddings, for a model around another encoder:
-    (token_type_ids (B, T), key_padding_mask (B, 1, 1, T) or None, head_mask in the model's dtype or None)."""
+    """What every model checks and derives from its inputs before its embeddings (BertModel and the families
+    around another encoder alike): (token_type_ids (B, T), key_padding_mask (B, 1, 1, T) or None, head_mask in the
+    model's dtype or None)."""
     check_inputs(config, input_ids, token_type_ids, attention_mask)
     seq_len = input_ids.size(1)
     if seq_len > config.max_position_embeddings:
