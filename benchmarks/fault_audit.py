@@ -2120,30 +2120,7 @@ def hub_cases() -> list[HubCase]:
 
 def _start_fake_hub(repos: dict, options: dict):
     """A FakeHub serving `repos` on 127.0.0.1, and its server (to shut down)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    hub = _hub_fixtures().FakeHub(repos, **options)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_GET(self):
-            hub.answer(self, "GET")
-
-        def do_HEAD(self):
-            hub.answer(self, "HEAD")
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    server.handle_error = lambda request, address: None
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    return hub, server
+    return _hub_fixtures().start_fake_hub(repos, **options)
 
 
 def run_hub_case(case: HubCase, root: Path) -> Outcome:

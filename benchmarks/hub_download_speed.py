@@ -19,9 +19,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,31 +29,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from bertcore.models.hub_download import download_model  # noqa: E402 - after the path that makes the checkout importable
-from tests.hub_fixtures import HUB_COMMIT, FakeHub, hub_config  # noqa: E402
-
-
-def serve(repos: dict[str, dict[str, bytes]]) -> tuple[FakeHub, ThreadingHTTPServer]:
-    hub = FakeHub(repos)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_GET(self):
-            hub.answer(self, "GET")
-
-        def do_HEAD(self):
-            hub.answer(self, "HEAD")
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.handle_error = lambda request, address: None  # a client closing a kept-alive connection is no news
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    return hub, server
+from tests.hub_fixtures import HUB_COMMIT, hub_config, start_fake_hub  # noqa: E402
 
 
 def with_huggingface_hub(repo_id: str, names: list[str], cache: Path, endpoint: str) -> None:
@@ -74,7 +48,7 @@ def main() -> None:
     files = {"config.json": hub_config(architectures=["BertForMaskedLM"]), "vocab.txt": b"[PAD]\n[UNK]\n",
              "model.safetensors": weights}
     repo_id = "org/speed"
-    hub, server = serve({repo_id: files})
+    hub, server = start_fake_hub({repo_id: files})
     os.environ["HF_ENDPOINT"] = hub.url
     total_mb = sum(len(content) for content in files.values()) / 1e6
     work = Path(tempfile.mkdtemp(prefix="hub-speed-"))

@@ -249,34 +249,41 @@ def _range_start(header: str | None) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def start_fake_hub(repos: dict[str, dict[str, bytes]], **options: object) -> tuple[FakeHub, ThreadingHTTPServer]:
+    """A FakeHub serving `repos` on 127.0.0.1 (its address in `hub.url`), and its server, for the caller to shut
+    down (the `serve` fixture, the fault audit and the download benchmark all start theirs here)."""
+    hub = FakeHub(repos, **options)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as a Hub answers: a client must not rely on the close
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms wait for the client's ACK
+
+        def do_GET(self):
+            hub.answer(self, "GET")
+
+        def do_HEAD(self):
+            hub.answer(self, "HEAD")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True  # a stalled answer never holds the caller's end
+    server.block_on_close = False
+    server.handle_error = lambda request, address: None  # a client hanging up (a cancel) is no news here
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    return hub, server
+
+
 @pytest.fixture(name="serve")
 def serve_fixture(monkeypatch: pytest.MonkeyPatch):
     """serve(repos) -> a FakeHub listening on 127.0.0.1, with HF_ENDPOINT pointing at it."""
     servers = []
 
     def start(repos: dict[str, dict[str, bytes]], **options: object) -> FakeHub:
-        hub = FakeHub(repos, **options)
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as a Hub answers: a client must not rely on the close
-            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms wait for the client's ACK
-
-            def do_GET(self):
-                hub.answer(self, "GET")
-
-            def do_HEAD(self):
-                hub.answer(self, "HEAD")
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True  # a stalled answer never holds the test's end
-        server.block_on_close = False
-        server.handle_error = lambda request, address: None  # a client hanging up (a cancel) is no news here
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        hub, server = start_fake_hub(repos, **options)
         servers.append((server, hub))
-        hub.url = f"http://127.0.0.1:{server.server_address[1]}"
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         return hub
 
