@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -795,29 +796,36 @@ def load_server() -> None:
 
     for line in sys.stdin:
         request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _child_load(request["folder"], request["result"], request["log"])
-            except BaseException:
-                code = 3
-            os._exit(code)
-        deadline = time.monotonic() + LOAD_TIMEOUT_S
-        status = None
-        while time.monotonic() < deadline:
-            done, found = os.waitpid(pid, os.WNOHANG)
-            if done:  # (0, 0) while the child runs: a hang must leave status None
-                status = found
-                break
-            time.sleep(0.005)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        reply = {"timeout": status is None, "signal": os.WTERMSIG(status) if status and os.WIFSIGNALED(status) else 0,
-                 "code": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        _answer_in_fork(functools.partial(_child_load, request["folder"], request["result"], request["log"]),
+                        LOAD_TIMEOUT_S)
+
+
+def _answer_in_fork(child, timeout: float) -> None:
+    """Run `child()` in a forked child (exit code 0, or 3 if it raised), kill it after `timeout` seconds, and write
+    how it ended to stdout as one JSON line: {"timeout", "signal", "code"} (the servers' answer to a request)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            child()
+        except BaseException:
+            code = 3
+        os._exit(code)
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        done, found = os.waitpid(pid, os.WNOHANG)
+        if done:  # (0, 0) while the child runs: a hang must leave status None
+            status = found
+            break
+        time.sleep(0.005)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    reply = {"timeout": status is None, "signal": os.WTERMSIG(status) if status and os.WIFSIGNALED(status) else 0,
+             "code": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
 
 
 class LoadServer:
@@ -2377,29 +2385,7 @@ def probe_server(family: str) -> None:
         import bertcore.data.prepare  # noqa: F401 - imported once, shared by every forked child
     for line in sys.stdin:
         request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _probe_child(request)
-            except BaseException:
-                code = 3
-            os._exit(code)
-        deadline = time.monotonic() + request["timeout"]
-        status = None
-        while time.monotonic() < deadline:
-            done, found = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = found
-                break
-            time.sleep(0.005)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        reply = {"timeout": status is None, "signal": os.WTERMSIG(status) if status and os.WIFSIGNALED(status) else 0,
-                 "code": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        _answer_in_fork(functools.partial(_probe_child, request), request["timeout"])
 
 
 def _probe_child(request: dict) -> None:
