@@ -1793,22 +1793,24 @@ HUB_SERVED = "0123456789abcdef0123456789abcdef01234567"  # the fake Hub's commit
 def _hub_fixtures():
     """tests/hub_fixtures.py of this checkout, loaded by its path: the fake Hub is this audit's, whichever bertcore
     PYTHONPATH makes the child import."""
-    with _HUB_FIXTURES_LOCK:  # two cases at once must not see it half loaded
-        return _load_hub_fixtures()
+    return _tests_module("hub_fixtures")
 
 
-_HUB_FIXTURES_LOCK = threading.Lock()
+def _tests_module(name: str):
+    """tests/<name>.py of this checkout, loaded by its path once (whatever PYTHONPATH says)."""
+    with _TESTS_MODULES_LOCK:  # two cases at once must not see it half loaded
+        module_name = f"fault_audit_{name}"
+        if module_name not in sys.modules:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location(module_name, REPO / "tests" / f"{name}.py")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # its dataclasses look themselves up here
+            spec.loader.exec_module(module)
+        return sys.modules[module_name]
 
 
-def _load_hub_fixtures():
-    if "fault_audit_hub_fixtures" not in sys.modules:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("fault_audit_hub_fixtures", REPO / "tests" / "hub_fixtures.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look themselves up here
-        spec.loader.exec_module(module)
-    return sys.modules["fault_audit_hub_fixtures"]
+_TESTS_MODULES_LOCK = threading.Lock()
 
 
 def hub_files() -> dict[str, bytes]:
@@ -2562,32 +2564,14 @@ def tok_bytes(name: str, data: bytes | Callable[[bytes], bytes]) -> Callable[[Pa
 
 
 def _spm_field(number: int, value) -> bytes:
-    def varint(value: int) -> bytes:
-        value &= (1 << 64) - 1
-        out = b""
-        while value >= 0x80:
-            out += bytes([value & 0x7F | 0x80])
-            value >>= 7
-        return out + bytes([value])
-
-    if isinstance(value, float):
-        return varint(number << 3 | 5) + struct.pack("<f", value)
-    if isinstance(value, bytes):
-        return varint(number << 3 | 2) + varint(len(value)) + value
-    return varint(number << 3) + varint(value)
+    """One protobuf field of a spiece.model (tests/sentencepiece_files.py)."""
+    return _tests_module("sentencepiece_files").proto_field(number, value)
 
 
 def tok_hand_made_spm(*extra_pieces: bytes, charsmap: bytes = b"", model_type: int = 1) -> bytes:
-    """A spiece.model written field by field: <unk>, the four role tokens, "▁", "a", then `extra_pieces`."""
-    pieces = [_spm_field(1, b"<unk>") + _spm_field(3, 2)]
-    pieces += [_spm_field(1, token) + _spm_field(2, 0.0) + _spm_field(3, 3) for token in (b"<s>", b"</s>", b"<pad>",
-                                                                                       b"<mask>")]
-    pieces += [_spm_field(1, "▁".encode()) + _spm_field(2, -1.0), _spm_field(1, b"a") + _spm_field(2, -2.0),
-               *extra_pieces]
-    normalizer = _spm_field(1, b"custom") + (_spm_field(2, charsmap) if charsmap else b"")
-    return (b"".join(_spm_field(1, piece) for piece in pieces) + _spm_field(2, _spm_field(3, model_type)
-                                                                             + _spm_field(40, 0))
-            + _spm_field(3, normalizer))
+    """A spiece.model written field by field: <unk>, the four role tokens, "▁", "a", then `extra_pieces`
+    (tests/sentencepiece_files.py)."""
+    return _tests_module("sentencepiece_files").hand_made_spm(*extra_pieces, charsmap=charsmap, model_type=model_type)
 
 
 def tok_spm_file(data: bytes) -> Callable[[Path, Path], None]:

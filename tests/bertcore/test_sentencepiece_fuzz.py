@@ -28,7 +28,6 @@ from bertcore.errors import TokenizerError
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.sentencepiece_model import (
     BYTE,
-    CONTROL,
     MAX_PIECE_BYTES,
     UNKNOWN,
     family_vocabulary,
@@ -36,7 +35,8 @@ from bertcore.tokenization.sentencepiece_model import (
     tokenizer_from_sentencepiece,
 )
 from bertcore.tokenization.tokenizer_files import ROLES, role_token
-from tests.bertcore.test_sentencepiece_model import _field, corpus_lines
+from tests.bertcore.test_sentencepiece_model import corpus_lines
+from tests.sentencepiece_files import hand_made_spm, proto_field
 
 TEXTS = ["hello world", "the cat sat on the mat.", "ＡＢ ﬁne Ⅰ Á", "a\u00a0b", "中文 😀 ½",
          "Don't stop-believing, 3.14!"]
@@ -146,18 +146,6 @@ def test_damaged_copies_are_refused_or_encode_as_sentencepiece(models, sentencep
 
 # ---- the audit's cases, each in a child process ----------------------------------------------------------------
 
-def hand_made(*extra_pieces: bytes, charsmap: bytes = b"", model_type: int = 1) -> bytes:
-    """A SentencePiece model written field by field: <unk>, the four control tokens the app needs, "▁" and "a",
-    then `extra_pieces` (each a piece message); a normalisation table where given."""
-    pieces = [_field(1, b"<unk>") + _field(3, UNKNOWN)]
-    pieces += [_field(1, token.encode()) + _field(2, 0.0) + _field(3, CONTROL)
-               for token in ("<s>", "</s>", "<pad>", "<mask>")]
-    pieces += [_field(1, "▁".encode()) + _field(2, -1.0), _field(1, b"a") + _field(2, -2.0), *extra_pieces]
-    trainer = _field(3, model_type) + _field(40, 0)
-    normalizer = _field(1, b"custom") + (_field(2, charsmap) if charsmap else b"")
-    return b"".join(_field(1, piece) for piece in pieces) + _field(2, trainer) + _field(3, normalizer)
-
-
 def open_in_child(folder, memory_limit: int = 2 << 30, timeout: float = 60) -> subprocess.CompletedProcess:
     """tokenizer_from_folder(folder) and one encode in a fresh interpreter with an address-space limit; prints
     "refused: <message>" for a TokenizerError, "opened" when it reads."""
@@ -195,14 +183,15 @@ def refused_in_child(folder, pattern: str, **limits) -> None:
 def test_a_piece_of_300000_characters_is_refused_not_a_crash_or_a_hang(model_type, tmp_path):
     """Unigram: the Rust trie of such a piece overflowed the stack when freed (exit 139); BPE: listing its merges
     took 240 s. SentencePiece refuses pieces of 8,000 bytes or more, and so does the reader, before either."""
-    long_piece = _field(1, b"x" * 300_000) + _field(2, -3.0)
-    (tmp_path / "spiece.model").write_bytes(hand_made(long_piece, model_type=model_type))
+    long_piece = proto_field(1, b"x" * 300_000) + proto_field(2, -3.0)
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(long_piece, model_type=model_type))
     refused_in_child(tmp_path, r"spiece\.model is not a SentencePiece model \(piece 7 is 300,000 bytes long; "
                                r"SentencePiece refuses pieces of 8,000 bytes or more\)")
 
 
 def test_a_piece_just_under_the_bound_reads(tmp_path):
-    (tmp_path / "spiece.model").write_bytes(hand_made(_field(1, b"x" * (MAX_PIECE_BYTES - 1)) + _field(2, -3.0)))
+    piece = proto_field(1, b"x" * (MAX_PIECE_BYTES - 1)) + proto_field(2, -3.0)
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(piece))
     tokenizer = tokenizer_from_folder(tmp_path)
     assert tokenizer.encode("a " + "x" * (MAX_PIECE_BYTES - 1)).tokens == ["<s>", "▁", "a", "▁", "x" * 7999, "</s>"]
 
@@ -226,33 +215,34 @@ def charsmap(trie_units: list[int], texts: bytes, trie_size: int | None = None) 
 def test_a_damaged_normalisation_table_is_refused_in_bounded_memory(table, pattern, tmp_path):
     """The four zero bytes raised pyo3's PanicException (a BaseException) at the first encode; an 814-byte file
     whose table claims a 4 GB trie asked the Rust reader for 7.8 GB; each is refused as SentencePiece refuses it."""
-    (tmp_path / "spiece.model").write_bytes(hand_made(charsmap=table))
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(charsmap=table))
     refused_in_child(tmp_path, pattern, memory_limit=1 << 30)
 
 
 @pytest.mark.parametrize("piece, pattern", [
-    (_field(1, b"a") + _field(2, -1.0), r"piece 7 \('a'\) repeats piece 6"),
-    (_field(1, b"") + _field(2, -1.0), r"piece 7 is empty"),
-    (_field(1, b"b\0c") + _field(2, -1.0), r"piece 7 holds a null character"),
-    (_field(1, b"b") + _field(2, float("nan")), r"the score of piece 7 \('b'\) is nan"),
-    (_field(1, b"<unk2>") + _field(3, UNKNOWN), r"pieces 0 and 7 are both its unknown piece"),
-    (_field(1, b"<0x41>") + _field(3, BYTE), r"piece 7 \('<0x41>'\) is a byte piece, but byte fallback is off"),
+    (proto_field(1, b"a") + proto_field(2, -1.0), r"piece 7 \('a'\) repeats piece 6"),
+    (proto_field(1, b"") + proto_field(2, -1.0), r"piece 7 is empty"),
+    (proto_field(1, b"b\0c") + proto_field(2, -1.0), r"piece 7 holds a null character"),
+    (proto_field(1, b"b") + proto_field(2, float("nan")), r"the score of piece 7 \('b'\) is nan"),
+    (proto_field(1, b"<unk2>") + proto_field(3, UNKNOWN), r"pieces 0 and 7 are both its unknown piece"),
+    (proto_field(1, b"<0x41>") + proto_field(3, BYTE),
+     r"piece 7 \('<0x41>'\) is a byte piece, but byte fallback is off"),
 ], ids=["repeated", "empty", "null character", "NaN score", "two unknown pieces", "byte piece"])
 def test_pieces_sentencepiece_refuses_are_refused(piece, pattern, tmp_path):
-    (tmp_path / "spiece.model").write_bytes(hand_made(piece))
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(piece))
     with pytest.raises(TokenizerError, match=r"spiece\.model is not a SentencePiece model \(" + pattern):
         tokenizer_from_folder(tmp_path)
 
 
 def test_a_bpe_piece_that_no_merge_makes_is_refused(tmp_path):
     """"ab" where "b" is no piece: SentencePiece reaches it by merging the text's "a" and "b", a merge list cannot."""
-    (tmp_path / "spiece.model").write_bytes(hand_made(_field(1, b"ab") + _field(2, -1.5), model_type=2))
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(proto_field(1, b"ab") + proto_field(2, -1.5), model_type=2))
     with pytest.raises(TokenizerError, match=r"BPE piece 7 \('ab'\) is not a merge of two of its pieces"):
         tokenizer_from_folder(tmp_path)
 
 
 def test_a_model_that_puts_spaces_after_words_is_named_as_unsupported(tmp_path):
-    data = hand_made() + _field(2, _field(24, 1))
+    data = hand_made_spm() + proto_field(2, proto_field(24, 1))
     (tmp_path / "spiece.model").write_bytes(data)
     with pytest.raises(TokenizerError, match=r"is a SentencePiece model this reader cannot encode as SentencePiece "
                                              r"does \(it puts the word boundary after words"):
@@ -260,7 +250,7 @@ def test_a_model_that_puts_spaces_after_words_is_named_as_unsupported(tmp_path):
 
 
 def test_a_family_config_does_not_change_what_is_refused(tmp_path):
-    (tmp_path / "spiece.model").write_bytes(hand_made(_field(1, b"") + _field(2, -1.0)))
+    (tmp_path / "spiece.model").write_bytes(hand_made_spm(proto_field(1, b"") + proto_field(2, -1.0)))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "albert"}), encoding="utf-8")
     with pytest.raises(TokenizerError, match=r"piece 7 is empty"):
         tokenizer_from_folder(tmp_path)

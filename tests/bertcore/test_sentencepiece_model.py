@@ -7,7 +7,6 @@ folders written as transformers writes each family's, then left with the model f
 import io
 import json
 import shutil
-import struct
 
 import pytest
 
@@ -16,6 +15,7 @@ from bertcore.files.resources import default_corpus_path
 from bertcore.tokenization.pretrained import PretrainedTokenizer, tokenizer_from_folder
 from bertcore.tokenization.sentencepiece_model import BYTE, CONTROL, UNKNOWN, family_of, parse_model_proto
 from tests.reference_tokenizers import needs_sound_truncation
+from tests.sentencepiece_files import proto_field
 
 TEXTS = [
     "Hello, world!",
@@ -197,33 +197,16 @@ def test_a_bpe_model_without_family_encodes_as_sentencepiece(folders, models, se
             if piece_id != processor.unk_id()], text
 
 
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = b""
-    while value >= 0x80:
-        out += bytes([value & 0x7F | 0x80])
-        value >>= 7
-    return out + bytes([value])
-
-
-def _field(number: int, value: int | bytes | float) -> bytes:
-    if isinstance(value, float):
-        return _varint(number << 3 | 5) + struct.pack("<f", value)
-    if isinstance(value, bytes):
-        return _varint(number << 3 | 2) + _varint(len(value)) + value
-    return _varint(number << 3) + _varint(value)
-
-
 def test_fields_in_any_order_negative_ids_and_unknown_fields_are_read():
     """What SentencePiece never writes but protobuf allows: fields out of order, fields we skip, a two-byte key,
     a negative int32 as ten bytes, a type number of no type (read as protobuf reads an enum: the default, NORMAL)."""
-    pieces = [_field(3, UNKNOWN) + _field(2, 0.0) + _field(1, b"<unk>"),
-              _field(2, -1.5) + _field(1, "▁ü".encode()) + _field(99, b"skipped"),
-              _field(1, b"x") + _field(2, -2.0) + _field(3, 9)]
-    pieces += [_field(1, f"<0x{byte:02X}>".encode()) + _field(3, BYTE) for byte in range(256)]
-    trainer = _field(43, -1) + _field(40, 0) + _field(3, 1) + _field(35, 1)
-    normalizer = _field(4, 0) + _field(1, b"identity")
-    data = b"".join(_field(1, piece) for piece in pieces) + _field(2, trainer) + _field(3, normalizer)
+    pieces = [proto_field(3, UNKNOWN) + proto_field(2, 0.0) + proto_field(1, b"<unk>"),
+              proto_field(2, -1.5) + proto_field(1, "▁ü".encode()) + proto_field(99, b"skipped"),
+              proto_field(1, b"x") + proto_field(2, -2.0) + proto_field(3, 9)]
+    pieces += [proto_field(1, f"<0x{byte:02X}>".encode()) + proto_field(3, BYTE) for byte in range(256)]
+    trainer = proto_field(43, -1) + proto_field(40, 0) + proto_field(3, 1) + proto_field(35, 1)
+    normalizer = proto_field(4, 0) + proto_field(1, b"identity")
+    data = b"".join(proto_field(1, piece) for piece in pieces) + proto_field(2, trainer) + proto_field(3, normalizer)
     model = parse_model_proto(data, "hand-made")
     assert [tuple(piece) for piece in model.pieces[:3]] == [("<unk>", 0.0, UNKNOWN), ("▁ü", -1.5, 1), ("x", -2.0, 1)]
     assert (model.pad_id, model.unk_id, model.byte_fallback) == (-1, 0, True)
@@ -232,7 +215,7 @@ def test_fields_in_any_order_negative_ids_and_unknown_fields_are_read():
     # where the two differ is damaged, whichever it is read by
     with pytest.raises(TokenizerError, match=r"hand-made is not a SentencePiece model \(its unknown piece is piece "
                                              r"0, but its trainer settings say 5\)"):
-        parse_model_proto(data + _field(2, _field(40, 5)), "hand-made")
+        parse_model_proto(data + proto_field(2, proto_field(40, 5)), "hand-made")
 
 
 def test_byte_fallback_spells_unknown_characters_as_sentencepiece_does(models, sentencepiece, tmp_path):
